@@ -1,0 +1,226 @@
+// Package aggregate decides which audit events count and turns them into
+// exact, durable counts.
+//
+// Ingest packages (webhook, Kafka, files) convert what they receive into
+// Event values and call Aggregator.Ingest. The aggregator classifies each
+// event (which stage, deprecated or not, which API, hour, node and client),
+// and commits the resulting requests to the store. Concurrent Ingest calls are
+// group-committed: one badger transaction and one fsync serve them all, and
+// each call returns only once its own requests are on disk.
+//
+// The package does not parse JSON or speak HTTP; that belongs to ingest.
+package aggregate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/store"
+)
+
+// ErrStopped is returned by Ingest once the aggregator has stopped.
+var ErrStopped = errors.New("aggregate: stopped")
+
+// UserAgentMode says how much of the user agent is kept.
+type UserAgentMode string
+
+const (
+	// UserAgentShort keeps the user agent up to its first space, as
+	// OpenShift does: "kubectl/v1.32.4 (linux/amd64) kubernetes/abc" is
+	// kept as "kubectl/v1.32.4".
+	UserAgentShort UserAgentMode = "short"
+	// UserAgentFull keeps the whole user agent, up to MaxUserAgentBytes.
+	UserAgentFull UserAgentMode = "full"
+)
+
+// Bounds on stored strings, the same as OpenShift's APIRequestCount CRD.
+const (
+	MaxUsernameBytes  = 512
+	MaxUserAgentBytes = 1024
+)
+
+// maxGroupCommit bounds how many Ingest calls share one commit.
+const maxGroupCommit = 64
+
+// Options configures New.
+type Options struct {
+	Store      *store.Store
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer
+	// UserAgent is UserAgentShort (the default) or UserAgentFull.
+	UserAgent UserAgentMode
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Aggregator classifies events and group-commits their counts.
+type Aggregator struct {
+	store     *store.Store
+	log       zerolog.Logger
+	uaMode    UserAgentMode
+	now       func() time.Time
+	metrics   *metrics
+	jobs      chan *job
+	stopped   chan struct{}
+	runCalled bool
+}
+
+type job struct {
+	reqs []store.Request
+	done chan jobResult
+}
+
+type jobResult struct {
+	dup []bool
+	err error
+}
+
+// New builds an aggregator. Call Run to start committing.
+func New(opts Options) *Aggregator {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = UserAgentShort
+	}
+	return &Aggregator{
+		store:   opts.Store,
+		log:     opts.Logger.With().Str("component", "aggregate").Logger(),
+		uaMode:  opts.UserAgent,
+		now:     opts.Now,
+		metrics: newMetrics(opts.Registerer),
+		jobs:    make(chan *job),
+		stopped: make(chan struct{}),
+	}
+}
+
+// Run commits queued requests until ctx is done. Ingest calls that were
+// already accepted when ctx ends are still committed before Run returns.
+func (a *Aggregator) Run(ctx context.Context) {
+	defer close(a.stopped)
+	for {
+		select {
+		case j := <-a.jobs:
+			a.commit(j)
+		case <-ctx.Done():
+			for {
+				select {
+				case j := <-a.jobs:
+					a.commit(j)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// commit writes first and every job already waiting behind it in one store
+// call: the group commit.
+func (a *Aggregator) commit(first *job) {
+	group := []*job{first}
+	n := len(first.reqs)
+collect:
+	for len(group) < maxGroupCommit {
+		select {
+		case j := <-a.jobs:
+			group = append(group, j)
+			n += len(j.reqs)
+		default:
+			break collect
+		}
+	}
+	all := make([]store.Request, 0, n)
+	for _, j := range group {
+		all = append(all, j.reqs...)
+	}
+	start := time.Now()
+	dup, err := a.store.Apply(all)
+	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		a.metrics.commitErrors.Inc()
+		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
+	}
+	off := 0
+	for _, j := range group {
+		r := jobResult{err: err}
+		if err == nil {
+			r.dup = dup[off : off+len(j.reqs)]
+		}
+		off += len(j.reqs)
+		j.done <- r
+	}
+}
+
+// Origin says where a set of events came from.
+type Origin struct {
+	// Source is the ingest path: "webhook", "kafka" or "file".
+	Source  string
+	Cluster string
+	Node    string
+}
+
+// Summary tells what became of the events of one Ingest call.
+type Summary struct {
+	Counted    int `json:"counted"`
+	Duplicates int `json:"duplicates"`
+	// Skipped counts events that are not counted by design: other stages,
+	// APIs that are not deprecated, expired hours.
+	Skipped int `json:"skipped"`
+}
+
+// Ingest classifies events and commits the counted ones. It returns once
+// they are durable. A non-nil error means nothing of this call may be
+// assumed committed; re-sending the same events is always safe because
+// counted requests are deduplicated.
+func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) (Summary, error) {
+	var sum Summary
+	now := a.now()
+	reqs := make([]store.Request, 0, len(events))
+	for i := range events {
+		req, res := a.classify(origin, &events[i], now)
+		if res != ResultCounted {
+			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
+			sum.Skipped++
+			continue
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return sum, nil
+	}
+	j := &job{reqs: reqs, done: make(chan jobResult, 1)}
+	select {
+	case a.jobs <- j:
+	case <-a.stopped:
+		return sum, ErrStopped
+	case <-ctx.Done():
+		return sum, ctx.Err()
+	}
+	var r jobResult
+	select {
+	case r = <-j.done:
+	case <-ctx.Done():
+		// The commit still happens; a retry of these events will be
+		// recognised as duplicates.
+		return sum, ctx.Err()
+	}
+	if r.err != nil {
+		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs), r.err)
+	}
+	for _, d := range r.dup {
+		if d {
+			sum.Duplicates++
+		} else {
+			sum.Counted++
+		}
+	}
+	a.metrics.events.WithLabelValues(origin.Source, string(ResultCounted)).Add(float64(sum.Counted))
+	a.metrics.events.WithLabelValues(origin.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
+	return sum, nil
+}

@@ -1,0 +1,144 @@
+package aggregate
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Audit stages that end a request. Only these carry the deprecation
+// annotations.
+const (
+	StageResponseComplete = "ResponseComplete"
+	StagePanic            = "Panic"
+)
+
+// Event is the part of one audit event that Sunset uses. Ingest fills it;
+// request and response bodies never reach it.
+type Event struct {
+	// ID is the auditID, or a digest of the raw event when it has none, so
+	// that re-sent events still deduplicate.
+	ID         string
+	Stage      string
+	Verb       string
+	RequestURI string
+	Username   string
+	UserAgent  string
+	// ObjectRef is nil for non-resource requests such as /healthz.
+	ObjectRef    *ObjectRef
+	ResponseCode int32
+	// Deprecated is the k8s.io/deprecated annotation.
+	Deprecated bool
+	// RemovedRelease is the k8s.io/removed-release annotation, e.g. "1.37".
+	RemovedRelease  string
+	RequestReceived time.Time
+	StageTime       time.Time
+}
+
+// ObjectRef names the API resource a request was about.
+type ObjectRef struct {
+	Group       string // empty for the core group
+	Version     string
+	Resource    string
+	Subresource string
+}
+
+// Result is what became of one event. Values are metric label values.
+type Result string
+
+// Results of classification and commit.
+const (
+	ResultCounted       Result = "counted"
+	ResultDuplicate     Result = "duplicate"
+	ResultOtherStage    Result = "skipped_stage"
+	ResultNotDeprecated Result = "not_deprecated"
+	ResultNoObjectRef   Result = "no_object_ref"
+	ResultExpired       Result = "expired"
+	ResultFuture        Result = "future"
+	ResultInvalid       Result = "invalid"
+)
+
+// futureSlack is how far ahead of Sunset's clock an event may claim to be.
+// Apiserver clocks drift a little; an event a day ahead is bogus.
+const futureSlack = 24 * time.Hour
+
+// APIName is the APIRequestCount name of a resource: resource.version.group,
+// or resource.version for the core group.
+func APIName(group, version, resource string) string {
+	if group == "" {
+		return resource + "." + version
+	}
+	return resource + "." + version + "." + group
+}
+
+// Hour is the UTC hour an event is counted in: that of
+// requestReceivedTimestamp, so replays and late deliveries land where the
+// request happened, else that of stageTimestamp, else ok is false.
+func (e *Event) Hour() (hour time.Time, ok bool) {
+	switch {
+	case !e.RequestReceived.IsZero():
+		return e.RequestReceived.UTC().Truncate(time.Hour), true
+	case !e.StageTime.IsZero():
+		return e.StageTime.UTC().Truncate(time.Hour), true
+	}
+	return time.Time{}, false
+}
+
+func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request, Result) {
+	if e.Stage != StageResponseComplete && e.Stage != StagePanic {
+		return store.Request{}, ResultOtherStage
+	}
+	if !e.Deprecated {
+		return store.Request{}, ResultNotDeprecated
+	}
+	if e.ObjectRef == nil || e.ObjectRef.Resource == "" || e.ObjectRef.Version == "" {
+		return store.Request{}, ResultNoObjectRef
+	}
+	hour, ok := e.Hour()
+	if !ok {
+		// Without any timestamp the arrival hour is the best guess.
+		hour = now.UTC().Truncate(time.Hour)
+	}
+	if a.store.Expired(hour) {
+		return store.Request{}, ResultExpired
+	}
+	if hour.After(now.Add(futureSlack)) {
+		return store.Request{}, ResultFuture
+	}
+	return store.Request{
+		ID: e.ID,
+		Key: store.CountKey{
+			Cluster:     o.Cluster,
+			API:         APIName(e.ObjectRef.Group, e.ObjectRef.Version, e.ObjectRef.Resource),
+			Hour:        hour,
+			Node:        o.Node,
+			Subresource: e.ObjectRef.Subresource,
+			Username:    Truncate(e.Username, MaxUsernameBytes),
+			UserAgent:   a.userAgent(e.UserAgent),
+			Verb:        e.Verb,
+		},
+		RemovedRelease: e.RemovedRelease,
+	}, ResultCounted
+}
+
+func (a *Aggregator) userAgent(ua string) string {
+	if a.uaMode == UserAgentShort {
+		if i := strings.IndexByte(ua, ' '); i >= 0 {
+			ua = ua[:i]
+		}
+	}
+	return Truncate(ua, MaxUserAgentBytes)
+}
+
+// Truncate cuts s to at most n bytes without splitting a UTF-8 character.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,39 @@
+package aggregate
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	events         *prometheus.CounterVec
+	commitDuration prometheus.Histogram
+	commitErrors   prometheus.Counter
+}
+
+// newMetrics registers the aggregator's metrics on reg; a nil reg gives
+// working but unregistered metrics.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		events: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_ingest_events_total",
+			Help: "Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).",
+		}, []string{"source", "result"}),
+		commitDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sunset_store_commit_duration_seconds",
+			Help:    "Time to commit one group of requests to badger, fsync included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		commitErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_store_commit_errors_total",
+			Help: "Commits to badger that failed; their senders got an error.",
+		}),
+	}
+}
+
+// CountInvalid records events that ingest could not decode, so that all
+// event outcomes share one metric.
+func (a *Aggregator) CountInvalid(source string, n int) {
+	a.metrics.events.WithLabelValues(source, string(ResultInvalid)).Add(float64(n))
+}

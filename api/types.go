@@ -1,0 +1,88 @@
+package api
+
+// Group and version of Sunset's API objects.
+const (
+	Group      = "sunset.dev"
+	Version    = "v1"
+	APIVersion = Group + "/" + Version
+)
+
+// APIRequestCount reports requests to one API. Its status has exactly the
+// shape of OpenShift's apiserver.openshift.io/v1 APIRequestCount, so jq and
+// jsonpath recipes written for OpenShift work unchanged; fields Sunset adds
+// are optional and additive.
+type APIRequestCount struct {
+	APIVersion string                `json:"apiVersion"`
+	Kind       string                `json:"kind"`
+	Metadata   ObjectMeta            `json:"metadata"`
+	Spec       APIRequestCountSpec   `json:"spec"`
+	Status     APIRequestCountStatus `json:"status"`
+}
+
+// APIRequestCountList is a list of APIRequestCount.
+type APIRequestCountList struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   ListMeta          `json:"metadata"`
+	Items      []APIRequestCount `json:"items"`
+}
+
+// ObjectMeta holds the name: resource.version.group, e.g.
+// "volumeattributesclasses.v1beta1.storage.k8s.io" or "endpoints.v1".
+type ObjectMeta struct {
+	Name string `json:"name"`
+}
+
+// ListMeta is empty; it is there so lists look like Kubernetes lists.
+type ListMeta struct{}
+
+// APIRequestCountSpec holds how many users per node the status reports.
+type APIRequestCountSpec struct {
+	NumberOfUsersToReport int64 `json:"numberOfUsersToReport"`
+}
+
+// APIRequestCountStatus is OpenShift's status shape.
+type APIRequestCountStatus struct {
+	// RemovedInRelease is the Kubernetes release that removes the API,
+	// "1.37", from the k8s.io/removed-release annotation.
+	RemovedInRelease string `json:"removedInRelease,omitempty"`
+	// RequestCount is the sum of Last24h.
+	RequestCount int64 `json:"requestCount"`
+	// CurrentHour is the current UTC hour, the same as its Last24h entry.
+	CurrentHour PerResourceAPIRequestLog `json:"currentHour"`
+	// Last24h has 24 entries indexed by UTC hour of day: index 0 is
+	// 00:00-00:59. It covers the current hour and the 23 before it.
+	Last24h []PerResourceAPIRequestLog `json:"last24h"`
+}
+
+// PerResourceAPIRequestLog is one hour of requests.
+type PerResourceAPIRequestLog struct {
+	ByNode       []PerNodeAPIRequestLog `json:"byNode,omitempty"`
+	RequestCount int64                  `json:"requestCount"`
+}
+
+// PerNodeAPIRequestLog is one hour of requests served by one apiserver.
+type PerNodeAPIRequestLog struct {
+	NodeName string `json:"nodeName"`
+	// Cluster is Sunset's addition: the cluster of the apiserver.
+	Cluster      string `json:"cluster,omitempty"`
+	RequestCount int64  `json:"requestCount"`
+	// ByUser holds the top users by request count, at most
+	// numberOfUsersToReport; RequestCount always includes all of them.
+	ByUser []PerUserAPIRequestCount `json:"byUser"`
+}
+
+// PerUserAPIRequestCount is one client's requests: a username and a user
+// agent.
+type PerUserAPIRequestCount struct {
+	UserName     string                   `json:"username"`
+	UserAgent    string                   `json:"userAgent"`
+	RequestCount int64                    `json:"requestCount"`
+	ByVerb       []PerVerbAPIRequestCount `json:"byVerb"`
+}
+
+// PerVerbAPIRequestCount is one client's requests with one verb.
+type PerVerbAPIRequestCount struct {
+	Verb         string `json:"verb"`
+	RequestCount int64  `json:"requestCount"`
+}

@@ -1,0 +1,215 @@
+// Package app assembles a running Sunset server from its parts: store,
+// aggregator, webhook, read API and ops endpoints, and owns their lifecycle.
+//
+// It does not parse flags or handle signals; cmd/sunset does, so tests can
+// embed a whole server with New and Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// BuildInfo describes the binary, for sunset_build_info and `sunset version`.
+type BuildInfo struct {
+	Version  string
+	Revision string
+}
+
+// Options are what the caller provides beyond Config.
+type Options struct {
+	Logger zerolog.Logger
+	// Registry receives every metric and is served on /metrics. Nil means a
+	// fresh registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// Now is the clock; nil means time.Now.
+	Now   func() time.Time
+	Build BuildInfo
+}
+
+// App is a Sunset server, built and listening but not yet serving.
+type App struct {
+	cfg      Config
+	log      zerolog.Logger
+	store    *store.Store
+	agg      *aggregate.Aggregator
+	srv      *http.Server
+	listener net.Listener
+	ready    atomic.Bool
+	readyG   prometheus.Gauge
+}
+
+// New opens the store and binds the listener, so that Addr is known and a
+// port conflict or a locked data directory fails here, before Run.
+func New(cfg Config, opts Options) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	a := &App{cfg: cfg, log: opts.Logger}
+
+	st, err := store.Open(store.Options{
+		Dir:       cfg.DataDir,
+		Retention: cfg.Retention,
+		Logger:    opts.Logger.With().Str("component", "badger").Logger(),
+		Now:       opts.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.store = st
+	a.agg = aggregate.New(aggregate.Options{
+		Store:      st,
+		Logger:     opts.Logger,
+		Registerer: reg,
+		UserAgent:  aggregate.UserAgentMode(cfg.UserAgent),
+		Now:        opts.Now,
+	})
+
+	mux := http.NewServeMux()
+	webhook.New(webhook.Options{
+		Ingester:       a.agg,
+		Logger:         opts.Logger,
+		Registerer:     reg,
+		DefaultCluster: cfg.DefaultCluster,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		MaxInFlight:    cfg.MaxInFlightBatches,
+	}).Register(mux)
+	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now}).Register(mux)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("Sunset is healthy.\n"))
+	})
+	mux.HandleFunc("/-/ready", a.serveReady)
+
+	f := promauto.With(reg)
+	f.NewGauge(prometheus.GaugeOpts{
+		Name:        "sunset_build_info",
+		Help:        "Always 1; labels describe the running binary.",
+		ConstLabels: prometheus.Labels{"version": opts.Build.Version, "revision": opts.Build.Revision, "goversion": runtime.Version()},
+	}).Set(1)
+	a.readyG = f.NewGauge(prometheus.GaugeOpts{
+		Name: "sunset_ready",
+		Help: "1 while Sunset accepts and commits audit events, 0 while starting or shutting down.",
+	})
+
+	a.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A full 64 MiB batch over a slow link still fits.
+		ReadTimeout:  2 * time.Minute,
+		WriteTimeout: 2 * time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     zerologStdLogger(opts.Logger.With().Str("component", "http").Logger()),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("listening on %s (set --listen to a free address): %w", cfg.Listen, err)
+	}
+	a.listener = ln
+	return a, nil
+}
+
+// Addr is the address the server listens on, useful with port 0.
+func (a *App) Addr() net.Addr { return a.listener.Addr() }
+
+// TLS reports whether the server speaks HTTPS.
+func (a *App) TLS() bool { return a.cfg.TLSCertFile != "" }
+
+func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if !a.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("Sunset is not ready.\n"))
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("Sunset is ready.\n"))
+}
+
+func (a *App) setReady(ok bool) {
+	a.ready.Store(ok)
+	if ok {
+		a.readyG.Set(1)
+	} else {
+		a.readyG.Set(0)
+	}
+}
+
+// Run serves until ctx is done, then shuts down in order: not ready, stop
+// HTTP (waiting for in-flight batches, which wait for their commits), let the
+// aggregator commit what it accepted, close badger. It returns the first
+// error that stopped it or that shutdown met.
+func (a *App) Run(ctx context.Context) error {
+	aggCtx, stopAgg := context.WithCancel(context.Background())
+	aggDone := make(chan struct{})
+	go func() {
+		defer close(aggDone)
+		a.agg.Run(aggCtx)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() {
+		var err error
+		if a.TLS() {
+			err = a.srv.ServeTLS(a.listener, a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+		} else {
+			err = a.srv.Serve(a.listener)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		serveErr <- err
+	}()
+	a.setReady(true)
+	a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).Msg("sunset is serving")
+
+	var errs []error
+	select {
+	case <-ctx.Done():
+		a.log.Info().Msg("shutting down: draining in-flight batches")
+	case err := <-serveErr:
+		if err != nil {
+			errs = append(errs, fmt.Errorf("serving HTTP: %w", err))
+		}
+	}
+	a.setReady(false)
+	// A fresh context: ctx is already done and would cut the drain short.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := a.srv.Shutdown(shutdownCtx); err != nil {
+		errs = append(errs, fmt.Errorf("draining HTTP: %w", err))
+	}
+	stopAgg()
+	<-aggDone
+	if err := a.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing store: %w", err))
+	}
+	a.log.Info().Msg("sunset stopped")
+	return errors.Join(errs...)
+}

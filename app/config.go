@@ -1,0 +1,118 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Config is everything `sunset serve` can be told. Keys are the same in the
+// config file, as flags (--data-dir) and as environment variables
+// (SUNSET_DATA_DIR).
+type Config struct {
+	// DataDir is badger's directory.
+	DataDir string `mapstructure:"data-dir"`
+	// Listen is the HTTP address for the webhook, the API and /metrics.
+	Listen string `mapstructure:"listen"`
+	// TLSCertFile and TLSKeyFile turn on HTTPS (and HTTP/2, which
+	// kube-apiserver uses). Both or neither.
+	TLSCertFile string `mapstructure:"tls-cert-file"`
+	TLSKeyFile  string `mapstructure:"tls-key-file"`
+	// DefaultCluster names the cluster of webhook calls whose path has none.
+	DefaultCluster string `mapstructure:"default-cluster"`
+	// UserAgent is "short" (up to the first space, as OpenShift) or "full".
+	UserAgent string `mapstructure:"user-agent"`
+	// MaxBodyBytes is the largest webhook body accepted.
+	MaxBodyBytes int64 `mapstructure:"max-body-bytes"`
+	// MaxInFlightBatches is how many webhook batches are handled at once;
+	// more get 429 with Retry-After.
+	MaxInFlightBatches int `mapstructure:"max-inflight-batches"`
+	// Retention is how long hourly counts and dedupe marks are kept.
+	Retention time.Duration `mapstructure:"retention"`
+	// ShutdownTimeout bounds the graceful drain on SIGTERM.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
+	// LogLevel is trace, debug, info, warn or error.
+	LogLevel string `mapstructure:"log-level"`
+	// LogFormat is json, console, or auto (console on a terminal, else json).
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// DefaultConfig is the zero-configuration setup: data in ./sunset-data,
+// HTTP on :8080.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:            "./sunset-data",
+		Listen:             ":8080",
+		DefaultCluster:     "default",
+		UserAgent:          string(aggregate.UserAgentShort),
+		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
+		MaxInFlightBatches: webhook.DefaultMaxInFlight,
+		Retention:          store.DefaultRetention,
+		ShutdownTimeout:    30 * time.Second,
+		LogLevel:           "info",
+		LogFormat:          "auto",
+	}
+}
+
+// minMaxBodyBytes is the smallest body limit that still fits a full
+// kube-apiserver batch of 400 small (Metadata level, ~1 KiB) events.
+const minMaxBodyBytes = 1 << 20
+
+// Validate checks every key and reports every problem at once, each naming
+// its key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.DataDir == "" {
+		bad("data-dir", "must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port (for example :8080 or 127.0.0.1:8080)", c.Listen)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("tls-cert-file", "tls-cert-file and tls-key-file must be set together")
+	}
+	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
+		}
+	}
+	if c.DefaultCluster == "" {
+		bad("default-cluster", "must not be empty")
+	}
+	if c.UserAgent != string(aggregate.UserAgentShort) && c.UserAgent != string(aggregate.UserAgentFull) {
+		bad("user-agent", "%q is not one of short, full", c.UserAgent)
+	}
+	if c.MaxBodyBytes < minMaxBodyBytes {
+		bad("max-body-bytes", "%d is below the minimum of %d; kube-apiserver sends up to 400 events per batch", c.MaxBodyBytes, minMaxBodyBytes)
+	}
+	if c.MaxInFlightBatches < 1 {
+		bad("max-inflight-batches", "must be at least 1, got %d", c.MaxInFlightBatches)
+	}
+	if c.Retention < 24*time.Hour {
+		bad("retention", "%s is shorter than the 24h the API reports", c.Retention)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) {
+		bad("log-level", "%q is not one of trace, debug, info, warn, error", c.LogLevel)
+	}
+	if !slices.Contains([]string{"auto", "json", "console"}, c.LogFormat) {
+		bad("log-format", "%q is not one of auto, json, console", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/kube-sunset/sunset/app"
+)
+
+func newServeCommand() *cobra.Command {
+	var configFile string
+	keys := configFlags()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Receive audit events and serve counts (the daemon)",
+		Long: `Serve receives kube-apiserver audit webhook batches on /audit/webhook,
+keeps exact hourly counts of deprecated-API requests in a badger directory,
+and serves them on /apis/sunset.dev/v1/apirequestcounts and /metrics.
+
+With no configuration it keeps data in ./sunset-data and listens on :8080.
+Every flag can also be set in the --config file (same key) or as an
+environment variable (SUNSET_ + key in upper case, dashes as underscores).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(keys, configFile)
+			if err != nil {
+				return err
+			}
+			logger := newLogger(cfg)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			a, err := app.New(cfg, app.Options{Logger: logger, Registry: reg, Build: buildInfo()})
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().AddFlagSet(keys)
+	// --config is not itself a config key, so it is added after the set
+	// that viper binds.
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file with the same keys as the flags")
+	return cmd
+}
+
+func newLogger(cfg app.Config) zerolog.Logger {
+	level, err := zerolog.ParseLevel(strings.ToLower(cfg.LogLevel))
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	var l zerolog.Logger
+	console := cfg.LogFormat == "console" || (cfg.LogFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()))
+	if console {
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"})
+	} else {
+		l = zerolog.New(os.Stderr)
+	}
+	return l.Level(level).With().Timestamp().Logger()
+}

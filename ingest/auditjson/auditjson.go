@@ -1,0 +1,239 @@
+// Package auditjson decodes audit.k8s.io/v1 JSON, an EventList or a single
+// Event, into aggregate events.
+//
+// It extracts only the fields Sunset counts by. Request and response objects
+// are skipped by the decoder and never kept, and error messages never quote
+// event content: audit events can hold secrets.
+package auditjson
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+// The only audit API version Sunset accepts; kube-apiserver has sent nothing
+// else since 1.24.
+const (
+	APIVersion    = "audit.k8s.io/v1"
+	KindEventList = "EventList"
+	KindEvent     = "Event"
+)
+
+// Annotation keys set by kube-apiserver on deprecated requests.
+const (
+	AnnotationDeprecated     = "k8s.io/deprecated"
+	AnnotationRemovedRelease = "k8s.io/removed-release"
+)
+
+// Reason classifies why a body or an item was rejected. Values are metric
+// label values.
+type Reason string
+
+// Reasons for rejecting a body or an item.
+const (
+	ReasonMalformedJSON   Reason = "malformed_json"
+	ReasonWrongKind       Reason = "wrong_kind"
+	ReasonWrongAPIVersion Reason = "wrong_api_version"
+	ReasonMalformedEvent  Reason = "malformed_event"
+	ReasonMissingStage    Reason = "missing_stage"
+	ReasonBadTimestamp    Reason = "bad_timestamp"
+)
+
+// Error is a rejected body or event: a bounded reason and a message that
+// names the problem without quoting content.
+type Error struct {
+	Reason  Reason
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// ItemError is one malformed item of an otherwise valid EventList.
+type ItemError struct {
+	Index int
+	Err   *Error
+}
+
+type envelope struct {
+	Kind       string            `json:"kind"`
+	APIVersion string            `json:"apiVersion"`
+	Items      []json.RawMessage `json:"items"`
+}
+
+type wireObjectRef struct {
+	Resource    string `json:"resource"`
+	APIGroup    string `json:"apiGroup"`
+	APIVersion  string `json:"apiVersion"`
+	Subresource string `json:"subresource"`
+}
+
+type wireEvent struct {
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	RequestURI string `json:"requestURI"`
+	Verb       string `json:"verb"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	UserAgent      string         `json:"userAgent"`
+	ObjectRef      *wireObjectRef `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int32 `json:"code"`
+	} `json:"responseStatus"`
+	Annotations              map[string]string `json:"annotations"`
+	RequestReceivedTimestamp string            `json:"requestReceivedTimestamp"`
+	StageTimestamp           string            `json:"stageTimestamp"`
+}
+
+// DecodeBody decodes a whole body: an EventList or one Event. A non-nil error
+// means the body as a whole is unusable (*Error). Otherwise the good events
+// are returned, and each malformed item of a list is reported in bad.
+func DecodeBody(body []byte) (events []aggregate.Event, bad []ItemError, err error) {
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		e := syntaxError("body", err)
+		e.Reason = ReasonMalformedJSON
+		return nil, nil, e
+	}
+	if env.APIVersion != APIVersion {
+		if env.APIVersion == "" {
+			return nil, nil, &Error{ReasonWrongAPIVersion, fmt.Sprintf("apiVersion is missing; want %q", APIVersion)}
+		}
+		return nil, nil, &Error{ReasonWrongAPIVersion, fmt.Sprintf("apiVersion %q is not supported; want %q (set --audit-webhook-version=%s on kube-apiserver)", bounded(env.APIVersion), APIVersion, APIVersion)}
+	}
+	switch env.Kind {
+	case KindEvent:
+		ev, err := DecodeEvent(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []aggregate.Event{ev}, nil, nil
+	case KindEventList:
+	case "":
+		return nil, nil, &Error{ReasonWrongKind, fmt.Sprintf("kind is missing; want %q or %q", KindEventList, KindEvent)}
+	default:
+		return nil, nil, &Error{ReasonWrongKind, fmt.Sprintf("kind %q is not supported; want %q or %q", bounded(env.Kind), KindEventList, KindEvent)}
+	}
+	events = make([]aggregate.Event, 0, len(env.Items))
+	for i, raw := range env.Items {
+		ev, err := DecodeEvent(raw)
+		if err != nil {
+			var e *Error
+			errors.As(err, &e)
+			bad = append(bad, ItemError{Index: i, Err: e})
+			continue
+		}
+		events = append(events, ev)
+	}
+	return events, bad, nil
+}
+
+// DecodeEvent decodes one audit event. The error, if any, is an *Error.
+func DecodeEvent(raw []byte) (aggregate.Event, error) {
+	var w wireEvent
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return aggregate.Event{}, syntaxError("event", err)
+	}
+	// Items of an EventList carry no kind or apiVersion; a standalone event
+	// (a log line, a Kafka message) does.
+	if w.APIVersion != "" && w.APIVersion != APIVersion {
+		return aggregate.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q", bounded(w.APIVersion), APIVersion)}
+	}
+	if w.Kind != "" && w.Kind != KindEvent {
+		return aggregate.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(w.Kind), KindEvent)}
+	}
+	if w.Stage == "" {
+		return aggregate.Event{}, &Error{ReasonMissingStage, "event has no stage"}
+	}
+	ev := aggregate.Event{
+		ID:         w.AuditID,
+		Stage:      w.Stage,
+		Verb:       w.Verb,
+		RequestURI: w.RequestURI,
+		Username:   w.User.Username,
+		UserAgent:  w.UserAgent,
+	}
+	if ev.ID == "" {
+		// Re-sent events are byte-identical, so a digest deduplicates them.
+		sum := sha256.Sum256(raw)
+		ev.ID = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if w.ObjectRef != nil {
+		ev.ObjectRef = &aggregate.ObjectRef{
+			Group:       w.ObjectRef.APIGroup,
+			Version:     w.ObjectRef.APIVersion,
+			Resource:    w.ObjectRef.Resource,
+			Subresource: w.ObjectRef.Subresource,
+		}
+	}
+	if w.ResponseStatus != nil {
+		ev.ResponseCode = w.ResponseStatus.Code
+	}
+	ev.Deprecated = w.Annotations[AnnotationDeprecated] == "true"
+	ev.RemovedRelease = w.Annotations[AnnotationRemovedRelease]
+	var err error
+	if ev.RequestReceived, err = parseTime(w.RequestReceivedTimestamp); err != nil {
+		return aggregate.Event{}, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}
+	}
+	if ev.StageTime, err = parseTime(w.StageTimestamp); err != nil {
+		return aggregate.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
+	}
+	return ev, nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// syntaxError turns a JSON decoding error into an *Error that names where
+// decoding failed but never quotes the input.
+func syntaxError(what string, err error) *Error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return &Error{ReasonMalformedJSON, fmt.Sprintf("%s is not valid JSON: syntax error at byte offset %d", what, se.Offset)}
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return &Error{ReasonMalformedEvent, fmt.Sprintf("%s is a JSON %s, want an object", what, te.Value)}
+		}
+		return &Error{ReasonMalformedEvent, fmt.Sprintf("%s field %q is a JSON %s, want %s", what, te.Field, te.Value, jsonKind(te.Type))}
+	default:
+		return &Error{ReasonMalformedJSON, fmt.Sprintf("%s is not valid JSON: %v", what, err)}
+	}
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// bounded keeps user-controlled identifiers in messages short.
+func bounded(s string) string {
+	return aggregate.Truncate(s, 64)
+}

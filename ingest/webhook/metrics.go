@@ -1,0 +1,47 @@
+package webhook
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	requests     *prometheus.CounterVec
+	duration     prometheus.Histogram
+	overloaded   prometheus.Counter
+	decodeErrors *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	m := &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_webhook_requests_total",
+			Help: "Audit webhook batches answered, by HTTP status code.",
+		}, []string{"code"}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sunset_webhook_request_duration_seconds",
+			Help:    "Time from receiving an audit webhook batch to answering it, commit included.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		overloaded: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_webhook_overloaded_total",
+			Help: "Audit webhook batches answered 429 because too many were in flight.",
+		}),
+		decodeErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_ingest_decode_errors_total",
+			Help: "Bodies and events that could not be decoded, by source and reason.",
+		}, []string{"source", "reason"}),
+	}
+	for _, code := range []string{"200", "400", "413", "415", "429", "500", "503"} {
+		m.requests.WithLabelValues(code)
+	}
+	return m
+}
+
+func (m *metrics) observe(code int, d time.Duration) {
+	m.requests.WithLabelValues(codeLabel(code)).Inc()
+	m.duration.Observe(d.Seconds())
+}

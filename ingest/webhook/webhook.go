@@ -1,0 +1,310 @@
+// Package webhook receives kube-apiserver's audit webhook.
+//
+// kube-apiserver POSTs audit.k8s.io/v1 EventLists (batch mode) or single
+// events to a URL from its --audit-webhook-config-file. It drops the URL's
+// query string, so the apiserver's identity comes from the path:
+//
+//	POST /audit/webhook                    node = the sender's address
+//	POST /audit/webhook/{node}             cluster = the default cluster
+//	POST /audit/webhook/{cluster}/{node}
+//
+// A 2xx answer means every counted request of the body is on disk. Any other
+// answer makes the apiserver re-send the identical body, which is safe because
+// requests are deduplicated by auditID.
+package webhook
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/httpjson"
+)
+
+// Source is the value of the source label for events from the webhook.
+const Source = "webhook"
+
+// DefaultMaxBodyBytes fits kube-apiserver's largest batch, 400 events, even
+// when each event is 100 KiB (RequestResponse level), with room for framing.
+const DefaultMaxBodyBytes = 64 << 20
+
+// DefaultMaxInFlight bounds concurrent batches; beyond it senders get a 429.
+const DefaultMaxInFlight = 16
+
+// maxNameBytes bounds cluster and node names taken from the path, like a
+// Kubernetes object name.
+const maxNameBytes = 253
+
+// maxReportedItemErrors bounds how many malformed items a response lists.
+const maxReportedItemErrors = 10
+
+// Ingester is what the webhook needs from the aggregator.
+type Ingester interface {
+	Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error)
+	CountInvalid(source string, n int)
+}
+
+// Options configures New.
+type Options struct {
+	Ingester Ingester
+	Logger   zerolog.Logger
+	// Registerer receives the webhook's metrics; nil means none.
+	Registerer prometheus.Registerer
+	// DefaultCluster names the cluster when the path has none.
+	DefaultCluster string
+	// MaxBodyBytes is the largest accepted body, after decompression.
+	// Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxInFlight is how many batches are handled at once. Zero means
+	// DefaultMaxInFlight.
+	MaxInFlight int
+}
+
+// Handler serves the webhook endpoints.
+type Handler struct {
+	ingester       Ingester
+	log            zerolog.Logger
+	defaultCluster string
+	maxBody        int64
+	slots          chan struct{}
+	metrics        *metrics
+}
+
+// New builds a Handler.
+func New(opts Options) *Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.DefaultCluster == "" {
+		opts.DefaultCluster = "default"
+	}
+	return &Handler{
+		ingester:       opts.Ingester,
+		log:            opts.Logger.With().Str("component", "webhook").Logger(),
+		defaultCluster: opts.DefaultCluster,
+		maxBody:        opts.MaxBodyBytes,
+		slots:          make(chan struct{}, opts.MaxInFlight),
+		metrics:        newMetrics(opts.Registerer),
+	}
+}
+
+// Register adds the webhook routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("/audit/webhook", h.serve)
+	mux.HandleFunc("/audit/webhook/{node}", h.serve)
+	mux.HandleFunc("/audit/webhook/{cluster}/{node}", h.serve)
+}
+
+// Response is the body of a 200 answer. kube-apiserver ignores it; it is
+// there for people testing their setup with curl.
+type Response struct {
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	aggregate.Summary
+	Invalid int `json:"invalid"`
+	// Errors lists the first malformed items, by index in the list.
+	Errors []ItemError `json:"errors,omitempty"`
+}
+
+// ItemError describes one malformed item without quoting it.
+type ItemError struct {
+	Index   int    `json:"index"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	h.handle(rec, r)
+	h.metrics.observe(rec.code, time.Since(start))
+}
+
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, "the audit webhook accepts only POST")
+		return
+	}
+	origin, err := h.origin(r)
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
+		return
+	}
+	if msg := checkContentType(r.Header.Get("Content-Type")); msg != "" {
+		httpjson.Error(w, http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia, msg)
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		h.metrics.overloaded.Inc()
+		w.Header().Set("Retry-After", "1")
+		httpjson.Error(w, http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
+			fmt.Sprintf("sunset is handling %d batches already; retry after 1s", cap(h.slots)))
+		return
+	}
+	body, code, msg := h.readBody(w, r)
+	if code != 0 {
+		reason := httpjson.ReasonBadRequest
+		switch code {
+		case http.StatusRequestEntityTooLarge:
+			reason = httpjson.ReasonRequestEntityTooLong
+		case http.StatusUnsupportedMediaType:
+			reason = httpjson.ReasonUnsupportedMedia
+		}
+		httpjson.Error(w, code, reason, msg)
+		return
+	}
+	events, bad, err := auditjson.DecodeBody(body)
+	if err != nil {
+		var de *auditjson.Error
+		errors.As(err, &de)
+		h.metrics.decodeErrors.WithLabelValues(Source, string(de.Reason)).Inc()
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
+		return
+	}
+	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: len(bad)}
+	for _, b := range bad {
+		h.metrics.decodeErrors.WithLabelValues(Source, string(b.Err.Reason)).Inc()
+		if len(resp.Errors) < maxReportedItemErrors {
+			resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
+		}
+	}
+	if len(bad) > 0 {
+		h.ingester.CountInvalid(Source, len(bad))
+		h.log.Warn().Int("invalid", len(bad)).Int("events", len(events)+len(bad)).
+			Str("cluster", origin.Cluster).Str("node", origin.Node).
+			Str("first_reason", string(bad[0].Err.Reason)).Msg("batch has malformed events; counting the others")
+	}
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	sum, err := h.ingester.Ingest(ctx, origin, events)
+	if err != nil {
+		if errors.Is(err, aggregate.ErrStopped) {
+			w.Header().Set("Retry-After", "10")
+			httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable, "sunset is shutting down; retry later")
+			return
+		}
+		h.log.Error().Err(err).Str("cluster", origin.Cluster).Str("node", origin.Node).Msg("batch not committed")
+		httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "the batch could not be stored; the sender should retry: "+err.Error())
+		return
+	}
+	resp.Summary = sum
+	httpjson.Write(w, http.StatusOK, resp)
+}
+
+// origin works out cluster and node from the path, else the peer address.
+func (h *Handler) origin(r *http.Request) (aggregate.Origin, error) {
+	o := aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
+	if o.Cluster == "" {
+		o.Cluster = h.defaultCluster
+	}
+	if o.Node == "" {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		o.Node = host
+	}
+	for _, f := range []struct{ name, v string }{{"cluster", o.Cluster}, {"node", o.Node}} {
+		if len(f.v) > maxNameBytes {
+			return o, fmt.Errorf("the %s name in the path is %d bytes; the limit is %d", f.name, len(f.v), maxNameBytes)
+		}
+	}
+	return o, nil
+}
+
+func checkContentType(ct string) string {
+	if ct == "" {
+		return "Content-Type is missing; send application/json (curl: -H 'Content-Type: application/json')"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Sprintf("Content-Type %q is not supported; send application/json (curl: -H 'Content-Type: application/json')", aggregate.Truncate(ct, 64))
+	}
+	return ""
+}
+
+// readBody reads the whole body within the limit. On failure it returns the
+// HTTP code and message to answer with.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
+	tooLarge := fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", h.maxBody)
+	if r.ContentLength > h.maxBody {
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	var src io.Reader = http.MaxBytesReader(w, r.Body, h.maxBody)
+	switch enc := r.Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, http.StatusBadRequest, "body is not valid gzip"
+		}
+		defer func() { _ = zr.Close() }()
+		// The decompressed size is what costs memory, so limit that too.
+		src = io.LimitReader(zr, h.maxBody+1)
+	default:
+		return nil, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", aggregate.Truncate(enc, 32))
+	}
+	body, err := io.ReadAll(src)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe), int64(len(body)) > h.maxBody:
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	case err != nil:
+		return nil, http.StatusBadRequest, "reading body: " + err.Error()
+	}
+	return body, 0, ""
+}
+
+// requestContext honours the ?timeout= that kube-apiserver adds to every
+// webhook call: past it, the apiserver has given up and will retry anyway.
+func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
+		return context.WithTimeout(r.Context(), d)
+	}
+	return context.WithCancel(r.Context())
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func codeLabel(code int) string {
+	if code == 0 {
+		code = http.StatusOK
+	}
+	return strconv.Itoa(code)
+}

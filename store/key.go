@@ -1,0 +1,164 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+)
+
+// Key prefixes. Each record kind has its own byte so that one kind can be
+// scanned without touching the others.
+const (
+	prefixCount byte = 0x01
+	prefixMark  byte = 0x02
+	prefixMeta  byte = 0x03
+)
+
+// CountKey identifies one counted cell: requests to one API of one cluster in
+// one UTC hour, served by one apiserver node, made by one client with one verb.
+type CountKey struct {
+	Cluster     string
+	API         string // resource.version.group, e.g. "endpoints.v1"
+	Hour        time.Time
+	Node        string
+	Subresource string
+	Username    string
+	UserAgent   string
+	Verb        string
+	DryRun      bool
+}
+
+var errCorruptKey = errors.New("store: corrupt key")
+
+// appendString appends s so that the encoding sorts like s and ends with a
+// terminator that no encoded string contains. A 0x00 inside s is written as
+// 0x00 0xFF and the terminator is 0x00 0x01, so hostile values such as a user
+// agent with NUL bytes can never run into the next field.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x00 {
+			b = append(b, 0x00, 0xFF)
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return append(b, 0x00, 0x01)
+}
+
+// readString decodes one string written by appendString and returns the rest.
+func readString(b []byte) (string, []byte, error) {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] != 0x00 {
+			continue
+		}
+		if i+1 >= len(b) {
+			return "", nil, errCorruptKey
+		}
+		switch b[i+1] {
+		case 0x01:
+			if out == nil {
+				return string(b[:i]), b[i+2:], nil
+			}
+			out = append(out, b[:i]...)
+			return string(out), b[i+2:], nil
+		case 0xFF:
+			out = append(out, b[:i+1]...)
+			b = b[i+2:]
+			i = -1
+		default:
+			return "", nil, errCorruptKey
+		}
+	}
+	return "", nil, errCorruptKey
+}
+
+func appendHour(b []byte, hour time.Time) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(hour.Unix()))
+}
+
+// apiPrefix is the prefix of every count of one API in one cluster.
+func apiPrefix(cluster, api string) []byte {
+	b := make([]byte, 0, 1+len(cluster)+len(api)+4)
+	b = append(b, prefixCount)
+	b = appendString(b, cluster)
+	return appendString(b, api)
+}
+
+func encodeCountKey(k CountKey) []byte {
+	b := make([]byte, 0, 48+len(k.Cluster)+len(k.API)+len(k.Node)+len(k.Subresource)+len(k.Username)+len(k.UserAgent)+len(k.Verb))
+	b = append(b, prefixCount)
+	b = appendString(b, k.Cluster)
+	b = appendString(b, k.API)
+	b = appendHour(b, k.Hour)
+	b = appendString(b, k.Node)
+	b = appendString(b, k.Subresource)
+	b = appendString(b, k.Username)
+	b = appendString(b, k.UserAgent)
+	b = appendString(b, k.Verb)
+	var flags byte
+	if k.DryRun {
+		flags |= 1
+	}
+	return append(b, flags)
+}
+
+func decodeCountKey(b []byte) (CountKey, error) {
+	var k CountKey
+	if len(b) == 0 || b[0] != prefixCount {
+		return k, errCorruptKey
+	}
+	b = b[1:]
+	var err error
+	if k.Cluster, b, err = readString(b); err != nil {
+		return k, err
+	}
+	if k.API, b, err = readString(b); err != nil {
+		return k, err
+	}
+	if len(b) < 8 {
+		return k, errCorruptKey
+	}
+	k.Hour = time.Unix(int64(binary.BigEndian.Uint64(b)), 0).UTC()
+	b = b[8:]
+	for _, field := range []*string{&k.Node, &k.Subresource, &k.Username, &k.UserAgent, &k.Verb} {
+		if *field, b, err = readString(b); err != nil {
+			return k, err
+		}
+	}
+	if len(b) != 1 {
+		return k, errCorruptKey
+	}
+	k.DryRun = b[0]&1 != 0
+	return k, nil
+}
+
+func encodeMarkKey(cluster, id string) []byte {
+	b := make([]byte, 0, 4+len(cluster)+len(id))
+	b = append(b, prefixMark)
+	b = appendString(b, cluster)
+	return append(b, id...)
+}
+
+func encodeMetaKey(cluster, api string) []byte {
+	b := make([]byte, 0, 5+len(cluster)+len(api))
+	b = append(b, prefixMeta)
+	b = appendString(b, cluster)
+	return appendString(b, api)
+}
+
+func decodeMetaKey(b []byte) (cluster, api string, err error) {
+	if len(b) == 0 || b[0] != prefixMeta {
+		return "", "", errCorruptKey
+	}
+	if cluster, b, err = readString(b[1:]); err != nil {
+		return "", "", err
+	}
+	if api, b, err = readString(b); err != nil {
+		return "", "", err
+	}
+	if len(b) != 0 {
+		return "", "", errCorruptKey
+	}
+	return cluster, api, nil
+}

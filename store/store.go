@@ -1,0 +1,362 @@
+// Package store keeps Sunset's exact hourly request counts in badger.
+//
+// It records three things: counts (one uint64 per CountKey), dedupe marks (one
+// per counted request, so a re-sent request is never counted twice) and a
+// small metadata record per API. A request's mark and its count are always
+// written in the same badger transaction, which is what makes counting exact
+// across crashes and retries. Everything expires after the retention period
+// through badger's TTL, so the store needs no sweeper.
+//
+// The store knows nothing about audit events, HTTP or Kafka: callers hand it
+// Requests that are already classified.
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+)
+
+// DefaultRetention is how long counts and dedupe marks are kept when Options
+// leaves Retention zero.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// maxChunk bounds how many requests share one badger transaction, far below
+// badger's transaction size limit for realistic key sizes.
+const maxChunk = 4096
+
+// ErrClosed is returned by operations on a closed store.
+var ErrClosed = errors.New("store: closed")
+
+// Options configures Open. Its zero value, apart from Dir, is a safe default.
+type Options struct {
+	// Dir is the badger directory. It is created if missing.
+	Dir string
+	// Retention is how long an hour's counts and its dedupe marks live.
+	// Zero means DefaultRetention.
+	Retention time.Duration
+	// NoSync skips the fsync on commit. Only benchmarks should set it: without
+	// the fsync a power loss can lose acknowledged counts.
+	NoSync bool
+	// ReadOnly opens the directory without taking the write lock.
+	ReadOnly bool
+	// Logger receives badger's own warnings and errors.
+	Logger zerolog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Request is one audit request to count once.
+type Request struct {
+	// ID identifies the request within its cluster for deduplication: the
+	// auditID, or a digest of the event when it has none.
+	ID             string
+	Key            CountKey
+	RemovedRelease string
+}
+
+// APIInfo describes one API of one cluster that has counts.
+type APIInfo struct {
+	Cluster        string    `json:"-"`
+	API            string    `json:"-"`
+	RemovedRelease string    `json:"removedRelease,omitempty"`
+	FirstHour      time.Time `json:"firstHour"`
+	LastHour       time.Time `json:"lastHour"`
+}
+
+// Store is an open badger database of counts. It is safe for concurrent use,
+// but Apply calls are serialised: callers that want throughput batch many
+// requests into one Apply (group commit).
+type Store struct {
+	db        *badger.DB
+	retention time.Duration
+	now       func() time.Time
+	readOnly  bool
+
+	applyMu sync.Mutex // serialises writers so read-modify-write never conflicts
+
+	metaMu sync.RWMutex
+	meta   map[string]APIInfo // by string(encodeMetaKey)
+}
+
+// Open opens or creates the store in opts.Dir.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("store: a data directory is required")
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	bopts := badger.DefaultOptions(opts.Dir).
+		WithLogger(badgerLogger{opts.Logger}).
+		WithSyncWrites(!opts.NoSync).
+		WithReadOnly(opts.ReadOnly).
+		WithMetricsEnabled(false)
+	db, err := badger.Open(bopts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("store: %s is in use by another Sunset process (badger holds its lock): %w", opts.Dir, err)
+		}
+		return nil, fmt.Errorf("store: opening badger in %s: %w", opts.Dir, err)
+	}
+	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, meta: map[string]APIInfo{}}
+	if err := s.loadMeta(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close flushes and closes badger.
+func (s *Store) Close() error {
+	return s.db.Close()
+}
+
+// Retention returns how long counts are kept.
+func (s *Store) Retention() time.Duration { return s.retention }
+
+func (s *Store) loadMeta() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixMeta}, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			cluster, api, err := decodeMetaKey(item.Key())
+			if err != nil {
+				return fmt.Errorf("store: reading API metadata: %w", err)
+			}
+			var info APIInfo
+			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &info) }); err != nil {
+				return fmt.Errorf("store: reading API metadata of %s: %w", api, err)
+			}
+			info.Cluster, info.API = cluster, api
+			s.meta[string(item.KeyCopy(nil))] = info
+		}
+		return nil
+	})
+}
+
+// expiresAt is when badger may drop records of the given hour.
+func (s *Store) expiresAt(hour time.Time) uint64 {
+	return uint64(hour.Add(s.retention + time.Hour).Unix())
+}
+
+// Expired reports whether counts of the given hour are already past retention,
+// so a request from that hour can no longer be counted (or deduplicated).
+func (s *Store) Expired(hour time.Time) bool {
+	return int64(s.expiresAt(hour)) <= s.now().Unix()
+}
+
+// Apply counts each request whose ID has not been counted before in its
+// cluster, and reports for each request whether it was a duplicate. Marks,
+// counts and metadata of a request are committed in one transaction and
+// fsynced before Apply returns, so a nil error means everything is durable.
+// Requests from an expired hour must be filtered out by the caller.
+func (s *Store) Apply(reqs []Request) ([]bool, error) {
+	if s.readOnly {
+		return nil, errors.New("store: opened read-only")
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	dup := make([]bool, len(reqs))
+	for start := 0; start < len(reqs); {
+		n := min(maxChunk, len(reqs)-start)
+		for {
+			err := s.applyChunk(reqs[start:start+n], dup[start:start+n])
+			if errors.Is(err, badger.ErrTxnTooBig) && n > 1 {
+				n /= 2
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+		start += n
+	}
+	return dup, nil
+}
+
+func (s *Store) applyChunk(reqs []Request, dup []bool) error {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+
+	deltas := map[string]uint64{}
+	var order []string
+	expiry := map[string]uint64{}
+	metaUpdates := map[string]APIInfo{}
+	seen := map[string]struct{}{}
+	for i, r := range reqs {
+		mk := encodeMarkKey(r.Key.Cluster, r.ID)
+		if _, ok := seen[string(mk)]; ok {
+			dup[i] = true
+			continue
+		}
+		_, err := txn.Get(mk)
+		switch {
+		case err == nil:
+			dup[i] = true
+			continue
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return fmt.Errorf("store: reading dedupe mark: %w", err)
+		}
+		dup[i] = false
+		seen[string(mk)] = struct{}{}
+		exp := s.expiresAt(r.Key.Hour)
+		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
+			return err
+		}
+		ck := string(encodeCountKey(r.Key))
+		if _, ok := deltas[ck]; !ok {
+			order = append(order, ck)
+		}
+		deltas[ck]++
+		expiry[ck] = exp
+		s.noteMeta(metaUpdates, r)
+	}
+	for _, ck := range order {
+		key := []byte(ck)
+		var current uint64
+		item, err := txn.Get(key)
+		switch {
+		case err == nil:
+			if err := item.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return fmt.Errorf("store: count value of %d bytes", len(v))
+				}
+				current = binary.BigEndian.Uint64(v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return fmt.Errorf("store: reading count: %w", err)
+		}
+		val := binary.BigEndian.AppendUint64(nil, current+deltas[ck])
+		if err := txn.SetEntry(expiringEntry(key, val, expiry[ck])); err != nil {
+			return err
+		}
+	}
+	for mk, info := range metaUpdates {
+		val, err := json.Marshal(info)
+		if err != nil {
+			return err
+		}
+		if err := txn.SetEntry(expiringEntry([]byte(mk), val, s.expiresAt(info.LastHour))); err != nil {
+			return err
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: committing: %w", err)
+	}
+	s.metaMu.Lock()
+	for mk, info := range metaUpdates {
+		s.meta[mk] = info
+	}
+	s.metaMu.Unlock()
+	return nil
+}
+
+// noteMeta records in updates how r changes its API's metadata, if at all.
+func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
+	mk := string(encodeMetaKey(r.Key.Cluster, r.Key.API))
+	info, ok := updates[mk]
+	if !ok {
+		s.metaMu.RLock()
+		info, ok = s.meta[mk]
+		s.metaMu.RUnlock()
+		if !ok {
+			info = APIInfo{Cluster: r.Key.Cluster, API: r.Key.API, FirstHour: r.Key.Hour, LastHour: r.Key.Hour}
+		}
+	}
+	changed := !ok
+	if r.Key.Hour.After(info.LastHour) {
+		info.LastHour, changed = r.Key.Hour, true
+		// The newest hour decides the removed release: an upgraded
+		// apiserver may announce a different one.
+		if r.RemovedRelease != "" && r.RemovedRelease != info.RemovedRelease {
+			info.RemovedRelease = r.RemovedRelease
+		}
+	}
+	if r.Key.Hour.Before(info.FirstHour) {
+		info.FirstHour, changed = r.Key.Hour, true
+	}
+	if info.RemovedRelease == "" && r.RemovedRelease != "" {
+		info.RemovedRelease, changed = r.RemovedRelease, true
+	}
+	if changed {
+		updates[mk] = info
+	}
+}
+
+// APIs lists the APIs that have unexpired counts, sorted by cluster and name.
+func (s *Store) APIs() []APIInfo {
+	s.metaMu.RLock()
+	out := make([]APIInfo, 0, len(s.meta))
+	for _, info := range s.meta {
+		if !s.Expired(info.LastHour) {
+			out = append(out, info)
+		}
+	}
+	s.metaMu.RUnlock()
+	slices.SortFunc(out, func(a, b APIInfo) int {
+		if c := strings.Compare(a.API, b.API); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Cluster, b.Cluster)
+	})
+	return out
+}
+
+// ScanCounts calls fn for every count of one API in one cluster whose hour is
+// in [from, to], in key order (hour first).
+func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(CountKey, uint64) error) error {
+	prefix := apiPrefix(cluster, api)
+	start := appendHour(slices.Clone(prefix), from.Truncate(time.Hour))
+	end := appendHour(slices.Clone(prefix), to.Truncate(time.Hour).Add(time.Hour))
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Seek(start); it.Valid(); it.Next() {
+			item := it.Item()
+			if string(item.Key()) >= string(end) {
+				return nil
+			}
+			k, err := decodeCountKey(item.Key())
+			if err != nil {
+				return err
+			}
+			var n uint64
+			if err := item.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return errCorruptKey
+				}
+				n = binary.BigEndian.Uint64(v)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := fn(k, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func expiringEntry(key, val []byte, expiresAt uint64) *badger.Entry {
+	e := badger.NewEntry(key, val)
+	e.ExpiresAt = expiresAt
+	return e
+}
