@@ -204,7 +204,7 @@ func syntaxError(what string, err error) *Error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return &Error{ReasonMalformedJSON, fmt.Sprintf("%s is not valid JSON: syntax error at byte offset %d", what, se.Offset)}
+		return &Error{ReasonMalformedJSON, fmt.Sprintf("%s is not valid JSON at byte offset %d: %s", what, se.Offset, se.Error())}
 	case errors.As(err, &te):
 		if te.Field == "" {
 			return &Error{ReasonMalformedEvent, fmt.Sprintf("%s is a JSON %s, want an object", what, te.Value)}

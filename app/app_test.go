@@ -1,0 +1,79 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/api"
+)
+
+// The 8 captured bodies hold 66 deprecated requests (ResponseComplete with
+// k8s.io/deprecated: "true"): 2 componentstatuses.v1, 35 endpoints.v1,
+// 1 widgets.v1alpha1 and 28 widgets.v1beta1 of e2e.example.com. The golden
+// files were checked by hand against client-output.txt.
+const capturedDeprecated = 66
+
+func TestReplayCapturedBodies(t *testing.T) {
+	s := start(t, testConfig(t))
+	require.Equal(t, capturedDeprecated, s.postCaptured("/audit/webhook/master-0"))
+
+	code, body := s.get("/apis/sunset.dev/v1/apirequestcounts")
+	require.Equal(t, http.StatusOK, code)
+	requireGolden(t, "captured-list.golden.json", body)
+
+	var list api.APIRequestCountList
+	require.NoError(t, json.Unmarshal(body, &list))
+	totals := map[string]int64{}
+	for _, item := range list.Items {
+		totals[item.Metadata.Name] = item.Status.RequestCount
+	}
+	require.Equal(t, map[string]int64{
+		"componentstatuses.v1":             2,
+		"endpoints.v1":                     35,
+		"widgets.v1alpha1.e2e.example.com": 1,
+		"widgets.v1beta1.e2e.example.com":  28,
+	}, totals)
+
+	code, body = s.get("/apis/sunset.dev/v1/apirequestcounts/widgets.v1beta1.e2e.example.com?users=2")
+	require.Equal(t, http.StatusOK, code)
+	requireGolden(t, "captured-widgets-users2.golden.json", body)
+}
+
+func TestDuplicateDeliveryCountsOnceAcrossRestart(t *testing.T) {
+	s := start(t, testConfig(t))
+	require.Equal(t, capturedDeprecated, s.postCaptured("/audit/webhook/master-0"))
+	require.Equal(t, 0, s.postCaptured("/audit/webhook/master-0"))
+	_, before := s.get("/apis/sunset.dev/v1/apirequestcounts")
+
+	s = s.restart()
+	// The third delivery, after a restart: the dedupe marks are on disk.
+	require.Equal(t, 0, s.postCaptured("/audit/webhook/master-0"))
+	_, after := s.get("/apis/sunset.dev/v1/apirequestcounts")
+	require.JSONEq(t, string(before), string(after))
+	requireGolden(t, "captured-list.golden.json", after)
+}
+
+func TestRestartServesIdenticalJSON(t *testing.T) {
+	s := start(t, testConfig(t))
+	s.postCaptured("/audit/webhook/prod/master-1")
+	paths := []string{
+		"/apis/sunset.dev/v1/apirequestcounts",
+		"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1",
+		"/apis/sunset.dev/v1/apirequestcounts/componentstatuses.v1?users=1",
+	}
+	before := map[string]string{}
+	for _, p := range paths {
+		code, body := s.get(p)
+		require.Equal(t, http.StatusOK, code, p)
+		before[p] = string(body)
+	}
+	s = s.restart()
+	for _, p := range paths {
+		code, body := s.get(p)
+		require.Equal(t, http.StatusOK, code, p)
+		require.Equal(t, before[p], string(body), p)
+	}
+}

@@ -1,0 +1,154 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/app"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// testNow is the fixed clock of these tests: 23 minutes after the last
+// captured event (testdata/README.md).
+var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+
+const capturedDir = "../testdata/apiserver-v1.36/webhook-metadata-batch"
+
+// server is a running Sunset on a random loopback port.
+type server struct {
+	t    *testing.T
+	app  *app.App
+	url  string
+	reg  *prometheus.Registry
+	stop func()
+	cfg  app.Config
+}
+
+func testConfig(t *testing.T) app.Config {
+	cfg := app.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.LogFormat = "json"
+	return cfg
+}
+
+// start runs Sunset with cfg until the test ends or stop is called.
+func start(t *testing.T, cfg app.Config) *server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	a, err := app.New(cfg, app.Options{
+		Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+		Registry: reg,
+		Now:      func() time.Time { return testNow },
+		Build:    app.BuildInfo{Version: "test", Revision: "abc"},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	scheme := "http"
+	if a.TLS() {
+		scheme = "https"
+	}
+	s := &server{t: t, app: a, url: scheme + "://" + a.Addr().String(), reg: reg, cfg: cfg}
+	stopped := false
+	s.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// restart stops s and starts a new server on the same data directory.
+func (s *server) restart() *server {
+	s.stop()
+	return start(s.t, s.cfg)
+}
+
+func (s *server) post(path, contentType string, body []byte) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(body))
+	require.NoError(s.t, err)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return s.do(req)
+}
+
+func (s *server) get(path string) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	require.NoError(s.t, err)
+	return s.do(req)
+}
+
+func (s *server) do(req *http.Request) (int, []byte) {
+	s.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	return resp.StatusCode, b
+}
+
+// postCaptured sends every captured body to path and returns how many
+// requests were counted.
+func (s *server) postCaptured(path string) int {
+	s.t.Helper()
+	counted := 0
+	for _, f := range capturedBodies(s.t) {
+		code, body := s.post(path, "application/json", f)
+		require.Equal(s.t, http.StatusOK, code, string(body))
+		var r struct{ Counted int }
+		require.NoError(s.t, json.Unmarshal(body, &r))
+		counted += r.Counted
+	}
+	return counted
+}
+
+func capturedBodies(t *testing.T) [][]byte {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(capturedDir, "*.body"))
+	require.NoError(t, err)
+	require.Len(t, names, 8)
+	sort.Strings(names)
+	out := make([][]byte, len(names))
+	for i, n := range names {
+		out[i], err = os.ReadFile(n)
+		require.NoError(t, err)
+	}
+	return out
+}
+
+// requireGolden compares got with testdata/name, or rewrites it with -update.
+func requireGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./app -update to create %s", path)
+	require.JSONEq(t, string(want), string(got))
+}
