@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -36,6 +37,8 @@ type server struct {
 	reg  *prometheus.Registry
 	stop func()
 	cfg  app.Config
+	// client talks to the server; tests of TLS replace it.
+	client *http.Client
 }
 
 func testConfig(t *testing.T) app.Config {
@@ -64,7 +67,7 @@ func start(t *testing.T, cfg app.Config) *server {
 	if a.TLS() {
 		scheme = "https"
 	}
-	s := &server{t: t, app: a, url: scheme + "://" + a.Addr().String(), reg: reg, cfg: cfg}
+	s := &server{t: t, app: a, url: scheme + "://" + a.Addr().String(), reg: reg, cfg: cfg, client: http.DefaultClient}
 	stopped := false
 	s.stop = func() {
 		if stopped {
@@ -103,7 +106,7 @@ func (s *server) get(path string) (int, []byte) {
 
 func (s *server) do(req *http.Request) (int, []byte) {
 	s.t.Helper()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	require.NoError(s.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -152,3 +155,5 @@ func requireGolden(t *testing.T, name string, got []byte) {
 	require.NoError(t, err, "run go test ./app -update to create %s", path)
 	require.JSONEq(t, string(want), string(got))
 }
+
+func runtimeVersion() string { return runtime.Version() }
