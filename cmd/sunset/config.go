@@ -62,10 +62,21 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 	var known []string
 	flags.VisitAll(func(f *pflag.Flag) { known = append(known, f.Name) })
 	errs = append(errs, unknownEnv(os.Environ(), known)...)
+	var unknownFileKeys []string
+	for _, key := range v.AllKeys() {
+		if !slices.Contains(known, key) {
+			unknownFileKeys = append(unknownFileKeys, key)
+		}
+	}
+	if len(unknownFileKeys) > 0 {
+		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s",
+			configFile, strings.Join(unknownFileKeys, ", "), strings.Join(known, ", ")))
+		return app.Config{}, errors.Join(errs...)
+	}
 
 	var cfg app.Config
 	if err := v.UnmarshalExact(&cfg); err != nil {
-		errs = append(errs, fmt.Errorf("config file %s: %w", configFile, err))
+		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,261 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var sunsetBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sunset-bin")
+	if err != nil {
+		panic(err)
+	}
+	sunsetBin = filepath.Join(dir, "sunset")
+	build := exec.Command("go", "build", "-o", sunsetBin, "../cmd/sunset")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building sunset: " + err.Error())
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is a running `sunset serve`.
+type process struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+// startBinary runs sunset serve on dataDir and a random loopback port, and
+// waits until it is ready.
+func startBinary(t *testing.T, dataDir string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(sunsetBin, append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
+	listen := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.stderr.Write(append(sc.Bytes(), '\n'))
+			var line struct{ Message, Listen string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "sunset is serving" {
+				listen <- line.Listen
+			}
+		}
+	}()
+	select {
+	case addr := <-listen:
+		p.url = "http://" + addr
+	case err := <-p.exited:
+		t.Fatalf("sunset exited before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("sunset did not start within 30s")
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	return p
+}
+
+// batch is 100 deprecated requests to an API of its own, so that after a
+// crash each batch's API shows whether the batch was committed.
+func batch(i int, now time.Time) []byte {
+	var items []string
+	for j := 0; j < 100; j++ {
+		items = append(items, fmt.Sprintf(`{"level":"Metadata","auditID":"b%d-%d","stage":"ResponseComplete","verb":"get","user":{"username":"u%d"},"userAgent":"crash/1.0","objectRef":{"resource":"widgets","apiGroup":"g%d.example","apiVersion":"v1beta1"},"requestReceivedTimestamp":%q,"annotations":{"k8s.io/deprecated":"true"}}`,
+			i, j, j%3, i, now.Format(time.RFC3339Nano)))
+	}
+	return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items, ",") + `]}`)
+}
+
+// counts maps API name to requestCount as served now.
+func counts(t *testing.T, url string) map[string]int64 {
+	t.Helper()
+	resp, err := http.Get(url + "/apis/sunset.dev/v1/apirequestcounts")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var list struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct{ RequestCount int64 }
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	out := map[string]int64{}
+	for _, it := range list.Items {
+		out[it.Metadata.Name] = it.Status.RequestCount
+	}
+	return out
+}
+
+func post(url string, body []byte) (int, error) {
+	resp, err := http.Post(url+"/audit/webhook/node-1", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func apiName(i int) string { return fmt.Sprintf("widgets.v1beta1.g%d.example", i) }
+
+// sendConcurrently posts batches 0..n-1 from 4 clients and calls onAck after
+// each 200; it returns which batches were acknowledged.
+func sendConcurrently(url string, n int, onAck func(acked int64)) []bool {
+	acked := make([]bool, n)
+	var next, total atomic.Int64
+	var wg sync.WaitGroup
+	now := time.Now().UTC()
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				code, err := post(url, batch(i, now))
+				if err != nil {
+					return // the server is gone
+				}
+				if code == http.StatusOK {
+					acked[i] = true
+					onAck(total.Add(1))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return acked
+}
+
+// A kill -9 at an arbitrary moment loses no acknowledged batch and commits
+// none in part; the apiserver's retry of everything then counts each request
+// exactly once.
+func TestKillNineLosesNothingAcknowledged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	dir := t.TempDir()
+	p := startBinary(t, dir)
+	const n = 60
+	var once sync.Once
+	acked := sendConcurrently(p.url, n, func(total int64) {
+		if total == 25 {
+			once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
+		}
+	})
+	<-p.exited
+
+	p = startBinary(t, dir)
+	got := counts(t, p.url)
+	ackedCount := 0
+	for i := 0; i < n; i++ {
+		if acked[i] {
+			ackedCount++
+			require.Equal(t, int64(100), got[apiName(i)], "acknowledged batch %d", i)
+		} else {
+			require.Contains(t, []int64{0, 100}, got[apiName(i)], "batch %d is all or nothing", i)
+		}
+	}
+	require.GreaterOrEqual(t, ackedCount, 25)
+	t.Logf("%d of %d batches acknowledged before the kill; %d APIs on disk after restart", ackedCount, n, len(got))
+
+	// The apiserver re-sends what was not acknowledged; re-send everything.
+	acked = sendConcurrently(p.url, n, func(int64) {})
+	for i := 0; i < n; i++ {
+		require.True(t, acked[i])
+	}
+	got = counts(t, p.url)
+	require.Len(t, got, n)
+	for i := 0; i < n; i++ {
+		require.Equal(t, int64(100), got[apiName(i)], "batch %d", i)
+	}
+}
+
+// SIGTERM drains: batches in flight finish, the process exits 0 and a
+// restart shows every acknowledged batch.
+func TestSigtermDrainsInFlightBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	dir := t.TempDir()
+	p := startBinary(t, dir)
+	var once sync.Once
+	acked := sendConcurrently(p.url, 40, func(total int64) {
+		if total == 10 {
+			once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
+		}
+	})
+	require.NoError(t, <-p.exited, "exit status after SIGTERM; stderr:\n%s", p.stderr)
+	require.Contains(t, p.stderr.String(), `"message":"sunset stopped"`)
+
+	p = startBinary(t, dir)
+	got := counts(t, p.url)
+	ackedCount := 0
+	for i, ok := range acked {
+		if ok {
+			ackedCount++
+			require.Equal(t, int64(100), got[apiName(i)], "acknowledged batch %d", i)
+		}
+	}
+	require.Len(t, got, ackedCount, "nothing unacknowledged was committed after the drain")
+}
+
+func TestUnknownConfigIsRejected(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nlisten-adress: oops\nretention: 1h\n"), 0o600))
+	cmd := exec.Command(sunsetBin, "serve", "--config", cfgFile, "--user-agent", "medium")
+	cmd.Env = append(os.Environ(), "SUNSET_DATADIR=/tmp/x")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Equal(t, `Error: environment variable SUNSET_DATADIR matches no config key
+config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, default-cluster, listen, log-format, log-level, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, tls-cert-file, tls-key-file, user-agent
+`, string(out))
+
+	// With the keys fixed, every invalid value is reported at once.
+	require.NoError(t, os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nretention: 1h\n"), 0o600))
+	cmd = exec.Command(sunsetBin, "serve", "--config", cfgFile, "--user-agent", "medium", "--data-dir", "")
+	out, err = cmd.CombinedOutput()
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Equal(t, `Error: data-dir: must not be empty
+user-agent: "medium" is not one of short, full
+retention: 1h0m0s is shorter than the 24h the API reports
+`, string(out))
+
+	// Environment variables are read.
+	cmd = exec.Command(sunsetBin, "serve", "--data-dir", "")
+	cmd.Env = append(os.Environ(), "SUNSET_USER_AGENT=tiny")
+	out, _ = cmd.CombinedOutput()
+	require.Equal(t, "Error: data-dir: must not be empty\nuser-agent: \"tiny\" is not one of short, full\n", string(out))
+}
