@@ -1,0 +1,92 @@
+package auditjson
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+const captured = "../../testdata/apiserver-v1.36/webhook-metadata-batch"
+
+func TestDecodesEveryCapturedBody(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(captured, "*.body"))
+	require.NoError(t, err)
+	require.Len(t, names, 8)
+	total, deprecated := 0, 0
+	for _, n := range names {
+		body, err := os.ReadFile(n)
+		require.NoError(t, err)
+		events, bad, err := DecodeBody(body)
+		require.NoError(t, err, n)
+		require.Empty(t, bad, n)
+		total += len(events)
+		for _, e := range events {
+			if e.Deprecated && e.Stage == "ResponseComplete" {
+				deprecated++
+			}
+		}
+	}
+	// 677 RequestReceived + 643 ResponseComplete + 39 ResponseStarted.
+	require.Equal(t, 1359, total)
+	require.Equal(t, 66, deprecated)
+}
+
+func TestDecodeEventExtractsTheCountedFields(t *testing.T) {
+	raw := []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Request","auditID":"a1","stage":"ResponseComplete",
+		"requestURI":"/apis/storage.k8s.io/v1beta1/volumeattributesclasses?dryRun=All","verb":"create",
+		"user":{"username":"bob","extra":{"authentication.kubernetes.io/pod-name":["p"]}},"userAgent":"bob-script/2.0",
+		"objectRef":{"resource":"volumeattributesclasses","name":"gold","apiGroup":"storage.k8s.io","apiVersion":"v1beta1","subresource":"status"},
+		"responseStatus":{"metadata":{},"code":201},
+		"requestObject":{"kind":"VolumeAttributesClass","parameters":{"secret":"do-not-keep"}},
+		"requestReceivedTimestamp":"2026-11-21T19:18:48.018394Z","stageTimestamp":"2026-11-21T19:18:48.030000Z",
+		"annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}}`)
+	got, err := DecodeEvent(raw)
+	require.NoError(t, err)
+	require.Equal(t, aggregate.Event{
+		ID: "a1", Stage: "ResponseComplete", Verb: "create",
+		RequestURI: "/apis/storage.k8s.io/v1beta1/volumeattributesclasses?dryRun=All",
+		Username:   "bob", UserAgent: "bob-script/2.0",
+		ObjectRef:    &aggregate.ObjectRef{Group: "storage.k8s.io", Version: "v1beta1", Resource: "volumeattributesclasses", Subresource: "status"},
+		ResponseCode: 201, Deprecated: true, RemovedRelease: "1.37",
+		RequestReceived: time.Date(2026, 11, 21, 19, 18, 48, 18394000, time.UTC),
+		StageTime:       time.Date(2026, 11, 21, 19, 18, 48, 30000000, time.UTC),
+	}, got)
+
+	// Without an auditID, identical bytes give an identical ID.
+	noID := []byte(`{"stage":"ResponseComplete","verb":"get"}`)
+	a, err := DecodeEvent(noID)
+	require.NoError(t, err)
+	b, err := DecodeEvent(append([]byte(nil), noID...))
+	require.NoError(t, err)
+	require.Equal(t, a.ID, b.ID)
+	require.Equal(t, "sha256:", a.ID[:7])
+}
+
+// FuzzDecodeBody checks that no input makes the decoder panic, and that a
+// rejected body always has a reason.
+func FuzzDecodeBody(f *testing.F) {
+	body, err := os.ReadFile(filepath.Join(captured, "00007.body"))
+	require.NoError(f, err)
+	for _, seed := range []string{string(body), `{"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"Panic"}`, `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[1,"x",{}]}`, `[]`, `{`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, bad, err := DecodeBody(b)
+		if err != nil {
+			e, ok := err.(*Error)
+			if !ok || e.Reason == "" || e.Message == "" {
+				t.Fatalf("error without reason: %v", err)
+			}
+		}
+		for _, it := range bad {
+			if it.Err == nil || it.Err.Reason == "" {
+				t.Fatalf("item error without reason")
+			}
+		}
+	})
+}

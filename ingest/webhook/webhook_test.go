@@ -1,0 +1,116 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+// blockingIngester is a hand fake of Ingester whose Ingest waits until
+// release is closed, to hold batches in flight.
+type blockingIngester struct {
+	entered chan struct{}
+	release chan struct{}
+	err     error
+	mu      sync.Mutex
+	origins []aggregate.Origin
+}
+
+func (b *blockingIngester) Ingest(_ context.Context, o aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error) {
+	b.mu.Lock()
+	b.origins = append(b.origins, o)
+	b.mu.Unlock()
+	if b.entered != nil {
+		b.entered <- struct{}{}
+		<-b.release
+	}
+	return aggregate.Summary{Counted: len(events)}, b.err
+}
+
+func (b *blockingIngester) CountInvalid(string, int) {}
+
+const oneEvent = `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"1","stage":"ResponseComplete"}]}`
+
+func newServer(t *testing.T, ing Ingester, maxInFlight int, reg prometheus.Registerer) *httptest.Server {
+	mux := http.NewServeMux()
+	New(Options{Ingester: ing, Logger: zerolog.Nop(), Registerer: reg, MaxInFlight: maxInFlight}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestOverloadAnswers429WithRetryAfter(t *testing.T) {
+	ing := &blockingIngester{entered: make(chan struct{}), release: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	srv := newServer(t, ing, 1, reg)
+
+	first := make(chan int)
+	go func() {
+		resp, err := http.Post(srv.URL+"/audit/webhook/n1", "application/json", strings.NewReader(oneEvent))
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-ing.entered // the first batch holds the only slot
+
+	resp, err := http.Post(srv.URL+"/audit/webhook/n1", "application/json", strings.NewReader(oneEvent))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	close(ing.release)
+	require.Equal(t, http.StatusOK, <-first)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sunset_webhook_overloaded_total Audit webhook batches answered 429 because too many were in flight.
+# TYPE sunset_webhook_overloaded_total counter
+sunset_webhook_overloaded_total 1
+`), "sunset_webhook_overloaded_total"))
+}
+
+func TestCommitFailureAnswers500AndShutdown503(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		code       int
+		retryAfter string
+	}{
+		{context.DeadlineExceeded, http.StatusInternalServerError, ""},
+		{aggregate.ErrStopped, http.StatusServiceUnavailable, "10"},
+	} {
+		srv := newServer(t, &blockingIngester{err: tc.err}, 1, nil)
+		resp, err := http.Post(srv.URL+"/audit/webhook/n1", "application/json", strings.NewReader(oneEvent))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, tc.code, resp.StatusCode)
+		require.Equal(t, tc.retryAfter, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestOriginFromPathOrPeer(t *testing.T) {
+	ing := &blockingIngester{}
+	srv := newServer(t, ing, 4, nil)
+	for _, path := range []string{"/audit/webhook", "/audit/webhook/master-2", "/audit/webhook/eu-1/master-3"} {
+		resp, err := http.Post(srv.URL+path+"?timeout=30s", "application/json; charset=utf-8", strings.NewReader(oneEvent))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+	require.Equal(t, []aggregate.Origin{
+		{Source: "webhook", Cluster: "default", Node: "127.0.0.1"},
+		{Source: "webhook", Cluster: "default", Node: "master-2"},
+		{Source: "webhook", Cluster: "eu-1", Node: "master-3"},
+	}, ing.origins)
+}

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+var hour19 = time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
+
+func openTest(t *testing.T, dir string, now time.Time) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	return s
+}
+
+func TestCountKeyRoundTripsHostileStrings(t *testing.T) {
+	for _, k := range []CountKey{
+		{Cluster: "default", API: "endpoints.v1", Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl/v1.32.4", Verb: "get"},
+		{Cluster: "", API: "", Hour: time.Unix(0, 0).UTC()},
+		{Cluster: "a\x00b", API: "x\x00\x01y", Hour: hour19, Node: "\x00", Subresource: "\xff\x00\xff", Username: "evil\x00\x00", UserAgent: "ua\x00", Verb: "list", DryRun: true},
+	} {
+		got, err := decodeCountKey(encodeCountKey(k))
+		require.NoError(t, err)
+		require.Equal(t, k, got)
+	}
+	// A NUL in one field can never be confused with the field boundary.
+	a := encodeCountKey(CountKey{Cluster: "a\x00", API: "b", Hour: hour19})
+	b := encodeCountKey(CountKey{Cluster: "a", API: "\x00b", Hour: hour19})
+	require.NotEqual(t, a, b)
+
+	for _, bad := range [][]byte{nil, {prefixCount}, {prefixCount, 'a', 0x00}, {prefixCount, 'a', 0x00, 0x02}, {prefixMark}} {
+		_, err := decodeCountKey(bad)
+		require.ErrorIs(t, err, errCorruptKey)
+	}
+}
+
+func TestApplyDeduplicatesWithinAndAcrossCallsAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, hour19.Add(30*time.Minute))
+	key := CountKey{Cluster: "c1", API: "endpoints.v1", Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}
+	other := key
+	other.Cluster = "c2"
+
+	dup, err := s.Apply([]Request{{ID: "a", Key: key}, {ID: "b", Key: key}, {ID: "a", Key: key}, {ID: "a", Key: other, RemovedRelease: "1.37"}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false, true, false}, dup, "an auditID is unique per cluster")
+	dup, err = s.Apply([]Request{{ID: "b", Key: key}, {ID: "c", Key: key}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false}, dup)
+	require.NoError(t, s.Close())
+
+	s = openTest(t, dir, hour19.Add(30*time.Minute))
+	defer s.Close()
+	dup, err = s.Apply([]Request{{ID: "a", Key: key}, {ID: "c", Key: key}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, dup)
+
+	var got []uint64
+	require.NoError(t, s.ScanCounts("c1", "endpoints.v1", hour19, hour19, func(k CountKey, n uint64) error {
+		require.Equal(t, key, k)
+		got = append(got, n)
+		return nil
+	}))
+	require.Equal(t, []uint64{3}, got)
+	require.Equal(t, []APIInfo{
+		{Cluster: "c1", API: "endpoints.v1", FirstHour: hour19, LastHour: hour19},
+		{Cluster: "c2", API: "endpoints.v1", RemovedRelease: "1.37", FirstHour: hour19, LastHour: hour19},
+	}, s.APIs())
+}
+
+func TestScanCountsHonoursTheHourRange(t *testing.T) {
+	s := openTest(t, t.TempDir(), hour19)
+	defer s.Close()
+	var reqs []Request
+	for h := -3; h <= 1; h++ {
+		k := CountKey{Cluster: "c", API: "a.v1", Hour: hour19.Add(time.Duration(h) * time.Hour), Verb: "get"}
+		reqs = append(reqs, Request{ID: k.Hour.String(), Key: k})
+	}
+	// A neighbouring API whose name extends this one's must not leak in.
+	reqs = append(reqs, Request{ID: "x", Key: CountKey{Cluster: "c", API: "a.v1x", Hour: hour19}})
+	_, err := s.Apply(reqs)
+	require.NoError(t, err)
+	var hours []int
+	require.NoError(t, s.ScanCounts("c", "a.v1", hour19.Add(-2*time.Hour), hour19.Add(59*time.Minute), func(k CountKey, n uint64) error {
+		hours = append(hours, k.Hour.Hour())
+		return nil
+	}))
+	require.Equal(t, []int{17, 18, 19}, hours)
+}
+
+func TestRetentionExpiresCountsMarksAndAPIs(t *testing.T) {
+	dir := t.TempDir()
+	now := hour19
+	s, err := Open(Options{Dir: dir, Retention: 24 * time.Hour, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	defer s.Close()
+	require.False(t, s.Expired(hour19.Add(-24*time.Hour)))
+	require.True(t, s.Expired(hour19.Add(-25*time.Hour)))
+
+	key := CountKey{Cluster: "c", API: "a.v1", Hour: hour19.Add(-24 * time.Hour)}
+	_, err = s.Apply([]Request{{ID: "x", Key: key}})
+	require.NoError(t, err)
+	require.Len(t, s.APIs(), 1)
+
+	// An hour later the record's TTL has passed: badger hides it and the API
+	// leaves the list.
+	now = now.Add(time.Hour)
+	require.True(t, s.Expired(key.Hour))
+	require.Empty(t, s.APIs())
+}
+
+func TestApplySplitsLargeBatchesIntoSelfContainedTransactions(t *testing.T) {
+	s := openTest(t, t.TempDir(), hour19)
+	defer s.Close()
+	reqs := make([]Request, 3*maxChunk+5)
+	for i := range reqs {
+		reqs[i] = Request{ID: strconv.Itoa(i), Key: CountKey{Cluster: "c", API: "a.v1", Hour: hour19, Username: []string{"u1", "u2", "u3"}[i%3]}}
+	}
+	dup, err := s.Apply(reqs)
+	require.NoError(t, err)
+	for _, d := range dup {
+		require.False(t, d)
+	}
+	total := map[string]uint64{}
+	require.NoError(t, s.ScanCounts("c", "a.v1", hour19, hour19, func(k CountKey, n uint64) error {
+		total[k.Username] += n
+		return nil
+	}))
+	require.Equal(t, map[string]uint64{"u1": 4098, "u2": 4098, "u3": 4097}, total)
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, hour19)
+	require.NoError(t, s.Close())
+	ro, err := Open(Options{Dir: dir, ReadOnly: true, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.Apply([]Request{{ID: "a"}})
+	require.EqualError(t, err, "store: opened read-only")
+}
