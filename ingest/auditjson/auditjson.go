@@ -89,15 +89,61 @@ type wireEvent struct {
 	ResponseStatus *struct {
 		Code int32 `json:"code"`
 	} `json:"responseStatus"`
-	Annotations              map[string]string `json:"annotations"`
-	RequestReceivedTimestamp string            `json:"requestReceivedTimestamp"`
-	StageTimestamp           string            `json:"stageTimestamp"`
+	// Only the two deprecation annotations are decoded; a struct instead
+	// of a map skips allocating every other annotation.
+	Annotations struct {
+		Deprecated     string `json:"k8s.io/deprecated"`
+		RemovedRelease string `json:"k8s.io/removed-release"`
+	} `json:"annotations"`
+	RequestReceivedTimestamp string `json:"requestReceivedTimestamp"`
+	StageTimestamp           string `json:"stageTimestamp"`
 }
+
+// listOfEvents decodes a whole EventList in one pass, the fast path.
+type listOfEvents struct {
+	Kind       string      `json:"kind"`
+	APIVersion string      `json:"apiVersion"`
+	Items      []wireEvent `json:"items"`
+}
+
+// errNeedRaw means an event can only be converted with its raw bytes at hand.
+var errNeedRaw = errors.New("auditjson: event needs its raw bytes")
 
 // DecodeBody decodes a whole body: an EventList or one Event. A non-nil error
 // means the body as a whole is unusable (*Error). Otherwise the good events
 // are returned, and each malformed item of a list is reported in bad.
 func DecodeBody(body []byte) (events []aggregate.Event, bad []ItemError, err error) {
+	// Fast path: one pass over a well-formed list. Anything unusual (a type
+	// error somewhere, an item without auditID) takes the item-by-item path,
+	// which can isolate bad items.
+	var list listOfEvents
+	err = json.Unmarshal(body, &list)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		e := syntaxError("body", err)
+		e.Reason = ReasonMalformedJSON
+		return nil, nil, e
+	}
+	if err == nil && list.Kind == KindEventList && list.APIVersion == APIVersion {
+		events = make([]aggregate.Event, 0, len(list.Items))
+		for i := range list.Items {
+			ev, err := convert(&list.Items[i], nil)
+			if errors.Is(err, errNeedRaw) {
+				return decodeItems(body)
+			}
+			if err != nil {
+				bad = append(bad, ItemError{Index: i, Err: err.(*Error)})
+				continue
+			}
+			events = append(events, ev)
+		}
+		return events, bad, nil
+	}
+	return decodeItems(body)
+}
+
+// decodeItems decodes a body item by item.
+func decodeItems(body []byte) (events []aggregate.Event, bad []ItemError, err error) {
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
 		e := syntaxError("body", err)
@@ -143,6 +189,12 @@ func DecodeEvent(raw []byte) (aggregate.Event, error) {
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return aggregate.Event{}, syntaxError("event", err)
 	}
+	return convert(&w, raw)
+}
+
+// convert checks a decoded event and keeps what Sunset counts by. raw may be
+// nil when the event has an auditID; without one, its digest is the ID.
+func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	// Items of an EventList carry no kind or apiVersion; a standalone event
 	// (a log line, a Kafka message) does.
 	if w.APIVersion != "" && w.APIVersion != APIVersion {
@@ -163,6 +215,9 @@ func DecodeEvent(raw []byte) (aggregate.Event, error) {
 		UserAgent:  w.UserAgent,
 	}
 	if ev.ID == "" {
+		if raw == nil {
+			return aggregate.Event{}, errNeedRaw
+		}
 		// Re-sent events are byte-identical, so a digest deduplicates them.
 		sum := sha256.Sum256(raw)
 		ev.ID = "sha256:" + hex.EncodeToString(sum[:])
@@ -178,8 +233,8 @@ func DecodeEvent(raw []byte) (aggregate.Event, error) {
 	if w.ResponseStatus != nil {
 		ev.ResponseCode = w.ResponseStatus.Code
 	}
-	ev.Deprecated = w.Annotations[AnnotationDeprecated] == "true"
-	ev.RemovedRelease = w.Annotations[AnnotationRemovedRelease]
+	ev.Deprecated = w.Annotations.Deprecated == "true"
+	ev.RemovedRelease = w.Annotations.RemovedRelease
 	var err error
 	if ev.RequestReceived, err = parseTime(w.RequestReceivedTimestamp); err != nil {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}

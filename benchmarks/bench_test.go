@@ -1,0 +1,147 @@
+// Package benchmarks measures Sunset's ingest path against baselines run
+// side by side. See README.md.
+package benchmarks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/store"
+)
+
+const realBatch = "../testdata/apiserver-v1.36/webhook-metadata-batch/00002.body"
+
+func BenchmarkDecode(b *testing.B) {
+	body, err := os.ReadFile(realBatch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("full-auditv1", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var list auditv1.EventList
+			if err := json.Unmarshal(body, &list); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(400*b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("sunset", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, _, err := auditjson.DecodeBody(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(400*b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+}
+
+func BenchmarkCommit(b *testing.B) {
+	hour := time.Now().UTC().Truncate(time.Hour)
+	for _, group := range []struct {
+		name string
+		size int
+	}{{"one-per-commit", 1}, {"group-400", 400}} {
+		b.Run(group.name, func(b *testing.B) {
+			s, err := store.Open(store.Options{Dir: b.TempDir(), Logger: zerolog.Nop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			id := 0
+			b.ResetTimer()
+			for b.Loop() {
+				reqs := make([]store.Request, group.size)
+				for i := range reqs {
+					id++
+					reqs[i] = store.Request{ID: strconv.Itoa(id), Key: store.CountKey{
+						Cluster: "default", API: "endpoints.v1", Hour: hour, Node: "n1",
+						Username: "user-" + strconv.Itoa(id%50), UserAgent: "kubectl/v1.32.4", Verb: "get"}}
+				}
+				if _, err := s.Apply(reqs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(group.size*b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// batchBody is 400 deprecated ResponseComplete events with fresh auditIDs.
+func batchBody(seq int64, now time.Time) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`)
+	for i := 0; i < 400; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"level":"Metadata","auditID":"%d-%d","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/default/endpoints","verb":"list","user":{"username":"system:serviceaccount:ns%d:sa","groups":["system:authenticated"]},"sourceIPs":["10.0.0.1"],"userAgent":"controller/v1.2.3 (linux/amd64)","objectRef":{"resource":"endpoints","namespace":"ns%d","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":%q,"stageTimestamp":%q,"annotations":{"authorization.k8s.io/decision":"allow","k8s.io/deprecated":"true"}}`,
+			seq, i, i%20, i%20, now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+func BenchmarkWebhook(b *testing.B) {
+	now := time.Now().UTC()
+	post := func(b *testing.B, url string) {
+		var seq atomic.Int64
+		b.SetParallelism(2) // 2 x GOMAXPROCS senders, like several apiservers
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := http.Post(url, "application/json", bytes.NewReader(batchBody(seq.Add(1), now)))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(400*b.N)/b.Elapsed().Seconds(), "events/s")
+	}
+	b.Run("read-and-200", func(b *testing.B) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusOK)
+		}))
+		defer srv.Close()
+		post(b, srv.URL)
+	})
+	b.Run("sunset", func(b *testing.B) {
+		cfg := app.DefaultConfig()
+		cfg.DataDir = b.TempDir()
+		cfg.Listen = "127.0.0.1:0"
+		cfg.MaxInFlightBatches = 64
+		a, err := app.New(cfg, app.Options{Logger: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		post(b, "http://"+a.Addr().String()+"/audit/webhook/n1")
+	})
+}
