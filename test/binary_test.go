@@ -42,8 +42,26 @@ func TestMain(m *testing.M) {
 type process struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	exited chan error
+}
+
+// lockedBuffer collects the process's stderr while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startBinary runs sunset serve on dataDir and a random loopback port, and
@@ -54,7 +72,7 @@ func startBinary(t *testing.T, dataDir string, args ...string) *process {
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
 	listen := make(chan string, 1)
 	go func() {
