@@ -1,0 +1,96 @@
+package aggregate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/store"
+)
+
+var now = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+
+func newTest(t *testing.T) (*Aggregator, *store.Store) {
+	t.Helper()
+	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	a := New(Options{Store: st, Logger: zerolog.Nop(), Registerer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
+	return a, st
+}
+
+func deprecatedEvent(id, user string) Event {
+	return Event{ID: id, Stage: StageResponseComplete, Verb: "get", Username: user, UserAgent: "ua/1 (x)",
+		ObjectRef: &ObjectRef{Version: "v1", Resource: "endpoints"}, Deprecated: true,
+		RequestReceived: now.Add(-10 * time.Minute)}
+}
+
+// 16 senders each deliver 50 requests twice, and every sender shares half
+// its IDs with the next one, as when apiservers retry concurrently. Group
+// commit must still count each ID exactly once.
+func TestConcurrentIngestCountsEachRequestOnce(t *testing.T) {
+	a, st := newTest(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := Summary{}
+	for s := 0; s < 16; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; round < 2; round++ {
+				var events []Event
+				for i := 0; i < 50; i++ {
+					events = append(events, deprecatedEvent(fmt.Sprintf("id-%d", s*25+i), fmt.Sprintf("u%d", (s*25+i)%4)))
+				}
+				sum, err := a.Ingest(context.Background(), Origin{Source: "test", Cluster: "c", Node: "n"}, events)
+				require.NoError(t, err)
+				mu.Lock()
+				total.Counted += sum.Counted
+				total.Duplicates += sum.Duplicates
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	// IDs 0..15*25+49 = 0..424: 425 distinct requests out of 1,600 deliveries.
+	require.Equal(t, Summary{Counted: 425, Duplicates: 1175}, total)
+	perUser := map[string]uint64{}
+	require.NoError(t, st.ScanCounts("c", "endpoints.v1", now, now, func(k store.CountKey, n uint64) error {
+		require.Equal(t, "ua/1", k.UserAgent)
+		perUser[k.Username] += n
+		return nil
+	}))
+	require.Equal(t, map[string]uint64{"u0": 107, "u1": 106, "u2": 106, "u3": 106}, perUser)
+	require.Equal(t, 1600.0, testutil.ToFloat64(a.metrics.events.WithLabelValues("test", "counted"))+
+		testutil.ToFloat64(a.metrics.events.WithLabelValues("test", "duplicate")))
+}
+
+func TestIngestAfterStopFails(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	defer st.Close()
+	a := New(Options{Store: st, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.Run(ctx)
+	_, err = a.Ingest(context.Background(), Origin{Source: "test"}, []Event{deprecatedEvent("x", "u")})
+	require.ErrorIs(t, err, ErrStopped)
+}
+
+func TestTruncateKeepsWholeCharacters(t *testing.T) {
+	require.Equal(t, "ab", Truncate("ab", 5))
+	require.Equal(t, "é", Truncate("éé", 3))
+	require.Equal(t, "", Truncate("é", 1))
+	require.Equal(t, "endpoints.v1", APIName("", "v1", "endpoints"))
+	require.Equal(t, "cronjobs.v1beta1.batch", APIName("batch", "v1beta1", "cronjobs"))
+}
