@@ -37,3 +37,14 @@ update-golden: ## Rewrite golden files after an intended change; review the diff
 
 clean:
 	rm -rf bin
+
+# Upstream modules whose lifecycle tags make catalog/builtin.yaml, oldest first.
+CATALOG_MODULES := k8s.io/api@v0.20.15 k8s.io/api@v0.21.14 k8s.io/api@v0.24.17 k8s.io/api@v0.25.16 \
+	k8s.io/api@v0.28.15 k8s.io/api@v0.31.14 k8s.io/api@v0.36.3 k8s.io/api@v0.37.2 \
+	k8s.io/apiextensions-apiserver@v0.21.14 k8s.io/apiextensions-apiserver@v0.37.2 \
+	k8s.io/kube-aggregator@v0.21.14 k8s.io/kube-aggregator@v0.37.2
+
+.PHONY: catalog
+catalog: ## Regenerate catalog/builtin.yaml from upstream lifecycle tags.
+	$(GO) run ./internal/lifecyclegen -o catalog/builtin.yaml \
+		$$(for m in $(CATALOG_MODULES); do $(GO) mod download -json $$m | sed -n 's/.*"Dir": "\(.*\)",/\1/p'; done)

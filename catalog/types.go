@@ -1,0 +1,30 @@
+package catalog
+
+// File is the YAML layout of builtin.yaml and of catalog.extra.
+type File struct {
+	APIs []Entry `json:"apis"`
+}
+
+// Entry is the lifecycle of one API: a group, version and resource.
+type Entry struct {
+	// Group is empty for the core group.
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	// Releases as "1.22". Empty RemovedIn means no removal is planned.
+	IntroducedIn string `json:"introducedIn,omitempty"`
+	DeprecatedIn string `json:"deprecatedIn,omitempty"`
+	RemovedIn    string `json:"removedIn,omitempty"`
+	Replacement  *Ref   `json:"replacement,omitempty"`
+	// Source says where the facts come from.
+	Source string `json:"source,omitempty"`
+}
+
+// Ref names an API by group, version, kind and resource.
+type Ref struct {
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Kind     string `json:"kind"`
+	Resource string `json:"resource"`
+}
