@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -56,6 +57,13 @@ type Options struct {
 	UserAgent UserAgentMode
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Catalog tells removed releases and already-removed APIs; nil means
+	// the built-in catalog.
+	Catalog *catalog.Catalog
+	// ClusterVersions holds the apiserver release of clusters that have
+	// one configured. With it, requests without the deprecation annotation
+	// (apiservers before 1.19) are judged by the catalog.
+	ClusterVersions map[string]catalog.Release
 }
 
 // Aggregator classifies events and group-commits their counts.
@@ -64,6 +72,8 @@ type Aggregator struct {
 	log       zerolog.Logger
 	uaMode    UserAgentMode
 	now       func() time.Time
+	catalog   *catalog.Catalog
+	versions  map[string]catalog.Release
 	metrics   *metrics
 	jobs      chan *job
 	stopped   chan struct{}
@@ -82,6 +92,10 @@ type jobResult struct {
 
 // New builds an aggregator. Call Run to start committing.
 func New(opts Options) *Aggregator {
+	if opts.Catalog == nil {
+		// The built-in catalog is compiled in and tested; it cannot fail.
+		opts.Catalog, _ = catalog.New(nil)
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -92,8 +106,10 @@ func New(opts Options) *Aggregator {
 		store:   opts.Store,
 		log:     opts.Logger.With().Str("component", "aggregate").Logger(),
 		uaMode:  opts.UserAgent,
-		now:     opts.Now,
-		metrics: newMetrics(opts.Registerer),
+		now:      opts.Now,
+		catalog:  opts.Catalog,
+		versions: opts.ClusterVersions,
+		metrics:  newMetrics(opts.Registerer),
 		jobs:    make(chan *job),
 		stopped: make(chan struct{}),
 	}

@@ -90,11 +90,16 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 	if e.Stage != StageResponseComplete && e.Stage != StagePanic {
 		return store.Request{}, ResultOtherStage
 	}
-	if !e.Deprecated {
+	if e.ObjectRef == nil || e.ObjectRef.Resource == "" || e.ObjectRef.Version == "" {
+		if e.Deprecated {
+			return store.Request{}, ResultNoObjectRef
+		}
 		return store.Request{}, ResultNotDeprecated
 	}
-	if e.ObjectRef == nil || e.ObjectRef.Resource == "" || e.ObjectRef.Version == "" {
-		return store.Request{}, ResultNoObjectRef
+	ref := e.ObjectRef
+	removedRelease, removed, counts := a.lifecycle(o.Cluster, e)
+	if !counts {
+		return store.Request{}, ResultNotDeprecated
 	}
 	hour, ok := e.Hour()
 	if !ok {
@@ -111,16 +116,50 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 		ID: e.ID,
 		Key: store.CountKey{
 			Cluster:     o.Cluster,
-			API:         APIName(e.ObjectRef.Group, e.ObjectRef.Version, e.ObjectRef.Resource),
+			API:         APIName(ref.Group, ref.Version, ref.Resource),
 			Hour:        hour,
 			Node:        o.Node,
-			Subresource: e.ObjectRef.Subresource,
+			Subresource: ref.Subresource,
 			Username:    Truncate(e.Username, MaxUsernameBytes),
 			UserAgent:   a.userAgent(e.UserAgent),
 			Verb:        e.Verb,
+			Removed:     removed,
 		},
-		RemovedRelease: e.RemovedRelease,
+		RemovedRelease: removedRelease,
 	}, ResultCounted
+}
+
+// lifecycle decides whether a completed request counts, and how:
+//
+//   - With the k8s.io/deprecated annotation it counts; the removed release is
+//     the annotation's, else the catalog's.
+//   - Without it, a 404 from an API the catalog lists as removed is an
+//     already-removed request (unless the cluster's configured version still
+//     serves the API: then the 404 is just a missing object).
+//   - Without it, when the cluster's version is configured, an API the
+//     catalog lists as deprecated at or before that version counts: this is
+//     how apiservers older than 1.19, which never annotate, are covered.
+func (a *Aggregator) lifecycle(cluster string, e *Event) (removedRelease string, removed, counts bool) {
+	ref := e.ObjectRef
+	entry, known := a.catalog.Lookup(ref.Group, ref.Version, ref.Resource)
+	if e.Deprecated {
+		if e.RemovedRelease != "" || !known {
+			return e.RemovedRelease, false, true
+		}
+		return entry.RemovedIn, false, true
+	}
+	if !known {
+		return "", false, false
+	}
+	version, versionKnown := a.versions[cluster]
+	rem, dep := entry.Removed(), entry.Deprecated()
+	if e.ResponseCode == 404 && !rem.IsZero() && (!versionKnown || !version.Less(rem)) {
+		return entry.RemovedIn, true, true
+	}
+	if versionKnown && !dep.IsZero() && !version.Less(dep) {
+		return entry.RemovedIn, false, true
+	}
+	return "", false, false
 }
 
 func (a *Aggregator) userAgent(ua string) string {

@@ -203,7 +203,11 @@ func (a *App) Run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := a.srv.Shutdown(shutdownCtx); err != nil {
-		errs = append(errs, fmt.Errorf("draining HTTP: %w", err))
+		// Clients that keep connections open (an apiserver's HTTP/2
+		// connection can) must not hold the process: no handler runs past
+		// this point that has not already been answered or cut off.
+		a.log.Warn().Err(err).Dur("shutdown_timeout", a.cfg.ShutdownTimeout).Msg("connections still open after the shutdown timeout; closing them")
+		_ = a.srv.Close()
 	}
 	stopAgg()
 	<-aggDone

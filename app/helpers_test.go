@@ -46,6 +46,7 @@ func testConfig(t *testing.T) app.Config {
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.LogFormat = "json"
+	cfg.ShutdownTimeout = 5 * time.Second
 	return cfg
 }
 

@@ -74,6 +74,7 @@ func TestTLSServesHTTP2AndHTTP1(t *testing.T) {
 				strings.NewReader(string(eventList(ev("tls-"+tc.name)))))
 			require.NoError(t, err)
 			resp.Body.Close()
+			tr.CloseIdleConnections()
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, tc.proto, resp.Proto)
 		})

@@ -26,7 +26,16 @@ type CountKey struct {
 	UserAgent   string
 	Verb        string
 	DryRun      bool
+	// Removed marks requests to an API that was already removed: the
+	// client got a 404 and is broken now.
+	Removed bool
 }
+
+// Flag bits of the last byte of a count key.
+const (
+	flagDryRun  byte = 1 << 0
+	flagRemoved byte = 1 << 1
+)
 
 var errCorruptKey = errors.New("store: corrupt key")
 
@@ -98,7 +107,10 @@ func encodeCountKey(k CountKey) []byte {
 	b = appendString(b, k.Verb)
 	var flags byte
 	if k.DryRun {
-		flags |= 1
+		flags |= flagDryRun
+	}
+	if k.Removed {
+		flags |= flagRemoved
 	}
 	return append(b, flags)
 }
@@ -129,7 +141,8 @@ func decodeCountKey(b []byte) (CountKey, error) {
 	if len(b) != 1 {
 		return k, errCorruptKey
 	}
-	k.DryRun = b[0]&1 != 0
+	k.DryRun = b[0]&flagDryRun != 0
+	k.Removed = b[0]&flagRemoved != 0
 	return k, nil
 }
 

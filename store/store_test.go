@@ -23,6 +23,7 @@ func TestCountKeyRoundTripsHostileStrings(t *testing.T) {
 		{Cluster: "default", API: "endpoints.v1", Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl/v1.32.4", Verb: "get"},
 		{Cluster: "", API: "", Hour: time.Unix(0, 0).UTC()},
 		{Cluster: "a\x00b", API: "x\x00\x01y", Hour: hour19, Node: "\x00", Subresource: "\xff\x00\xff", Username: "evil\x00\x00", UserAgent: "ua\x00", Verb: "list", DryRun: true},
+		{Cluster: "c", API: "ingresses.v1beta1.extensions", Hour: hour19, Verb: "get", Removed: true},
 	} {
 		got, err := decodeCountKey(encodeCountKey(k))
 		require.NoError(t, err)
