@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -27,6 +28,12 @@ import (
 const (
 	DefaultUsersToReport = 10
 	MaxUsersToReport     = 100
+)
+
+// List filters of GET .../apirequestcounts, beside cluster and users.
+const (
+	StateDeprecated = "deprecated"
+	StateRemoved    = "removed"
 )
 
 // Querier reads counts. *store.Store implements it.
@@ -39,15 +46,22 @@ type Querier interface {
 type Options struct {
 	Querier Querier
 	Logger  zerolog.Logger
+	// Catalog supplies replacement, warning and removed release; nil means
+	// the built-in catalog.
+	Catalog *catalog.Catalog
+	// IsSystem classifies usernames as system traffic; nil means none is.
+	IsSystem func(username string) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
 // Handler serves the read API.
 type Handler struct {
-	q   Querier
-	log zerolog.Logger
-	now func() time.Time
+	q        Querier
+	log      zerolog.Logger
+	catalog  *catalog.Catalog
+	isSystem func(string) bool
+	now      func() time.Time
 }
 
 // New builds a Handler.
@@ -55,7 +69,14 @@ func New(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Handler{q: opts.Querier, log: opts.Logger.With().Str("component", "api").Logger(), now: opts.Now}
+	if opts.Catalog == nil {
+		opts.Catalog, _ = catalog.New(nil)
+	}
+	if opts.IsSystem == nil {
+		opts.IsSystem = func(string) bool { return false }
+	}
+	return &Handler{q: opts.Querier, log: opts.Logger.With().Str("component", "api").Logger(),
+		catalog: opts.Catalog, isSystem: opts.IsSystem, now: opts.Now}
 }
 
 const basePath = "/apis/" + APIVersion + "/apirequestcounts"
@@ -68,18 +89,24 @@ func (h *Handler) Register(mux *http.ServeMux) {
 
 // query holds validated query parameters.
 type query struct {
-	users   int
-	cluster string
+	users         int
+	cluster       string
+	removedIn     catalog.Release
+	removedBefore catalog.Release
+	state         string
 }
 
-var allowedParams = []string{"cluster", "users"}
+var (
+	getParams  = []string{"cluster", "users"}
+	listParams = []string{"cluster", "removedBefore", "removedRelease", "state", "users"}
+)
 
-func parseQuery(v url.Values) (query, error) {
+func parseQuery(v url.Values, allowed []string) (query, error) {
 	q := query{users: DefaultUsersToReport}
 	var problems []string
 	for key := range v {
-		if !slices.Contains(allowedParams, key) {
-			problems = append(problems, fmt.Sprintf("unknown parameter %q (known: %s)", key, strings.Join(allowedParams, ", ")))
+		if !slices.Contains(allowed, key) {
+			problems = append(problems, fmt.Sprintf("unknown parameter %q (known: %s)", key, strings.Join(allowed, ", ")))
 		}
 	}
 	if s := v.Get("users"); s != "" {
@@ -90,6 +117,20 @@ func parseQuery(v url.Values) (query, error) {
 		q.users = n
 	}
 	q.cluster = v.Get("cluster")
+	for key, dst := range map[string]*catalog.Release{"removedRelease": &q.removedIn, "removedBefore": &q.removedBefore} {
+		if s := v.Get(key); s != "" {
+			r, err := catalog.ParseRelease(s)
+			if err != nil {
+				problems = append(problems, key+": "+err.Error())
+			}
+			*dst = r
+		}
+	}
+	switch q.state = v.Get("state"); q.state {
+	case "", StateDeprecated, StateRemoved:
+	default:
+		problems = append(problems, fmt.Sprintf("state %q is not valid; use %s or %s", q.state, StateDeprecated, StateRemoved))
+	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
 		return q, fmt.Errorf("%s", strings.Join(problems, "; "))
@@ -97,8 +138,25 @@ func parseQuery(v url.Values) (query, error) {
 	return q, nil
 }
 
+// matches applies the list filters to a built object.
+func (q query) matches(obj APIRequestCount) bool {
+	st := obj.Status
+	removedIn, _ := catalog.ParseRelease(st.RemovedInRelease)
+	switch {
+	case !q.removedIn.IsZero() && removedIn != q.removedIn:
+		return false
+	case !q.removedBefore.IsZero() && (removedIn.IsZero() || !removedIn.Less(q.removedBefore)):
+		return false
+	case q.state == StateRemoved && st.RemovedRequestCount == 0:
+		return false
+	case q.state == StateDeprecated && st.RequestCount-st.RemovedRequestCount == 0:
+		return false
+	}
+	return true
+}
+
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.begin(w, r, listParams)
 	if !ok {
 		return
 	}
@@ -115,7 +173,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 			h.internalError(w, err)
 			return
 		}
-		if found {
+		if found && q.matches(obj) {
 			out.Items = append(out.Items, obj)
 		}
 		start = end
@@ -124,7 +182,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.begin(w, r, getParams)
 	if !ok {
 		return
 	}
@@ -152,13 +210,13 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 }
 
 // begin checks method and parameters; on failure it has answered already.
-func (h *Handler) begin(w http.ResponseWriter, r *http.Request) (query, bool) {
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string) (query, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
 		return query{}, false
 	}
-	q, err := parseQuery(r.URL.Query())
+	q, err := parseQuery(r.URL.Query(), allowed)
 	if err != nil {
 		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
 		return query{}, false
@@ -173,20 +231,32 @@ func (h *Handler) internalError(w http.ResponseWriter, err error) {
 
 // build renders one API from the clusters in infos that match q.
 func (h *Handler) build(name string, infos []store.APIInfo, q query, now time.Time) (APIRequestCount, bool, error) {
-	b := newBuilder(now)
+	b := newBuilder(now, h.isSystem)
 	from, to := b.window()
-	removedIn := ""
+	var removedIn catalog.Release
 	found := false
 	for _, info := range infos {
 		if q.cluster != "" && info.Cluster != q.cluster {
 			continue
 		}
 		found = true
-		if info.RemovedRelease != "" && (removedIn == "" || versionLess(info.RemovedRelease, removedIn)) {
-			removedIn = info.RemovedRelease
+		// Clusters may announce different releases; the earliest matters.
+		if r, err := catalog.ParseRelease(info.RemovedRelease); err == nil && (removedIn.IsZero() || r.Less(removedIn)) {
+			removedIn = r
 		}
 		if err := h.q.ScanCounts(info.Cluster, info.API, from, to, b.add); err != nil {
 			return APIRequestCount{}, false, err
+		}
+	}
+	st := b.status(removedIn.String(), q.users)
+	if entry, ok := h.lookup(name); ok {
+		if st.RemovedInRelease == "" {
+			st.RemovedInRelease = entry.RemovedIn
+		}
+		st.DeprecatedInRelease = entry.DeprecatedIn
+		st.Warning = entry.Warning()
+		if r := entry.Replacement; r != nil {
+			st.Replacement = &Replacement{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource}
 		}
 	}
 	obj := APIRequestCount{
@@ -194,32 +264,20 @@ func (h *Handler) build(name string, infos []store.APIInfo, q query, now time.Ti
 		Kind:       "APIRequestCount",
 		Metadata:   ObjectMeta{Name: name},
 		Spec:       APIRequestCountSpec{NumberOfUsersToReport: int64(q.users)},
-		Status:     b.status(removedIn, q.users),
+		Status:     st,
 	}
 	return obj, found, nil
 }
 
-// versionLess compares "major.minor" releases numerically, so "1.9" sorts
-// before "1.10"; anything unparsable sorts as a string.
-func versionLess(a, b string) bool {
-	am, an, aok := splitRelease(a)
-	bm, bn, bok := splitRelease(b)
-	if !aok || !bok {
-		return a < b
+// lookup finds the catalog entry of an API name, resource.version.group.
+func (h *Handler) lookup(name string) (catalog.Entry, bool) {
+	parts := strings.SplitN(name, ".", 3)
+	if len(parts) < 2 {
+		return catalog.Entry{}, false
 	}
-	if am != bm {
-		return am < bm
+	group := ""
+	if len(parts) == 3 {
+		group = parts[2]
 	}
-	return an < bn
-}
-
-func splitRelease(s string) (major, minor int, ok bool) {
-	ma, mi, found := strings.Cut(s, ".")
-	if !found {
-		return 0, 0, false
-	}
-	var err1, err2 error
-	major, err1 = strconv.Atoi(ma)
-	minor, err2 = strconv.Atoi(mi)
-	return major, minor, err1 == nil && err2 == nil
+	return h.catalog.Lookup(group, parts[1], parts[0])
 }

@@ -15,8 +15,10 @@ type nodeID struct{ cluster, node string }
 type userID struct{ username, userAgent string }
 
 type hourAgg struct {
-	total int64
-	nodes map[nodeID]*nodeAgg
+	total   int64
+	removed int64
+	system  int64
+	nodes   map[nodeID]*nodeAgg
 }
 
 type nodeAgg struct {
@@ -25,19 +27,21 @@ type nodeAgg struct {
 }
 
 type userAgg struct {
-	total int64
-	verbs map[string]int64
+	total   int64
+	removed int64
+	verbs   map[string]int64
 }
 
 // builder accumulates counts of one API into the 24 hourly buckets of an
 // APIRequestCount status.
 type builder struct {
-	now   time.Time // truncated to the hour
-	hours [hoursPerDay]hourAgg
+	now      time.Time // truncated to the hour
+	isSystem func(username string) bool
+	hours    [hoursPerDay]hourAgg
 }
 
-func newBuilder(now time.Time) *builder {
-	return &builder{now: now.UTC().Truncate(time.Hour)}
+func newBuilder(now time.Time, isSystem func(string) bool) *builder {
+	return &builder{now: now.UTC().Truncate(time.Hour), isSystem: isSystem}
 }
 
 // window is the range of hours the status covers.
@@ -71,25 +75,36 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	na.total += c
 	ua.total += c
 	ua.verbs[k.Verb] += c
+	if k.Removed {
+		h.removed += c
+		ua.removed += c
+	}
+	if b.isSystem(k.Username) {
+		h.system += c
+	}
 	return nil
 }
 
 func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
 	st := APIRequestCountStatus{RemovedInRelease: removedIn, Last24h: make([]PerResourceAPIRequestLog, hoursPerDay)}
 	for i := range b.hours {
-		st.Last24h[i] = renderHour(&b.hours[i], users)
+		st.Last24h[i] = b.renderHour(&b.hours[i], users)
 		st.RequestCount += st.Last24h[i].RequestCount
+		st.RemovedRequestCount += b.hours[i].removed
+		st.SystemRequestCount += b.hours[i].system
 	}
+	st.Removed = st.RemovedRequestCount > 0
 	st.CurrentHour = st.Last24h[b.now.Hour()]
 	return st
 }
 
-func renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
+func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 	out := PerResourceAPIRequestLog{RequestCount: h.total}
 	for nid, na := range h.nodes {
 		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, RequestCount: na.total, ByUser: []PerUserAPIRequestCount{}}
 		for uid, ua := range na.users {
-			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total}
+			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,
+				System: b.isSystem(uid.username), RemovedRequestCount: ua.removed}
 			for verb, c := range ua.verbs {
 				u.ByVerb = append(u.ByVerb, PerVerbAPIRequestCount{Verb: verb, RequestCount: c})
 			}

@@ -53,6 +53,34 @@ type APIRequestCountStatus struct {
 	// Last24h has 24 entries indexed by UTC hour of day: index 0 is
 	// 00:00-00:59. It covers the current hour and the 23 before it.
 	Last24h []PerResourceAPIRequestLog `json:"last24h"`
+
+	// Fields below are Sunset's additions.
+
+	// DeprecatedInRelease is the release that deprecated the API, from the
+	// catalog.
+	DeprecatedInRelease string `json:"deprecatedInRelease,omitempty"`
+	// Replacement is the API to migrate to, from the catalog.
+	Replacement *Replacement `json:"replacement,omitempty"`
+	// Warning is the text kube-apiserver sends to clients of the API:
+	// "batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in
+	// v1.25+; use batch/v1 CronJob".
+	Warning string `json:"warning,omitempty"`
+	// Removed is true when clients called the API after it was removed
+	// (they got a 404 and are broken now) in the last 24 hours.
+	Removed bool `json:"removed,omitempty"`
+	// RemovedRequestCount is how many of RequestCount were such calls.
+	RemovedRequestCount int64 `json:"removedRequestCount,omitempty"`
+	// SystemRequestCount is how many of RequestCount came from system
+	// identities (see system-users), which an upgrade does not break.
+	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
+}
+
+// Replacement names the API that replaces a deprecated one.
+type Replacement struct {
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Kind     string `json:"kind"`
+	Resource string `json:"resource,omitempty"`
 }
 
 // PerResourceAPIRequestLog is one hour of requests.
@@ -79,6 +107,11 @@ type PerUserAPIRequestCount struct {
 	UserAgent    string                   `json:"userAgent"`
 	RequestCount int64                    `json:"requestCount"`
 	ByVerb       []PerVerbAPIRequestCount `json:"byVerb"`
+	// System is Sunset's addition: the username is a system identity.
+	System bool `json:"system,omitempty"`
+	// RemovedRequestCount is Sunset's addition: requests of this client
+	// to the API after its removal.
+	RemovedRequestCount int64 `json:"removedRequestCount,omitempty"`
 }
 
 // PerVerbAPIRequestCount is one client's requests with one verb.

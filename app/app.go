@@ -23,7 +23,9 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -82,12 +84,20 @@ func New(cfg Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.store = st
+	cat, err := catalog.New(cfg.Catalog.Extra)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	system := noise.New(cfg.SystemUsers)
 	a.agg = aggregate.New(aggregate.Options{
-		Store:      st,
-		Logger:     opts.Logger,
-		Registerer: reg,
-		UserAgent:  aggregate.UserAgentMode(cfg.UserAgent),
-		Now:        opts.Now,
+		Store:           st,
+		Logger:          opts.Logger,
+		Registerer:      reg,
+		UserAgent:       aggregate.UserAgentMode(cfg.UserAgent),
+		Now:             opts.Now,
+		Catalog:         cat,
+		ClusterVersions: cfg.ClusterVersions(),
 	})
 
 	mux := http.NewServeMux()
@@ -99,7 +109,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		MaxInFlight:    cfg.MaxInFlightBatches,
 	}).Register(mux)
-	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now}).Register(mux)
+	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem}).Register(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"maps"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -43,6 +46,39 @@ type Config struct {
 	LogLevel string `mapstructure:"log-level"`
 	// LogFormat is json, console, or auto (console on a terminal, else json).
 	LogFormat string `mapstructure:"log-format"`
+	// SystemUsers are usernames classified as system traffic; an entry
+	// ending in "*" matches by prefix.
+	SystemUsers []string `mapstructure:"system-users"`
+	// Catalog adds API lifecycle entries (config file only).
+	Catalog CatalogConfig `mapstructure:"catalog"`
+	// Clusters holds per-cluster settings by cluster name (config file
+	// only). Names are lowercased by the config loader.
+	Clusters map[string]ClusterConfig `mapstructure:"clusters"`
+}
+
+// CatalogConfig is the catalog key.
+type CatalogConfig struct {
+	// Extra entries, for CRDs or to override built-in ones.
+	Extra []catalog.Entry `mapstructure:"extra"`
+}
+
+// ClusterConfig is one entry of the clusters key.
+type ClusterConfig struct {
+	// Version is the cluster's kube-apiserver release, e.g. "1.36" or
+	// "v1.36.3". Optional.
+	Version string `mapstructure:"version"`
+}
+
+// ClusterVersions returns the configured versions, parsed. Call it on a
+// validated config.
+func (c Config) ClusterVersions() map[string]catalog.Release {
+	out := map[string]catalog.Release{}
+	for name, cl := range c.Clusters {
+		if r, err := catalog.ParseRelease(cl.Version); err == nil {
+			out[name] = r
+		}
+	}
+	return out
 }
 
 // DefaultConfig is the zero-configuration setup: data in ./sunset-data,
@@ -59,6 +95,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:    30 * time.Second,
 		LogLevel:           "info",
 		LogFormat:          "auto",
+		SystemUsers:        slices.Clone(noise.DefaultSystemUsers),
 	}
 }
 
@@ -113,6 +150,16 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains([]string{"auto", "json", "console"}, c.LogFormat) {
 		bad("log-format", "%q is not one of auto, json, console", c.LogFormat)
+	}
+	if _, err := catalog.New(c.Catalog.Extra); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Clusters)) {
+		if v := c.Clusters[name].Version; v != "" {
+			if _, err := catalog.ParseRelease(v); err != nil {
+				bad("clusters."+name+".version", "%v", err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -139,7 +139,7 @@ func TestQueryParameters(t *testing.T) {
 		{"/apis/sunset.dev/v1/apirequestcounts?users=0", 400, statusBody(400, "BadRequest", "users must be a whole number from 1 to 100")},
 		{"/apis/sunset.dev/v1/apirequestcounts?users=101", 400, statusBody(400, "BadRequest", "users must be a whole number from 1 to 100")},
 		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?users=ten", 400, statusBody(400, "BadRequest", "users must be a whole number from 1 to 100")},
-		{"/apis/sunset.dev/v1/apirequestcounts?user=bob", 400, statusBody(400, "BadRequest", `unknown parameter "user" (known: cluster, users)`)},
+		{"/apis/sunset.dev/v1/apirequestcounts?user=bob", 400, statusBody(400, "BadRequest", `unknown parameter "user" (known: cluster, removedBefore, removedRelease, state, users)`)},
 		{"/apis/sunset.dev/v1/apirequestcounts/deployments.v1beta1.extensions", 404, statusBody(404, "NotFound", `apirequestcounts "deployments.v1beta1.extensions" not found: no deprecated requests to it were recorded`)},
 		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?cluster=prod", 404, statusBody(404, "NotFound", `apirequestcounts "endpoints.v1" not found in cluster "prod": no deprecated requests to it were recorded`)},
 	}
@@ -153,7 +153,7 @@ func TestQueryParameters(t *testing.T) {
 	node := obj.Status.CurrentHour.ByNode[0]
 	require.Equal(t, int64(35), node.RequestCount, "node totals include every user")
 	require.Equal(t, []api.PerUserAPIRequestCount{{UserName: "system:apiserver", UserAgent: "kube-apiserver/v1.36.3", RequestCount: 27,
-		ByVerb: []api.PerVerbAPIRequestCount{{Verb: "create", RequestCount: 13}, {Verb: "get", RequestCount: 14}}}}, node.ByUser)
+		ByVerb: []api.PerVerbAPIRequestCount{{Verb: "create", RequestCount: 13}, {Verb: "get", RequestCount: 14}}, System: true}}, node.ByUser)
 }
 
 func requireNodes(t *testing.T, hour api.PerResourceAPIRequestLog, want string) {

@@ -323,6 +323,10 @@ func (s *Store) APIs() []APIInfo {
 // in [from, to], in key order (hour first).
 func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(CountKey, uint64) error) error {
 	prefix := apiPrefix(cluster, api)
+	if from.Before(time.Unix(0, 0)) {
+		// Hours are stored as unsigned seconds; nothing is before 1970.
+		from = time.Unix(0, 0)
+	}
 	start := appendHour(slices.Clone(prefix), from.Truncate(time.Hour))
 	end := appendHour(slices.Clone(prefix), to.Truncate(time.Hour).Add(time.Hour))
 	return s.db.View(func(txn *badger.Txn) error {

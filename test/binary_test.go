@@ -257,7 +257,7 @@ func TestUnknownConfigIsRejected(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.ExitCode())
 	require.Equal(t, `Error: environment variable SUNSET_DATADIR matches no config key
-config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, default-cluster, listen, log-format, log-level, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, tls-cert-file, tls-key-file, user-agent
+config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, default-cluster, listen, log-format, log-level, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, system-users, tls-cert-file, tls-key-file, user-agent, catalog.extra, clusters.<name>.version
 `, string(out))
 
 	// With the keys fixed, every invalid value is reported at once.

@@ -32,6 +32,7 @@ func configFlags() *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long SIGTERM waits for in-flight batches")
 	fs.String("log-level", d.LogLevel, "trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "auto, json or console")
+	fs.StringSlice("system-users", d.SystemUsers, "usernames classified as system traffic; a trailing * matches a prefix")
 	return fs
 }
 
@@ -64,12 +65,12 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 	errs = append(errs, unknownEnv(os.Environ(), known)...)
 	var unknownFileKeys []string
 	for _, key := range v.AllKeys() {
-		if !slices.Contains(known, key) {
+		if !slices.Contains(known, key) && !fileOnlyKey(key) {
 			unknownFileKeys = append(unknownFileKeys, key)
 		}
 	}
 	if len(unknownFileKeys) > 0 {
-		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s",
+		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s, catalog.extra, clusters.<name>.version",
 			configFile, strings.Join(unknownFileKeys, ", "), strings.Join(known, ", ")))
 		return app.Config{}, errors.Join(errs...)
 	}
@@ -100,4 +101,14 @@ func unknownEnv(environ, keys []string) []error {
 		}
 	}
 	return errs
+}
+
+// fileOnlyKey reports whether key is one of the structured keys that only
+// the config file can set: catalog.extra and clusters.<name>.version.
+func fileOnlyKey(key string) bool {
+	if key == "catalog.extra" {
+		return true
+	}
+	parts := strings.Split(key, ".")
+	return len(parts) == 3 && parts[0] == "clusters" && parts[2] == "version"
 }
