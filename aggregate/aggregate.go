@@ -103,15 +103,15 @@ func New(opts Options) *Aggregator {
 		opts.UserAgent = UserAgentShort
 	}
 	return &Aggregator{
-		store:   opts.Store,
-		log:     opts.Logger.With().Str("component", "aggregate").Logger(),
-		uaMode:  opts.UserAgent,
+		store:    opts.Store,
+		log:      opts.Logger.With().Str("component", "aggregate").Logger(),
+		uaMode:   opts.UserAgent,
 		now:      opts.Now,
 		catalog:  opts.Catalog,
 		versions: opts.ClusterVersions,
 		metrics:  newMetrics(opts.Registerer),
-		jobs:    make(chan *job),
-		stopped: make(chan struct{}),
+		jobs:     make(chan *job),
+		stopped:  make(chan struct{}),
 	}
 }
 

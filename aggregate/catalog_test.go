@@ -96,11 +96,11 @@ func TestCatalogClassification(t *testing.T) {
 		release  string
 	}{
 		{"404 to a removed API", nil, ev("1", "extensions", "v1beta1", "ingresses", 404, false), true, true, "1.22"},
-		{"404 on a cluster that still serves it", map[string]catalog.Release{"c": {1, 21}}, ev("2", "extensions", "v1beta1", "ingresses", 404, false), true, false, "1.22"},
-		{"404 on a cluster that removed it", map[string]catalog.Release{"c": {1, 22}}, ev("3", "extensions", "v1beta1", "ingresses", 404, false), true, true, "1.22"},
+		{"404 on a cluster that still serves it", map[string]catalog.Release{"c": {Major: 1, Minor: 21}}, ev("2", "extensions", "v1beta1", "ingresses", 404, false), true, false, "1.22"},
+		{"404 on a cluster that removed it", map[string]catalog.Release{"c": {Major: 1, Minor: 22}}, ev("3", "extensions", "v1beta1", "ingresses", 404, false), true, true, "1.22"},
 		{"200 from a removed API without version", nil, ev("4", "extensions", "v1beta1", "ingresses", 200, false), false, false, ""},
-		{"unannotated deprecated API, version known", map[string]catalog.Release{"c": {1, 30}}, ev("5", "flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", 200, false), true, false, "1.32"},
-		{"unannotated API deprecated after the version", map[string]catalog.Release{"c": {1, 28}}, ev("6", "flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", 200, false), false, false, ""},
+		{"unannotated deprecated API, version known", map[string]catalog.Release{"c": {Major: 1, Minor: 30}}, ev("5", "flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", 200, false), true, false, "1.32"},
+		{"unannotated API deprecated after the version", map[string]catalog.Release{"c": {Major: 1, Minor: 28}}, ev("6", "flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", 200, false), false, false, ""},
 		{"annotation without release: catalog's", nil, ev("7", "storage.k8s.io", "v1beta1", "volumeattributesclasses", 200, true), true, false, "1.37"},
 		{"annotated CRD", nil, ev("8", "e2e.example.com", "v1beta1", "widgets", 200, true), true, false, ""},
 		{"404 to a GA API", nil, ev("9", "apps", "v1", "deployments", 404, false), false, false, ""},

@@ -2,8 +2,8 @@ package app
 
 import (
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"

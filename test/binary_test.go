@@ -277,3 +277,67 @@ retention: 1h0m0s is shorter than the 24h the API reports
 	out, _ = cmd.CombinedOutput()
 	require.Equal(t, "Error: data-dir: must not be empty\nuser-agent: \"tiny\" is not one of short, full\n", string(out))
 }
+
+// The structured keys decode from a real YAML file through the binary's
+// config loader: catalog.extra, clusters.<name>.version and system-users.
+func TestConfigFileCatalogClustersAndSystemUsers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte(`
+system-users: ["system:serviceaccount:ops:*"]
+clusters:
+  minikube:
+    version: v1.15.3
+catalog:
+  extra:
+    - group: cert-manager.io
+      version: v1alpha2
+      resource: certificates
+      kind: Certificate
+      deprecatedIn: "1.20"
+      removedIn: "1.24"
+      replacement: {group: cert-manager.io, version: v1, kind: Certificate, resource: certificates}
+`), 0o600))
+	p := startBinary(t, t.TempDir(), "--config", cfgFile)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	// An unannotated request on the 1.15 cluster counts by its version.
+	deployment := `{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"d1","stage":"ResponseComplete","verb":"create","user":{"username":"system:serviceaccount:ops:deployer"},"objectRef":{"resource":"deployments","apiGroup":"extensions","apiVersion":"v1beta1"},"responseStatus":{"code":201},"requestReceivedTimestamp":"` + now + `"}`
+	// A 404 from a cluster of unknown version to an API the extra catalog
+	// lists as removed is an already-removed request.
+	certificate := `{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"c1","stage":"ResponseComplete","verb":"get","user":{"username":"bob"},"objectRef":{"resource":"certificates","apiGroup":"cert-manager.io","apiVersion":"v1alpha2"},"responseStatus":{"code":404},"requestReceivedTimestamp":"` + now + `"}`
+	for path, body := range map[string]string{"/audit/webhook/minikube/master": deployment, "/audit/webhook/prod/master": certificate} {
+		resp, err := http.Post(p.url+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+	}
+
+	var got struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				RemovedInRelease   string
+				Warning            string
+				Removed            bool
+				SystemRequestCount int64
+			}
+		}
+	}
+	r, err := http.Get(p.url + "/apis/sunset.dev/v1/apirequestcounts")
+	require.NoError(t, err)
+	defer r.Body.Close()
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&got))
+	require.Len(t, got.Items, 2)
+	c, d := got.Items[0], got.Items[1]
+	require.Equal(t, "certificates.v1alpha2.cert-manager.io", c.Metadata.Name)
+	require.Equal(t, "deployments.v1beta1.extensions", d.Metadata.Name)
+	require.Equal(t, "1.16", d.Status.RemovedInRelease)
+	require.Equal(t, "extensions/v1beta1 Deployment is deprecated in v1.8+, unavailable in v1.16+; use apps/v1 Deployment", d.Status.Warning)
+	require.Equal(t, int64(1), d.Status.SystemRequestCount)
+	require.Equal(t, "cert-manager.io/v1alpha2 Certificate is deprecated in v1.20+, unavailable in v1.24+; use cert-manager.io/v1 Certificate", c.Status.Warning)
+	require.Equal(t, "1.24", c.Status.RemovedInRelease)
+	require.True(t, c.Status.Removed)
+	require.False(t, d.Status.Removed)
+}
