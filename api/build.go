@@ -32,27 +32,63 @@ type userAgg struct {
 	verbs   map[string]int64
 }
 
+// windowUser accumulates one username over the window.
+type windowUser struct {
+	total, removed int64
+	agents         map[string]int64
+}
+
 // builder accumulates counts of one API into the 24 hourly buckets of an
-// APIRequestCount status.
+// APIRequestCount status, and into the optional window.
 type builder struct {
 	now      time.Time // truncated to the hour
 	isSystem func(username string) bool
 	hours    [hoursPerDay]hourAgg
+
+	since       time.Duration
+	windowFrom  time.Time // zero without a window
+	windowTotal int64
+	windowRem   int64
+	windowSys   int64
+	windowUsers map[string]*windowUser
+	// usernames seen in the window, or in the last 24 hours without one.
+	usernames map[string]bool
 }
 
-func newBuilder(now time.Time, isSystem func(string) bool) *builder {
-	return &builder{now: now.UTC().Truncate(time.Hour), isSystem: isSystem}
+func newBuilder(now time.Time, since time.Duration, isSystem func(string) bool) *builder {
+	b := &builder{now: now.UTC().Truncate(time.Hour), isSystem: isSystem, since: since, usernames: map[string]bool{}}
+	if since > 0 {
+		b.windowFrom = now.UTC().Add(-since).Truncate(time.Hour)
+		b.windowUsers = map[string]*windowUser{}
+	}
+	return b
 }
 
-// window is the range of hours the status covers.
-func (b *builder) window() (from, to time.Time) {
+// day is the range of hours last24h covers.
+func (b *builder) day() (from, to time.Time) {
 	return b.now.Add(-(hoursPerDay - 1) * time.Hour), b.now
 }
 
+// scanRange covers both the day and the window.
+func (b *builder) scanRange() (from, to time.Time) {
+	from, to = b.day()
+	if !b.windowFrom.IsZero() && b.windowFrom.Before(from) {
+		from = b.windowFrom
+	}
+	return from, to
+}
+
 func (b *builder) add(k store.CountKey, n uint64) error {
-	from, to := b.window()
+	c := int64(n)
+	if !b.windowFrom.IsZero() && !k.Hour.Before(b.windowFrom) {
+		b.addWindow(k, c)
+	}
+	from, to := b.day()
 	if k.Hour.Before(from) || k.Hour.After(to) {
 		return nil
+	}
+	if b.windowFrom.IsZero() {
+		b.usernames[k.Username] = true
 	}
 	h := &b.hours[k.Hour.Hour()]
 	if h.nodes == nil {
@@ -70,7 +106,6 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 		ua = &userAgg{verbs: map[string]int64{}}
 		na.users[uid] = ua
 	}
-	c := int64(n)
 	h.total += c
 	na.total += c
 	ua.total += c
@@ -85,6 +120,57 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	return nil
 }
 
+func (b *builder) addWindow(k store.CountKey, c int64) {
+	b.usernames[k.Username] = true
+	b.windowTotal += c
+	wu := b.windowUsers[k.Username]
+	if wu == nil {
+		wu = &windowUser{agents: map[string]int64{}}
+		b.windowUsers[k.Username] = wu
+	}
+	wu.total += c
+	wu.agents[k.UserAgent] += c
+	if k.Removed {
+		b.windowRem += c
+		wu.removed += c
+	}
+	if b.isSystem(k.Username) {
+		b.windowSys += c
+	}
+}
+
+// maxWindowAgents bounds the user agents listed per window user.
+const maxWindowAgents = 3
+
+func (b *builder) renderWindow(users int) *Window {
+	w := &Window{Since: b.since.String(), From: b.windowFrom, RequestCount: b.windowTotal,
+		RemovedRequestCount: b.windowRem, SystemRequestCount: b.windowSys, ByUser: []WindowUser{}}
+	for name, wu := range b.windowUsers {
+		u := WindowUser{UserName: name, RequestCount: wu.total, RemovedRequestCount: wu.removed, System: b.isSystem(name)}
+		if u.System {
+			w.SystemClientCount++
+		}
+		agents := make([]string, 0, len(wu.agents))
+		for a := range wu.agents {
+			agents = append(agents, a)
+		}
+		slices.SortFunc(agents, func(x, y string) int { return cmp.Or(cmp.Compare(wu.agents[y], wu.agents[x]), cmp.Compare(x, y)) })
+		if len(agents) > maxWindowAgents {
+			agents = agents[:maxWindowAgents]
+		}
+		u.UserAgents = agents
+		w.ByUser = append(w.ByUser, u)
+	}
+	w.ClientCount = len(w.ByUser)
+	slices.SortFunc(w.ByUser, func(x, y WindowUser) int {
+		return cmp.Or(cmp.Compare(y.RequestCount, x.RequestCount), cmp.Compare(x.UserName, y.UserName))
+	})
+	if len(w.ByUser) > users {
+		w.ByUser = w.ByUser[:users]
+	}
+	return w
+}
+
 func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
 	st := APIRequestCountStatus{RemovedInRelease: removedIn, Last24h: make([]PerResourceAPIRequestLog, hoursPerDay)}
 	for i := range b.hours {
@@ -95,11 +181,14 @@ func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
 	}
 	st.Removed = st.RemovedRequestCount > 0
 	st.CurrentHour = st.Last24h[b.now.Hour()]
+	if !b.windowFrom.IsZero() {
+		st.Window = b.renderWindow(users)
+	}
 	return st
 }
 
 func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
-	out := PerResourceAPIRequestLog{RequestCount: h.total}
+	out := PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system}
 	for nid, na := range h.nodes {
 		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, RequestCount: na.total, ByUser: []PerUserAPIRequestCount{}}
 		for uid, ua := range na.users {

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Group and version of Sunset's API objects.
 const (
 	Group      = "sunset.dev"
@@ -73,6 +75,36 @@ type APIRequestCountStatus struct {
 	// SystemRequestCount is how many of RequestCount came from system
 	// identities (see system-users), which an upgrade does not break.
 	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
+	// Window summarises a longer or shorter period than last24h; present
+	// only when ?since= is given.
+	Window *Window `json:"window,omitempty"`
+}
+
+// Window is the requests of one API from a whole hour up to now.
+type Window struct {
+	// Since is the requested duration, e.g. "168h0m0s".
+	Since string `json:"since"`
+	// From is the first hour counted.
+	From                time.Time `json:"from"`
+	RequestCount        int64     `json:"requestCount"`
+	RemovedRequestCount int64     `json:"removedRequestCount,omitempty"`
+	SystemRequestCount  int64     `json:"systemRequestCount,omitempty"`
+	// ClientCount and SystemClientCount are distinct usernames.
+	ClientCount       int `json:"clientCount"`
+	SystemClientCount int `json:"systemClientCount,omitempty"`
+	// ByUser holds the top users (up to numberOfUsersToReport) over the
+	// window, all nodes together.
+	ByUser []WindowUser `json:"byUser"`
+}
+
+// WindowUser is one username's requests over a window.
+type WindowUser struct {
+	UserName            string `json:"username"`
+	RequestCount        int64  `json:"requestCount"`
+	RemovedRequestCount int64  `json:"removedRequestCount,omitempty"`
+	System              bool   `json:"system,omitempty"`
+	// UserAgents are the user agents seen, most requests first, at most 3.
+	UserAgents []string `json:"userAgents"`
 }
 
 // Replacement names the API that replaces a deprecated one.
@@ -87,6 +119,9 @@ type Replacement struct {
 type PerResourceAPIRequestLog struct {
 	ByNode       []PerNodeAPIRequestLog `json:"byNode,omitempty"`
 	RequestCount int64                  `json:"requestCount"`
+	// SystemRequestCount is Sunset's addition: how many of RequestCount
+	// came from system identities.
+	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
 }
 
 // PerNodeAPIRequestLog is one hour of requests served by one apiserver.

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// ErrNotFound is returned by Service.Get for an API without counts.
+var ErrNotFound = errors.New("api: not found")
+
+// Querier reads counts. *store.Store implements it.
+type Querier interface {
+	APIs() []store.APIInfo
+	ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error
+}
+
+// Service builds APIRequestCount objects from counts. The HTTP handler
+// serves it; `sunset report --data-dir` calls it directly.
+type Service struct {
+	q        Querier
+	catalog  *catalog.Catalog
+	isSystem func(string) bool
+	now      func() time.Time
+}
+
+// NewService builds a Service; nil catalog, isSystem and now get defaults
+// (built-in catalog, no system users, time.Now).
+func NewService(q Querier, cat *catalog.Catalog, isSystem func(string) bool, now func() time.Time) *Service {
+	if cat == nil {
+		cat, _ = catalog.New(nil)
+	}
+	if isSystem == nil {
+		isSystem = func(string) bool { return false }
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{q: q, catalog: cat, isSystem: isSystem, now: now}
+}
+
+// List returns every API with counts in retention that matches q, sorted by
+// name.
+func (s *Service) List(q Query) (APIRequestCountList, error) {
+	now := s.now()
+	out := APIRequestCountList{APIVersion: APIVersion, Kind: "APIRequestCountList", Items: []APIRequestCount{}}
+	infos := s.q.APIs()
+	for start := 0; start < len(infos); {
+		end := start + 1
+		for end < len(infos) && infos[end].API == infos[start].API {
+			end++
+		}
+		obj, b, found, err := s.build(infos[start].API, infos[start:end], q, now)
+		if err != nil {
+			return out, err
+		}
+		if found && q.matches(obj, b.usernames) {
+			out.Items = append(out.Items, obj)
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// Get returns one API, or ErrNotFound.
+func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
+	var infos []store.APIInfo
+	for _, info := range s.q.APIs() {
+		if info.API == name {
+			infos = append(infos, info)
+		}
+	}
+	obj, _, found, err := s.build(name, infos, q, s.now())
+	if err != nil {
+		return obj, err
+	}
+	if !found {
+		return obj, ErrNotFound
+	}
+	return obj, nil
+}
+
+// build renders one API from the clusters in infos that match q.
+func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Time) (APIRequestCount, *builder, bool, error) {
+	b := newBuilder(now, q.Since, s.isSystem)
+	from, to := b.scanRange()
+	var removedIn catalog.Release
+	found := false
+	for _, info := range infos {
+		if q.Cluster != "" && info.Cluster != q.Cluster {
+			continue
+		}
+		found = true
+		// Clusters may announce different releases; the earliest matters.
+		if r, err := catalog.ParseRelease(info.RemovedRelease); err == nil && (removedIn.IsZero() || r.Less(removedIn)) {
+			removedIn = r
+		}
+		if err := s.q.ScanCounts(info.Cluster, info.API, from, to, b.add); err != nil {
+			return APIRequestCount{}, nil, false, err
+		}
+	}
+	users := q.Users
+	if users == 0 {
+		users = DefaultUsersToReport
+	}
+	st := b.status(removedIn.String(), users)
+	if entry, ok := s.lookup(name); ok {
+		if st.RemovedInRelease == "" {
+			st.RemovedInRelease = entry.RemovedIn
+		}
+		st.DeprecatedInRelease = entry.DeprecatedIn
+		st.Warning = entry.Warning()
+		if r := entry.Replacement; r != nil {
+			st.Replacement = &Replacement{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource}
+		}
+	}
+	obj := APIRequestCount{
+		APIVersion: APIVersion,
+		Kind:       "APIRequestCount",
+		Metadata:   ObjectMeta{Name: name},
+		Spec:       APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
+		Status:     st,
+	}
+	return obj, b, found, nil
+}
+
+// lookup finds the catalog entry of an API name, resource.version.group.
+func (s *Service) lookup(name string) (catalog.Entry, bool) {
+	parts := strings.SplitN(name, ".", 3)
+	if len(parts) < 2 {
+		return catalog.Entry{}, false
+	}
+	group := ""
+	if len(parts) == 3 {
+		group = parts[2]
+	}
+	return s.catalog.Lookup(group, parts[1], parts[0])
+}
