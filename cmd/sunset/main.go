@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=...".
@@ -26,7 +29,8 @@ func main() {
 func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cmd := newRootCommand(os.Stdout, os.Stderr)
+	cmd := newRootCommand(cli{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
+		isTerminal: isatty.IsTerminal(os.Stderr.Fd())})
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {

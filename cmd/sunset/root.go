@@ -5,13 +5,23 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kube-sunset/sunset/app"
 )
 
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+// cli is what commands take from the process, so tests can replace it.
+type cli struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	now            func() time.Time
+	// isTerminal reports whether stderr is a terminal (for progress bars).
+	isTerminal bool
+}
+
+func newRootCommand(env cli) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sunset",
 		Short: "Find who still calls deprecated Kubernetes APIs, from the audit stream",
@@ -21,9 +31,10 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(), newVersionCommand())
+	root.SetOut(env.stdout)
+	root.SetErr(env.stderr)
+	root.SetIn(env.stdin)
+	root.AddCommand(newServeCommand(), newReportCommand(env), newCheckCommand(env), newVersionCommand())
 	return root
 }
 

@@ -1,0 +1,159 @@
+// Package client talks to a running Sunset server: it reads
+// APIRequestCounts and sends audit events to the webhook. The CLI uses it for
+// --server.
+package client
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/httpjson"
+)
+
+// Options configures New.
+type Options struct {
+	// Server is the base URL, e.g. http://localhost:8080.
+	Server string
+	// CAFile verifies the server's certificate.
+	CAFile string
+	// Token is sent as a bearer token, for proxies in front of Sunset.
+	Token string
+	// InsecureSkipVerify skips certificate verification.
+	InsecureSkipVerify bool
+	// Timeout bounds each request; zero means 60s.
+	Timeout time.Duration
+}
+
+// Client is a Sunset HTTP client.
+type Client struct {
+	base  *url.URL
+	http  *http.Client
+	token string
+}
+
+// New checks the options and builds a client. It does not contact the
+// server.
+func New(o Options) (*Client, error) {
+	u, err := url.Parse(o.Server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server %q is not an http:// or https:// URL", o.Server)
+	}
+	tlsCfg := &tls.Config{InsecureSkipVerify: o.InsecureSkipVerify} //nolint:gosec // the user asked for it
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --certificate-authority: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--certificate-authority %s holds no PEM certificate", o.CAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 60 * time.Second
+	}
+	tr := &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, Proxy: http.ProxyFromEnvironment}
+	return &Client{base: u, http: &http.Client{Transport: tr, Timeout: o.Timeout}, token: o.Token}, nil
+}
+
+// List reads APIRequestCounts.
+func (c *Client) List(q api.Query) (api.APIRequestCountList, error) {
+	var out api.APIRequestCountList
+	err := c.getJSON("/apis/sunset.dev/v1/apirequestcounts", q.Values(), &out)
+	return out, err
+}
+
+// Get reads one APIRequestCount; api.ErrNotFound if the server has none.
+func (c *Client) Get(name string, q api.Query) (api.APIRequestCount, error) {
+	var out api.APIRequestCount
+	v := q.Values()
+	for _, listOnly := range []string{"removedRelease", "removedBefore", "state", "user"} {
+		v.Del(listOnly)
+	}
+	err := c.getJSON("/apis/sunset.dev/v1/apirequestcounts/"+url.PathEscape(name), v, &out)
+	return out, err
+}
+
+// PostEvents sends an EventList body to a webhook path such as
+// /audit/webhook/prod/master-0 and returns the response body. With dryRun
+// the server classifies without storing.
+func (c *Client) PostEvents(path string, body []byte, dryRun bool) ([]byte, error) {
+	u := c.base.JoinPath(path)
+	if dryRun {
+		u.RawQuery = "dryRun=All"
+	}
+	req, err := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req)
+}
+
+func (c *Client) getJSON(path string, v url.Values, out any) error {
+	u := c.base.JoinPath(path)
+	u.RawQuery = v.Encode()
+	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	body, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%s answered something that is not an APIRequestCount: %w", c.base, err)
+	}
+	return nil
+}
+
+// StatusError is an error answer from the server.
+type StatusError struct {
+	Code    int
+	Message string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
+
+func (c *Client) do(req *http.Request) ([]byte, error) {
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Sunset at %s (is `sunset serve` running there? or read a data directory with --data-dir): %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer of %s: %w", c.base, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return body, nil
+	}
+	var st httpjson.Status
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &st) == nil && st.Message != "" {
+		msg = st.Message
+	}
+	if resp.StatusCode == http.StatusNotFound && st.Reason == httpjson.ReasonNotFound {
+		return nil, fmt.Errorf("%w: %s", api.ErrNotFound, msg)
+	}
+	return nil, &StatusError{Code: resp.StatusCode, Message: msg}
+}
+
+// IsNotFound reports whether err means the API has no counts.
+func IsNotFound(err error) bool { return errors.Is(err, api.ErrNotFound) }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/app"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// testNow is 23 minutes after the last captured event.
+var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+
+// fixture starts a server with a fixed data set: the captured bodies on
+// master-0 of cluster default, a storage v1beta1 client (removed in 1.37) on
+// master-2, and on master-1 of cluster prod an already-removed
+// batch/v1beta1 CronJob client.
+func fixture(t *testing.T) (url, dataDir string, stop func()) {
+	t.Helper()
+	cfg := app.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ShutdownTimeout = 5 * time.Second
+	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return testNow }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.Run(ctx) }()
+	url = "http://" + a.Addr().String()
+
+	names, err := filepath.Glob("../../testdata/apiserver-v1.36/webhook-metadata-batch/*.body")
+	require.NoError(t, err)
+	sort.Strings(names)
+	post := func(path string, body []byte) {
+		resp, err := http.Post(url+path, "application/json", bytes.NewReader(body))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		require.NoError(t, err)
+		post("/audit/webhook/master-0", b)
+	}
+	post("/audit/webhook/prod/master-1", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+		{"auditID":"cj-1","stage":"ResponseComplete","verb":"list","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T18:05:00Z"},
+		{"auditID":"cj-2","stage":"ResponseComplete","verb":"create","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T19:05:00Z"}]}`))
+	post("/audit/webhook/master-2", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+		{"auditID":"vac-1","stage":"ResponseComplete","verb":"get","user":{"username":"carol"},"userAgent":"terraform/1.9.0","objectRef":{"resource":"volumeattributesclasses","apiGroup":"storage.k8s.io","apiVersion":"v1beta1"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-21T07:00:00Z","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}}]}`))
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			require.NoError(t, <-done)
+		}
+	}
+	t.Cleanup(stop)
+	return url, cfg.DataDir, stop
+}
+
+// runCLI runs sunset with args and returns stdout, stderr and the exit code.
+func runCLI(args ...string) (string, string, int) {
+	var out, errOut bytes.Buffer
+	cmd := newRootCommand(cli{stdout: &out, stderr: &errOut, stdin: strings.NewReader(""), now: func() time.Time { return testNow }})
+	cmd.SetArgs(args)
+	code := 0
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		} else {
+			code = 1
+			errOut.WriteString("Error: " + err.Error() + "\n")
+		}
+	}
+	return out.String(), errOut.String(), code
+}
+
+func requireGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./cmd/sunset -update")
+	require.Equal(t, string(want), got)
+}
+
+func TestReportFormatsGolden(t *testing.T) {
+	url, dataDir, stop := fixture(t)
+	cases := map[string][]string{
+		"report-table.golden":          {"report"},
+		"report-wide.golden":           {"report", "-o", "wide"},
+		"report-json.golden":           {"report", "-o", "json"},
+		"report-yaml.golden":           {"report", "-o", "yaml"},
+		"report-with-system.golden":    {"report", "--exclude-system=false"},
+		"report-removed-before.golden": {"report", "--removed-before", "1.38", "--since", "48h"},
+		"report-user.golden":           {"report", "--user", "bob", "-o", "wide"},
+		"report-describe.golden":       {"report", "widgets.v1beta1.e2e.example.com"},
+		"report-describe-cron.golden":  {"report", "cronjobs.v1beta1.batch", "--exclude-system=false"},
+		"report-describe-yaml.golden":  {"report", "endpoints.v1", "-o", "yaml", "--cluster", "default"},
+	}
+	outputs := map[string]string{}
+	for golden, args := range cases {
+		t.Run(golden, func(t *testing.T) {
+			out, errOut, code := runCLI(append(args, "--server", url)...)
+			require.Equal(t, 0, code, errOut)
+			require.Empty(t, errOut)
+			requireGolden(t, golden, out)
+			outputs[golden] = out
+		})
+	}
+
+	// A data directory gives the same answers, once the server has let go.
+	stop()
+	for golden, args := range cases {
+		out, errOut, code := runCLI(append(args, "--data-dir", dataDir)...)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, outputs[golden], out, golden)
+	}
+}
+
+func TestCheckExitCodes(t *testing.T) {
+	url, _, _ := fixture(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		golden string
+	}{
+		{"already-removed clients fail any target", []string{"--target-version", "1.24"}, 3, "check-removed.golden"},
+		{"only deprecated APIs", []string{"--target-version", "1.36", "--cluster", "default"}, 0, "check-safe.golden"},
+		{"warnings as errors", []string{"--target-version", "1.36", "--cluster", "default", "--warnings-as-errors"}, 2, "check-warnings.golden"},
+		{"removed at the target", []string{"--target-version", "v1.37.0", "--cluster", "default"}, 3, "check-target.golden"},
+		{"json", []string{"--target-version", "1.37", "-o", "json", "--since", "48h"}, 3, "check-json.golden"},
+		{"system traffic included", []string{"--target-version", "1.36", "--cluster", "default", "--exclude-system=false"}, 0, "check-with-system.golden"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runCLI(append([]string{"check", "--server", url}, tc.args...)...)
+			require.Equal(t, tc.code, code, errOut)
+			require.Empty(t, errOut)
+			requireGolden(t, tc.golden, out)
+		})
+	}
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"check"}, "Error: --target-version is required, e.g. --target-version 1.37\n"},
+		{[]string{"check", "--target-version", "next"}, "Error: --target-version: \"next\" is not a Kubernetes release such as 1.37\n"},
+		{[]string{"check", "--target-version", "1.37", "-o", "yaml"}, "Error: -o \"yaml\" is not one of text, json\n"},
+		{[]string{"check", "--target-version", "1.37", "--server", "http://127.0.0.1:1"}, "Error: cannot reach Sunset at http://127.0.0.1:1"},
+		{[]string{"check", "--target-version", "1.37", "--server", url, "--data-dir", "/tmp"}, "Error: give either --server or --data-dir, not both\n"},
+		{[]string{"report", "--server", url, "nothing.v1"}, "Error: no deprecated requests to nothing.v1 were recorded (names look like cronjobs.v1beta1.batch; `sunset report` lists them)\n"},
+		{[]string{"report", "--server", url, "-o", "csv"}, "Error: -o \"csv\" is not one of table, wide, json, yaml\n"},
+		{[]string{"report", "--server", url, "--since", "30m"}, "Error: --since 30m0s is shorter than 1h; counts are hourly\n"},
+	} {
+		_, errOut, code := runCLI(tc.args...)
+		require.Equal(t, 1, code, tc.args)
+		require.True(t, strings.HasPrefix(errOut, tc.msg), "%v: %s", tc.args, errOut)
+	}
+}
+
+func TestDataDirLockedByServer(t *testing.T) {
+	_, dataDir, _ := fixture(t)
+	_, errOut, code := runCLI("report", "--data-dir", dataDir)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "is in use by another Sunset process")
+	require.Contains(t, errOut, "ask it instead with --server http://localhost:8080")
+}

@@ -1,0 +1,172 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kube-sunset/sunset/api"
+)
+
+var sparks = []rune(" ▁▂▃▄▅▆▇█")
+
+// Sparkline draws counts as bars, highest = full block, zero = blank.
+func Sparkline(counts []int64) string {
+	var max int64
+	for _, c := range counts {
+		max = maxInt(max, c)
+	}
+	var b strings.Builder
+	for _, c := range counts {
+		switch {
+		case c == 0:
+			b.WriteRune(sparks[0])
+		case max == 1:
+			b.WriteRune(sparks[len(sparks)-1])
+		default:
+			// Any request shows at least the lowest bar; the peak is full.
+			i := 1 + int((c-1)*int64(len(sparks)-2)/(max-1))
+			b.WriteRune(sparks[i])
+		}
+	}
+	return b.String()
+}
+
+func maxInt(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// hourly returns last24h oldest first, ending at the hour of now.
+func hourly(st api.APIRequestCountStatus, now time.Time, excludeSystem bool) (counts []int64, firstHour int) {
+	cur := now.UTC().Hour()
+	first := (cur + 1) % 24
+	for i := 0; i < 24 && len(st.Last24h) == 24; i++ {
+		h := st.Last24h[(first+i)%24]
+		c := h.RequestCount
+		if excludeSystem {
+			c -= h.SystemRequestCount
+		}
+		counts = append(counts, c)
+	}
+	return counts, first
+}
+
+type userTotal struct {
+	username, userAgent string
+	system              bool
+	total, removed      int64
+	verbs               map[string]int64
+}
+
+// Describe writes one API as a readable breakdown: lifecycle, the last 24
+// hours as a bar row, and requests per node and per user.
+func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) error {
+	st := obj.Status
+	total, current := st.RequestCount, st.CurrentHour.RequestCount
+	if o.ExcludeSystem {
+		total -= st.SystemRequestCount
+		current -= st.CurrentHour.SystemRequestCount
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "Name:\t%s\n", obj.Metadata.Name)
+	removed := dash(st.RemovedInRelease)
+	if st.Removed {
+		removed += fmt.Sprintf(" (already removed: %d requests got 404 in the last 24h)", st.RemovedRequestCount)
+	}
+	fmt.Fprintf(tw, "Removed in:\t%s\n", removed)
+	fmt.Fprintf(tw, "Deprecated in:\t%s\n", dash(st.DeprecatedInRelease))
+	if r := st.Replacement; r != nil {
+		fmt.Fprintf(tw, "Replacement:\t%s %s\n", groupVersion(r.Group, r.Version), r.Kind)
+	} else {
+		fmt.Fprintf(tw, "Replacement:\t-\n")
+	}
+	fmt.Fprintf(tw, "Warning:\t%s\n", dash(st.Warning))
+	sys := ""
+	if o.ExcludeSystem && st.SystemRequestCount > 0 {
+		sys = fmt.Sprintf(" (%d more from system users, not shown)", st.SystemRequestCount)
+	} else if st.SystemRequestCount > 0 {
+		sys = fmt.Sprintf(" (%d from system users)", st.SystemRequestCount)
+	}
+	fmt.Fprintf(tw, "Requests:\t%d in the last 24h%s, %d in the current hour\n", total, sys, current)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	counts, first := hourly(st, now, o.ExcludeSystem)
+	fmt.Fprintf(w, "\nLast 24h, per UTC hour from %02d:00 to %02d:00:\n  %s\n", first, now.UTC().Hour(), Sparkline(counts))
+	var peak int64
+	for _, c := range counts {
+		peak = maxInt(peak, c)
+	}
+	fmt.Fprintf(w, "  peak %d request%s in an hour\n", peak, pluralS(int(peak)))
+
+	nodeTotals := map[[2]string]int64{}
+	users := map[[2]string]*userTotal{}
+	for _, h := range st.Last24h {
+		for _, n := range h.ByNode {
+			for _, u := range n.ByUser {
+				if o.ExcludeSystem && u.System {
+					continue
+				}
+				nodeTotals[[2]string{n.Cluster, n.NodeName}] += u.RequestCount
+				key := [2]string{u.UserName, u.UserAgent}
+				ut := users[key]
+				if ut == nil {
+					ut = &userTotal{username: u.UserName, userAgent: u.UserAgent, system: u.System, verbs: map[string]int64{}}
+					users[key] = ut
+				}
+				ut.total += u.RequestCount
+				ut.removed += u.RemovedRequestCount
+				for _, v := range u.ByVerb {
+					ut.verbs[v.Verb] += v.RequestCount
+				}
+			}
+		}
+	}
+
+	fmt.Fprintln(w, "\nBy node (last 24h):")
+	tw = tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tCLUSTER\tREQUESTS")
+	nodeKeys := make([][2]string, 0, len(nodeTotals))
+	for k := range nodeTotals {
+		nodeKeys = append(nodeKeys, k)
+	}
+	slices.SortFunc(nodeKeys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for _, k := range nodeKeys {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\n", k[1], k[0], nodeTotals[k])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nBy user (last 24h):")
+	tw = tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "  USER\tUSER AGENT\tWORKLOAD\tREQUESTS\tVERBS")
+	list := make([]*userTotal, 0, len(users))
+	for _, u := range users {
+		list = append(list, u)
+	}
+	slices.SortFunc(list, func(a, b *userTotal) int {
+		return cmp.Or(cmp.Compare(b.total, a.total), cmp.Compare(a.username, b.username), cmp.Compare(a.userAgent, b.userAgent))
+	})
+	for _, u := range list {
+		verbs := make([]string, 0, len(u.verbs))
+		for v, c := range u.verbs {
+			verbs = append(verbs, fmt.Sprintf("%s=%d", v, c))
+		}
+		slices.Sort(verbs)
+		name := u.username
+		if u.system {
+			name += " (system)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, dash(u.userAgent), dash(Workload(u.username)), u.total, strings.Join(verbs, " "))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,220 @@
+// Package report turns APIRequestCounts into what administrators read before
+// an upgrade: kubectl-style tables, a per-API breakdown, and the verdict of
+// the upgrade gate (`sunset check`).
+//
+// It works on API objects only, so it renders the same whether they came
+// from a running server or from a data directory.
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/api"
+)
+
+// Format is an output format of `sunset report`.
+type Format string
+
+// Output formats, as kubectl's -o.
+const (
+	FormatTable Format = "table"
+	FormatWide  Format = "wide"
+	FormatJSON  Format = "json"
+	FormatYAML  Format = "yaml"
+)
+
+// ParseFormat checks an -o value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case FormatTable, FormatWide, FormatJSON, FormatYAML:
+		return f, nil
+	case "":
+		return FormatTable, nil
+	}
+	return "", fmt.Errorf("-o %q is not one of table, wide, json, yaml", s)
+}
+
+// Options shape what a report counts.
+type Options struct {
+	// ExcludeSystem leaves system identities out of counts, top users and
+	// the rows of APIs only they call.
+	ExcludeSystem bool
+	// Since is the window the rows and top users cover.
+	Since time.Duration
+}
+
+// Row is one API as a table shows it.
+type Row struct {
+	Name           string
+	RemovedIn      string
+	Removed        bool
+	CurrentHour    int64
+	Last24h        int64
+	Window         int64
+	TopUser        string
+	TopUserAgent   string
+	Replacement    string
+	Nodes          []string
+	Workload       string
+	WindowClients  int
+	WindowUserList []string
+}
+
+// Rows computes the table rows of a list, leaving out APIs with no requests
+// in the window once system traffic is excluded (if it is).
+func Rows(list api.APIRequestCountList, o Options) []Row {
+	var rows []Row
+	for _, obj := range list.Items {
+		st := obj.Status
+		r := Row{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, Removed: st.Removed,
+			CurrentHour: st.CurrentHour.RequestCount, Last24h: st.RequestCount}
+		if o.ExcludeSystem {
+			r.CurrentHour -= st.CurrentHour.SystemRequestCount
+			r.Last24h -= st.SystemRequestCount
+		}
+		if w := st.Window; w != nil {
+			r.Window = w.RequestCount
+			r.WindowClients = w.ClientCount
+			if o.ExcludeSystem {
+				r.Window -= w.SystemRequestCount
+				r.WindowClients -= w.SystemClientCount
+			}
+			for _, u := range w.ByUser {
+				if o.ExcludeSystem && u.System {
+					continue
+				}
+				r.WindowUserList = append(r.WindowUserList, u.UserName)
+				if r.TopUser == "" {
+					r.TopUser = u.UserName
+					if len(u.UserAgents) > 0 {
+						r.TopUserAgent = u.UserAgents[0]
+					}
+				}
+			}
+		}
+		if r.Window == 0 {
+			continue
+		}
+		if rep := st.Replacement; rep != nil {
+			r.Replacement = groupVersion(rep.Group, rep.Version) + " " + rep.Kind
+		}
+		r.Nodes = nodes(obj)
+		r.Workload = Workload(r.TopUser)
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func groupVersion(group, version string) string {
+	if group == "" {
+		return version
+	}
+	return group + "/" + version
+}
+
+func nodes(obj api.APIRequestCount) []string {
+	seen := map[string]bool{}
+	for _, h := range obj.Status.Last24h {
+		for _, n := range h.ByNode {
+			seen[n.NodeName] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Workload names the namespace and service account of a service-account
+// username ("system:serviceaccount:ci:deployer" → "ci/deployer"), or "".
+func Workload(username string) string {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	if !ok {
+		return ""
+	}
+	ns, sa, ok := strings.Cut(rest, ":")
+	if !ok {
+		return ""
+	}
+	return ns + "/" + sa
+}
+
+// FormatDuration writes whole-hour durations the way people say them:
+// 24h, 168h, 90m.
+func FormatDuration(d time.Duration) string {
+	h, m := int64(d/time.Hour), int64(d%time.Hour/time.Minute)
+	switch {
+	case d%time.Minute != 0:
+		return d.String()
+	case m == 0:
+		return fmt.Sprintf("%dh", h)
+	case h == 0:
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%dm", h, m)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// WriteTable writes rows as kubectl does: aligned columns, upper-case
+// headers. Wide adds replacement, nodes and workload.
+func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	header := []string{"NAME", "REMOVED IN", "REQUESTS (CURRENT HOUR)", "REQUESTS (24H)"}
+	windowed := o.Since != 24*time.Hour
+	if windowed {
+		header = append(header, "REQUESTS ("+strings.ToUpper(FormatDuration(o.Since))+")")
+	}
+	header = append(header, "TOP USER", "TOP USER AGENT")
+	if wide {
+		header = append(header, "REPLACEMENT", "NODES", "WORKLOAD")
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		removed := dash(r.RemovedIn)
+		if r.Removed {
+			removed += " (removed)"
+		}
+		cols := []string{r.Name, removed, fmt.Sprint(r.CurrentHour), fmt.Sprint(r.Last24h)}
+		if windowed {
+			cols = append(cols, fmt.Sprint(r.Window))
+		}
+		cols = append(cols, dash(r.TopUser), dash(r.TopUserAgent))
+		if wide {
+			cols = append(cols, dash(r.Replacement), dash(strings.Join(r.Nodes, ",")), dash(r.Workload))
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	return tw.Flush()
+}
+
+// WriteObject writes v as indented JSON or as YAML.
+func WriteObject(w io.Writer, v any, f Format) error {
+	var b []byte
+	var err error
+	switch f {
+	case FormatYAML:
+		b, err = yaml.Marshal(v)
+	default:
+		b, err = jsonIndent(v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
