@@ -188,6 +188,17 @@ type Summary struct {
 	// Skipped counts events that are not counted by design: other stages,
 	// APIs that are not deprecated, expired hours.
 	Skipped int `json:"skipped"`
+	// SkippedBy breaks Skipped down by reason (a Result).
+	SkippedBy map[string]int `json:"skippedBy,omitempty"`
+}
+
+// skip records one skipped event.
+func (s *Summary) skip(r Result) {
+	s.Skipped++
+	if s.SkippedBy == nil {
+		s.SkippedBy = map[string]int{}
+	}
+	s.SkippedBy[string(r)]++
 }
 
 // Ingest classifies events and commits the counted ones. It returns once
@@ -202,7 +213,7 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 		req, res := a.classify(origin, &events[i], now)
 		if res != ResultCounted {
 			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
-			sum.Skipped++
+			sum.skip(res)
 			continue
 		}
 		reqs = append(reqs, req)

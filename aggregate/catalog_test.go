@@ -53,22 +53,23 @@ func runAggregator(t *testing.T, now time.Time, versions map[string]catalog.Rele
 
 func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 	events, bad := falcoEvents(t)
-	// 38 without apiVersion and 4 audit.k8s.io/v1 decode; 9 v1beta1 events
-	// and the malformed line do not.
-	require.Equal(t, 42, len(events))
-	require.Equal(t, 10, bad)
+	// 38 without apiVersion, 4 audit.k8s.io/v1 and 9 v1beta1 events
+	// decode; the malformed line does not.
+	require.Equal(t, 51, len(events))
+	require.Equal(t, 1, bad)
 	now := time.Date(2018, 10, 27, 0, 0, 0, 0, time.UTC)
 	origin := aggregate.Origin{Source: "file", Cluster: "minikube", Node: "minikube"}
 
 	a, _ := runAggregator(t, now, nil)
 	sum, err := a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Skipped: 42}, sum, "without a version nothing in 2018 was annotated")
+	require.Equal(t, aggregate.Summary{Skipped: 51, SkippedBy: map[string]int{"not_deprecated": 49, "skipped_stage": 2}}, sum,
+		"without a version nothing in 2018 was annotated")
 
 	a, st := runAggregator(t, now, map[string]catalog.Release{"minikube": catalog.MustParseRelease("1.15")})
 	sum, err = a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Counted: 2, Skipped: 40}, sum)
+	require.Equal(t, aggregate.Summary{Counted: 2, Skipped: 49, SkippedBy: map[string]int{"not_deprecated": 47, "skipped_stage": 2}}, sum)
 	require.Equal(t, []store.APIInfo{{Cluster: "minikube", API: "deployments.v1beta1.extensions", RemovedRelease: "1.16",
 		FirstHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC), LastHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)}}, st.APIs())
 	verbs := map[string]uint64{}
@@ -111,7 +112,7 @@ func TestCatalogClassification(t *testing.T) {
 			sum, err := a.Ingest(context.Background(), aggregate.Origin{Source: "test", Cluster: "c", Node: "n"}, []aggregate.Event{tc.event})
 			require.NoError(t, err)
 			if !tc.counted {
-				require.Equal(t, aggregate.Summary{Skipped: 1}, sum)
+				require.Equal(t, aggregate.Summary{Skipped: 1, SkippedBy: map[string]int{"not_deprecated": 1}}, sum)
 				require.Empty(t, st.APIs())
 				return
 			}

@@ -106,7 +106,7 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 		// Without any timestamp the arrival hour is the best guess.
 		hour = now.UTC().Truncate(time.Hour)
 	}
-	if a.store.Expired(hour) {
+	if a.expired(hour, now) {
 		return store.Request{}, ResultExpired
 	}
 	if hour.After(now.Add(futureSlack)) {
@@ -180,4 +180,13 @@ func Truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// expired asks the store, or without one (a client-side dry run) applies
+// the default retention.
+func (a *Aggregator) expired(hour, now time.Time) bool {
+	if a.store != nil {
+		return a.store.Expired(hour)
+	}
+	return !hour.Add(store.DefaultRetention + time.Hour).After(now)
 }

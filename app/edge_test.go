@@ -45,7 +45,7 @@ func TestStagesAndEdgeCases(t *testing.T) {
 	)
 	code, resp := s.post("/audit/webhook/prod/apiserver-2", "application/json", body)
 	require.Equal(t, 200, code)
-	require.JSONEq(t, `{"cluster":"prod","node":"apiserver-2","counted":7,"duplicates":1,"skipped":5,"invalid":0}`, string(resp))
+	require.JSONEq(t, `{"cluster":"prod","node":"apiserver-2","counted":7,"duplicates":1,"skipped":5,"skippedBy":{"no_object_ref":1,"not_deprecated":2,"skipped_stage":2},"invalid":0}`, string(resp))
 
 	// A single Event body, kind and apiVersion set, node from the peer address.
 	single := ev("single-1", "kind", "Event", "apiVersion", "audit.k8s.io/v1", "verb", "delete")
@@ -121,7 +121,7 @@ func TestOldAndFutureEventsAreSkipped(t *testing.T) {
 	)
 	code, resp := s.post("/audit/webhook/n1", "application/json", body)
 	require.Equal(t, 200, code)
-	require.JSONEq(t, `{"cluster":"default","node":"n1","counted":2,"duplicates":0,"skipped":2,"invalid":0}`, string(resp))
+	require.JSONEq(t, `{"cluster":"default","node":"n1","counted":2,"duplicates":0,"skipped":2,"skippedBy":{"expired":1,"future":1},"invalid":0}`, string(resp))
 	ep := getAPI(t, s, "endpoints.v1")
 	require.Equal(t, int64(1), ep.Status.RequestCount)
 	require.Equal(t, int64(1), ep.Status.Last24h[20].RequestCount)

@@ -156,7 +156,7 @@ func TestWebhookCountsGoodItemsOfAPartlyMalformedList(t *testing.T) {
 		`{"auditID":"no-stage","verb":"get"},` +
 		string(mustJSON(ev("bad-time", "requestReceivedTimestamp", "yesterday"))) + `,` +
 		string(mustJSON(ev("good-2", "verb", "get"))) + `,` +
-		`{"auditID":"v1beta1","apiVersion":"audit.k8s.io/v1beta1","stage":"ResponseComplete"}` +
+		`{"auditID":"v1alpha1","apiVersion":"audit.k8s.io/v1alpha1","stage":"ResponseComplete"}` +
 		`]}`)
 	code, resp := s.post("/audit/webhook/n1", "application/json", body)
 	require.Equal(t, 200, code)
@@ -164,7 +164,7 @@ func TestWebhookCountsGoodItemsOfAPartlyMalformedList(t *testing.T) {
 		{"index":1,"reason":"malformed_event","message":"event is a JSON string, want an object"},
 		{"index":2,"reason":"missing_stage","message":"event has no stage"},
 		{"index":3,"reason":"bad_timestamp","message":"requestReceivedTimestamp is not an RFC 3339 time"},
-		{"index":5,"reason":"wrong_api_version","message":"event apiVersion \"audit.k8s.io/v1beta1\" is not supported; want \"audit.k8s.io/v1\""}]}`, string(resp))
+		{"index":5,"reason":"wrong_api_version","message":"event apiVersion \"audit.k8s.io/v1alpha1\" is not supported; want \"audit.k8s.io/v1\" or \"audit.k8s.io/v1beta1\""}]}`, string(resp))
 
 	got := getAPI(t, s, "endpoints.v1")
 	require.Equal(t, int64(2), got.Status.RequestCount)

@@ -300,6 +300,25 @@ func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
 	}
 }
 
+// Seen reports, for each ID, whether a request with that ID was already
+// counted in the cluster. It only reads: dry runs use it.
+func (s *Store) Seen(cluster string, ids []string) ([]bool, error) {
+	out := make([]bool, len(ids))
+	err := s.db.View(func(txn *badger.Txn) error {
+		for i, id := range ids {
+			_, err := txn.Get(encodeMarkKey(cluster, id))
+			switch {
+			case err == nil:
+				out[i] = true
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return fmt.Errorf("store: reading dedupe mark: %w", err)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // APIs lists the APIs that have unexpired counts, sorted by cluster and name.
 func (s *Store) APIs() []APIInfo {
 	s.metaMu.RLock()

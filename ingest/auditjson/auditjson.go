@@ -192,13 +192,19 @@ func DecodeEvent(raw []byte) (aggregate.Event, error) {
 	return convert(&w, raw)
 }
 
+// APIVersionV1beta1 is the audit version of apiservers before 1.24. Its
+// Event has every field Sunset reads under the same names, so single events
+// (log lines, list items) in v1beta1 are read as v1. Whole webhook bodies
+// must still be v1: kube-apiserver sends nothing else today.
+const APIVersionV1beta1 = "audit.k8s.io/v1beta1"
+
 // convert checks a decoded event and keeps what Sunset counts by. raw may be
 // nil when the event has an auditID; without one, its digest is the ID.
 func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	// Items of an EventList carry no kind or apiVersion; a standalone event
 	// (a log line, a Kafka message) does.
-	if w.APIVersion != "" && w.APIVersion != APIVersion {
-		return aggregate.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q", bounded(w.APIVersion), APIVersion)}
+	if w.APIVersion != "" && w.APIVersion != APIVersion && w.APIVersion != APIVersionV1beta1 {
+		return aggregate.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q or %q", bounded(w.APIVersion), APIVersion, APIVersionV1beta1)}
 	}
 	if w.Kind != "" && w.Kind != KindEvent {
 		return aggregate.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(w.Kind), KindEvent)}

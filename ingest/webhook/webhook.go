@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,7 @@ const maxReportedItemErrors = 10
 // Ingester is what the webhook needs from the aggregator.
 type Ingester interface {
 	Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error)
+	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 }
 
@@ -121,6 +123,32 @@ type Response struct {
 	Errors []ItemError `json:"errors,omitempty"`
 }
 
+// DryRunResponse is the body of a 200 answer to ?dryRun=All: what each
+// event would have become. Nothing was stored.
+type DryRunResponse struct {
+	Response
+	DryRun bool           `json:"dryRun"`
+	Events []PlannedEvent `json:"events"`
+}
+
+// PlannedEvent is what one well-formed event would have become.
+type PlannedEvent struct {
+	AuditID string `json:"auditID"`
+	// Result is counted, duplicate, or why it is skipped: skipped_stage,
+	// not_deprecated, no_object_ref, expired, future.
+	Result         string `json:"result"`
+	API            string `json:"api,omitempty"`
+	Subresource    string `json:"subresource,omitempty"`
+	Hour           string `json:"hour,omitempty"`
+	Node           string `json:"node,omitempty"`
+	Username       string `json:"username,omitempty"`
+	UserAgent      string `json:"userAgent,omitempty"`
+	Verb           string `json:"verb,omitempty"`
+	RemovedRelease string `json:"removedRelease,omitempty"`
+	// AlreadyRemoved marks a request to an API that was already removed.
+	AlreadyRemoved bool `json:"alreadyRemoved,omitempty"`
+}
+
 // ItemError describes one malformed item without quoting it.
 type ItemError struct {
 	Index   int    `json:"index"`
@@ -139,6 +167,11 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, "the audit webhook accepts only POST")
+		return
+	}
+	dryRun, err := dryRunParam(r)
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
 		return
 	}
 	origin, err := h.origin(r)
@@ -187,6 +220,10 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
 		}
 	}
+	if dryRun {
+		h.plan(w, origin, events, resp)
+		return
+	}
 	if len(bad) > 0 {
 		h.ingester.CountInvalid(Source, len(bad))
 		h.log.Warn().Int("invalid", len(bad)).Int("events", len(events)+len(bad)).
@@ -208,6 +245,50 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.Summary = sum
 	httpjson.Write(w, http.StatusOK, resp)
+}
+
+// dryRunParam reads ?dryRun= with the Kubernetes semantics: All, or absent.
+func dryRunParam(r *http.Request) (bool, error) {
+	v, ok := r.URL.Query()["dryRun"]
+	if !ok {
+		return false, nil
+	}
+	if len(v) == 1 && v[0] == "All" {
+		return true, nil
+	}
+	return false, fmt.Errorf("dryRun %q is not valid; the only valid value is All", aggregate.Truncate(strings.Join(v, ","), 32))
+}
+
+// plan answers a dry run: every event classified, duplicates checked against
+// the store, nothing stored.
+func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []aggregate.Event, resp Response) {
+	planned, err := h.ingester.Plan(origin, events)
+	if err != nil {
+		httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "planning the batch: "+err.Error())
+		return
+	}
+	out := DryRunResponse{Response: resp, DryRun: true, Events: make([]PlannedEvent, len(planned))}
+	for i, p := range planned {
+		pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result)}
+		switch p.Result {
+		case aggregate.ResultCounted:
+			out.Counted++
+			k := p.Key
+			pe.API, pe.Subresource, pe.Hour, pe.Node = k.API, k.Subresource, k.Hour.Format(time.RFC3339), k.Node
+			pe.Username, pe.UserAgent, pe.Verb = k.Username, k.UserAgent, k.Verb
+			pe.RemovedRelease, pe.AlreadyRemoved = p.RemovedRelease, k.Removed
+		case aggregate.ResultDuplicate:
+			out.Duplicates++
+		default:
+			out.Skipped++
+			if out.SkippedBy == nil {
+				out.SkippedBy = map[string]int{}
+			}
+			out.SkippedBy[string(p.Result)]++
+		}
+		out.Events[i] = pe
+	}
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // origin works out cluster and node from the path, else the peer address.

@@ -39,6 +39,26 @@ func (b *blockingIngester) Ingest(_ context.Context, o aggregate.Origin, events 
 
 func (b *blockingIngester) CountInvalid(string, int) {}
 
+func (b *blockingIngester) Plan(o aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error) {
+	out := make([]aggregate.Planned, len(events))
+	for i, e := range events {
+		out[i] = aggregate.Planned{ID: e.ID, Result: aggregate.ResultNotDeprecated}
+	}
+	return out, nil
+}
+
+func TestDryRunParameter(t *testing.T) {
+	ing := &blockingIngester{}
+	srv := newServer(t, ing, 4, nil)
+	for query, want := range map[string]int{"?dryRun=All": 200, "?dryRun=all": 400, "?dryRun=": 400, "?dryRun=All&dryRun=All": 400, "?timeout=30s": 200} {
+		resp, err := http.Post(srv.URL+"/audit/webhook/n1"+query, "application/json", strings.NewReader(oneEvent))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, query)
+	}
+	require.Len(t, ing.origins, 1, "only the real POST reached Ingest")
+}
+
 const oneEvent = `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"1","stage":"ResponseComplete"}]}`
 
 func newServer(t *testing.T, ing Ingester, maxInFlight int, reg prometheus.Registerer) *httptest.Server {

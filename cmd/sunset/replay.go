@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/client"
+	"github.com/kube-sunset/sunset/ingest/file"
+	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Values of --dry-run, as kubectl's.
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+	dryRunServer = "server"
+)
+
+func newReplayCommand(env cli) *cobra.Command {
+	var (
+		src           sourceFlags
+		node, cluster string
+		dryRun        string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay FILE...",
+		Short: "Import audit log files (JSON lines, gzip, directories, - for stdin)",
+		Long: `Replay imports audit log files as kube-apiserver writes them with
+--audit-log-path: one JSON event per line, plain or gzip-compressed, any line
+length. Directories are read in name order; - reads standard input.
+
+Events are counted exactly as the webhook counts them, with the same dedupe:
+replaying a file twice counts nothing new. --node and --cluster say which
+apiserver wrote the files.
+
+It writes to a data directory (--data-dir, default ./sunset-data, which no
+server may hold) or to a running server (--server, through its webhook).
+
+--dry-run follows kubectl and the Kubernetes dry-run KEP:
+  none    import (the default)
+  client  parse and classify locally, print what would be counted
+  server  send to --server with dryRun=All: the server classifies, checks
+          duplicates against what it has, stores nothing`,
+		Example: `  sunset replay /var/log/kubernetes/audit/ --node master-0
+  sunset replay audit.log.1.gz audit.log --server http://sunset:8080 --cluster prod --node master-1
+  zcat audit-*.gz | sunset replay - --node master-0 --dry-run=client`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch dryRun {
+			case dryRunNone, dryRunClient, dryRunServer:
+			default:
+				return fmt.Errorf("--dry-run %q is not one of none, client, server", dryRun)
+			}
+			if dryRun == dryRunServer && src.server == "" {
+				return errors.New("--dry-run=server needs --server")
+			}
+			if src.server != "" && src.dataDir != "" {
+				return errors.New("give either --server or --data-dir, not both")
+			}
+			inputs, err := file.Expand(args)
+			if err != nil {
+				return err
+			}
+			cfg := app.DefaultConfig()
+			if src.configFile != "" {
+				if cfg, err = loadConfig(configFlags(), src.configFile); err != nil {
+					return err
+				}
+			}
+			origin := aggregate.Origin{Source: "file", Cluster: cluster, Node: node}
+			sink, done, err := replaySink(cmd.Context(), env, &src, cfg, origin, dryRun)
+			if err != nil {
+				return err
+			}
+			prog := &file.Progress{}
+			for _, in := range inputs {
+				prog.TotalBytes += in.Size
+			}
+			stopProgress := showProgress(env, prog)
+			sum, err := file.Replay(cmd.Context(), inputs, env.stdin, sink, prog)
+			stopProgress()
+			if derr := done(); err == nil {
+				err = derr
+			}
+			if p, ok := sink.(*planSink); ok {
+				if werr := p.write(cmd.OutOrStdout()); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			writeSummary(cmd.ErrOrStderr(), sum, dryRun)
+			return err
+		},
+	}
+	src.add(cmd.Flags())
+	cmd.Flags().StringVar(&node, "node", "replay", "the apiserver that wrote the files")
+	cmd.Flags().StringVar(&cluster, "cluster", "default", "the cluster of that apiserver")
+	cmd.Flags().StringVar(&dryRun, "dry-run", dryRunNone, "none, client or server")
+	return cmd
+}
+
+// replaySink builds where events go, and a function that releases it.
+func replaySink(ctx context.Context, env cli, src *sourceFlags, cfg app.Config, origin aggregate.Origin, dryRun string) (file.Sink, func() error, error) {
+	cat, err := catalog.New(cfg.Catalog.Extra)
+	if err != nil {
+		return nil, nil, err
+	}
+	newAggregator := func(st *store.Store) *aggregate.Aggregator {
+		return aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(), Catalog: cat,
+			ClusterVersions: cfg.ClusterVersions(), UserAgent: aggregate.UserAgentMode(cfg.UserAgent), Now: env.now})
+	}
+	if src.server != "" {
+		c, err := client.New(client.Options{Server: src.server, CAFile: src.caFile, Token: src.token, InsecureSkipVerify: src.insecure})
+		if err != nil {
+			return nil, nil, err
+		}
+		path := "/audit/webhook/" + url.PathEscape(origin.Cluster) + "/" + url.PathEscape(origin.Node)
+		if dryRun == dryRunServer {
+			return &planSink{server: c, path: path}, func() error { return nil }, nil
+		}
+		return &serverSink{c: c, path: path}, func() error { return nil }, nil
+	}
+	if dryRun == dryRunClient {
+		return &planSink{local: newAggregator(nil), origin: origin}, func() error { return nil }, nil
+	}
+	dir := src.dataDir
+	if dir == "" {
+		dir = cfg.DataDir
+	}
+	st, err := store.Open(store.Options{Dir: dir, Retention: cfg.Retention, Logger: zerolog.Nop(), Now: env.now})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w\nA running server holds the data directory: replay through it with --server %s", err, defaultServer)
+	}
+	agg := newAggregator(st)
+	runCtx, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { agg.Run(runCtx); close(stopped) }()
+	done := func() error {
+		stop()
+		<-stopped
+		return st.Close()
+	}
+	return &aggregatorSink{agg: agg, origin: origin}, done, nil
+}
+
+// aggregatorSink counts into a local data directory.
+type aggregatorSink struct {
+	agg    *aggregate.Aggregator
+	origin aggregate.Origin
+}
+
+func (s *aggregatorSink) Send(ctx context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
+	return s.agg.Ingest(ctx, s.origin, events)
+}
+
+// eventList frames raw event lines as an EventList body, bytes unchanged,
+// so events without auditID get the same digest as in a local replay.
+func eventList(raw [][]byte) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`)
+	b.Write(bytes.Join(raw, []byte(",")))
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// serverSink counts through a running server's webhook.
+type serverSink struct {
+	c    *client.Client
+	path string
+}
+
+func (s *serverSink) Send(_ context.Context, _ []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
+	body, err := s.c.PostEvents(s.path, eventList(raw), false)
+	if err != nil {
+		return aggregate.Summary{}, err
+	}
+	var resp webhook.Response
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return aggregate.Summary{}, fmt.Errorf("reading the webhook's answer: %w", err)
+	}
+	return resp.Summary, nil
+}
+
+// planSink is a dry run, local or on the server. It remembers what would be
+// counted, for printing.
+type planSink struct {
+	local  *aggregate.Aggregator
+	origin aggregate.Origin
+	server *client.Client
+	path   string
+	counts map[webhook.PlannedEvent]int64
+}
+
+func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
+	var planned []webhook.PlannedEvent
+	if s.server != nil {
+		body, err := s.server.PostEvents(s.path, eventList(raw), true)
+		if err != nil {
+			return aggregate.Summary{}, err
+		}
+		var resp webhook.DryRunResponse
+		if err := json.Unmarshal(body, &resp); err != nil {
+			return aggregate.Summary{}, fmt.Errorf("reading the webhook's dry-run answer: %w", err)
+		}
+		planned = resp.Events
+	} else {
+		ps, err := s.local.Plan(s.origin, events)
+		if err != nil {
+			return aggregate.Summary{}, err
+		}
+		for _, p := range ps {
+			pe := webhook.PlannedEvent{Result: string(p.Result)}
+			if p.Result == aggregate.ResultCounted {
+				k := p.Key
+				pe.API, pe.Hour, pe.Node, pe.Username, pe.UserAgent, pe.Verb = k.API, k.Hour.Format(time.RFC3339), k.Node, k.Username, k.UserAgent, k.Verb
+				pe.AlreadyRemoved = k.Removed
+			}
+			planned = append(planned, pe)
+		}
+	}
+	if s.counts == nil {
+		s.counts = map[webhook.PlannedEvent]int64{}
+	}
+	var sum aggregate.Summary
+	for _, p := range planned {
+		switch aggregate.Result(p.Result) {
+		case aggregate.ResultCounted:
+			sum.Counted++
+			key := webhook.PlannedEvent{API: p.API, Hour: p.Hour, Node: p.Node, Username: p.Username, UserAgent: p.UserAgent, Verb: p.Verb, AlreadyRemoved: p.AlreadyRemoved}
+			s.counts[key]++
+		case aggregate.ResultDuplicate:
+			sum.Duplicates++
+		default:
+			sum.Skipped++
+			if sum.SkippedBy == nil {
+				sum.SkippedBy = map[string]int{}
+			}
+			sum.SkippedBy[p.Result]++
+		}
+	}
+	return sum, nil
+}
+
+// write prints what would be counted, one row per API, hour, node, client
+// and verb.
+func (s *planSink) write(w io.Writer) error {
+	keys := make([]webhook.PlannedEvent, 0, len(s.counts))
+	for k := range s.counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b webhook.PlannedEvent) int {
+		return cmp.Or(strings.Compare(a.API, b.API), strings.Compare(a.Hour, b.Hour), strings.Compare(a.Node, b.Node),
+			strings.Compare(a.Username, b.Username), strings.Compare(a.UserAgent, b.UserAgent), strings.Compare(a.Verb, b.Verb))
+	})
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "API\tHOUR\tNODE\tUSER\tUSER AGENT\tVERB\tWOULD COUNT")
+	for _, k := range keys {
+		api := k.API
+		if k.AlreadyRemoved {
+			api += " (removed)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, k.Hour, k.Node, k.Username, dash(k.UserAgent), k.Verb, s.counts[k])
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// showProgress draws a progress line on a terminal until the returned
+// function is called; without a terminal it draws nothing.
+func showProgress(env cli, prog *file.Progress) func() {
+	if !env.isTerminal {
+		return func() {}
+	}
+	start := env.now()
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				fmt.Fprint(env.stderr, "\r\x1b[K")
+				return
+			case <-t.C:
+				fmt.Fprint(env.stderr, "\r"+file.ProgressLine(prog.Bytes.Load(), prog.TotalBytes, prog.Events.Load(), env.now().Sub(start))+"\x1b[K")
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+func writeSummary(w io.Writer, sum file.Summary, dryRun string) {
+	verb := "Replayed"
+	counted := "counted"
+	if dryRun != dryRunNone {
+		verb = "Dry run (" + dryRun + "): read"
+		counted = "would be counted"
+	}
+	reasons := make([]string, 0, len(sum.SkippedBy))
+	for r, n := range sum.SkippedBy {
+		reasons = append(reasons, fmt.Sprintf("%d %s", n, r))
+	}
+	slices.Sort(reasons)
+	why := ""
+	if len(reasons) > 0 {
+		why = " (" + strings.Join(reasons, ", ") + ")"
+	}
+	fmt.Fprintf(w, "%s %d events from %d input%s in %s: %d %s, %d duplicates, %d skipped%s, %d invalid lines.\n",
+		verb, sum.Events, sum.Inputs, plural(sum.Inputs), sum.Elapsed.Round(time.Millisecond), sum.Counted, counted, sum.Duplicates, sum.Skipped, why, sum.Invalid)
+	if len(sum.Examples) > 0 {
+		fmt.Fprintf(w, "First invalid lines:\n")
+		for _, ex := range sum.Examples {
+			fmt.Fprintf(w, "  %s:%d: %s: %s\n", ex.Input, ex.Line, ex.Reason, ex.Message)
+		}
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

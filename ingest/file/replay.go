@@ -1,0 +1,138 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
+)
+
+// DefaultBatchSize matches kube-apiserver's largest webhook batch.
+const DefaultBatchSize = 400
+
+// maxBatchBytes bounds the raw size of one batch, well under the webhook's
+// default body limit.
+const maxBatchBytes = 16 << 20
+
+// maxReportedInvalid is how many invalid lines a summary names.
+const maxReportedInvalid = 5
+
+// Sink receives decoded events in batches; raw[i] holds the line of
+// events[i]. It returns what became of them.
+type Sink interface {
+	Send(ctx context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error)
+}
+
+// Progress is updated while a replay runs; read it from another goroutine.
+type Progress struct {
+	// TotalBytes is the size of all inputs, 0 if unknown (stdin).
+	TotalBytes int64
+	Bytes      atomic.Int64
+	Events     atomic.Int64
+}
+
+// InvalidLine names a line that is not an audit event.
+type InvalidLine struct {
+	Input   string `json:"input"`
+	Line    int    `json:"line"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// Summary is the outcome of a replay.
+type Summary struct {
+	Inputs     int              `json:"inputs"`
+	Events     int64            `json:"events"`
+	Counted    int64            `json:"counted"`
+	Duplicates int64            `json:"duplicates"`
+	Skipped    int64            `json:"skipped"`
+	SkippedBy  map[string]int64 `json:"skippedBy,omitempty"`
+	Invalid    int64            `json:"invalid"`
+	Examples   []InvalidLine    `json:"firstInvalid,omitempty"`
+	Elapsed    time.Duration    `json:"-"`
+}
+
+// Replay reads every input and sends its events to sink in batches.
+// Invalid lines are counted and the first few named; they never stop the
+// replay. A sink error does: what was sent before it is committed, and
+// replaying again is safe because requests are deduplicated.
+func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress) (Summary, error) {
+	start := time.Now()
+	sum := Summary{Inputs: len(inputs)}
+	if prog == nil {
+		prog = &Progress{}
+	}
+	var (
+		events []aggregate.Event
+		raw    [][]byte
+		bytes  int
+	)
+	flush := func() error {
+		if len(events) == 0 {
+			return nil
+		}
+		s, err := sink.Send(ctx, events, raw)
+		if err != nil {
+			return err
+		}
+		sum.Counted += int64(s.Counted)
+		sum.Duplicates += int64(s.Duplicates)
+		sum.Skipped += int64(s.Skipped)
+		for r, n := range s.SkippedBy {
+			if sum.SkippedBy == nil {
+				sum.SkippedBy = map[string]int64{}
+			}
+			sum.SkippedBy[r] += int64(n)
+		}
+		events, raw, bytes = events[:0], raw[:0], 0
+		return nil
+	}
+	invalid := func(l Line, reason, msg string) {
+		sum.Invalid++
+		if len(sum.Examples) < maxReportedInvalid {
+			sum.Examples = append(sum.Examples, InvalidLine{Input: l.Input, Line: l.Number, Reason: reason, Message: msg})
+		}
+	}
+	for _, in := range inputs {
+		err := ReadLines(in, stdin, &prog.Bytes, func(l Line) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if l.TooLong {
+				invalid(l, "line_too_long", fmt.Sprintf("line is longer than %d bytes", MaxLineBytes))
+				return nil
+			}
+			ev, err := auditjson.DecodeEvent(l.Bytes)
+			if err != nil {
+				var e *auditjson.Error
+				if errors.As(err, &e) {
+					invalid(l, string(e.Reason), e.Message)
+				} else {
+					invalid(l, "malformed_event", err.Error())
+				}
+				return nil
+			}
+			sum.Events++
+			prog.Events.Add(1)
+			events = append(events, ev)
+			raw = append(raw, append([]byte(nil), l.Bytes...))
+			bytes += len(l.Bytes)
+			if len(events) >= DefaultBatchSize || bytes >= maxBatchBytes {
+				return flush()
+			}
+			return nil
+		})
+		if err != nil {
+			sum.Elapsed = time.Since(start)
+			return sum, err
+		}
+	}
+	err := flush()
+	sum.Elapsed = time.Since(start)
+	return sum, err
+}
