@@ -12,6 +12,7 @@
 package aggregate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ type Options struct {
 	// Catalog tells removed releases and already-removed APIs; nil means
 	// the built-in catalog.
 	Catalog *catalog.Catalog
+	// Retention applies when there is no Store (a client-side dry run);
+	// zero means store.DefaultRetention.
+	Retention time.Duration
 	// ClusterVersions holds the apiserver release of clusters that have
 	// one configured. With it, requests without the deprecation annotation
 	// (apiservers before 1.19) are judged by the catalog.
@@ -74,6 +78,7 @@ type Aggregator struct {
 	now       func() time.Time
 	catalog   *catalog.Catalog
 	versions  map[string]catalog.Release
+	retention time.Duration
 	metrics   *metrics
 	jobs      chan *job
 	stopped   chan struct{}
@@ -103,15 +108,16 @@ func New(opts Options) *Aggregator {
 		opts.UserAgent = UserAgentShort
 	}
 	return &Aggregator{
-		store:    opts.Store,
-		log:      opts.Logger.With().Str("component", "aggregate").Logger(),
-		uaMode:   opts.UserAgent,
-		now:      opts.Now,
-		catalog:  opts.Catalog,
-		versions: opts.ClusterVersions,
-		metrics:  newMetrics(opts.Registerer),
-		jobs:     make(chan *job),
-		stopped:  make(chan struct{}),
+		store:     opts.Store,
+		log:       opts.Logger.With().Str("component", "aggregate").Logger(),
+		uaMode:    opts.UserAgent,
+		now:       opts.Now,
+		catalog:   opts.Catalog,
+		versions:  opts.ClusterVersions,
+		retention: cmp.Or(opts.Retention, store.DefaultRetention),
+		metrics:   newMetrics(opts.Registerer),
+		jobs:      make(chan *job),
+		stopped:   make(chan struct{}),
 	}
 }
 

@@ -183,10 +183,10 @@ func Truncate(s string, n int) string {
 }
 
 // expired asks the store, or without one (a client-side dry run) applies
-// the default retention.
+// the configured retention the same way.
 func (a *Aggregator) expired(hour, now time.Time) bool {
 	if a.store != nil {
 		return a.store.Expired(hour)
 	}
-	return !hour.Add(store.DefaultRetention + time.Hour).After(now)
+	return !hour.Add(a.retention + time.Hour).After(now)
 }

@@ -85,7 +85,7 @@ server may hold) or to a running server (--server, through its webhook).
 				}
 			}
 			origin := aggregate.Origin{Source: "file", Cluster: cluster, Node: node}
-			sink, done, err := replaySink(cmd.Context(), env, &src, cfg, origin, dryRun)
+			sink, done, err := replaySink(env, &src, cfg, origin, dryRun)
 			if err != nil {
 				return err
 			}
@@ -116,14 +116,14 @@ server may hold) or to a running server (--server, through its webhook).
 }
 
 // replaySink builds where events go, and a function that releases it.
-func replaySink(ctx context.Context, env cli, src *sourceFlags, cfg app.Config, origin aggregate.Origin, dryRun string) (file.Sink, func() error, error) {
+func replaySink(env cli, src *sourceFlags, cfg app.Config, origin aggregate.Origin, dryRun string) (file.Sink, func() error, error) {
 	cat, err := catalog.New(cfg.Catalog.Extra)
 	if err != nil {
 		return nil, nil, err
 	}
 	newAggregator := func(st *store.Store) *aggregate.Aggregator {
 		return aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(), Catalog: cat,
-			ClusterVersions: cfg.ClusterVersions(), UserAgent: aggregate.UserAgentMode(cfg.UserAgent), Now: env.now})
+			ClusterVersions: cfg.ClusterVersions(), UserAgent: aggregate.UserAgentMode(cfg.UserAgent), Now: env.now, Retention: cfg.Retention})
 	}
 	if src.server != "" {
 		c, err := client.New(client.Options{Server: src.server, CAFile: src.caFile, Token: src.token, InsecureSkipVerify: src.insecure})
@@ -320,11 +320,15 @@ func writeSummary(w io.Writer, sum file.Summary, dryRun string) {
 		verb = "Dry run (" + dryRun + "): read"
 		counted = "would be counted"
 	}
-	reasons := make([]string, 0, len(sum.SkippedBy))
-	for r, n := range sum.SkippedBy {
-		reasons = append(reasons, fmt.Sprintf("%d %s", n, r))
+	names := make([]string, 0, len(sum.SkippedBy))
+	for r := range sum.SkippedBy {
+		names = append(names, r)
 	}
-	slices.Sort(reasons)
+	slices.Sort(names)
+	reasons := make([]string, 0, len(names))
+	for _, r := range names {
+		reasons = append(reasons, fmt.Sprintf("%d %s", sum.SkippedBy[r], r))
+	}
 	why := ""
 	if len(reasons) > 0 {
 		why = " (" + strings.Join(reasons, ", ") + ")"

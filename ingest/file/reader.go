@@ -109,6 +109,10 @@ func (c countingReader) Read(p []byte) (int, error) {
 // input (recognised by its magic bytes, whatever the name). bytesRead, if
 // not nil, is advanced as the input is consumed.
 func ReadLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, fn func(Line) error) error {
+	return readLines(in, stdin, bytesRead, MaxLineBytes, fn)
+}
+
+func readLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, limit int, fn func(Line) error) error {
 	var src io.Reader
 	if in.Name == Stdin {
 		src = stdin
@@ -141,7 +145,7 @@ func ReadLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, fn func(Line)
 			// A line longer than the buffer: gather it, up to the limit.
 			if !tooLong {
 				long = append(long, chunk...)
-				if len(long) > MaxLineBytes {
+				if len(long) > limit {
 					tooLong, long = true, nil
 				}
 			}
