@@ -86,8 +86,9 @@ type Aggregator struct {
 }
 
 type job struct {
-	reqs []store.Request
-	done chan jobResult
+	reqs    []store.Request
+	cursors []store.Cursor
+	done    chan jobResult
 }
 
 type jobResult struct {
@@ -158,11 +159,15 @@ collect:
 		}
 	}
 	all := make([]store.Request, 0, n)
+	var cursors []store.Cursor
 	for _, j := range group {
 		all = append(all, j.reqs...)
+		// Later jobs of one input carry later positions; the store keeps
+		// the last value written per name.
+		cursors = append(cursors, j.cursors...)
 	}
 	start := time.Now()
-	dup, err := a.store.Apply(all)
+	dup, err := a.store.Apply(all, cursors...)
 	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.commitErrors.Inc()
@@ -212,6 +217,12 @@ func (s *Summary) skip(r Result) {
 // assumed committed; re-sending the same events is always safe because
 // counted requests are deduplicated.
 func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) (Summary, error) {
+	return a.IngestAt(ctx, origin, events)
+}
+
+// IngestAt is Ingest that also commits input positions (cursors) in the same
+// transaction as the counts of events, even when none of them counts.
+func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...store.Cursor) (Summary, error) {
 	var sum Summary
 	now := a.now()
 	reqs := make([]store.Request, 0, len(events))
@@ -224,10 +235,10 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 		}
 		reqs = append(reqs, req)
 	}
-	if len(reqs) == 0 {
+	if len(reqs) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	j := &job{reqs: reqs, done: make(chan jobResult, 1)}
+	j := &job{reqs: reqs, cursors: cursors, done: make(chan jobResult, 1)}
 	select {
 	case a.jobs <- j:
 	case <-a.stopped:

@@ -6,12 +6,14 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
@@ -48,14 +51,15 @@ type Options struct {
 
 // App is a Sunset server, built and listening but not yet serving.
 type App struct {
-	cfg      Config
-	log      zerolog.Logger
-	store    *store.Store
-	agg      *aggregate.Aggregator
-	srv      *http.Server
-	listener net.Listener
-	ready    atomic.Bool
-	readyG   prometheus.Gauge
+	cfg       Config
+	followers []*file.Follower
+	log       zerolog.Logger
+	store     *store.Store
+	agg       *aggregate.Aggregator
+	srv       *http.Server
+	listener  net.Listener
+	ready     atomic.Bool
+	readyG    prometheus.Gauge
 }
 
 // New opens the store and binds the listener, so that Addr is known and a
@@ -91,6 +95,7 @@ func New(cfg Config, opts Options) (*App, error) {
 	}
 	system := noise.New(cfg.SystemUsers)
 	a.agg = aggregate.New(aggregate.Options{
+		Retention:       cfg.Retention,
 		Store:           st,
 		Logger:          opts.Logger,
 		Registerer:      reg,
@@ -99,6 +104,13 @@ func New(cfg Config, opts Options) (*App, error) {
 		Catalog:         cat,
 		ClusterVersions: cfg.ClusterVersions(),
 	})
+
+	for _, ff := range cfg.Ingest.Files {
+		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{
+			Path: ff.Path, Node: ff.Node, Cluster: cmp.Or(ff.Cluster, cfg.DefaultCluster),
+			Ingester: a.agg, Cursors: st, Logger: opts.Logger,
+		}))
+	}
 
 	mux := http.NewServeMux()
 	webhook.New(webhook.Options{
@@ -183,6 +195,25 @@ func (a *App) Run(ctx context.Context) error {
 		a.agg.Run(aggCtx)
 	}()
 
+	// Followers stop before the aggregator, so their last batch commits.
+	followCtx, stopFollowers := context.WithCancel(context.Background())
+	followersDone := make(chan struct{})
+	followErr := make(chan error, len(a.followers))
+	go func() {
+		defer close(followersDone)
+		var wg sync.WaitGroup
+		for _, f := range a.followers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := f.Run(followCtx); err != nil && !errors.Is(err, context.Canceled) {
+					followErr <- err
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+
 	serveErr := make(chan error, 1)
 	go func() {
 		var err error
@@ -207,6 +238,8 @@ func (a *App) Run(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("serving HTTP: %w", err))
 		}
+	case err := <-followErr:
+		errs = append(errs, err)
 	}
 	a.setReady(false)
 	// A fresh context: ctx is already done and would cut the drain short.
@@ -219,6 +252,8 @@ func (a *App) Run(ctx context.Context) error {
 		a.log.Warn().Err(err).Dur("shutdown_timeout", a.cfg.ShutdownTimeout).Msg("connections still open after the shutdown timeout; closing them")
 		_ = a.srv.Close()
 	}
+	stopFollowers()
+	<-followersDone
 	stopAgg()
 	<-aggDone
 	if err := a.store.Close(); err != nil {

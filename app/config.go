@@ -54,6 +54,21 @@ type Config struct {
 	// Clusters holds per-cluster settings by cluster name (config file
 	// only). Names are lowercased by the config loader.
 	Clusters map[string]ClusterConfig `mapstructure:"clusters"`
+	// Ingest configures inputs beside the webhook (config file only).
+	Ingest IngestConfig `mapstructure:"ingest"`
+}
+
+// IngestConfig is the ingest key.
+type IngestConfig struct {
+	// Files are audit log files to follow, like tail -F.
+	Files []FollowFile `mapstructure:"files"`
+}
+
+// FollowFile is one audit log file to follow.
+type FollowFile struct {
+	Path    string `mapstructure:"path"`
+	Node    string `mapstructure:"node"`
+	Cluster string `mapstructure:"cluster"`
 }
 
 // CatalogConfig is the catalog key.
@@ -153,6 +168,20 @@ func (c Config) Validate() error {
 	}
 	if _, err := catalog.New(c.Catalog.Extra); err != nil {
 		errs = append(errs, err)
+	}
+	seen := map[string]bool{}
+	for i, f := range c.Ingest.Files {
+		key := fmt.Sprintf("ingest.files[%d]", i)
+		switch {
+		case f.Path == "":
+			bad(key+".path", "must not be empty")
+		case seen[f.Path]:
+			bad(key+".path", "%s is followed twice", f.Path)
+		}
+		seen[f.Path] = true
+		if f.Node == "" {
+			bad(key+".node", "must name the apiserver that writes %s", f.Path)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Clusters)) {
 		if v := c.Clusters[name].Version; v != "" {

@@ -12,7 +12,14 @@ const (
 	prefixCount byte = 0x01
 	prefixMark  byte = 0x02
 	prefixMeta  byte = 0x03
+	// prefixCursor keys input positions (file offsets, Kafka offsets)
+	// committed with the counts they produced.
+	prefixCursor byte = 0x04
 )
+
+func encodeCursorKey(name string) []byte {
+	return append([]byte{prefixCursor}, name...)
+}
 
 // CountKey identifies one counted cell: requests to one API of one cluster in
 // one UTC hour, served by one apiserver node, made by one client with one verb.

@@ -63,6 +63,14 @@ type Request struct {
 	RemovedRelease string
 }
 
+// Cursor is a position in an input, such as a file offset, stored in the
+// same transaction as the counts read up to it: after a crash, reading
+// resumes exactly where the committed counts end.
+type Cursor struct {
+	Name  string
+	Value []byte
+}
+
 // APIInfo describes one API of one cluster that has counts.
 type APIInfo struct {
 	Cluster        string    `json:"-"`
@@ -162,18 +170,27 @@ func (s *Store) Expired(hour time.Time) bool {
 // cluster, and reports for each request whether it was a duplicate. Marks,
 // counts and metadata of a request are committed in one transaction and
 // fsynced before Apply returns, so a nil error means everything is durable.
-// Requests from an expired hour must be filtered out by the caller.
-func (s *Store) Apply(reqs []Request) ([]bool, error) {
+// Cursors are written in the transaction of the last requests, so a cursor
+// is never ahead of the counts. Requests from an expired hour must be
+// filtered out by the caller.
+func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	if s.readOnly {
 		return nil, errors.New("store: opened read-only")
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(reqs))
+	if len(reqs) == 0 && len(cursors) > 0 {
+		return dup, s.applyChunk(nil, nil, cursors)
+	}
 	for start := 0; start < len(reqs); {
 		n := min(maxChunk, len(reqs)-start)
 		for {
-			err := s.applyChunk(reqs[start:start+n], dup[start:start+n])
+			var last []Cursor
+			if start+n == len(reqs) {
+				last = cursors
+			}
+			err := s.applyChunk(reqs[start:start+n], dup[start:start+n], last)
 			if errors.Is(err, badger.ErrTxnTooBig) && n > 1 {
 				n /= 2
 				continue
@@ -188,7 +205,7 @@ func (s *Store) Apply(reqs []Request) ([]bool, error) {
 	return dup, nil
 }
 
-func (s *Store) applyChunk(reqs []Request, dup []bool) error {
+func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -257,6 +274,11 @@ func (s *Store) applyChunk(reqs []Request, dup []bool) error {
 			return err
 		}
 	}
+	for _, c := range cursors {
+		if err := txn.Set(encodeCursorKey(c.Name), c.Value); err != nil {
+			return err
+		}
+	}
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("store: committing: %w", err)
 	}
@@ -298,6 +320,23 @@ func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
 	if changed {
 		updates[mk] = info
 	}
+}
+
+// Cursor reads a committed cursor.
+func (s *Store) Cursor(name string) (value []byte, ok bool, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(encodeCursorKey(name))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		value, err = item.ValueCopy(nil)
+		ok = err == nil
+		return err
+	})
+	return value, ok, err
 }
 
 // Seen reports, for each ID, whether a request with that ID was already

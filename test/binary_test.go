@@ -257,7 +257,7 @@ func TestUnknownConfigIsRejected(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.ExitCode())
 	require.Equal(t, `Error: environment variable SUNSET_DATADIR matches no config key
-config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, default-cluster, listen, log-format, log-level, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, system-users, tls-cert-file, tls-key-file, user-agent, catalog.extra, clusters.<name>.version
+config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, default-cluster, listen, log-format, log-level, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, system-users, tls-cert-file, tls-key-file, user-agent, catalog.extra, clusters.<name>.version, ingest.files
 `, string(out))
 
 	// With the keys fixed, every invalid value is reported at once.
@@ -340,4 +340,51 @@ catalog:
 	require.Equal(t, "1.24", c.Status.RemovedInRelease)
 	require.True(t, c.Status.Removed)
 	require.False(t, d.Status.Removed)
+}
+
+// `sunset serve` follows an audit log from its config; a kill -9 and a
+// restart in the middle of the file give exact counts.
+func TestServeFollowsAuditLogAcrossKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	logDir, dataDir := t.TempDir(), t.TempDir()
+	logPath := filepath.Join(logDir, "audit.log")
+	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("ingest:\n  files:\n    - path: "+logPath+"\n      node: master-0\n      cluster: prod\n"), 0o600))
+	now := time.Now().UTC()
+	write := func(from, n int) {
+		f, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		require.NoError(t, err)
+		defer f.Close()
+		for i := from; i < from+n; i++ {
+			_, err := fmt.Fprintf(f, `{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"f-%d","stage":"ResponseComplete","verb":"list","user":{"username":"ci"},"objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1"},"requestReceivedTimestamp":%q,"annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.25"}}`+"\n", i, now.Format(time.RFC3339Nano))
+			require.NoError(t, err)
+		}
+	}
+	waitCount := func(url string, want int64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		var got int64
+		for time.Now().Before(deadline) {
+			if got = counts(t, url)["cronjobs.v1beta1.batch"]; got >= want {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.Equal(t, want, got)
+	}
+	write(0, 1000)
+	p := startBinary(t, dataDir, "--config", cfgFile)
+	waitCount(p.url, 1000)
+	write(1000, 500)
+	waitCount(p.url, 1500)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+
+	write(1500, 250)
+	p = startBinary(t, dataDir, "--config", cfgFile)
+	waitCount(p.url, 1750)
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, int64(1750), counts(t, p.url)["cronjobs.v1beta1.batch"], "nothing counted twice after the restart")
 }

@@ -70,7 +70,7 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 		}
 	}
 	if len(unknownFileKeys) > 0 {
-		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s, catalog.extra, clusters.<name>.version",
+		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s, catalog.extra, clusters.<name>.version, ingest.files",
 			configFile, strings.Join(unknownFileKeys, ", "), strings.Join(known, ", ")))
 		return app.Config{}, errors.Join(errs...)
 	}
@@ -104,9 +104,10 @@ func unknownEnv(environ, keys []string) []error {
 }
 
 // fileOnlyKey reports whether key is one of the structured keys that only
-// the config file can set: catalog.extra and clusters.<name>.version.
+// the config file can set: catalog.extra, ingest.files and
+// clusters.<name>.version.
 func fileOnlyKey(key string) bool {
-	if key == "catalog.extra" {
+	if key == "catalog.extra" || key == "ingest.files" {
 		return true
 	}
 	parts := strings.Split(key, ".")

@@ -1,0 +1,283 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// SourceFollow is the source label of events read by following a file.
+const SourceFollow = "file"
+
+// CursorIngester commits events together with the input position they
+// were read up to.
+type CursorIngester interface {
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error)
+	CountInvalid(source string, n int)
+}
+
+// CursorReader reads a committed position back.
+type CursorReader interface {
+	Cursor(name string) ([]byte, bool, error)
+}
+
+// FollowOptions configures a Follower.
+type FollowOptions struct {
+	Path, Cluster, Node string
+	Ingester            CursorIngester
+	Cursors             CursorReader
+	Logger              zerolog.Logger
+	// Poll is how often the end of the file is checked; zero means 250ms.
+	Poll time.Duration
+}
+
+// position is where reading stopped: a file, by device and inode so that a
+// rotation is noticed, and a byte offset just after a complete line.
+type position struct {
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Offset int64  `json:"offset"`
+}
+
+// Follower tails one audit log file across rotations, like `tail -F`, and
+// counts what is appended. Its position is committed with the counts, so a
+// restart neither skips nor re-reads a line.
+type Follower struct {
+	opts   FollowOptions
+	origin aggregate.Origin
+	log    zerolog.Logger
+	// Lines counts lines read (complete lines, blank ones included).
+	Lines atomic.Int64
+}
+
+// NewFollower builds a follower; call Run.
+func NewFollower(o FollowOptions) *Follower {
+	if o.Poll <= 0 {
+		o.Poll = 250 * time.Millisecond
+	}
+	return &Follower{opts: o, origin: aggregate.Origin{Source: SourceFollow, Cluster: o.Cluster, Node: o.Node},
+		log: o.Logger.With().Str("component", "follow").Str("path", o.Path).Logger()}
+}
+
+func (f *Follower) cursorName() string { return "file:" + f.opts.Path }
+
+func identity(fi os.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), st.Ino
+	}
+	return 0, 0
+}
+
+// Run follows the file until ctx is done. A file that does not exist yet is
+// waited for.
+func (f *Follower) Run(ctx context.Context) error {
+	var pos position
+	if raw, ok, err := f.opts.Cursors.Cursor(f.cursorName()); err != nil {
+		return fmt.Errorf("follow %s: reading position: %w", f.opts.Path, err)
+	} else if ok {
+		if err := json.Unmarshal(raw, &pos); err != nil {
+			return fmt.Errorf("follow %s: corrupt position: %w", f.opts.Path, err)
+		}
+	}
+	for {
+		file, fi, err := f.open(ctx)
+		if err != nil {
+			return err
+		}
+		dev, ino := identity(fi)
+		if pos.Ino != 0 && (pos.Dev != dev || pos.Ino != ino) {
+			// Rotated while we were not reading: finish the old file
+			// first, if it is still next to the new one.
+			if err := f.finishRotated(ctx, pos); err != nil {
+				_ = file.Close()
+				return err
+			}
+			pos = position{}
+		}
+		pos.Dev, pos.Ino = dev, ino
+		if fi.Size() < pos.Offset {
+			f.log.Info().Int64("offset", pos.Offset).Int64("size", fi.Size()).Msg("file was truncated; reading from the start")
+			pos.Offset = 0
+		}
+		next, err := f.follow(ctx, file, pos)
+		_ = file.Close()
+		if err != nil {
+			return err
+		}
+		pos = next
+	}
+}
+
+// open waits until the path exists and opens it.
+func (f *Follower) open(ctx context.Context) (*os.File, os.FileInfo, error) {
+	for warned := false; ; warned = true {
+		file, err := os.Open(f.opts.Path)
+		if err == nil {
+			fi, err := file.Stat()
+			if err != nil {
+				_ = file.Close()
+				return nil, nil, err
+			}
+			return file, fi, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("follow %s: %w", f.opts.Path, err)
+		}
+		if !warned {
+			f.log.Warn().Msg("file does not exist yet; waiting for it")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(f.opts.Poll):
+		}
+	}
+}
+
+// finishRotated reads the rest of the file that pos points into, found by
+// inode in the same directory (kube-apiserver renames audit.log to
+// audit-<time>.log). A compressed or deleted file cannot be found; its tail
+// is then lost, and said so.
+func (f *Follower) finishRotated(ctx context.Context, pos position) error {
+	dir := filepath.Dir(f.opts.Path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", f.opts.Path, err)
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if dev, ino := identity(fi); dev == pos.Dev && ino == pos.Ino {
+			old, err := os.Open(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return fmt.Errorf("follow %s: %w", f.opts.Path, err)
+			}
+			defer old.Close()
+			f.log.Info().Str("rotated_to", e.Name()).Int64("offset", pos.Offset).Msg("reading the rest of the rotated file")
+			_, err = f.readToEnd(ctx, old, pos)
+			return err
+		}
+	}
+	f.log.Warn().Int64("offset", pos.Offset).Msg("the file was rotated while sunset was stopped and its old copy is gone; events after the last position in it are lost")
+	return nil
+}
+
+// follow reads file from pos, waits for more at the end, and returns when
+// the path names another file (rename rotation) or the file shrinks
+// (copytruncate), with the position to continue from.
+func (f *Follower) follow(ctx context.Context, file *os.File, pos position) (position, error) {
+	for {
+		var err error
+		if pos, err = f.readToEnd(ctx, file, pos); err != nil {
+			return pos, err
+		}
+		select {
+		case <-ctx.Done():
+			return pos, ctx.Err()
+		case <-time.After(f.opts.Poll):
+		}
+		fi, err := os.Stat(f.opts.Path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // between rename and create
+		}
+		if err != nil {
+			return pos, fmt.Errorf("follow %s: %w", f.opts.Path, err)
+		}
+		if dev, ino := identity(fi); dev != pos.Dev || ino != pos.Ino {
+			// Renamed: drain what the writer put in the old file before
+			// it let go, then switch.
+			if _, err := f.readToEnd(ctx, file, pos); err != nil {
+				return pos, err
+			}
+			f.log.Info().Msg("file was rotated; following the new one")
+			return position{}, nil
+		}
+		if fi.Size() < pos.Offset {
+			return position{Dev: pos.Dev, Ino: pos.Ino}, nil
+		}
+	}
+}
+
+// readToEnd counts every complete line from pos to the current end of the
+// file, committing a batch at a time with its position.
+func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (position, error) {
+	if _, err := file.Seek(pos.Offset, io.SeekStart); err != nil {
+		return pos, err
+	}
+	br := bufio.NewReaderSize(file, 1<<20)
+	var (
+		events  []aggregate.Event
+		invalid int
+		line    []byte
+	)
+	commit := func(at int64) error {
+		cur := position{Dev: pos.Dev, Ino: pos.Ino, Offset: at}
+		raw, _ := json.Marshal(cur)
+		if invalid > 0 {
+			f.opts.Ingester.CountInvalid(SourceFollow, invalid)
+		}
+		if _, err := f.opts.Ingester.IngestAt(ctx, f.origin, events, store.Cursor{Name: f.cursorName(), Value: raw}); err != nil {
+			return err
+		}
+		pos = cur
+		events, invalid = events[:0], 0
+		return nil
+	}
+	offset := pos.Offset
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(line) > MaxLineBytes {
+				return pos, fmt.Errorf("follow %s: line at offset %d is longer than %d bytes", f.opts.Path, offset, MaxLineBytes)
+			}
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			// A partial last line waits for the writer to finish it.
+			break
+		}
+		if err != nil {
+			return pos, fmt.Errorf("follow %s: %w", f.opts.Path, err)
+		}
+		offset += int64(len(line))
+		f.Lines.Add(1)
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			ev, err := auditjson.DecodeEvent(trimmed)
+			if err != nil {
+				invalid++
+			} else {
+				events = append(events, ev)
+			}
+		}
+		line = line[:0]
+		if len(events) >= DefaultBatchSize {
+			if err := commit(offset); err != nil {
+				return pos, err
+			}
+		}
+	}
+	if offset != pos.Offset {
+		if err := commit(offset); err != nil {
+			return pos, err
+		}
+	}
+	return pos, nil
+}

@@ -1,0 +1,151 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/store"
+)
+
+var followNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+
+type followEnv struct {
+	t    *testing.T
+	st   *store.Store
+	agg  *aggregate.Aggregator
+	path string
+}
+
+func newFollowEnv(t *testing.T, dataDir string) *followEnv {
+	t.Helper()
+	st, err := store.Open(store.Options{Dir: dataDir, Logger: zerolog.Nop(), Now: func() time.Time { return followNow }})
+	require.NoError(t, err)
+	agg := aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(), Now: func() time.Time { return followNow }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { agg.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
+	return &followEnv{t: t, st: st, agg: agg}
+}
+
+// start runs a follower of path until the returned stop is called.
+func (e *followEnv) start(path string) (*Follower, func()) {
+	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.agg, Cursors: e.st, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	return f, func() {
+		cancel()
+		require.ErrorIs(e.t, <-done, context.Canceled)
+	}
+}
+
+// total is the number of counted requests in the store.
+func (e *followEnv) total() uint64 {
+	var n uint64
+	require.NoError(e.t, e.st.ScanCounts("c", "endpoints.v1", followNow.Add(-time.Hour), followNow, func(_ store.CountKey, c uint64) error {
+		n += c
+		return nil
+	}))
+	return n
+}
+
+// waitFor waits until the store holds want requests, and then checks that
+// no more arrive for a little while.
+func (e *followEnv) waitFor(want uint64) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.total() < want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(e.t, want, e.total())
+}
+
+func appendEvents(t *testing.T, path string, from, n int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	for i := from; i < from+n; i++ {
+		_, err := fmt.Fprintf(f, `{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"ev-%d","stage":"ResponseComplete","verb":"get","user":{"username":"u"},"objectRef":{"resource":"endpoints","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-21T19:30:00Z","annotations":{"k8s.io/deprecated":"true"}}`+"\n", i)
+		require.NoError(t, err)
+	}
+}
+
+func TestFollowRenameRotation(t *testing.T) {
+	e := newFollowEnv(t, t.TempDir())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	_, stop := e.start(path) // before the file exists
+	defer stop()
+	appendEvents(t, path, 0, 3)
+	e.waitFor(3)
+	// kube-apiserver's rotation: rename, then a new file at the path.
+	require.NoError(t, os.Rename(path, filepath.Join(dir, "audit-2026-11-21T19-31-00.000.log")))
+	appendEvents(t, filepath.Join(dir, "audit-2026-11-21T19-31-00.000.log"), 3, 1) // a late write to the old file
+	appendEvents(t, path, 4, 2)
+	e.waitFor(6)
+}
+
+func TestFollowCopyTruncate(t *testing.T) {
+	e := newFollowEnv(t, t.TempDir())
+	path := filepath.Join(t.TempDir(), "audit.log")
+	appendEvents(t, path, 0, 4)
+	_, stop := e.start(path)
+	defer stop()
+	e.waitFor(4)
+	// logrotate copytruncate: copy away, truncate in place, keep writing.
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path+".1", data, 0o600))
+	require.NoError(t, os.Truncate(path, 0))
+	time.Sleep(20 * time.Millisecond)
+	appendEvents(t, path, 4, 2)
+	e.waitFor(6)
+}
+
+func TestFollowRestartsWhereItStopped(t *testing.T) {
+	dataDir := t.TempDir()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	e := newFollowEnv(t, dataDir)
+	appendEvents(t, path, 0, 5)
+	f, stop := e.start(path)
+	e.waitFor(5)
+	stop()
+	require.Equal(t, int64(5), f.Lines.Load())
+
+	// More lines, and a partial line the writer has not finished.
+	appendEvents(t, path, 5, 3)
+	fh, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = fh.WriteString(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"ev-8",`)
+	require.NoError(t, err)
+
+	f, stop = e.start(path)
+	e.waitFor(8)
+	require.Equal(t, int64(3), f.Lines.Load(), "the restart read only the new lines: its position was committed")
+	_, err = fh.WriteString(`"stage":"ResponseComplete","verb":"get","user":{"username":"u"},"objectRef":{"resource":"endpoints","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-21T19:30:00Z","annotations":{"k8s.io/deprecated":"true"}}` + "\n")
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+	e.waitFor(9)
+	stop()
+
+	// Rotated while stopped: the tail of the old file is found by inode.
+	appendEvents(t, path, 9, 2)
+	require.NoError(t, os.Rename(path, filepath.Join(dir, "audit-old.log")))
+	appendEvents(t, path, 11, 1)
+	f, stop = e.start(path)
+	defer stop()
+	e.waitFor(12)
+	require.Equal(t, int64(3), f.Lines.Load())
+}
