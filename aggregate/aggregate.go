@@ -212,6 +212,18 @@ func (s *Summary) skip(r Result) {
 	s.SkippedBy[string(r)]++
 }
 
+// Tally records what became of one event.
+func (s *Summary) Tally(r Result) {
+	switch r {
+	case ResultCounted:
+		s.Counted++
+	case ResultDuplicate:
+		s.Duplicates++
+	default:
+		s.skip(r)
+	}
+}
+
 // Ingest classifies events and commits the counted ones. It returns once
 // they are durable. A non-nil error means nothing of this call may be
 // assumed committed; re-sending the same events is always safe because

@@ -225,13 +225,7 @@ func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byt
 			return aggregate.Summary{}, err
 		}
 		for _, p := range ps {
-			pe := webhook.PlannedEvent{Result: string(p.Result)}
-			if p.Result == aggregate.ResultCounted {
-				k := p.Key
-				pe.API, pe.Hour, pe.Node, pe.Username, pe.UserAgent, pe.Verb = k.API, k.Hour.Format(time.RFC3339), k.Node, k.Username, k.UserAgent, k.Verb
-				pe.AlreadyRemoved = k.Removed
-			}
-			planned = append(planned, pe)
+			planned = append(planned, webhook.NewPlannedEvent(p))
 		}
 	}
 	if s.counts == nil {
@@ -239,19 +233,10 @@ func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byt
 	}
 	var sum aggregate.Summary
 	for _, p := range planned {
-		switch aggregate.Result(p.Result) {
-		case aggregate.ResultCounted:
-			sum.Counted++
+		sum.Tally(aggregate.Result(p.Result))
+		if aggregate.Result(p.Result) == aggregate.ResultCounted {
 			key := webhook.PlannedEvent{API: p.API, Hour: p.Hour, Node: p.Node, Username: p.Username, UserAgent: p.UserAgent, Verb: p.Verb, AlreadyRemoved: p.AlreadyRemoved}
 			s.counts[key]++
-		case aggregate.ResultDuplicate:
-			sum.Duplicates++
-		default:
-			sum.Skipped++
-			if sum.SkippedBy == nil {
-				sum.SkippedBy = map[string]int{}
-			}
-			sum.SkippedBy[p.Result]++
 		}
 	}
 	return sum, nil

@@ -269,26 +269,22 @@ func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []
 	}
 	out := DryRunResponse{Response: resp, DryRun: true, Events: make([]PlannedEvent, len(planned))}
 	for i, p := range planned {
-		pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result)}
-		switch p.Result {
-		case aggregate.ResultCounted:
-			out.Counted++
-			k := p.Key
-			pe.API, pe.Subresource, pe.Hour, pe.Node = k.API, k.Subresource, k.Hour.Format(time.RFC3339), k.Node
-			pe.Username, pe.UserAgent, pe.Verb = k.Username, k.UserAgent, k.Verb
-			pe.RemovedRelease, pe.AlreadyRemoved = p.RemovedRelease, k.Removed
-		case aggregate.ResultDuplicate:
-			out.Duplicates++
-		default:
-			out.Skipped++
-			if out.SkippedBy == nil {
-				out.SkippedBy = map[string]int{}
-			}
-			out.SkippedBy[string(p.Result)]++
-		}
-		out.Events[i] = pe
+		out.Tally(p.Result)
+		out.Events[i] = NewPlannedEvent(p)
 	}
 	httpjson.Write(w, http.StatusOK, out)
+}
+
+// NewPlannedEvent describes what planning decided for one event.
+func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
+	pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result)}
+	if p.Result == aggregate.ResultCounted {
+		k := p.Key
+		pe.API, pe.Subresource, pe.Hour, pe.Node = k.API, k.Subresource, k.Hour.Format(time.RFC3339), k.Node
+		pe.Username, pe.UserAgent, pe.Verb = k.Username, k.UserAgent, k.Verb
+		pe.RemovedRelease, pe.AlreadyRemoved = p.RemovedRelease, k.Removed
+	}
+	return pe
 }
 
 // origin works out cluster and node from the path, else the peer address.
