@@ -27,7 +27,9 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/ingest/file"
+	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -53,6 +55,7 @@ type Options struct {
 type App struct {
 	cfg       Config
 	followers []*file.Follower
+	kafka     *kafka.Consumer
 	log       zerolog.Logger
 	store     *store.Store
 	agg       *aggregate.Aggregator
@@ -112,6 +115,15 @@ func New(cfg Config, opts Options) (*App, error) {
 		}))
 	}
 
+	if cfg.Kafka.Enabled() {
+		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
+			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg})
+		if err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
+
 	mux := http.NewServeMux()
 	webhook.New(webhook.Options{
 		Ingester:       a.agg,
@@ -128,6 +140,13 @@ func New(cfg Config, opts Options) (*App, error) {
 		_, _ = w.Write([]byte("Sunset is healthy.\n"))
 	})
 	mux.HandleFunc("/-/ready", a.serveReady)
+	mux.HandleFunc("/debug/kafka/poison", func(w http.ResponseWriter, _ *http.Request) {
+		samples := []kafka.PoisonSample{}
+		if a.kafka != nil {
+			samples = a.kafka.Poison()
+		}
+		httpjson.Write(w, http.StatusOK, map[string]any{"poison": samples})
+	})
 
 	f := promauto.With(reg)
 	f.NewGauge(prometheus.GaugeOpts{
@@ -170,6 +189,13 @@ func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("Sunset is not ready.\n"))
 		return
 	}
+	if a.kafka != nil {
+		if ok, why := a.kafka.Ready(); !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("Sunset is not ready: kafka: " + why + "\n"))
+			return
+		}
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("Sunset is ready.\n"))
 }
@@ -195,7 +221,8 @@ func (a *App) Run(ctx context.Context) error {
 		a.agg.Run(aggCtx)
 	}()
 
-	// Followers stop before the aggregator, so their last batch commits.
+	// Followers and the Kafka consumer stop before the aggregator, so their
+	// last batch commits.
 	followCtx, stopFollowers := context.WithCancel(context.Background())
 	followersDone := make(chan struct{})
 	followErr := make(chan error, len(a.followers))
@@ -209,6 +236,13 @@ func (a *App) Run(ctx context.Context) error {
 				if err := f.Run(followCtx); err != nil && !errors.Is(err, context.Canceled) {
 					followErr <- err
 				}
+			}()
+		}
+		if a.kafka != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = a.kafka.Run(followCtx)
 			}()
 		}
 		wg.Wait()

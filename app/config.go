@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
@@ -56,6 +57,8 @@ type Config struct {
 	Clusters map[string]ClusterConfig `mapstructure:"clusters"`
 	// Ingest configures inputs beside the webhook (config file only).
 	Ingest IngestConfig `mapstructure:"ingest"`
+	// Kafka configures consumption from Kafka topics.
+	Kafka kafka.Config `mapstructure:"kafka"`
 }
 
 // IngestConfig is the ingest key.
@@ -167,6 +170,9 @@ func (c Config) Validate() error {
 		bad("log-format", "%q is not one of auto, json, console", c.LogFormat)
 	}
 	if _, err := catalog.New(c.Catalog.Extra); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Kafka.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[string]bool{}

@@ -256,8 +256,17 @@ func TestUnknownConfigIsRejected(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.ExitCode())
-	require.Equal(t, `Error: environment variable SUNSET_DATADIR matches no config key
-config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, default-cluster, listen, log-format, log-level, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, system-users, tls-cert-file, tls-key-file, user-agent, catalog.extra, clusters.<name>.version, ingest.files
+	require.Equal(t, `Error: config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, listen, tls-cert-file, tls-key-file, default-cluster, user-agent, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, log-level, log-format, system-users, catalog.extra, clusters.*.version, ingest.files, kafka.brokers, kafka.topics, kafka.groupid, kafka.clientid, kafka.startoffset, kafka.minbytes, kafka.maxbytes, kafka.maxwait, kafka.sessiontimeout, kafka.batchsize, kafka.batchwait, kafka.tls.enabled, kafka.tls.cafile, kafka.tls.certfile, kafka.tls.keyfile, kafka.tls.insecureskipverify, kafka.sasl.mechanism, kafka.sasl.username, kafka.sasl.password, kafka.envelopefields, kafka.nodeheader, kafka.nodefield, kafka.node, kafka.clusterheader, kafka.clusterfield
+environment variable SUNSET_DATADIR matches no config key
+`, string(out))
+
+	// Nested keys come from the environment too, and are validated.
+	cmd = exec.Command(sunsetBin, "serve", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "SUNSET_KAFKA_TOPICS=audit", "SUNSET_KAFKA_SASL_MECHANISM=kerberos", "SUNSET_KAFKA_STARTOFFSET=middle")
+	out, _ = cmd.CombinedOutput()
+	require.Equal(t, `Error: kafka.brokers: is required when kafka.topics is set, e.g. [kafka-0:9092]
+kafka.sasl.mechanism: "kerberos" is not one of plain, scram-sha-256, scram-sha-512
+kafka.startOffset: "middle" is not one of earliest, latest
 `, string(out))
 
 	// With the keys fixed, every invalid value is reported at once.

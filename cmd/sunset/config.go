@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -48,6 +50,16 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 	if err := v.BindPFlags(flags); err != nil {
 		return app.Config{}, err
 	}
+	keys := configKeys(reflect.TypeFor[app.Config](), "")
+	for _, k := range keys {
+		// Nested keys (kafka.sasl.password) come from the environment
+		// only when bound; map entries (clusters.*) cannot.
+		if !strings.Contains(k, "*") {
+			if err := v.BindEnv(k); err != nil {
+				return app.Config{}, err
+			}
+		}
+	}
 	var errs []error
 	if configFile != "" {
 		// viper's not-found error is unreliable for an explicit file
@@ -59,57 +71,104 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 		if err := v.ReadInConfig(); err != nil {
 			return app.Config{}, fmt.Errorf("reading config file %s: %w", configFile, err)
 		}
-	}
-	var known []string
-	flags.VisitAll(func(f *pflag.Flag) { known = append(known, f.Name) })
-	errs = append(errs, unknownEnv(os.Environ(), known)...)
-	var unknownFileKeys []string
-	for _, key := range v.AllKeys() {
-		if !slices.Contains(known, key) && !fileOnlyKey(key) {
-			unknownFileKeys = append(unknownFileKeys, key)
+		var unknown []string
+		for _, key := range fileKeys(v) {
+			if !matchesAny(key, keys) {
+				unknown = append(unknown, key)
+			}
+		}
+		if len(unknown) > 0 {
+			errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s",
+				configFile, strings.Join(unknown, ", "), strings.Join(keys, ", ")))
 		}
 	}
-	if len(unknownFileKeys) > 0 {
-		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s; known keys are %s, catalog.extra, clusters.<name>.version, ingest.files",
-			configFile, strings.Join(unknownFileKeys, ", "), strings.Join(known, ", ")))
+	errs = append(errs, unknownEnv(os.Environ(), keys)...)
+	if len(errs) > 0 {
+		// Values are checked once the keys are right.
 		return app.Config{}, errors.Join(errs...)
 	}
-
 	var cfg app.Config
 	if err := v.UnmarshalExact(&cfg); err != nil {
-		errs = append(errs, fmt.Errorf("config: %w", err))
+		return cfg, fmt.Errorf("config: %w", err)
 	}
-	if err := cfg.Validate(); err != nil {
-		errs = append(errs, err)
+	return cfg, cfg.Validate()
+}
+
+// fileKeys are the keys the config file itself sets.
+func fileKeys(v *viper.Viper) []string {
+	var out []string
+	for _, k := range v.AllKeys() {
+		if v.InConfig(k) {
+			out = append(out, k)
+		}
 	}
-	return cfg, errors.Join(errs...)
+	slices.Sort(out)
+	return out
+}
+
+// configKeys lists every key of a config struct type, lowercased as viper
+// keeps them; "*" stands for any map key (clusters.*.version). Lists of
+// structs are single keys (catalog.extra).
+func configKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.ToLower(f.Tag.Get("mapstructure"))
+		if name == "" {
+			continue
+		}
+		key := prefix + name
+		ft := f.Type
+		switch {
+		case ft.Kind() == reflect.Struct && ft != reflect.TypeFor[time.Duration]():
+			out = append(out, configKeys(ft, key+".")...)
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, configKeys(ft.Elem(), key+".*.")...)
+		default:
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// matchesAny reports whether key is one of patterns, "*" matching one
+// segment.
+func matchesAny(key string, patterns []string) bool {
+	parts := strings.Split(key, ".")
+	for _, p := range patterns {
+		pp := strings.Split(p, ".")
+		if len(pp) != len(parts) {
+			continue
+		}
+		ok := true
+		for i := range pp {
+			if pp[i] != "*" && pp[i] != parts[i] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // unknownEnv reports SUNSET_* variables that match no key: a typo there would
 // otherwise be silently ignored.
 func unknownEnv(environ, keys []string) []error {
+	names := map[string]bool{}
+	for _, k := range keys {
+		if !strings.Contains(k, "*") {
+			names[envPrefix+"_"+strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(k))] = true
+		}
+	}
 	var errs []error
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		rest, ok := strings.CutPrefix(name, envPrefix+"_")
-		if !ok {
-			continue
-		}
-		key := strings.ToLower(strings.ReplaceAll(rest, "_", "-"))
-		if !slices.Contains(keys, key) {
+		if strings.HasPrefix(name, envPrefix+"_") && !names[name] {
 			errs = append(errs, fmt.Errorf("environment variable %s matches no config key", name))
 		}
 	}
 	return errs
-}
-
-// fileOnlyKey reports whether key is one of the structured keys that only
-// the config file can set: catalog.extra, ingest.files and
-// clusters.<name>.version.
-func fileOnlyKey(key string) bool {
-	if key == "catalog.extra" || key == "ingest.files" {
-		return true
-	}
-	parts := strings.Split(key, ".")
-	return len(parts) == 3 && parts[0] == "clusters" && parts[2] == "version"
 }

@@ -1,0 +1,218 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// Config is the kafka key. Consumption is on when Brokers and Topics are
+// set.
+type Config struct {
+	Brokers []string `mapstructure:"brokers"`
+	Topics  []string `mapstructure:"topics"`
+	// GroupID is the consumer group; replicas with the same one share
+	// partitions.
+	GroupID  string `mapstructure:"groupID"`
+	ClientID string `mapstructure:"clientID"`
+	// StartOffset is where a new group starts: earliest or latest.
+	StartOffset string `mapstructure:"startOffset"`
+	// MinBytes, MaxBytes and MaxWait tune fetches.
+	MinBytes int           `mapstructure:"minBytes"`
+	MaxBytes int           `mapstructure:"maxBytes"`
+	MaxWait  time.Duration `mapstructure:"maxWait"`
+	// SessionTimeout is how long the group waits for a silent member.
+	SessionTimeout time.Duration `mapstructure:"sessionTimeout"`
+	// BatchSize and BatchWait bound how many messages share one commit.
+	BatchSize int           `mapstructure:"batchSize"`
+	BatchWait time.Duration `mapstructure:"batchWait"`
+	TLS       TLSConfig     `mapstructure:"tls"`
+	SASL      SASLConfig    `mapstructure:"sasl"`
+	// EnvelopeFields are the fields, tried in order, whose string holds the
+	// event JSON (fluent-bit: log, Vector: message).
+	EnvelopeFields []string `mapstructure:"envelopeFields"`
+	// NodeHeader and NodeField name where a message says which apiserver
+	// it came from; a dotted field is a path (kubernetes.host). Node is
+	// the fallback.
+	NodeHeader string `mapstructure:"nodeHeader"`
+	NodeField  string `mapstructure:"nodeField"`
+	Node       string `mapstructure:"node"`
+	// ClusterHeader and ClusterField likewise name the cluster; the
+	// default cluster is the fallback.
+	ClusterHeader string `mapstructure:"clusterHeader"`
+	ClusterField  string `mapstructure:"clusterField"`
+}
+
+// TLSConfig is kafka.tls.
+type TLSConfig struct {
+	Enabled            bool   `mapstructure:"enabled"`
+	CAFile             string `mapstructure:"caFile"`
+	CertFile           string `mapstructure:"certFile"`
+	KeyFile            string `mapstructure:"keyFile"`
+	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify"`
+}
+
+// SASLConfig is kafka.sasl.
+type SASLConfig struct {
+	// Mechanism is plain, scram-sha-256 or scram-sha-512; empty for none.
+	Mechanism string `mapstructure:"mechanism"`
+	Username  string `mapstructure:"username"`
+	Password  string `mapstructure:"password"`
+}
+
+// Enabled reports whether Kafka consumption is configured.
+func (c Config) Enabled() bool { return len(c.Brokers) > 0 || len(c.Topics) > 0 }
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.GroupID == "" {
+		c.GroupID = "sunset"
+	}
+	if c.ClientID == "" {
+		c.ClientID = "sunset"
+	}
+	if c.StartOffset == "" {
+		c.StartOffset = "earliest"
+	}
+	if c.MinBytes == 0 {
+		c.MinBytes = 1
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 16 << 20
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 500 * time.Millisecond
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.BatchWait == 0 {
+		c.BatchWait = 100 * time.Millisecond
+	}
+	if c.EnvelopeFields == nil {
+		c.EnvelopeFields = []string{"log", "message"}
+	}
+	if c.Node == "" {
+		c.Node = "kafka"
+	}
+	return c
+}
+
+// Validate checks every key, naming each; it does not contact the brokers.
+func (c Config) Validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kafka.%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Brokers) == 0 {
+		bad("brokers", "is required when kafka.topics is set, e.g. [kafka-0:9092]")
+	}
+	for _, b := range c.Brokers {
+		if !strings.Contains(b, ":") {
+			bad("brokers", "%q is not host:port", b)
+		}
+	}
+	if len(c.Topics) == 0 {
+		bad("topics", "is required when kafka.brokers is set")
+	}
+	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
+		bad("startOffset", "%q is not one of earliest, latest", c.StartOffset)
+	}
+	if c.MinBytes < 1 || c.MaxBytes < c.MinBytes {
+		bad("maxBytes", "must be at least minBytes (%d), got %d", c.MinBytes, c.MaxBytes)
+	}
+	if c.SessionTimeout < 6*time.Second {
+		bad("sessionTimeout", "%s is below the 6s brokers accept", c.SessionTimeout)
+	}
+	if c.BatchSize < 1 {
+		bad("batchSize", "must be at least 1")
+	}
+	switch c.SASL.Mechanism {
+	case "":
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if c.SASL.Username == "" {
+			bad("sasl.username", "is required with kafka.sasl.mechanism %s", c.SASL.Mechanism)
+		}
+	default:
+		bad("sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		bad("tls.certFile", "tls.certFile and tls.keyFile must be set together")
+	}
+	for key, path := range map[string]string{"tls.caFile": c.TLS.CAFile, "tls.certFile": c.TLS.CertFile, "tls.keyFile": c.TLS.KeyFile} {
+		if path != "" {
+			if _, err := os.Stat(path); err != nil {
+				bad(key, "cannot read %s", path)
+			}
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+func (c Config) startOffset() int64 {
+	if c.StartOffset == "latest" {
+		return kafkago.LastOffset
+	}
+	return kafkago.FirstOffset
+}
+
+// dialer builds the connection settings shared by the group and readers.
+func (c Config) dialer() (*kafkago.Dialer, error) {
+	d := &kafkago.Dialer{ClientID: c.ClientID, Timeout: 10 * time.Second, DualStack: true}
+	if c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
+		tc := &tls.Config{InsecureSkipVerify: c.TLS.InsecureSkipVerify} //nolint:gosec // configured by the admin
+		if c.TLS.CAFile != "" {
+			pem, err := os.ReadFile(c.TLS.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("kafka.tls.caFile: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("kafka.tls.caFile %s holds no PEM certificate", c.TLS.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if c.TLS.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("kafka.tls.certFile: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		d.TLS = tc
+	}
+	var mech sasl.Mechanism
+	switch c.SASL.Mechanism {
+	case "plain":
+		mech = plain.Mechanism{Username: c.SASL.Username, Password: c.SASL.Password}
+	case "scram-sha-256", "scram-sha-512":
+		algo := scram.SHA256
+		if c.SASL.Mechanism == "scram-sha-512" {
+			algo = scram.SHA512
+		}
+		m, err := scram.Mechanism(algo, c.SASL.Username, c.SASL.Password)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.sasl: %w", err)
+		}
+		mech = m
+	}
+	d.SASLMechanism = mech
+	return d, nil
+}

@@ -1,0 +1,377 @@
+// Package kafka consumes audit events from Kafka topics with exactly-once
+// counts.
+//
+// Shippers (fluent-bit, Vector, fluentd, Azure Event Hubs) put audit events
+// in several shapes; decode recognises them. Each partition's position is
+// committed to badger in the same transaction as the counts it produced, and
+// consumption resumes from there, so a crash at any instant neither loses a
+// message nor counts one twice. Offsets are also committed to the consumer
+// group, for lag tools and for replicas that take a partition over.
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Source is the value of the source label for events from Kafka.
+const Source = "kafka"
+
+// maxPoisonSamples bounds the kept samples of poison messages.
+const maxPoisonSamples = 100
+
+// Ingester commits events with the positions they were read up to.
+type Ingester interface {
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error)
+	CountInvalid(source string, n int)
+}
+
+// CursorReader reads a committed position back.
+type CursorReader interface {
+	Cursor(name string) ([]byte, bool, error)
+}
+
+// Options configures New.
+type Options struct {
+	Config         Config
+	DefaultCluster string
+	Ingester       Ingester
+	Cursors        CursorReader
+	Logger         zerolog.Logger
+	Registerer     prometheus.Registerer
+}
+
+// PoisonSample describes a skipped message without its content.
+type PoisonSample struct {
+	Reason    string    `json:"reason"`
+	Topic     string    `json:"topic"`
+	Partition int       `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Time      time.Time `json:"time"`
+}
+
+// Consumer is a member of the consumer group.
+type Consumer struct {
+	cfg            Config
+	defaultCluster string
+	ingester       Ingester
+	cursors        CursorReader
+	log            zerolog.Logger
+	metrics        *metrics
+	decoder        *decoder
+	dialer         *kafkago.Dialer
+
+	mu        sync.Mutex
+	connected bool
+	lastErr   string
+	poison    []PoisonSample
+}
+
+// New builds a consumer; call Run.
+func New(o Options) (*Consumer, error) {
+	cfg := o.Config.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d, err := cfg.dialer()
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
+		log: o.Logger.With().Str("component", "kafka").Logger(), metrics: newMetrics(o.Registerer),
+		decoder: newDecoder(cfg), dialer: d, lastErr: "not connected yet"}, nil
+}
+
+// Ready reports whether the consumer is in its group, and why not.
+func (c *Consumer) Ready() (bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected, c.lastErr
+}
+
+// Poison returns the recent poison messages, oldest first.
+func (c *Consumer) Poison() []PoisonSample {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]PoisonSample(nil), c.poison...)
+}
+
+func (c *Consumer) setState(connected bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.connected = connected
+	c.lastErr = ""
+	if err != nil {
+		c.lastErr = err.Error()
+	}
+	if connected {
+		c.metrics.connected.Set(1)
+	} else {
+		c.metrics.connected.Set(0)
+	}
+}
+
+// Run consumes until ctx is done. Connection and authentication failures
+// are logged, shown by Ready, and retried with backoff.
+func (c *Consumer) Run(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		err := c.runGroup(ctx)
+		if ctx.Err() != nil {
+			c.setState(false, errors.New("stopped"))
+			return nil
+		}
+		c.setState(false, err)
+		c.log.Error().Err(err).Strs("brokers", c.cfg.Brokers).Dur("retry_in", backoff).Msg("kafka consumer failed; check kafka.brokers, kafka.tls and kafka.sasl")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// checkBrokers dials the brokers, so that an address or credential problem
+// is reported as such rather than as a group that never forms.
+func (c *Consumer) checkBrokers(ctx context.Context) error {
+	var errs []error
+	for _, b := range c.cfg.Brokers {
+		conn, err := c.dialer.DialContext(ctx, "tcp", b)
+		if err == nil {
+			_, err = conn.ApiVersions()
+			_ = conn.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", b, err))
+	}
+	return fmt.Errorf("%w: %w", errNoBrokers, errors.Join(errs...))
+}
+
+func (c *Consumer) runGroup(ctx context.Context) error {
+	if err := c.checkBrokers(ctx); err != nil {
+		return err
+	}
+	group, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
+		ID:                c.cfg.GroupID,
+		Brokers:           c.cfg.Brokers,
+		Dialer:            c.dialer,
+		Topics:            c.cfg.Topics,
+		SessionTimeout:    c.cfg.SessionTimeout,
+		RebalanceTimeout:  c.cfg.SessionTimeout,
+		HeartbeatInterval: c.cfg.SessionTimeout / 5,
+		JoinGroupBackoff:  time.Second,
+		StartOffset:       c.cfg.startOffset(),
+		ErrorLogger:       kafkago.LoggerFunc(func(f string, a ...any) { c.log.Warn().Msgf(f, a...) }),
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: joining group %s: %w", c.cfg.GroupID, err)
+	}
+	defer group.Close()
+	for {
+		gen, err := group.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("kafka: group %s: %w", c.cfg.GroupID, err)
+		}
+		c.setState(true, nil)
+		assigned := 0
+		for topic, parts := range gen.Assignments {
+			for _, pa := range parts {
+				assigned++
+				gen.Start(func(ctx context.Context) { c.consumePartition(ctx, gen, topic, pa) })
+			}
+		}
+		c.log.Info().Int32("generation", gen.ID).Int("partitions", assigned).Msg("joined consumer group")
+	}
+}
+
+func (c *Consumer) cursorName(topic string, partition int) string {
+	return "kafka:" + c.cfg.GroupID + ":" + topic + ":" + strconv.Itoa(partition)
+}
+
+// startOffset is where a partition resumes: the later of Sunset's own
+// committed position and the group's. Sunset's is ahead after a crash
+// between its commit and the group commit; the group's is ahead when
+// another replica consumed the partition meanwhile.
+func (c *Consumer) startOffset(topic string, pa kafkago.PartitionAssignment) (int64, error) {
+	raw, ok, err := c.cursors.Cursor(c.cursorName(topic, pa.ID))
+	if err != nil {
+		return 0, err
+	}
+	if ok && len(raw) == 8 {
+		stored := int64(binary.BigEndian.Uint64(raw))
+		if pa.Offset < 0 || stored > pa.Offset {
+			return stored, nil
+		}
+	}
+	return pa.Offset, nil
+}
+
+func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation, topic string, pa kafkago.PartitionAssignment) {
+	log := c.log.With().Str("topic", topic).Int("partition", pa.ID).Logger()
+	start, err := c.startOffset(topic, pa)
+	if err != nil {
+		log.Error().Err(err).Msg("reading the stored offset; the partition is not consumed in this generation")
+		return
+	}
+	r := kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers: c.cfg.Brokers, Topic: topic, Partition: pa.ID, Dialer: c.dialer,
+		MinBytes: c.cfg.MinBytes, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait,
+		ErrorLogger: kafkago.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf(f, a...) }),
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		log.Error().Err(err).Int64("offset", start).Msg("seeking")
+		return
+	}
+	log.Debug().Int64("offset", start).Msg("consuming partition")
+	partition := strconv.Itoa(pa.ID)
+	for {
+		batch, err := c.fetchBatch(ctx, r)
+		if len(batch) > 0 {
+			// Commit what was fetched even if the generation is ending:
+			// the next owner starts from the group offset committed here.
+			if cerr := c.commitBatch(context.WithoutCancel(ctx), gen, topic, pa.ID, batch); cerr != nil {
+				log.Error().Err(cerr).Msg("committing a batch failed; re-reading it")
+				return
+			}
+			last := batch[len(batch)-1]
+			c.metrics.lag.WithLabelValues(topic, partition).Set(float64(max(last.HighWaterMark-last.Offset-1, 0)))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn().Err(err).Msg("fetching")
+			}
+			return
+		}
+	}
+}
+
+// fetchBatch waits for one message, then takes what else arrives within
+// BatchWait, up to BatchSize.
+func (c *Consumer) fetchBatch(ctx context.Context, r *kafkago.Reader) ([]kafkago.Message, error) {
+	first, err := r.FetchMessage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batch := []kafkago.Message{first}
+	wait, cancel := context.WithTimeout(ctx, c.cfg.BatchWait)
+	defer cancel()
+	for len(batch) < c.cfg.BatchSize {
+		m, err := r.FetchMessage(wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return batch, ctx.Err()
+			}
+			break
+		}
+		batch = append(batch, m)
+	}
+	return batch, nil
+}
+
+// commitBatch counts a batch and commits its end position with the counts,
+// then tells the group.
+func (c *Consumer) commitBatch(ctx context.Context, gen *kafkago.Generation, topic string, partition int, batch []kafkago.Message) error {
+	start := time.Now()
+	type group struct {
+		origin aggregate.Origin
+		events []aggregate.Event
+	}
+	var groups []*group
+	byOrigin := map[aggregate.Origin]*group{}
+	invalid := 0
+	for _, m := range batch {
+		d, reason := c.decoder.decode(m.Value)
+		if reason != "" {
+			c.recordPoison(reason, m)
+			continue
+		}
+		c.metrics.messages.WithLabelValues(m.Topic, "ok").Inc()
+		invalid += d.invalid
+		o := aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}
+		o.Node = firstNonEmpty(header(m, c.cfg.NodeHeader), d.node, o.Node)
+		o.Cluster = firstNonEmpty(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
+		g := byOrigin[o]
+		if g == nil {
+			g = &group{origin: o}
+			byOrigin[o] = g
+			groups = append(groups, g)
+		}
+		g.events = append(g.events, d.events...)
+	}
+	if invalid > 0 {
+		c.ingester.CountInvalid(Source, invalid)
+	}
+	next := batch[len(batch)-1].Offset + 1
+	cursor := store.Cursor{Name: c.cursorName(topic, partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
+	if len(groups) == 0 {
+		groups = []*group{{origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+	}
+	// The position goes with the last group: earlier groups committed
+	// without it are recognised as duplicates if the batch is re-read.
+	for i, g := range groups {
+		var cursors []store.Cursor
+		if i == len(groups)-1 {
+			cursors = []store.Cursor{cursor}
+		}
+		if _, err := c.ingester.IngestAt(ctx, g.origin, g.events, cursors...); err != nil {
+			return err
+		}
+	}
+	if err := gen.CommitOffsets(map[string]map[int]int64{topic: {partition: next}}); err != nil {
+		// Not fatal: Sunset's own position is committed; the group's
+		// catches up with the next batch.
+		c.log.Warn().Err(err).Str("topic", topic).Int("partition", partition).Msg("committing the offset to the group")
+	}
+	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+func (c *Consumer) recordPoison(reason string, m kafkago.Message) {
+	c.metrics.messages.WithLabelValues(m.Topic, reason).Inc()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.poison) == maxPoisonSamples {
+		c.poison = c.poison[1:]
+	}
+	c.poison = append(c.poison, PoisonSample{Reason: reason, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: time.Now().UTC()})
+}
+
+func header(m kafkago.Message, name string) string {
+	if name == "" {
+		return ""
+	}
+	for _, h := range m.Headers {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

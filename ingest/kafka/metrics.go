@@ -1,0 +1,36 @@
+package kafka
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	messages       *prometheus.CounterVec
+	lag            *prometheus.GaugeVec
+	commitDuration prometheus.Histogram
+	connected      prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		messages: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_kafka_messages_total",
+			Help: "Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope).",
+		}, []string{"topic", "result"}),
+		lag: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sunset_kafka_consumer_lag",
+			Help: "Messages in a partition after the last one committed, as of the last batch.",
+		}, []string{"topic", "partition"}),
+		commitDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sunset_kafka_commit_duration_seconds",
+			Help:    "Time to count a batch of Kafka messages and commit its offsets, to badger and to the group.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		connected: f.NewGauge(prometheus.GaugeOpts{
+			Name: "sunset_kafka_connected",
+			Help: "1 while the Kafka consumer is in its consumer group.",
+		}),
+	}
+}
