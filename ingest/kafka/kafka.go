@@ -18,9 +18,9 @@ import (
 	"sync"
 	"time"
 
-	kafkago "github.com/segmentio/kafka-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/store"

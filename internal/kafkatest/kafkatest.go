@@ -1,0 +1,81 @@
+// Package kafkatest gives tests a real Kafka-protocol broker: the brokers
+// named by KAFKA_BROKERS (comma-separated), or else an in-process kfake
+// cluster. Topics get unique names, so tests can share an external broker.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Brokers returns broker addresses for the test. kfake options apply only
+// to the in-process cluster.
+func Brokers(t testing.TB, opts ...kfake.Opt) []string {
+	t.Helper()
+	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
+		return strings.Split(env, ",")
+	}
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatalf("starting kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// Topic creates a topic with a unique name and returns the name.
+func Topic(t testing.TB, brokers []string, prefix string, partitions int) string {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := prefix + "-" + hex.EncodeToString(b)
+	conn, err := kafkago.Dial("tcp", brokers[0])
+	if err != nil {
+		t.Fatalf("dialing %s: %v", brokers[0], err)
+	}
+	defer conn.Close()
+	ctrl, err := conn.Controller()
+	if err != nil {
+		t.Fatalf("finding the controller: %v", err)
+	}
+	cc, err := kafkago.Dial("tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	if err != nil {
+		t.Fatalf("dialing the controller: %v", err)
+	}
+	defer cc.Close()
+	if err := cc.CreateTopics(kafkago.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("creating topic %s: %v", name, err)
+	}
+	return name
+}
+
+// Produce writes messages to topic; a message's Key picks its partition by
+// hash, or set Partition with a Writer of your own.
+func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compression, msgs ...kafkago.Message) {
+	t.Helper()
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     &kafkago.Hash{},
+		BatchTimeout: 5 * time.Millisecond,
+		BatchSize:    1000,
+		RequiredAcks: kafkago.RequireAll,
+		Compression:  codec,
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("producing to %s: %v", topic, err)
+	}
+}
