@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/api"
@@ -118,4 +121,119 @@ sunset_kafka_messages_total{result="unrecognized_shape",topic=%[1]q} 1
 
 	code, body = s.get("/-/ready")
 	require.Equal(t, 200, code, string(body))
+}
+
+// Two replicas in one group, each with its own data directory, split the
+// partitions; the sum of their counts is exact.
+func TestKafkaTwoReplicasShareTheWork(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "audit-replicas", 6)
+	group := "replicas-" + topic
+	cfgA, cfgB := testConfig(t), testConfig(t)
+	kafkaConfig(&cfgA, brokers, topic, group)
+	kafkaConfig(&cfgB, brokers, topic, group)
+	a, b := start(t, cfgA), start(t, cfgB)
+	for _, s := range []*server{a, b} {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if code, _ := s.get("/-/ready"); code == 200 {
+				break
+			}
+		}
+	}
+	var msgs []kafkago.Message
+	for i := 0; i < 1200; i++ {
+		id := fmt.Sprintf("rep-%d", i)
+		msgs = append(msgs, kafkago.Message{Key: []byte(id), Value: []byte(string(mustJSON(ev(id, "kind", "Event", "apiVersion", "audit.k8s.io/v1"))))})
+	}
+	kafkatest.Produce(t, brokers, topic, kafkago.Compression(0), msgs...)
+
+	total := func(s *server) int64 {
+		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts/endpoints.v1")
+		if code != 200 {
+			return 0
+		}
+		var obj api.APIRequestCount
+		require.NoError(t, json.Unmarshal(body, &obj))
+		return obj.Status.RequestCount
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && total(a)+total(b) < 1200; time.Sleep(50 * time.Millisecond) {
+	}
+	time.Sleep(500 * time.Millisecond)
+	ta, tb := total(a), total(b)
+	require.Equal(t, int64(1200), ta+tb, "replica a counted %d, b %d", ta, tb)
+	t.Logf("replica a counted %d, replica b %d", ta, tb)
+}
+
+// Events produced by kcat (librdkafka, an independent client) in several
+// compression codecs are counted.
+func TestKafkaEventsProducedByKcat(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed; .ci/run installs Debian's kcat")
+		}
+		t.Skip("kcat is not installed (apt-get install kcat); the cross-client check needs it")
+	}
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "audit-kcat", 2)
+	cfg := testConfig(t)
+	kafkaConfig(&cfg, brokers, topic, "kcat-"+topic)
+	s := start(t, cfg)
+
+	want := map[string]int64{}
+	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
+		var lines []string
+		for i := 0; i < 5; i++ {
+			lines = append(lines, string(mustJSON(ev(fmt.Sprintf("kcat-%s-%d", codec, i), "kind", "Event", "apiVersion", "audit.k8s.io/v1",
+				"user", map[string]any{"username": "kcat-" + codec}))))
+		}
+		want["kcat-"+codec] = 5
+		file := filepath.Join(t.TempDir(), codec+".jsonl")
+		require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+		out, err := exec.Command(kcat, "-P", "-b", strings.Join(brokers, ","), "-t", topic, "-z", codec, "-l", file).CombinedOutput()
+		require.NoError(t, err, "kcat: %s", out)
+	}
+	waitForUsers(t, s, "endpoints.v1", "24h", want)
+}
+
+// Wrong credentials and unreachable brokers are readiness errors that say
+// what is wrong; right credentials consume.
+func TestKafkaAuthAndConnectionErrors(t *testing.T) {
+	if os.Getenv("KAFKA_BROKERS") != "" {
+		t.Skip("needs the in-process broker's SASL setup")
+	}
+	brokers := kafkatest.Brokers(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "s3cret"), kfake.Superuser("SCRAM-SHA-256", "admin", "s3cret"))
+	ready := func(s *server) (int, string) {
+		var code int
+		var body []byte
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if code, body = s.get("/-/ready"); code == 200 || strings.Contains(string(body), "kafka: kafka") {
+				break
+			}
+		}
+		return code, string(body)
+	}
+	for _, tc := range []struct {
+		name, mechanism, password string
+		brokers                   []string
+		code                      int
+		says                      string
+	}{
+		{"plain, wrong password", "plain", "nope", brokers, 503, "SASL Authentication failed"},
+		{"scram, wrong password", "scram-sha-256", "nope", brokers, 503, "SASL Authentication failed"},
+		{"unreachable broker", "plain", "s3cret", []string{"127.0.0.1:1"}, 503, "connection refused"},
+		{"plain, right password", "plain", "s3cret", brokers, 200, "Sunset is ready"},
+		{"scram, right password", "scram-sha-256", "s3cret", brokers, 200, "Sunset is ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			kafkaConfig(&cfg, tc.brokers, "audit-auth", "auth")
+			cfg.Kafka.SASL = kafka.SASLConfig{Mechanism: tc.mechanism, Username: "admin", Password: tc.password}
+			s := start(t, cfg)
+			code, body := ready(s)
+			require.Equal(t, tc.code, code, body)
+			require.Contains(t, body, tc.says)
+			require.NotContains(t, body, "s3cret")
+		})
+	}
 }

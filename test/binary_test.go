@@ -397,3 +397,28 @@ func TestServeFollowsAuditLogAcrossKill(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	require.Equal(t, int64(1750), counts(t, p.url)["cronjobs.v1beta1.batch"], "nothing counted twice after the restart")
 }
+
+type apiObject struct {
+	Status struct {
+		RequestCount int64
+		Window       struct {
+			ByUser []struct {
+				UserName     string `json:"username"`
+				RequestCount int64
+			}
+		}
+	}
+}
+
+func httpGetJSON(url string) (apiObject, error) {
+	var obj apiObject
+	resp, err := http.Get(url)
+	if err != nil {
+		return obj, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return obj, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return obj, json.NewDecoder(resp.Body).Decode(&obj)
+}
