@@ -12,13 +12,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
 	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/internal/kafkatest"
 )
 
 func kafkaConfig(cfg *app.Config, brokers []string, topic, group string) {
@@ -55,7 +55,9 @@ func TestKafkaMessageShapes(t *testing.T) {
 	kafkaConfig(&cfg, brokers, topic, "shapes-"+topic)
 	s := start(t, cfg)
 
-	event := func(id, user string) string { return string(mustJSON(ev(id, "kind", "Event", "apiVersion", "audit.k8s.io/v1", "user", map[string]any{"username": user}))) }
+	event := func(id, user string) string {
+		return string(mustJSON(ev(id, "kind", "Event", "apiVersion", "audit.k8s.io/v1", "user", map[string]any{"username": user})))
+	}
 	flattened := ev("flat-1", "user", map[string]any{"username": "shape-flattened"})
 	for k, v := range map[string]any{"@timestamp": "2026-11-21T19:10:00.1Z", "hostname": "master-f", "log_type": "audit", "kubernetes": map[string]any{"host": "master-f"}} {
 		flattened[k] = v
@@ -106,6 +108,20 @@ sunset_kafka_messages_total{result="malformed_json",topic=%[1]q} 1
 sunset_kafka_messages_total{result="ok",topic=%[1]q} 12
 sunset_kafka_messages_total{result="unrecognized_shape",topic=%[1]q} 1
 `, topic)), "sunset_kafka_messages_total"))
+
+	// Every partition that had messages is caught up.
+	families, err := s.reg.Gather()
+	require.NoError(t, err)
+	lagSeries := 0
+	for _, mf := range families {
+		if mf.GetName() == "sunset_kafka_consumer_lag" {
+			for _, m := range mf.GetMetric() {
+				lagSeries++
+				require.Equal(t, 0.0, m.GetGauge().GetValue())
+			}
+		}
+	}
+	require.Equal(t, 3, lagSeries, "one series per partition of the topic")
 
 	code, body := s.get("/debug/kafka/poison")
 	require.Equal(t, 200, code)
