@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -252,4 +253,36 @@ func TestKafkaAuthAndConnectionErrors(t *testing.T) {
 			require.NotContains(t, body, "s3cret")
 		})
 	}
+}
+
+// TLS to the brokers, verified against kafka.tls.caFile.
+func TestKafkaOverTLS(t *testing.T) {
+	if os.Getenv("KAFKA_BROKERS") != "" {
+		t.Skip("needs the in-process broker's TLS setup")
+	}
+	certFile, keyFile, _ := selfSigned(t)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	require.NoError(t, err)
+	brokers := kafkatest.Brokers(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	cfg := testConfig(t)
+	kafkaConfig(&cfg, brokers, "audit-tls", "tls")
+	cfg.Kafka.TLS = kafka.TLSConfig{Enabled: true, CAFile: certFile}
+	s := start(t, cfg)
+	var code int
+	var body []byte
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && code != 200; time.Sleep(50 * time.Millisecond) {
+		code, body = s.get("/-/ready")
+	}
+	require.Equal(t, 200, code, string(body))
+
+	// Without the CA the certificate is refused, and readiness says so.
+	cfg = testConfig(t)
+	kafkaConfig(&cfg, brokers, "audit-tls", "tls-2")
+	cfg.Kafka.TLS = kafka.TLSConfig{Enabled: true}
+	s = start(t, cfg)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !strings.Contains(string(body), "certificate"); time.Sleep(50 * time.Millisecond) {
+		code, body = s.get("/-/ready")
+	}
+	require.Equal(t, 503, code)
+	require.Contains(t, string(body), "certificate signed by unknown authority")
 }
