@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,9 @@ type Options struct {
 	// Catalog tells removed releases and already-removed APIs; nil means
 	// the built-in catalog.
 	Catalog *catalog.Catalog
+	// IsSystem classifies usernames for the system label; nil means none
+	// is system.
+	IsSystem func(username string) bool
 	// Retention applies when there is no Store (a client-side dry run);
 	// zero means store.DefaultRetention.
 	Retention time.Duration
@@ -79,6 +83,7 @@ type Aggregator struct {
 	catalog   *catalog.Catalog
 	versions  map[string]catalog.Release
 	retention time.Duration
+	isSystem  func(string) bool
 	metrics   *metrics
 	jobs      chan *job
 	stopped   chan struct{}
@@ -105,6 +110,9 @@ func New(opts Options) *Aggregator {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.IsSystem == nil {
+		opts.IsSystem = func(string) bool { return false }
+	}
 	if opts.UserAgent == "" {
 		opts.UserAgent = UserAgentShort
 	}
@@ -116,6 +124,7 @@ func New(opts Options) *Aggregator {
 		catalog:   opts.Catalog,
 		versions:  opts.ClusterVersions,
 		retention: cmp.Or(opts.Retention, store.DefaultRetention),
+		isSystem:  opts.IsSystem,
 		metrics:   newMetrics(opts.Registerer),
 		jobs:      make(chan *job),
 		stopped:   make(chan struct{}),
@@ -269,14 +278,27 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	if r.err != nil {
 		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs), r.err)
 	}
-	for _, d := range r.dup {
+	for i, d := range r.dup {
 		if d {
 			sum.Duplicates++
-		} else {
-			sum.Counted++
+			continue
 		}
+		sum.Counted++
+		a.countRequest(reqs[i])
 	}
 	a.metrics.events.WithLabelValues(origin.Source, string(ResultCounted)).Add(float64(sum.Counted))
 	a.metrics.events.WithLabelValues(origin.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
 	return sum, nil
+}
+
+// countRequest adds one committed request to sunset_deprecated_requests_total.
+func (a *Aggregator) countRequest(r store.Request) {
+	k := r.Key
+	group, version, resource := SplitAPIName(k.API)
+	state := "deprecated"
+	if k.Removed {
+		state = "removed"
+	}
+	a.metrics.requests.WithLabelValues(k.Cluster, group, version, resource, k.Subresource, r.RemovedRelease, k.Verb,
+		strconv.FormatBool(k.DryRun), strconv.FormatBool(a.isSystem(k.Username)), state).Inc()
 }

@@ -73,6 +73,19 @@ func APIName(group, version, resource string) string {
 	return resource + "." + version + "." + group
 }
 
+// SplitAPIName reverses APIName. Resources and versions never hold dots, so
+// everything after the second dot is the group.
+func SplitAPIName(name string) (group, version, resource string) {
+	parts := strings.SplitN(name, ".", 3)
+	switch len(parts) {
+	case 3:
+		return parts[2], parts[1], parts[0]
+	case 2:
+		return "", parts[1], parts[0]
+	}
+	return "", "", name
+}
+
 // Hour is the UTC hour an event is counted in: that of
 // requestReceivedTimestamp, so replays and late deliveries land where the
 // request happened, else that of stageTimestamp, else ok is false.

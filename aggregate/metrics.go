@@ -7,6 +7,7 @@ import (
 
 type metrics struct {
 	events         *prometheus.CounterVec
+	requests       *prometheus.CounterVec
 	commitDuration prometheus.Histogram
 	commitErrors   prometheus.Counter
 }
@@ -20,6 +21,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sunset_ingest_events_total",
 			Help: "Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).",
 		}, []string{"source", "result"}),
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_deprecated_requests_total",
+			Help: "Requests to deprecated or removed APIs counted since start (duplicates excluded). state is deprecated or removed (the client got a 404).",
+		}, []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}),
 		commitDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sunset_store_commit_duration_seconds",
 			Help:    "Time to commit one group of requests to badger, fsync included.",

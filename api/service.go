@@ -2,9 +2,9 @@ package api
 
 import (
 	"errors"
-	"strings"
 	"time"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -129,13 +129,6 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 
 // lookup finds the catalog entry of an API name, resource.version.group.
 func (s *Service) lookup(name string) (catalog.Entry, bool) {
-	parts := strings.SplitN(name, ".", 3)
-	if len(parts) < 2 {
-		return catalog.Entry{}, false
-	}
-	group := ""
-	if len(parts) == 3 {
-		group = parts[2]
-	}
-	return s.catalog.Lookup(group, parts[1], parts[0])
+	group, version, resource := aggregate.SplitAPIName(name)
+	return s.catalog.Lookup(group, version, resource)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
@@ -106,7 +107,13 @@ func New(cfg Config, opts Options) (*App, error) {
 		Now:             opts.Now,
 		Catalog:         cat,
 		ClusterVersions: cfg.ClusterVersions(),
+		IsSystem:        system.IsSystem,
 	})
+	reg.MustRegister(exporter.New(exporter.Options{
+		Querier: st, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
+		IsSystem: system.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
+	}))
+	registerStoreMetrics(reg, st, cfg.DataDir)
 
 	for _, ff := range cfg.Ingest.Files {
 		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{

@@ -59,6 +59,20 @@ type Config struct {
 	Ingest IngestConfig `mapstructure:"ingest"`
 	// Kafka configures consumption from Kafka topics.
 	Kafka kafka.Config `mapstructure:"kafka"`
+	// Metrics configures the deprecated-API gauges.
+	Metrics MetricsConfig `mapstructure:"metrics"`
+}
+
+// MetricsConfig is the metrics key.
+type MetricsConfig struct {
+	// Window is what sunset_deprecated_requests counts over.
+	Window time.Duration `mapstructure:"window"`
+	// Grace is how long a series shows 0 before it disappears.
+	Grace time.Duration `mapstructure:"grace"`
+	// RemovalHorizon is "within N releases" for the EUS alert.
+	RemovalHorizon int `mapstructure:"removal-horizon"`
+	// Refresh bounds how often the gauges rescan the store.
+	Refresh time.Duration `mapstructure:"refresh"`
 }
 
 // IngestConfig is the ingest key.
@@ -114,6 +128,7 @@ func DefaultConfig() Config {
 		LogLevel:           "info",
 		LogFormat:          "auto",
 		SystemUsers:        slices.Clone(noise.DefaultSystemUsers),
+		Metrics:            MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second},
 	}
 }
 
@@ -171,6 +186,18 @@ func (c Config) Validate() error {
 	}
 	if _, err := catalog.New(c.Catalog.Extra); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Metrics.Window < time.Hour || c.Metrics.Window > c.Retention {
+		bad("metrics.window", "%s must be from 1h to the retention (%s)", c.Metrics.Window, c.Retention)
+	}
+	if c.Metrics.Grace < 0 {
+		bad("metrics.grace", "must not be negative, got %s", c.Metrics.Grace)
+	}
+	if c.Metrics.RemovalHorizon < 1 {
+		bad("metrics.removal-horizon", "must be at least 1 release, got %d", c.Metrics.RemovalHorizon)
+	}
+	if c.Metrics.Refresh < 0 {
+		bad("metrics.refresh", "must not be negative, got %s", c.Metrics.Refresh)
 	}
 	if err := c.Kafka.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)

@@ -160,6 +160,7 @@ func TestNewReportsAllConfigErrors(t *testing.T) {
 		"max-body-bytes: 10 is below the minimum of 1048576; kube-apiserver sends up to 400 events per batch",
 		"retention: 1h0m0s is shorter than the 24h the API reports",
 		`log-format: "xml" is not one of auto, json, console`,
+		"metrics.window: 24h0m0s must be from 1h to the retention (1h0m0s)",
 	}, "\n"))
 }
 

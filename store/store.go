@@ -131,6 +131,9 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
+// Size returns the bytes badger uses on disk: its LSM tree and value log.
+func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
+
 // Retention returns how long counts are kept.
 func (s *Store) Retention() time.Duration { return s.retention }
 

@@ -256,9 +256,13 @@ func TestUnknownConfigIsRejected(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.ExitCode())
-	require.Equal(t, `Error: config file `+cfgFile+`: unknown keys listen-adress; known keys are data-dir, listen, tls-cert-file, tls-key-file, default-cluster, user-agent, max-body-bytes, max-inflight-batches, retention, shutdown-timeout, log-level, log-format, system-users, catalog.extra, clusters.*.version, ingest.files, kafka.brokers, kafka.topics, kafka.groupid, kafka.clientid, kafka.startoffset, kafka.minbytes, kafka.maxbytes, kafka.maxwait, kafka.sessiontimeout, kafka.batchsize, kafka.batchwait, kafka.tls.enabled, kafka.tls.cafile, kafka.tls.certfile, kafka.tls.keyfile, kafka.tls.insecureskipverify, kafka.sasl.mechanism, kafka.sasl.username, kafka.sasl.password, kafka.envelopefields, kafka.nodeheader, kafka.nodefield, kafka.node, kafka.clusterheader, kafka.clusterfield
-environment variable SUNSET_DATADIR matches no config key
-`, string(out))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 2, string(out))
+	require.True(t, strings.HasPrefix(lines[0], "Error: config file "+cfgFile+": unknown keys listen-adress; known keys are data-dir, listen, "), lines[0])
+	for _, key := range []string{"clusters.*.version", "kafka.sasl.password", "metrics.removal-horizon", "ingest.files"} {
+		require.Contains(t, lines[0], key)
+	}
+	require.Equal(t, "environment variable SUNSET_DATADIR matches no config key", lines[1])
 
 	// Nested keys come from the environment too, and are validated.
 	cmd = exec.Command(sunsetBin, "serve", "--listen", "127.0.0.1:0")

@@ -87,7 +87,9 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 		// Values are checked once the keys are right.
 		return app.Config{}, errors.Join(errs...)
 	}
-	var cfg app.Config
+	// Decode over the defaults: nested keys (metrics.window) have no flag
+	// to carry theirs.
+	cfg := app.DefaultConfig()
 	if err := v.UnmarshalExact(&cfg); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
