@@ -282,6 +282,7 @@ kafka.startOffset: "middle" is not one of earliest, latest
 	require.Equal(t, `Error: data-dir: must not be empty
 user-agent: "medium" is not one of short, full
 retention: 1h0m0s is shorter than the 24h the API reports
+metrics.window: 24h0m0s must be from 1h to the retention (1h0m0s)
 `, string(out))
 
 	// Environment variables are read.
