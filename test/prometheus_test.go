@@ -1,0 +1,234 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/internal/kafkatest"
+)
+
+var update = flag.Bool("update", false, "rewrite generated deploy files")
+
+const (
+	rulesFile          = "../deploy/prometheus/sunset-rules.yaml"
+	rulesTests         = "../deploy/prometheus/tests/sunset-rules.test.yaml"
+	prometheusRuleFile = "../deploy/prometheus/sunset-prometheusrule.yaml"
+	dashboardFile      = "../deploy/grafana/sunset-dashboard.json"
+)
+
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool is not installed; .ci/run installs Debian's prometheus package")
+		}
+		t.Skip("promtool is not installed (apt-get install prometheus); the rule tests need it")
+	}
+	return p
+}
+
+func TestRulesPassPromtool(t *testing.T) {
+	bin := promtool(t)
+	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTests}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		require.NoError(t, err, "promtool %v:\n%s", args, out)
+		require.Contains(t, string(out), "SUCCESS")
+	}
+}
+
+func TestNoRuleNamesAKubernetesVersion(t *testing.T) {
+	rules, err := os.ReadFile(rulesFile)
+	require.NoError(t, err)
+	var doc struct {
+		Groups []struct {
+			Rules []struct{ Expr string }
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(rules, &doc))
+	version := regexp.MustCompile(`\b1\.[0-9]{1,2}\b|v1\.[0-9]+`)
+	n := 0
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			n++
+			require.False(t, version.MatchString(r.Expr), "a rule names a Kubernetes version: %s", r.Expr)
+		}
+	}
+	require.Equal(t, 9, n)
+}
+
+// The PrometheusRule manifest carries exactly the rules file's groups.
+func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
+	raw, err := os.ReadFile(rulesFile)
+	require.NoError(t, err)
+	var rules map[string]any
+	require.NoError(t, yaml.Unmarshal(raw, &rules))
+	if *update {
+		manifest := map[string]any{
+			"apiVersion": "monitoring.coreos.com/v1",
+			"kind":       "PrometheusRule",
+			"metadata":   map[string]any{"name": "sunset", "labels": map[string]any{"app.kubernetes.io/name": "sunset"}},
+			"spec":       map[string]any{"groups": rules["groups"]},
+		}
+		out, err := yaml.Marshal(manifest)
+		require.NoError(t, err)
+		header := "# Generated from sunset-rules.yaml by `go test ./test -run PrometheusRule -update`; edit that file instead.\n"
+		require.NoError(t, os.WriteFile(prometheusRuleFile, append([]byte(header), out...), 0o644))
+	}
+	raw, err = os.ReadFile(prometheusRuleFile)
+	require.NoError(t, err)
+	var manifest struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Spec       map[string]any `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &manifest))
+	require.Equal(t, "monitoring.coreos.com/v1", manifest.APIVersion)
+	require.Equal(t, "PrometheusRule", manifest.Kind)
+	require.Equal(t, rules["groups"], manifest.Spec["groups"])
+}
+
+var metricNameRe = regexp.MustCompile(`\b(sunset_[a-z0-9_]+|up)\b`)
+
+// usedMetrics returns the metric names in PromQL expressions, histogram
+// series mapped to their family.
+func usedMetrics(exprs []string) []string {
+	seen := map[string]bool{}
+	for _, e := range exprs {
+		for _, m := range metricNameRe.FindAllString(e, -1) {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				m = strings.TrimSuffix(m, suffix)
+			}
+			seen[m] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for m := range seen {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ruleAndDashboardExprs(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(rulesFile)
+	require.NoError(t, err)
+	var doc struct {
+		Groups []struct {
+			Rules []struct{ Expr string }
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	var exprs []string
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	raw, err = os.ReadFile(dashboardFile)
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	require.Len(t, dash.Panels, 15)
+	for _, p := range dash.Panels {
+		require.NotEmpty(t, p.Targets, p.Title)
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	return exprs
+}
+
+// Every metric the rules and the dashboard query exists in a live scrape of
+// a Sunset fed through the webhook and Kafka.
+func TestEveryQueriedMetricExists(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "audit-metrics", 1)
+	cfg := app.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Clusters = map[string]app.ClusterConfig{"default": {Version: "1.36"}}
+	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
+	reg := prometheus.NewRegistry()
+	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: reg})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + a.Addr().String()
+
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+		{"auditID":"m1","stage":"ResponseComplete","verb":"get","user":{"username":"alice"},"objectRef":{"resource":"volumeattributesclasses","apiGroup":"storage.k8s.io","apiVersion":"v1beta1"},"responseStatus":{"code":200},"requestReceivedTimestamp":"` + now + `","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}},
+		{"auditID":"m2","stage":"ResponseComplete","verb":"list","user":{"username":"bob"},"objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1"},"responseStatus":{"code":404},"requestReceivedTimestamp":"` + now + `"},
+		"not an event"]}`
+	resp, err := http.Post(url+"/audit/webhook/n1", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	kafkatest.Produce(t, brokers, topic, kafkago.Compression(0),
+		kafkago.Message{Value: []byte(strings.Replace(strings.Split(body, "\n")[1], `"m1"`, `"k1"`, 1))},
+		kafkago.Message{Value: []byte("poison")})
+
+	families := map[string]bool{}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		families = scrapeFamilies(t, url)
+		if families["sunset_kafka_consumer_lag"] {
+			break
+		}
+	}
+	var missing []string
+	for _, m := range usedMetrics(ruleAndDashboardExprs(t)) {
+		if m == "up" {
+			continue // Prometheus writes it, not Sunset
+		}
+		if !families[m] {
+			missing = append(missing, m)
+		}
+	}
+	require.Empty(t, missing, "queried but not exported")
+}
+
+func scrapeFamilies(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var name, typ string
+		if _, err := fmt.Sscanf(string(line), "# TYPE %s %s", &name, &typ); err == nil {
+			// A family with no samples would have no TYPE line.
+			out[name] = true
+		}
+	}
+	return out
+}
