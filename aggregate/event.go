@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"cmp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,6 +36,16 @@ type Event struct {
 	RemovedRelease  string
 	RequestReceived time.Time
 	StageTime       time.Time
+	// DryRun marks a server-side dry run (dryRun=All).
+	DryRun bool
+	// PodName, PodUID and PodNode come from a pod-bound service account
+	// token (user.extra): the workload behind the request.
+	PodName, PodUID, PodNode string
+	// SourceIPs are the client addresses the apiserver saw.
+	SourceIPs []string
+	// RequestObject is the raw request body at Request level or above, for
+	// field rules. It is never stored or logged.
+	RequestObject []byte
 }
 
 // ObjectRef names the API resource a request was about.
@@ -137,8 +148,10 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 			UserAgent:   a.userAgent(e.UserAgent),
 			Verb:        e.Verb,
 			Removed:     removed,
+			DryRun:      e.DryRun,
 		},
 		RemovedRelease: removedRelease,
+		Seen:           sighting(e, now),
 	}, ResultCounted
 }
 
@@ -202,4 +215,16 @@ func (a *Aggregator) expired(hour, now time.Time) bool {
 		return a.store.Expired(hour)
 	}
 	return !hour.Add(a.retention + time.Hour).After(now)
+}
+
+// sighting is who was behind a request, for workload attribution.
+func sighting(e *Event, now time.Time) *store.Sighting {
+	if e.PodName == "" && len(e.SourceIPs) == 0 {
+		return nil
+	}
+	at := e.RequestReceived
+	if at.IsZero() {
+		at = cmp.Or(e.StageTime, now)
+	}
+	return &store.Sighting{PodName: e.PodName, PodNode: e.PodNode, SourceIPs: e.SourceIPs, At: at.UTC()}
 }

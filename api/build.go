@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/workload"
 )
 
 // hoursPerDay is the length of last24h.
@@ -15,21 +16,21 @@ type nodeID struct{ cluster, node string }
 type userID struct{ username, userAgent string }
 
 type hourAgg struct {
-	total   int64
-	removed int64
-	system  int64
-	nodes   map[nodeID]*nodeAgg
+	total, dry int64
+	removed    int64
+	system     int64
+	nodes      map[nodeID]*nodeAgg
 }
 
 type nodeAgg struct {
-	total int64
-	users map[userID]*userAgg
+	total, dry int64
+	users      map[userID]*userAgg
 }
 
 type userAgg struct {
-	total   int64
-	removed int64
-	verbs   map[string]int64
+	total, dry int64
+	removed    int64
+	verbs      map[string][2]int64 // requests, dry runs
 }
 
 // windowUser accumulates one username over the window.
@@ -44,6 +45,8 @@ type builder struct {
 	now      time.Time // truncated to the hour
 	isSystem func(username string) bool
 	hours    [hoursPerDay]hourAgg
+	// workloads by cluster, then client.
+	workloads map[string]map[store.ClientID]store.Workload
 
 	since       time.Duration
 	windowFrom  time.Time // zero without a window
@@ -56,7 +59,8 @@ type builder struct {
 }
 
 func newBuilder(now time.Time, since time.Duration, isSystem func(string) bool) *builder {
-	b := &builder{now: now.UTC().Truncate(time.Hour), isSystem: isSystem, since: since, usernames: map[string]bool{}}
+	b := &builder{now: now.UTC().Truncate(time.Hour), isSystem: isSystem, since: since, usernames: map[string]bool{},
+		workloads: map[string]map[store.ClientID]store.Workload{}}
 	if since > 0 {
 		b.windowFrom = now.UTC().Add(-since).Truncate(time.Hour)
 		b.windowUsers = map[string]*windowUser{}
@@ -103,13 +107,21 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	uid := userID{k.Username, k.UserAgent}
 	ua := na.users[uid]
 	if ua == nil {
-		ua = &userAgg{verbs: map[string]int64{}}
+		ua = &userAgg{verbs: map[string][2]int64{}}
 		na.users[uid] = ua
 	}
 	h.total += c
 	na.total += c
 	ua.total += c
-	ua.verbs[k.Verb] += c
+	v := ua.verbs[k.Verb]
+	v[0] += c
+	if k.DryRun {
+		v[1] += c
+		h.dry += c
+		na.dry += c
+		ua.dry += c
+	}
+	ua.verbs[k.Verb] = v
 	if k.Removed {
 		h.removed += c
 		ua.removed += c
@@ -178,6 +190,7 @@ func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
 		st.RequestCount += st.Last24h[i].RequestCount
 		st.RemovedRequestCount += b.hours[i].removed
 		st.SystemRequestCount += b.hours[i].system
+		st.DryRunCount += b.hours[i].dry
 	}
 	st.Removed = st.RemovedRequestCount > 0
 	st.CurrentHour = st.Last24h[b.now.Hour()]
@@ -188,14 +201,15 @@ func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
 }
 
 func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
-	out := PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system}
+	out := PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system, DryRunCount: h.dry}
 	for nid, na := range h.nodes {
-		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, RequestCount: na.total, ByUser: []PerUserAPIRequestCount{}}
+		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, RequestCount: na.total, DryRunCount: na.dry, ByUser: []PerUserAPIRequestCount{}}
 		for uid, ua := range na.users {
 			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,
-				System: b.isSystem(uid.username), RemovedRequestCount: ua.removed}
+				System: b.isSystem(uid.username), RemovedRequestCount: ua.removed, DryRunCount: ua.dry,
+				Workload: b.workload(nid.cluster, uid)}
 			for verb, c := range ua.verbs {
-				u.ByVerb = append(u.ByVerb, PerVerbAPIRequestCount{Verb: verb, RequestCount: c})
+				u.ByVerb = append(u.ByVerb, PerVerbAPIRequestCount{Verb: verb, RequestCount: c[0], DryRunCount: c[1]})
 			}
 			slices.SortFunc(u.ByVerb, func(a, b PerVerbAPIRequestCount) int { return cmp.Compare(a.Verb, b.Verb) })
 			node.ByUser = append(node.ByUser, u)
@@ -213,4 +227,26 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.NodeName, b.NodeName))
 	})
 	return out
+}
+
+// workload describes a client: namespace and service account from its
+// username, pods and addresses from what the store saw.
+func (b *builder) workload(cluster string, uid userID) *Workload {
+	var w Workload
+	w.Namespace, w.ServiceAccount, _ = workload.ServiceAccount(uid.username)
+	seen := b.workloads[cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
+	for _, p := range seen.Pods {
+		w.Pods = append(w.Pods, WorkloadPod{Name: p.Name, Node: p.Node, LastSeen: p.LastSeen})
+	}
+	for _, ip := range seen.SourceIPs {
+		w.SourceIPs = append(w.SourceIPs, SourceIP{IP: ip.IP, LastSeen: ip.LastSeen})
+	}
+	if len(w.Pods) > 0 {
+		kind, name := workload.Owner(w.Pods[0].Name)
+		w.Owner = &Owner{Kind: kind, Name: name}
+	}
+	if w.Namespace == "" && len(w.Pods) == 0 && len(w.SourceIPs) == 0 {
+		return nil
+	}
+	return &w
 }

@@ -16,6 +16,7 @@ var ErrNotFound = errors.New("api: not found")
 type Querier interface {
 	APIs() []store.APIInfo
 	ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error
+	Workloads(cluster, api string) (map[store.ClientID]store.Workload, error)
 }
 
 // Service builds APIRequestCount objects from counts. The HTTP handler
@@ -101,6 +102,11 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 		if err := s.q.ScanCounts(info.Cluster, info.API, from, to, b.add); err != nil {
 			return APIRequestCount{}, nil, false, err
 		}
+		w, err := s.q.Workloads(info.Cluster, info.API)
+		if err != nil {
+			return APIRequestCount{}, nil, false, err
+		}
+		b.workloads[info.Cluster] = w
 	}
 	users := q.Users
 	if users == 0 {

@@ -75,6 +75,9 @@ type APIRequestCountStatus struct {
 	// SystemRequestCount is how many of RequestCount came from system
 	// identities (see system-users), which an upgrade does not break.
 	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
+	// DryRunCount is how many of RequestCount were server-side dry runs
+	// (dryRun=All): validation, not use. Every level has one.
+	DryRunCount int64 `json:"dryRunCount,omitempty"`
 	// Window summarises a longer or shorter period than last24h; present
 	// only when ?since= is given.
 	Window *Window `json:"window,omitempty"`
@@ -122,6 +125,7 @@ type PerResourceAPIRequestLog struct {
 	// SystemRequestCount is Sunset's addition: how many of RequestCount
 	// came from system identities.
 	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
+	DryRunCount        int64 `json:"dryRunCount,omitempty"`
 }
 
 // PerNodeAPIRequestLog is one hour of requests served by one apiserver.
@@ -130,6 +134,7 @@ type PerNodeAPIRequestLog struct {
 	// Cluster is Sunset's addition: the cluster of the apiserver.
 	Cluster      string `json:"cluster,omitempty"`
 	RequestCount int64  `json:"requestCount"`
+	DryRunCount  int64  `json:"dryRunCount,omitempty"`
 	// ByUser holds the top users by request count, at most
 	// numberOfUsersToReport; RequestCount always includes all of them.
 	ByUser []PerUserAPIRequestCount `json:"byUser"`
@@ -147,10 +152,46 @@ type PerUserAPIRequestCount struct {
 	// RemovedRequestCount is Sunset's addition: requests of this client
 	// to the API after its removal.
 	RemovedRequestCount int64 `json:"removedRequestCount,omitempty"`
+	DryRunCount         int64 `json:"dryRunCount,omitempty"`
+	// Workload is Sunset's addition: what runs behind this client.
+	Workload *Workload `json:"workload,omitempty"`
 }
 
 // PerVerbAPIRequestCount is one client's requests with one verb.
 type PerVerbAPIRequestCount struct {
 	Verb         string `json:"verb"`
 	RequestCount int64  `json:"requestCount"`
+	DryRunCount  int64  `json:"dryRunCount,omitempty"`
+}
+
+// Workload is what runs behind a client: from a service-account username
+// and, for pod-bound tokens, the pods seen recently (at most 10, newest
+// first) and the source addresses (at most 10).
+type Workload struct {
+	Namespace      string `json:"namespace,omitempty"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// Owner is guessed from the newest pod's name (web-7d9f8b6c5-x2kqz is
+	// Deployment web).
+	Owner     *Owner        `json:"owner,omitempty"`
+	Pods      []WorkloadPod `json:"pods,omitempty"`
+	SourceIPs []SourceIP    `json:"sourceIPs,omitempty"`
+}
+
+// Owner is a workload's likely controller.
+type Owner struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// WorkloadPod is one pod seen calling, on the node it runs on.
+type WorkloadPod struct {
+	Name     string    `json:"name"`
+	Node     string    `json:"node,omitempty"`
+	LastSeen time.Time `json:"lastSeen"`
+}
+
+// SourceIP is one client address seen.
+type SourceIP struct {
+	IP       string    `json:"ip"`
+	LastSeen time.Time `json:"lastSeen"`
 }

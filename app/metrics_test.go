@@ -19,27 +19,32 @@ func TestDeprecatedAPIMetricsAfterCapturedTraffic(t *testing.T) {
 
 	series := func(name string) string {
 		var b strings.Builder
+		// The dry runs: alice's dry-run create of endpoints, alice's and
+		// bob's dry-run creates of widgets and bob's dry-run delete.
 		for _, row := range []struct {
-			group, version, resource, verb, system string
-			n                                      int
+			dry, group, version, resource, verb, system string
+			n                                           int
 		}{
-			{"", "v1", "componentstatuses", "list", "false", 2},
-			{"", "v1", "endpoints", "create", "false", 2},
-			{"", "v1", "endpoints", "create", "true", 13},
-			{"", "v1", "endpoints", "delete", "false", 1},
-			{"", "v1", "endpoints", "get", "false", 3},
-			{"", "v1", "endpoints", "get", "true", 14},
-			{"", "v1", "endpoints", "list", "false", 2},
-			{"e2e.example.com", "v1alpha1", "widgets", "list", "false", 1},
-			{"e2e.example.com", "v1beta1", "widgets", "create", "false", 5},
-			{"e2e.example.com", "v1beta1", "widgets", "delete", "false", 3},
-			{"e2e.example.com", "v1beta1", "widgets", "get", "false", 9},
-			{"e2e.example.com", "v1beta1", "widgets", "list", "false", 5},
-			{"e2e.example.com", "v1beta1", "widgets", "patch", "false", 2},
-			{"e2e.example.com", "v1beta1", "widgets", "update", "false", 2},
-			{"e2e.example.com", "v1beta1", "widgets", "watch", "false", 2},
+			{"false", "", "v1", "componentstatuses", "list", "false", 2},
+			{"false", "", "v1", "endpoints", "create", "false", 1},
+			{"false", "", "v1", "endpoints", "create", "true", 13},
+			{"false", "", "v1", "endpoints", "delete", "false", 1},
+			{"false", "", "v1", "endpoints", "get", "false", 3},
+			{"false", "", "v1", "endpoints", "get", "true", 14},
+			{"false", "", "v1", "endpoints", "list", "false", 2},
+			{"false", "e2e.example.com", "v1alpha1", "widgets", "list", "false", 1},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "create", "false", 3},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "delete", "false", 2},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "get", "false", 9},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "list", "false", 5},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "patch", "false", 2},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "update", "false", 2},
+			{"false", "e2e.example.com", "v1beta1", "widgets", "watch", "false", 2},
+			{"true", "", "v1", "endpoints", "create", "false", 1},
+			{"true", "e2e.example.com", "v1beta1", "widgets", "create", "false", 2},
+			{"true", "e2e.example.com", "v1beta1", "widgets", "delete", "false", 1},
 		} {
-			b.WriteString(name + `{cluster="default",dry_run="false",group="` + row.group + `",removed_release="",resource="` + row.resource +
+			b.WriteString(name + `{cluster="default",dry_run="` + row.dry + `",group="` + row.group + `",removed_release="",resource="` + row.resource +
 				`",state="deprecated",subresource="",system="` + row.system + `",verb="` + row.verb + `",version="` + row.version + `"} ` + strconv.Itoa(row.n) + "\n")
 		}
 		return b.String()

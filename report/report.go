@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/workload"
 )
 
 // Format is an output format of `sunset report`.
@@ -137,11 +138,7 @@ func nodes(obj api.APIRequestCount) []string {
 // Workload names the namespace and service account of a service-account
 // username ("system:serviceaccount:ci:deployer" → "ci/deployer"), or "".
 func Workload(username string) string {
-	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
-	if !ok {
-		return ""
-	}
-	ns, sa, ok := strings.Cut(rest, ":")
+	ns, sa, ok := workload.ServiceAccount(username)
 	if !ok {
 		return ""
 	}

@@ -61,6 +61,8 @@ type Request struct {
 	ID             string
 	Key            CountKey
 	RemovedRelease string
+	// Seen, if set, records the pod and addresses behind the request.
+	Seen *Sighting
 }
 
 // Cursor is a position in an input, such as a file offset, stored in the
@@ -276,6 +278,9 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 		if err := txn.SetEntry(expiringEntry([]byte(mk), val, s.expiresAt(info.LastHour))); err != nil {
 			return err
 		}
+	}
+	if err := s.applySightings(txn, reqs, dup); err != nil {
+		return err
 	}
 	for _, c := range cursors {
 		if err := txn.Set(encodeCursorKey(c.Name), c.Value); err != nil {

@@ -12,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kube-sunset/sunset/aggregate"
@@ -83,7 +86,17 @@ type wireEvent struct {
 	Verb       string `json:"verb"`
 	User       struct {
 		Username string `json:"username"`
+		// Only the pod-bound token's keys are decoded.
+		Extra struct {
+			PodName  []string `json:"authentication.kubernetes.io/pod-name"`
+			PodUID   []string `json:"authentication.kubernetes.io/pod-uid"`
+			NodeName []string `json:"authentication.kubernetes.io/node-name"`
+		} `json:"extra"`
 	} `json:"user"`
+	SourceIPs []string `json:"sourceIPs"`
+	// RequestObject is kept raw, only for the dry-run flag of a DELETE and
+	// for field rules; it is never stored or logged.
+	RequestObject json.RawMessage `json:"requestObject"`
 	UserAgent      string         `json:"userAgent"`
 	ObjectRef      *wireObjectRef `json:"objectRef"`
 	ResponseStatus *struct {
@@ -213,13 +226,19 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		return aggregate.Event{}, &Error{ReasonMissingStage, "event has no stage"}
 	}
 	ev := aggregate.Event{
-		ID:         w.AuditID,
-		Stage:      w.Stage,
-		Verb:       w.Verb,
-		RequestURI: w.RequestURI,
-		Username:   w.User.Username,
-		UserAgent:  w.UserAgent,
+		ID:            w.AuditID,
+		Stage:         w.Stage,
+		Verb:          w.Verb,
+		RequestURI:    w.RequestURI,
+		Username:      w.User.Username,
+		UserAgent:     w.UserAgent,
+		PodName:       first(w.User.Extra.PodName),
+		PodUID:        first(w.User.Extra.PodUID),
+		PodNode:       first(w.User.Extra.NodeName),
+		SourceIPs:     w.SourceIPs,
+		RequestObject: w.RequestObject,
 	}
+	ev.DryRun = dryRun(w.RequestURI, w.Verb, w.RequestObject)
 	if ev.ID == "" {
 		if raw == nil {
 			return aggregate.Event{}, errNeedRaw
@@ -249,6 +268,34 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
 	}
 	return ev, nil
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// dryRun reports a server-side dry run: dryRun=All in the request URI, or,
+// for a DELETE logged at Request level or above, in its DeleteOptions body.
+// A dry-run DELETE logged at Metadata level looks like a real one.
+func dryRun(uri, verb string, requestObject json.RawMessage) bool {
+	if _, query, ok := strings.Cut(uri, "?"); ok && strings.Contains(query, "dryRun") {
+		if v, err := url.ParseQuery(query); err == nil && slices.Contains(v["dryRun"], "All") {
+			return true
+		}
+	}
+	if verb == "delete" && len(requestObject) > 0 {
+		var opts struct {
+			Kind   string   `json:"kind"`
+			DryRun []string `json:"dryRun"`
+		}
+		if json.Unmarshal(requestObject, &opts) == nil && opts.Kind == "DeleteOptions" && slices.Contains(opts.DryRun, "All") {
+			return true
+		}
+	}
+	return false
 }
 
 func parseTime(s string) (time.Time, error) {

@@ -55,6 +55,10 @@ func TestDecodeEventExtractsTheCountedFields(t *testing.T) {
 		ResponseCode: 201, Deprecated: true, RemovedRelease: "1.37",
 		RequestReceived: time.Date(2026, 11, 21, 19, 18, 48, 18394000, time.UTC),
 		StageTime:       time.Date(2026, 11, 21, 19, 18, 48, 30000000, time.UTC),
+		DryRun:          true,
+		PodName:         "p",
+		// Kept in memory for field rules only.
+		RequestObject: []byte(`{"kind":"VolumeAttributesClass","parameters":{"secret":"do-not-keep"}}`),
 	}, got)
 
 	// Without an auditID, identical bytes give an identical ID.

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Caps on what a workload record keeps, so memory and disk stay bounded
+// however many pods a client runs.
+const (
+	MaxPods      = 10
+	MaxSourceIPs = 10
+)
+
+// prefixWorkload keys workload records.
+const prefixWorkload byte = 0x05
+
+// Sighting is who was behind one counted request.
+type Sighting struct {
+	PodName, PodNode string
+	SourceIPs        []string
+	At               time.Time
+}
+
+// Workload is what was seen behind one client (username and user agent) of
+// one API: the most recent pods and source addresses, each capped.
+type Workload struct {
+	Pods      []PodSeen `json:"pods,omitempty"`
+	SourceIPs []IPSeen  `json:"sourceIPs,omitempty"`
+}
+
+// PodSeen is one pod and when it last called.
+type PodSeen struct {
+	Name     string    `json:"name"`
+	Node     string    `json:"node,omitempty"`
+	LastSeen time.Time `json:"lastSeen"`
+}
+
+// IPSeen is one source address and when it last called.
+type IPSeen struct {
+	IP       string    `json:"ip"`
+	LastSeen time.Time `json:"lastSeen"`
+}
+
+// ClientID names a client of an API.
+type ClientID struct{ Username, UserAgent string }
+
+func encodeWorkloadPrefix(cluster, api string) []byte {
+	b := []byte{prefixWorkload}
+	b = appendString(b, cluster)
+	return appendString(b, api)
+}
+
+func encodeWorkloadKey(k CountKey) []byte {
+	b := encodeWorkloadPrefix(k.Cluster, k.API)
+	b = appendString(b, k.Username)
+	return appendString(b, k.UserAgent)
+}
+
+// add merges a sighting, keeping the most recent entries within the caps.
+func (w *Workload) add(s Sighting) {
+	if s.PodName != "" {
+		i := slices.IndexFunc(w.Pods, func(p PodSeen) bool { return p.Name == s.PodName })
+		if i < 0 {
+			w.Pods = append(w.Pods, PodSeen{Name: s.PodName, Node: s.PodNode, LastSeen: s.At})
+		} else if s.At.After(w.Pods[i].LastSeen) {
+			w.Pods[i].LastSeen, w.Pods[i].Node = s.At, cmp.Or(s.PodNode, w.Pods[i].Node)
+		}
+		slices.SortStableFunc(w.Pods, func(a, b PodSeen) int { return b.LastSeen.Compare(a.LastSeen) })
+		w.Pods = w.Pods[:min(len(w.Pods), MaxPods)]
+	}
+	for _, ip := range s.SourceIPs {
+		i := slices.IndexFunc(w.SourceIPs, func(e IPSeen) bool { return e.IP == ip })
+		if i < 0 {
+			w.SourceIPs = append(w.SourceIPs, IPSeen{IP: ip, LastSeen: s.At})
+		} else if s.At.After(w.SourceIPs[i].LastSeen) {
+			w.SourceIPs[i].LastSeen = s.At
+		}
+	}
+	slices.SortStableFunc(w.SourceIPs, func(a, b IPSeen) int { return b.LastSeen.Compare(a.LastSeen) })
+	w.SourceIPs = w.SourceIPs[:min(len(w.SourceIPs), MaxSourceIPs)]
+}
+
+// applySightings merges the sightings of counted requests into their
+// workload records within txn.
+func (s *Store) applySightings(txn *badger.Txn, reqs []Request, dup []bool) error {
+	records := map[string]*Workload{}
+	expiry := map[string]uint64{}
+	var order []string
+	for i, r := range reqs {
+		if dup[i] || r.Seen == nil {
+			continue
+		}
+		key := string(encodeWorkloadKey(r.Key))
+		w, ok := records[key]
+		if !ok {
+			w = &Workload{}
+			item, err := txn.Get([]byte(key))
+			switch {
+			case err == nil:
+				if err := item.Value(func(v []byte) error { return json.Unmarshal(v, w) }); err != nil {
+					return fmt.Errorf("store: reading workload: %w", err)
+				}
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return fmt.Errorf("store: reading workload: %w", err)
+			}
+			records[key] = w
+			order = append(order, key)
+		}
+		w.add(*r.Seen)
+		expiry[key] = max(expiry[key], s.expiresAt(r.Key.Hour))
+	}
+	for _, key := range order {
+		val, err := json.Marshal(records[key])
+		if err != nil {
+			return err
+		}
+		if err := txn.SetEntry(expiringEntry([]byte(key), val, expiry[key])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Workloads returns the workload records of every client of one API.
+func (s *Store) Workloads(cluster, api string) (map[ClientID]Workload, error) {
+	prefix := encodeWorkloadPrefix(cluster, api)
+	out := map[ClientID]Workload{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			rest := it.Item().Key()[len(prefix):]
+			user, rest, err := readString(rest)
+			if err != nil {
+				return err
+			}
+			ua, _, err := readString(rest)
+			if err != nil {
+				return err
+			}
+			var w Workload
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &w) }); err != nil {
+				return err
+			}
+			out[ClientID{user, ua}] = w
+		}
+		return nil
+	})
+	return out, err
+}
