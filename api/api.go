@@ -1,18 +1,21 @@
 // Package api serves Sunset's read API: APIRequestCount objects shaped like
 // OpenShift's, under /apis/sunset.dev/v1.
 //
-//	GET /apis/sunset.dev/v1/apirequestcounts          APIRequestCountList
-//	GET /apis/sunset.dev/v1/apirequestcounts/{name}   APIRequestCount
+//	GET    /apis/sunset.dev/v1/apirequestcounts          APIRequestCountList
+//	GET    /apis/sunset.dev/v1/apirequestcounts/{name}   APIRequestCount
+//	DELETE /apis/sunset.dev/v1/apirequestcounts/{name}   reset an API's counts
 //
 // Service builds the objects from counts, through the small Querier
-// interface the package declares; Handler serves them over HTTP. The package
-// never writes.
+// interface the package declares; Handler serves them over HTTP. The only
+// write is the reset, through the Deleter interface.
 package api
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,6 +37,14 @@ type Options struct {
 	Now func() time.Time
 	// Retention bounds ?since=; zero means unbounded.
 	Retention time.Duration
+	// Deleter resets counts; nil refuses DELETE.
+	Deleter Deleter
+}
+
+// Deleter removes an API's counts in a cluster and says how many requests
+// they held; with dryRun it only counts. *store.Store implements it.
+type Deleter interface {
+	DeleteAPI(cluster, api string, dryRun bool) (uint64, error)
 }
 
 // Handler serves the read API.
@@ -41,6 +52,7 @@ type Handler struct {
 	svc      *Service
 	log      zerolog.Logger
 	maxSince time.Duration
+	deleter  Deleter
 }
 
 // New builds a Handler.
@@ -49,6 +61,7 @@ func New(opts Options) *Handler {
 		svc:      NewService(opts.Querier, opts.Catalog, opts.IsSystem, opts.Now),
 		log:      opts.Logger.With().Str("component", "api").Logger(),
 		maxSince: opts.Retention,
+		deleter:  opts.Deleter,
 	}
 }
 
@@ -74,6 +87,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodDelete && h.deleter != nil {
+		h.delete(w, r)
+		return
+	}
 	q, ok := h.begin(w, r, getParams)
 	if !ok {
 		return
@@ -97,7 +114,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 // begin checks method and parameters; on failure it has answered already.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string) (Query, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+		allow := "GET, HEAD"
+		if r.PathValue("name") != "" && h.deleter != nil {
+			allow += ", DELETE"
+		}
+		w.Header().Set("Allow", allow)
 		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
 		return Query{}, false
 	}
@@ -112,4 +133,65 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string
 func (h *Handler) internalError(w http.ResponseWriter, err error) {
 	h.log.Error().Err(err).Msg("reading counts")
 	httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "reading counts: "+err.Error())
+}
+
+// DeleteResult answers a DELETE: what was (or, in a dry run, would be)
+// removed.
+type DeleteResult struct {
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Status     string `json:"status"`
+	DryRun     bool   `json:"dryRun,omitempty"`
+	Details    struct {
+		Name string `json:"name"`
+		// Clusters and the requests removed from each.
+		Clusters map[string]uint64 `json:"clusters"`
+	} `json:"details"`
+}
+
+// delete resets an API's counts (all clusters, or ?cluster=), after a
+// migration: the API then counts again from zero. ?dryRun=All answers the
+// same and removes nothing.
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	var problems []string
+	for key := range v {
+		if key != "cluster" && key != "dryRun" {
+			problems = append(problems, fmt.Sprintf("unknown parameter %q (known: cluster, dryRun)", key))
+		}
+	}
+	dryRun := false
+	if d, ok := v["dryRun"]; ok {
+		if len(d) != 1 || d[0] != "All" {
+			problems = append(problems, fmt.Sprintf("dryRun %q is not valid; the only valid value is All", strings.Join(d, ",")))
+		}
+		dryRun = true
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, strings.Join(problems, "; "))
+		return
+	}
+	name, cluster := r.PathValue("name"), v.Get("cluster")
+	res := DeleteResult{Kind: "Status", APIVersion: "v1", Status: "Success", DryRun: dryRun}
+	res.Details.Name, res.Details.Clusters = name, map[string]uint64{}
+	for _, info := range h.svc.q.APIs() {
+		if info.API != name || (cluster != "" && info.Cluster != cluster) {
+			continue
+		}
+		n, err := h.deleter.DeleteAPI(info.Cluster, name, dryRun)
+		if err != nil {
+			h.internalError(w, err)
+			return
+		}
+		res.Details.Clusters[info.Cluster] = n
+	}
+	if len(res.Details.Clusters) == 0 {
+		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, fmt.Sprintf("apirequestcounts %q not found: nothing to delete", name))
+		return
+	}
+	if !dryRun {
+		h.log.Info().Str("api", name).Str("cluster", cluster).Interface("requests", res.Details.Clusters).Msg("counts reset")
+	}
+	httpjson.Write(w, http.StatusOK, res)
 }

@@ -140,7 +140,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		MaxInFlight:    cfg.MaxInFlightBatches,
 	}).Register(mux)
-	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention}).Register(mux)
+	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st}).Register(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)

@@ -90,6 +90,7 @@ type Store struct {
 	retention time.Duration
 	now       func() time.Time
 	readOnly  bool
+	noSync    bool
 
 	applyMu sync.Mutex // serialises writers so read-modify-write never conflicts
 
@@ -120,7 +121,7 @@ func Open(opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: opening badger in %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, meta: map[string]APIInfo{}}
+	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{}}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -429,4 +430,63 @@ func expiringEntry(key, val []byte, expiresAt uint64) *badger.Entry {
 	e := badger.NewEntry(key, val)
 	e.ExpiresAt = expiresAt
 	return e
+}
+
+// DeleteAPI removes an API's counts, metadata and workload records in one
+// cluster, and returns how many requests they held. Dedupe marks stay, so
+// re-sent old events are still recognised. With dryRun nothing is removed.
+func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
+	if s.readOnly {
+		return 0, errors.New("store: opened read-only")
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	var requests uint64
+	var keys [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, prefix := range [][]byte{apiPrefix(cluster, api), encodeWorkloadPrefix(cluster, api)} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				keys = append(keys, item.KeyCopy(nil))
+				if item.Key()[0] == prefixCount {
+					if err := item.Value(func(v []byte) error {
+						if len(v) == 8 {
+							requests += binary.BigEndian.Uint64(v)
+						}
+						return nil
+					}); err != nil {
+						it.Close()
+						return err
+					}
+				}
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil || dryRun {
+		return requests, err
+	}
+	metaKey := encodeMetaKey(cluster, api)
+	keys = append(keys, metaKey)
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return 0, fmt.Errorf("store: deleting %s: %w", api, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return 0, fmt.Errorf("store: deleting %s: %w", api, err)
+	}
+	if !s.noSync {
+		if err := s.db.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	s.metaMu.Lock()
+	delete(s.meta, string(metaKey))
+	s.metaMu.Unlock()
+	return requests, nil
 }
