@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -109,4 +110,37 @@ func TestReplayThroughServerAndDryRuns(t *testing.T) {
 		require.Equal(t, 1, code, tc.args)
 		require.Equal(t, tc.msg+"\n", errOut, tc.args)
 	}
+}
+
+// Dry runs in the Request-level capture are counted apart: 9 with
+// dryRun=All in the URI and 2 deletes with it only in the DeleteOptions body
+// (client-output-dryrun.txt).
+func TestReplayCountsDryRunsApart(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := runCLI("replay", "../../testdata/apiserver-v1.36/request-level-blocking/audit-log-file.jsonl", "--node", "master-0", "--data-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	dry := map[string][2]int64{}
+	for _, name := range []string{"deviceclasses.v1beta1.resource.k8s.io", "endpoints.v1", "widgets.v1beta1.e2e.example.com", "volumeattributesclasses.v1beta1.storage.k8s.io"} {
+		out, errOut, code := runCLI("report", name, "--data-dir", dir, "-o", "json", "--since", "720h")
+		require.Equal(t, 0, code, errOut)
+		var obj struct {
+			Status struct {
+				Window struct{ RequestCount int64 }
+				// requestCount and dryRunCount over all hours, from last24h
+				Last24h []struct{ RequestCount, DryRunCount int64 }
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &obj))
+		var d int64
+		for _, h := range obj.Status.Last24h {
+			d += h.DryRunCount
+		}
+		dry[name] = [2]int64{obj.Status.Window.RequestCount, d}
+	}
+	require.Equal(t, map[string][2]int64{
+		"deviceclasses.v1beta1.resource.k8s.io":          {1, 1},
+		"endpoints.v1":                                   {20, 1},
+		"widgets.v1beta1.e2e.example.com":                {47, 9},
+		"volumeattributesclasses.v1beta1.storage.k8s.io": {4, 0},
+	}, dry)
 }
