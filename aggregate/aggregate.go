@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -62,6 +63,8 @@ type Options struct {
 	// Catalog tells removed releases and already-removed APIs; nil means
 	// the built-in catalog.
 	Catalog *catalog.Catalog
+	// FieldRules finds deprecated fields in request bodies; nil means none.
+	FieldRules *fieldrule.Set
 	// IsSystem classifies usernames for the system label; nil means none
 	// is system.
 	IsSystem func(username string) bool
@@ -76,18 +79,19 @@ type Options struct {
 
 // Aggregator classifies events and group-commits their counts.
 type Aggregator struct {
-	store     *store.Store
-	log       zerolog.Logger
-	uaMode    UserAgentMode
-	now       func() time.Time
-	catalog   *catalog.Catalog
-	versions  map[string]catalog.Release
-	retention time.Duration
-	isSystem  func(string) bool
-	metrics   *metrics
-	jobs      chan *job
-	stopped   chan struct{}
-	runCalled bool
+	store      *store.Store
+	log        zerolog.Logger
+	uaMode     UserAgentMode
+	now        func() time.Time
+	catalog    *catalog.Catalog
+	versions   map[string]catalog.Release
+	retention  time.Duration
+	isSystem   func(string) bool
+	fieldRules *fieldrule.Set
+	metrics    *metrics
+	jobs       chan *job
+	stopped    chan struct{}
+	runCalled  bool
 }
 
 type job struct {
@@ -117,17 +121,18 @@ func New(opts Options) *Aggregator {
 		opts.UserAgent = UserAgentShort
 	}
 	return &Aggregator{
-		store:     opts.Store,
-		log:       opts.Logger.With().Str("component", "aggregate").Logger(),
-		uaMode:    opts.UserAgent,
-		now:       opts.Now,
-		catalog:   opts.Catalog,
-		versions:  opts.ClusterVersions,
-		retention: cmp.Or(opts.Retention, store.DefaultRetention),
-		isSystem:  opts.IsSystem,
-		metrics:   newMetrics(opts.Registerer),
-		jobs:      make(chan *job),
-		stopped:   make(chan struct{}),
+		store:      opts.Store,
+		log:        opts.Logger.With().Str("component", "aggregate").Logger(),
+		uaMode:     opts.UserAgent,
+		now:        opts.Now,
+		catalog:    opts.Catalog,
+		versions:   opts.ClusterVersions,
+		retention:  cmp.Or(opts.Retention, store.DefaultRetention),
+		isSystem:   opts.IsSystem,
+		fieldRules: opts.FieldRules,
+		metrics:    newMetrics(opts.Registerer),
+		jobs:       make(chan *job),
+		stopped:    make(chan struct{}),
 	}
 }
 
@@ -210,6 +215,9 @@ type Summary struct {
 	Skipped int `json:"skipped"`
 	// SkippedBy breaks Skipped down by reason (a Result).
 	SkippedBy map[string]int `json:"skippedBy,omitempty"`
+	// FieldMatches counts requests newly counted by field rules; an event
+	// can be skipped as an API request and still set a deprecated field.
+	FieldMatches int `json:"fieldMatches,omitempty"`
 }
 
 // skip records one skipped event.
@@ -247,7 +255,9 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	var sum Summary
 	now := a.now()
 	reqs := make([]store.Request, 0, len(events))
+	var fields []store.Request
 	for i := range events {
+		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
 		req, res := a.classify(origin, &events[i], now)
 		if res != ResultCounted {
 			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
@@ -256,6 +266,9 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 		}
 		reqs = append(reqs, req)
 	}
+	// Field matches go last, so the first len(reqs) results are the APIs'.
+	apiReqs := len(reqs)
+	reqs = append(reqs, fields...)
 	if len(reqs) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
@@ -279,12 +292,17 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs), r.err)
 	}
 	for i, d := range r.dup {
-		if d {
+		switch {
+		case i >= apiReqs:
+			if !d {
+				sum.FieldMatches++
+			}
+		case d:
 			sum.Duplicates++
-			continue
+		default:
+			sum.Counted++
+			a.countRequest(reqs[i])
 		}
-		sum.Counted++
-		a.countRequest(reqs[i])
 	}
 	a.metrics.events.WithLabelValues(origin.Source, string(ResultCounted)).Add(float64(sum.Counted))
 	a.metrics.events.WithLabelValues(origin.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))

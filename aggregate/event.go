@@ -125,16 +125,9 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 	if !counts {
 		return store.Request{}, ResultNotDeprecated
 	}
-	hour, ok := e.Hour()
-	if !ok {
-		// Without any timestamp the arrival hour is the best guess.
-		hour = now.UTC().Truncate(time.Hour)
-	}
-	if a.expired(hour, now) {
-		return store.Request{}, ResultExpired
-	}
-	if hour.After(now.Add(futureSlack)) {
-		return store.Request{}, ResultFuture
+	hour, res := a.countedHour(e, now)
+	if res != ResultCounted {
+		return store.Request{}, res
 	}
 	return store.Request{
 		ID: e.ID,
@@ -153,6 +146,57 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 		RemovedRelease: removedRelease,
 		Seen:           sighting(e, now),
 	}, ResultCounted
+}
+
+// countedHour is the hour a request is counted in, or why it cannot be.
+func (a *Aggregator) countedHour(e *Event, now time.Time) (time.Time, Result) {
+	hour, ok := e.Hour()
+	if !ok {
+		// Without any timestamp the arrival hour is the best guess.
+		hour = now.UTC().Truncate(time.Hour)
+	}
+	if a.expired(hour, now) {
+		return hour, ResultExpired
+	}
+	if hour.After(now.Add(futureSlack)) {
+		return hour, ResultFuture
+	}
+	return hour, ResultCounted
+}
+
+// FieldRulePrefix starts the stored name of a field rule's counts, so they
+// never mix with APIs (API names hold no colon).
+const FieldRulePrefix = "field:"
+
+// fieldRequests counts the deprecated fields a completed request sets, each
+// once per request like an API.
+func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []store.Request {
+	if a.fieldRules == nil || e.ObjectRef == nil || len(e.RequestObject) == 0 ||
+		(e.Stage != StageResponseComplete && e.Stage != StagePanic) {
+		return nil
+	}
+	ref := e.ObjectRef
+	matches := a.fieldRules.Match(ref.Group, ref.Version, ref.Resource, ref.Subresource, e.Verb, e.RequestObject)
+	if len(matches) == 0 {
+		return nil
+	}
+	hour, res := a.countedHour(e, now)
+	if res != ResultCounted {
+		return nil
+	}
+	out := make([]store.Request, 0, len(matches))
+	for _, r := range matches {
+		out = append(out, store.Request{
+			ID: e.ID + "#" + FieldRulePrefix + r.Name,
+			Key: store.CountKey{
+				Cluster: o.Cluster, API: FieldRulePrefix + r.Name, Hour: hour, Node: o.Node, Subresource: ref.Subresource,
+				Username: Truncate(e.Username, MaxUsernameBytes), UserAgent: a.userAgent(e.UserAgent), Verb: e.Verb, DryRun: e.DryRun,
+			},
+			RemovedRelease: r.RemovedIn,
+			Seen:           sighting(e, now),
+		})
+	}
+	return out
 }
 
 // lifecycle decides whether a completed request counts, and how:

@@ -4,6 +4,8 @@
 //	GET    /apis/sunset.dev/v1/apirequestcounts          APIRequestCountList
 //	GET    /apis/sunset.dev/v1/apirequestcounts/{name}   APIRequestCount
 //	DELETE /apis/sunset.dev/v1/apirequestcounts/{name}   reset an API's counts
+//	GET    /apis/sunset.dev/v1/fieldrequestcounts        FieldRequestCountList
+//	GET    /apis/sunset.dev/v1/fieldrequestcounts/{name} FieldRequestCount
 //
 // Service builds the objects from counts, through the small Querier
 // interface the package declares; Handler serves them over HTTP. The only
@@ -21,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
@@ -39,6 +42,9 @@ type Options struct {
 	Retention time.Duration
 	// Deleter resets counts; nil refuses DELETE.
 	Deleter Deleter
+	// FieldRules are the deprecated-field rules in force; nil means the
+	// built-in ones.
+	FieldRules *fieldrule.Set
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -58,7 +64,7 @@ type Handler struct {
 // New builds a Handler.
 func New(opts Options) *Handler {
 	return &Handler{
-		svc:      NewService(opts.Querier, opts.Catalog, opts.IsSystem, opts.Now),
+		svc:      NewService(opts.Querier, opts.Catalog, opts.FieldRules, opts.IsSystem, opts.Now),
 		log:      opts.Logger.With().Str("component", "api").Logger(),
 		maxSince: opts.Retention,
 		deleter:  opts.Deleter,
@@ -71,6 +77,40 @@ const basePath = "/apis/" + APIVersion + "/apirequestcounts"
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc(basePath, h.list)
 	mux.HandleFunc(basePath+"/{name}", h.get)
+	mux.HandleFunc(fieldsPath, h.listFields)
+	mux.HandleFunc(fieldsPath+"/{name}", h.getField)
+}
+
+const fieldsPath = "/apis/" + APIVersion + "/fieldrequestcounts"
+
+func (h *Handler) listFields(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r, getParams)
+	if !ok {
+		return
+	}
+	out, err := h.svc.Fields(q)
+	if err != nil {
+		h.internalError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, out)
+}
+
+func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r, getParams)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	obj, err := h.svc.Field(name, q)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, fmt.Sprintf("fieldrequestcounts %q not found: no field rule has that name (see field-rules)", name))
+	case err != nil:
+		h.internalError(w, err)
+	default:
+		httpjson.Write(w, http.StatusOK, obj)
+	}
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {

@@ -2,10 +2,13 @@ package api
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -23,6 +26,7 @@ type Querier interface {
 // serves it; `sunset report --data-dir` calls it directly.
 type Service struct {
 	q        Querier
+	rules    *fieldrule.Set
 	catalog  *catalog.Catalog
 	isSystem func(string) bool
 	now      func() time.Time
@@ -30,7 +34,10 @@ type Service struct {
 
 // NewService builds a Service; nil catalog, isSystem and now get defaults
 // (built-in catalog, no system users, time.Now).
-func NewService(q Querier, cat *catalog.Catalog, isSystem func(string) bool, now func() time.Time) *Service {
+func NewService(q Querier, cat *catalog.Catalog, rules *fieldrule.Set, isSystem func(string) bool, now func() time.Time) *Service {
+	if rules == nil {
+		rules, _ = fieldrule.New(nil)
+	}
 	if cat == nil {
 		cat, _ = catalog.New(nil)
 	}
@@ -40,7 +47,7 @@ func NewService(q Querier, cat *catalog.Catalog, isSystem func(string) bool, now
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{q: q, catalog: cat, isSystem: isSystem, now: now}
+	return &Service{q: q, rules: rules, catalog: cat, isSystem: isSystem, now: now}
 }
 
 // List returns every API with counts in retention that matches q, sorted by
@@ -48,7 +55,7 @@ func NewService(q Querier, cat *catalog.Catalog, isSystem func(string) bool, now
 func (s *Service) List(q Query) (APIRequestCountList, error) {
 	now := s.now()
 	out := APIRequestCountList{APIVersion: APIVersion, Kind: "APIRequestCountList", Items: []APIRequestCount{}}
-	infos := s.q.APIs()
+	infos := slices.DeleteFunc(s.q.APIs(), func(i store.APIInfo) bool { return strings.HasPrefix(i.API, aggregate.FieldRulePrefix) })
 	for start := 0; start < len(infos); {
 		end := start + 1
 		for end < len(infos) && infos[end].API == infos[start].API {
@@ -68,6 +75,9 @@ func (s *Service) List(q Query) (APIRequestCountList, error) {
 
 // Get returns one API, or ErrNotFound.
 func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
+	if strings.HasPrefix(name, aggregate.FieldRulePrefix) {
+		return APIRequestCount{}, ErrNotFound
+	}
 	var infos []store.APIInfo
 	for _, info := range s.q.APIs() {
 		if info.API == name {
@@ -137,4 +147,41 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 func (s *Service) lookup(name string) (catalog.Entry, bool) {
 	group, version, resource := aggregate.SplitAPIName(name)
 	return s.catalog.Lookup(group, version, resource)
+}
+
+// Fields lists every field rule in force with its counts, sorted by name.
+func (s *Service) Fields(q Query) (FieldRequestCountList, error) {
+	out := FieldRequestCountList{APIVersion: APIVersion, Kind: "FieldRequestCountList", Items: []FieldRequestCount{}}
+	rules := s.rules.Rules()
+	slices.SortFunc(rules, func(a, b fieldrule.Rule) int { return strings.Compare(a.Name, b.Name) })
+	for _, r := range rules {
+		obj, err := s.Field(r.Name, q)
+		if err != nil {
+			return out, err
+		}
+		out.Items = append(out.Items, obj)
+	}
+	return out, nil
+}
+
+// Field returns one field rule's counts, or ErrNotFound for an unknown rule.
+func (s *Service) Field(name string, q Query) (FieldRequestCount, error) {
+	rule, ok := s.rules.Rule(name)
+	if !ok {
+		return FieldRequestCount{}, ErrNotFound
+	}
+	var infos []store.APIInfo
+	for _, info := range s.q.APIs() {
+		if info.API == aggregate.FieldRulePrefix+name {
+			infos = append(infos, info)
+		}
+	}
+	obj, _, _, err := s.build(aggregate.FieldRulePrefix+name, infos, q, s.now())
+	if err != nil {
+		return FieldRequestCount{}, err
+	}
+	st := obj.Status
+	st.RemovedInRelease, st.DeprecatedInRelease, st.Warning = rule.RemovedIn, rule.DeprecatedIn, rule.Message
+	return FieldRequestCount{APIVersion: APIVersion, Kind: "FieldRequestCount", Metadata: ObjectMeta{Name: name},
+		Spec: FieldRequestCountSpec{NumberOfUsersToReport: obj.Spec.NumberOfUsersToReport, Rule: rule}, Status: st}, nil
 }

@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/kube-sunset/sunset/fieldrule"
+)
 
 // Group and version of Sunset's API objects.
 const (
@@ -194,4 +198,28 @@ type WorkloadPod struct {
 type SourceIP struct {
 	IP       string    `json:"ip"`
 	LastSeen time.Time `json:"lastSeen"`
+}
+
+// FieldRequestCount reports requests that set a deprecated field, in the
+// same status shape as APIRequestCount.
+type FieldRequestCount struct {
+	APIVersion string                `json:"apiVersion"`
+	Kind       string                `json:"kind"`
+	Metadata   ObjectMeta            `json:"metadata"`
+	Spec       FieldRequestCountSpec `json:"spec"`
+	Status     APIRequestCountStatus `json:"status"`
+}
+
+// FieldRequestCountSpec holds the rule.
+type FieldRequestCountSpec struct {
+	NumberOfUsersToReport int64          `json:"numberOfUsersToReport"`
+	Rule                  fieldrule.Rule `json:"rule"`
+}
+
+// FieldRequestCountList is a list of FieldRequestCount.
+type FieldRequestCountList struct {
+	APIVersion string              `json:"apiVersion"`
+	Kind       string              `json:"kind"`
+	Metadata   ListMeta            `json:"metadata"`
+	Items      []FieldRequestCount `json:"items"`
 }

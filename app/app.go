@@ -27,6 +27,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/exporter"
+	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
@@ -98,6 +99,11 @@ func New(cfg Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	system := noise.New(cfg.SystemUsers)
+	rules, err := fieldrule.New(cfg.FieldRules)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	a.agg = aggregate.New(aggregate.Options{
 		Retention:       cfg.Retention,
 		Store:           st,
@@ -108,6 +114,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		Catalog:         cat,
 		ClusterVersions: cfg.ClusterVersions(),
 		IsSystem:        system.IsSystem,
+		FieldRules:      rules,
 	})
 	reg.MustRegister(exporter.New(exporter.Options{
 		Querier: st, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
@@ -140,7 +147,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		MaxInFlight:    cfg.MaxInFlightBatches,
 	}).Register(mux)
-	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st}).Register(mux)
+	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st, FieldRules: rules}).Register(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)

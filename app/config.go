@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/noise"
@@ -61,6 +62,9 @@ type Config struct {
 	Kafka kafka.Config `mapstructure:"kafka"`
 	// Metrics configures the deprecated-API gauges.
 	Metrics MetricsConfig `mapstructure:"metrics"`
+	// FieldRules add deprecated-field rules to the built-in one (config
+	// file only).
+	FieldRules []fieldrule.Rule `mapstructure:"field-rules"`
 }
 
 // MetricsConfig is the metrics key.
@@ -198,6 +202,9 @@ func (c Config) Validate() error {
 	}
 	if c.Metrics.Refresh < 0 {
 		bad("metrics.refresh", "must not be negative, got %s", c.Metrics.Refresh)
+	}
+	if _, err := fieldrule.New(c.FieldRules); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Kafka.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)

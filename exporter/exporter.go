@@ -11,6 +11,7 @@ package exporter
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,6 +146,9 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 	usage := map[usageKey]float64{}
 	inUse := map[apiKey]bool{}
 	for _, info := range c.o.Querier.APIs() {
+		if strings.HasPrefix(info.API, aggregate.FieldRulePrefix) {
+			continue // field rules are not APIs
+		}
 		group, version, resource := aggregate.SplitAPIName(info.API)
 		err := c.o.Querier.ScanCounts(info.Cluster, info.API, graceStart, cur, func(k store.CountKey, n uint64) error {
 			key := usageKey{cluster: k.Cluster, group: group, version: version, resource: resource, subresource: k.Subresource,

@@ -63,6 +63,7 @@ type userTotal struct {
 	system              bool
 	total, removed      int64
 	verbs               map[string]int64
+	workload            *api.Workload
 }
 
 // Describe writes one API as a readable breakdown: lifecycle, the last 24
@@ -124,6 +125,9 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 				}
 				ut.total += u.RequestCount
 				ut.removed += u.RemovedRequestCount
+				if ut.workload == nil {
+					ut.workload = u.Workload
+				}
 				for _, v := range u.ByVerb {
 					ut.verbs[v.Verb] += v.RequestCount
 				}
@@ -166,7 +170,17 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 		if u.system {
 			name += " (system)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, dash(u.userAgent), dash(Workload(u.username)), u.total, strings.Join(verbs, " "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, dash(u.userAgent), dash(describeWorkload(u.username, u.workload)), u.total, strings.Join(verbs, " "))
 	}
 	return tw.Flush()
+}
+
+// describeWorkload is "ns/sa", with the likely owner and pod count when
+// pod-bound tokens were seen: "apps/sync (Deployment legacy-sync, 3 pods)".
+func describeWorkload(username string, w *api.Workload) string {
+	s := Workload(username)
+	if w == nil || w.Owner == nil {
+		return s
+	}
+	return fmt.Sprintf("%s (%s %s, %d pod%s)", s, w.Owner.Kind, w.Owner.Name, len(w.Pods), pluralS(len(w.Pods)))
 }

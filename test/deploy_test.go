@@ -20,6 +20,12 @@ func TestDeployFilesLoadInKubeAPIServerCode(t *testing.T) {
 	require.Len(t, p.Rules, 2)
 	require.Equal(t, "RequestReceived", string(p.OmitStages[0]))
 
+	p, err = policy.LoadPolicyFromFile("../deploy/audit-policy-fields.yaml")
+	require.NoError(t, err)
+	require.Len(t, p.Rules, 3)
+	require.Equal(t, "Request", string(p.Rules[0].Level))
+	require.Equal(t, []string{"nodes/status"}, p.Rules[0].Resources[0].Resources)
+
 	_, err = webhook.NewBackend("../deploy/audit-webhook.kubeconfig", auditv1.SchemeGroupVersion,
 		wait.Backoff{Duration: time.Second, Steps: 1}, nil)
 	// The example CA file does not exist here; everything before reading it parsed.

@@ -12,6 +12,7 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/client"
+	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -69,6 +70,11 @@ func (f *sourceFlags) open(now func() time.Time) (source, func(), error) {
 		_ = st.Close()
 		return nil, nil, err
 	}
-	svc := api.NewService(st, cat, noise.New(cfg.SystemUsers).IsSystem, now)
+	rules, err := fieldrule.New(cfg.FieldRules)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	svc := api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now)
 	return svc, func() { _ = st.Close() }, nil
 }
