@@ -96,9 +96,9 @@ type wireEvent struct {
 	SourceIPs []string `json:"sourceIPs"`
 	// RequestObject is kept raw, only for the dry-run flag of a DELETE and
 	// for field rules; it is never stored or logged.
-	RequestObject json.RawMessage `json:"requestObject"`
-	UserAgent      string         `json:"userAgent"`
-	ObjectRef      *wireObjectRef `json:"objectRef"`
+	RequestObject  json.RawMessage `json:"requestObject"`
+	UserAgent      string          `json:"userAgent"`
+	ObjectRef      *wireObjectRef  `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int32 `json:"code"`
 	} `json:"responseStatus"`
