@@ -84,16 +84,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 const fieldsPath = "/apis/" + APIVersion + "/fieldrequestcounts"
 
 func (h *Handler) listFields(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r, getParams)
-	if !ok {
-		return
-	}
-	out, err := h.svc.Fields(q)
-	if err != nil {
-		h.internalError(w, err)
-		return
-	}
-	httpjson.Write(w, http.StatusOK, out)
+	serveList(h, w, r, getParams, h.svc.Fields)
 }
 
 func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
@@ -114,11 +105,16 @@ func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r, listParams)
+	serveList(h, w, r, listParams, h.svc.List)
+}
+
+// serveList answers a list request with what read returns.
+func serveList[T any](h *Handler, w http.ResponseWriter, r *http.Request, params []string, read func(Query) (T, error)) {
+	q, ok := h.begin(w, r, params)
 	if !ok {
 		return
 	}
-	out, err := h.svc.List(q)
+	out, err := read(q)
 	if err != nil {
 		h.internalError(w, err)
 		return

@@ -130,18 +130,26 @@ func BenchmarkWebhook(b *testing.B) {
 		post(b, srv.URL)
 	})
 	b.Run("sunset", func(b *testing.B) {
-		cfg := app.DefaultConfig()
-		cfg.DataDir = b.TempDir()
-		cfg.Listen = "127.0.0.1:0"
-		cfg.MaxInFlightBatches = 64
-		a, err := app.New(cfg, app.Options{Logger: zerolog.Nop()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.Run(ctx) }()
-		defer func() { cancel(); <-done }()
-		post(b, "http://"+a.Addr().String()+"/audit/webhook/n1")
+		url, stop := startSunset(b, func(cfg *app.Config) { cfg.MaxInFlightBatches = 64 })
+		defer stop()
+		post(b, url+"/audit/webhook/n1")
 	})
+}
+
+// startSunset runs a server on a loopback port with a fresh data directory
+// and returns its URL and a function that stops it.
+func startSunset(b *testing.B, configure func(*app.Config)) (string, func()) {
+	b.Helper()
+	cfg := app.DefaultConfig()
+	cfg.DataDir = b.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	configure(&cfg)
+	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.Run(ctx) }()
+	return "http://" + a.Addr().String(), func() { cancel(); <-done }
 }

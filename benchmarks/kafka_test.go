@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/app"
@@ -51,23 +50,13 @@ func BenchmarkKafka(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			cfg := app.DefaultConfig()
-			cfg.DataDir = b.TempDir()
-			cfg.Listen = "127.0.0.1:0"
-			cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: fmt.Sprintf("bench-%d-%d", i, time.Now().UnixNano()), SessionTimeout: 2 * time.Second}
-			a, err := app.New(cfg, app.Options{Logger: zerolog.Nop()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error)
-			go func() { done <- a.Run(ctx) }()
-			url := "http://" + a.Addr().String() + "/metrics"
-			for !countedAll(url) {
+			url, stop := startSunset(b, func(cfg *app.Config) {
+				cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: fmt.Sprintf("bench-%d-%d", i, time.Now().UnixNano()), SessionTimeout: 2 * time.Second}
+			})
+			for !countedAll(url + "/metrics") {
 				time.Sleep(5 * time.Millisecond)
 			}
-			cancel()
-			<-done
+			stop()
 		}
 		b.ReportMetric(float64(kafkaMessages*b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
