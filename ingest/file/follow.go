@@ -44,6 +44,9 @@ type FollowOptions struct {
 	Logger              zerolog.Logger
 	// Poll is how often the end of the file is checked; zero means 250ms.
 	Poll time.Duration
+	// RetryBackoff is the first pause after a failure (doubling up to
+	// 30s); zero means 1s.
+	RetryBackoff time.Duration
 }
 
 // position is where reading stopped: a file, by device and inode so that a
@@ -70,6 +73,9 @@ func NewFollower(o FollowOptions) *Follower {
 	if o.Poll <= 0 {
 		o.Poll = 250 * time.Millisecond
 	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = time.Second
+	}
 	return &Follower{opts: o, origin: aggregate.Origin{Source: SourceFollow, Cluster: o.Cluster, Node: o.Node},
 		log: o.Logger.With().Str("component", "follow").Str("path", o.Path).Logger()}
 }
@@ -94,6 +100,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			return fmt.Errorf("follow %s: corrupt position: %w", f.opts.Path, err)
 		}
 	}
+	backoff := f.opts.RetryBackoff
 	for {
 		file, fi, err := f.open(ctx)
 		if err != nil {
@@ -116,10 +123,23 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		next, err := f.follow(ctx, file, pos)
 		_ = file.Close()
-		if err != nil {
-			return err
-		}
 		pos = next
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A failed commit (a full disk) or read: nothing past pos was
+			// committed, so read again from there after a pause.
+			f.log.Error().Err(err).Int64("offset", pos.Offset).Dur("retry_in", backoff).Msg("following failed; retrying from the last committed line")
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = f.opts.RetryBackoff
 	}
 }
 

@@ -33,6 +33,9 @@ type Config struct {
 	MaxWait  time.Duration `mapstructure:"maxWait"`
 	// SessionTimeout is how long the group waits for a silent member.
 	SessionTimeout time.Duration `mapstructure:"sessionTimeout"`
+	// RetryBackoff is the first pause after a failed commit (doubling up
+	// to 30s).
+	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
 	// BatchSize and BatchWait bound how many messages share one commit.
 	BatchSize int           `mapstructure:"batchSize"`
 	BatchWait time.Duration `mapstructure:"batchWait"`
@@ -98,6 +101,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = time.Second
 	}
 	if c.BatchWait == 0 {
 		c.BatchWait = 100 * time.Millisecond

@@ -243,15 +243,30 @@ func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation
 	}
 	log.Debug().Int64("offset", start).Msg("consuming partition")
 	partition := strconv.Itoa(pa.ID)
+	backoff := c.cfg.RetryBackoff
 	for {
 		batch, err := c.fetchBatch(ctx, r)
 		if len(batch) > 0 {
 			// Commit what was fetched even if the generation is ending:
 			// the next owner starts from the group offset committed here.
 			if cerr := c.commitBatch(context.WithoutCancel(ctx), gen, topic, pa.ID, batch); cerr != nil {
-				log.Error().Err(cerr).Msg("committing a batch failed; re-reading it")
-				return
+				// Nothing of the batch may be assumed committed: read it
+				// again from the last committed offset, after a pause, so
+				// a full disk does not spin. The partition never stalls.
+				log.Error().Err(cerr).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 30*time.Second)
+				if err := r.SetOffset(batch[0].Offset); err != nil {
+					log.Error().Err(err).Msg("seeking back")
+					return
+				}
+				continue
 			}
+			backoff = c.cfg.RetryBackoff
 			last := batch[len(batch)-1]
 			c.metrics.lag.WithLabelValues(topic, partition).Set(float64(max(last.HighWaterMark-last.Offset-1, 0)))
 		}
