@@ -31,6 +31,12 @@ type Config struct {
 	// kube-apiserver uses). Both or neither.
 	TLSCertFile string `mapstructure:"tls-cert-file"`
 	TLSKeyFile  string `mapstructure:"tls-key-file"`
+	// TLSClientCAFile makes the webhook require client certificates
+	// signed by this CA; their common name names the node when the path
+	// does not.
+	TLSClientCAFile string `mapstructure:"tls-client-ca-file"`
+	// WebhookTokenFile holds a bearer token the webhook requires.
+	WebhookTokenFile string `mapstructure:"webhook-token-file"`
 	// DefaultCluster names the cluster of webhook calls whose path has none.
 	DefaultCluster string `mapstructure:"default-cluster"`
 	// UserAgent is "short" (up to the first space, as OpenShift) or "full".
@@ -156,7 +162,11 @@ func (c Config) Validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("tls-cert-file", "tls-cert-file and tls-key-file must be set together")
 	}
-	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile} {
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
+	}
+	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile,
+		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile} {
 		if path == "" {
 			continue
 		}

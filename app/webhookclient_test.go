@@ -28,6 +28,13 @@ import (
 // pointed at url through a webhook kubeconfig as an apiserver would be.
 func realWebhook(t *testing.T, url string, caPEM ...[]byte) audit.Backend {
 	t.Helper()
+	return realWebhookWithUser(t, url, "{}", caPEM...)
+}
+
+// realWebhookWithUser is realWebhook with the kubeconfig's user stanza
+// (token, client-certificate-data...).
+func realWebhookWithUser(t *testing.T, url, user string, caPEM ...[]byte) audit.Backend {
+	t.Helper()
 	caLine := ""
 	if len(caPEM) > 0 {
 		caLine = "\n    certificate-authority-data: " + base64.StdEncoding.EncodeToString(caPEM[0])
@@ -43,9 +50,12 @@ contexts:
 - name: sunset
   context:
     cluster: sunset
-    user: ""
+    user: apiserver
 current-context: sunset
-`, url, caLine)), 0o600))
+users:
+- name: apiserver
+  user: %s
+`, url, caLine, user)), 0o600))
 	delegate, err := webhook.NewBackend(kubeconfig, auditv1.SchemeGroupVersion,
 		wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}, nil)
 	require.NoError(t, err)

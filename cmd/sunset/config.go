@@ -26,6 +26,8 @@ func configFlags() *pflag.FlagSet {
 	fs.String("listen", d.Listen, "HTTP(S) listen address for the webhook, the API and /metrics")
 	fs.String("tls-cert-file", d.TLSCertFile, "serve HTTPS and HTTP/2 with this certificate (PEM)")
 	fs.String("tls-key-file", d.TLSKeyFile, "private key (PEM) of --tls-cert-file")
+	fs.String("tls-client-ca-file", d.TLSClientCAFile, "require webhook clients to present a certificate signed by this CA; its CN names the node")
+	fs.String("webhook-token-file", d.WebhookTokenFile, "require this bearer token (file contents) on the webhook")
 	fs.String("default-cluster", d.DefaultCluster, "cluster name for webhook paths that name none")
 	fs.String("user-agent", d.UserAgent, "keep the user agent up to its first space (short) or whole (full)")
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest webhook body accepted, in bytes")

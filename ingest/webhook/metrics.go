@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Bodies and events that could not be decoded, by source and reason.",
 		}, []string{"source", "reason"}),
 	}
-	for _, code := range []string{"200", "400", "413", "415", "429", "500", "503"} {
+	for _, code := range []string{"200", "400", "401", "413", "415", "429", "500", "503"} {
 		m.requests.WithLabelValues(code)
 	}
 	return m

@@ -16,6 +16,7 @@ package webhook
 import (
 	"compress/gzip"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -72,11 +73,19 @@ type Options struct {
 	// MaxInFlight is how many batches are handled at once. Zero means
 	// DefaultMaxInFlight.
 	MaxInFlight int
+	// Token, if set, must be sent as "Authorization: Bearer <token>".
+	Token string
+	// RequireClientCert demands a client certificate verified by the
+	// server's client CA; its common name names the node when the path
+	// does not.
+	RequireClientCert bool
 }
 
 // Handler serves the webhook endpoints.
 type Handler struct {
 	ingester       Ingester
+	token          []byte
+	requireCert    bool
 	log            zerolog.Logger
 	defaultCluster string
 	maxBody        int64
@@ -101,6 +110,8 @@ func New(opts Options) *Handler {
 		defaultCluster: opts.DefaultCluster,
 		maxBody:        opts.MaxBodyBytes,
 		slots:          make(chan struct{}, opts.MaxInFlight),
+		token:          []byte(opts.Token),
+		requireCert:    opts.RequireClientCert,
 		metrics:        newMetrics(opts.Registerer),
 	}
 }
@@ -167,6 +178,11 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, "the audit webhook accepts only POST")
+		return
+	}
+	if msg := h.authenticate(r); msg != "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sunset"`)
+		httpjson.Error(w, http.StatusUnauthorized, httpjson.ReasonUnauthorized, msg)
 		return
 	}
 	dryRun, err := dryRunParam(r)
@@ -287,11 +303,30 @@ func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
 	return pe
 }
 
-// origin works out cluster and node from the path, else the peer address.
+// authenticate checks the configured credentials and says what is wrong,
+// without echoing what was sent.
+func (h *Handler) authenticate(r *http.Request) string {
+	if h.requireCert && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		return "a client certificate signed by tls-client-ca-file is required (set client-certificate in the webhook kubeconfig)"
+	}
+	if len(h.token) > 0 {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), h.token) != 1 {
+			return "a valid bearer token is required (set token in the webhook kubeconfig to the contents of webhook-token-file)"
+		}
+	}
+	return ""
+}
+
+// origin works out cluster and node from the path, else the client
+// certificate's common name, else the peer address.
 func (h *Handler) origin(r *http.Request) (aggregate.Origin, error) {
 	o := aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
 	if o.Cluster == "" {
 		o.Cluster = h.defaultCluster
+	}
+	if o.Node == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		o.Node = r.TLS.VerifiedChains[0][0].Subject.CommonName
 	}
 	if o.Node == "" {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)

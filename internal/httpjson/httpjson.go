@@ -18,6 +18,7 @@ type Reason string
 // Reasons used by Sunset, with the HTTP code each one goes with.
 const (
 	ReasonBadRequest           Reason = "BadRequest"            // 400
+	ReasonUnauthorized         Reason = "Unauthorized"          // 401
 	ReasonNotFound             Reason = "NotFound"              // 404
 	ReasonMethodNotAllowed     Reason = "MethodNotAllowed"      // 405
 	ReasonRequestEntityTooLong Reason = "RequestEntityTooLarge" // 413
