@@ -2,9 +2,7 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,49 +10,10 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
+
 	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/store"
 )
-
-// flakyIngester is a hand fake of Ingester whose first commits fail.
-type flakyIngester struct {
-	mu       sync.Mutex
-	failures int
-	ids      []string
-	cursors  map[string][]byte
-}
-
-func (f *flakyIngester) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.failures > 0 {
-		f.failures--
-		return aggregate.Summary{}, errors.New("no space left on device")
-	}
-	for _, e := range events {
-		f.ids = append(f.ids, e.ID)
-	}
-	for _, c := range cursors {
-		f.cursors[c.Name] = c.Value
-	}
-	return aggregate.Summary{Counted: len(events)}, nil
-}
-
-func (f *flakyIngester) CountInvalid(string, int) {}
-
-func (f *flakyIngester) Cursor(name string) ([]byte, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	v, ok := f.cursors[name]
-	return v, ok, nil
-}
-
-func (f *flakyIngester) accepted() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.ids...)
-}
 
 // A failed commit is retried from the batch's first offset: the partition
 // neither stalls nor skips nor repeats.
@@ -70,17 +29,17 @@ func TestFailedCommitsAreRetried(t *testing.T) {
 	}
 	kafkatest.Produce(t, brokers, topic, kafkago.Compression(0), msgs...)
 
-	ing := &flakyIngester{failures: 2, cursors: map[string][]byte{}}
+	ing := &ingesttest.Flaky{Failures: 2}
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "retry-" + topic, SessionTimeout: 2 * time.Second,
 		BatchSize: 4, RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && len(ing.accepted()) < 10; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && len(ing.Accepted()) < 10; time.Sleep(10 * time.Millisecond) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
-	require.Equal(t, want, ing.accepted())
+	require.Equal(t, want, ing.Accepted())
 }

@@ -1,0 +1,60 @@
+// Package ingesttest holds a hand fake of the small ingester interfaces
+// that ingest packages declare (IngestAt, CountInvalid, Cursor), for tests
+// of how they handle failed commits.
+package ingesttest
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Flaky fails its first Failures commits, as on a full disk, then keeps
+// the event IDs and cursors it accepts.
+type Flaky struct {
+	mu       sync.Mutex
+	Failures int
+	ids      []string
+	cursors  map[string][]byte
+}
+
+// IngestAt implements the ingest packages' ingester interfaces.
+func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Failures > 0 {
+		f.Failures--
+		return aggregate.Summary{}, errors.New("no space left on device")
+	}
+	for _, e := range events {
+		f.ids = append(f.ids, e.ID)
+	}
+	if f.cursors == nil {
+		f.cursors = map[string][]byte{}
+	}
+	for _, c := range cursors {
+		f.cursors[c.Name] = c.Value
+	}
+	return aggregate.Summary{Counted: len(events)}, nil
+}
+
+// CountInvalid implements the ingester interfaces; it records nothing.
+func (f *Flaky) CountInvalid(string, int) {}
+
+// Cursor returns a cursor accepted earlier.
+func (f *Flaky) Cursor(name string) ([]byte, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.cursors[name]
+	return v, ok, nil
+}
+
+// Accepted returns the IDs of the events accepted so far, in order.
+func (f *Flaky) Accepted() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
