@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const rounds = 4
+
+// A real kube-apiserver, given deploy/'s audit policy and webhook
+// kubeconfig, sends its audit webhook over HTTPS with a token and a client
+// certificate to `sunset serve`. Sunset is killed with SIGKILL mid-run and
+// restarted; the apiserver's retries deliver what it missed. Every count
+// Sunset serves equals the apiserver's own audit log file.
+func TestKubeAPIServerAuditWebhookToSunset(t *testing.T) {
+	sunsetBin := binary(t, "E2E_SUNSET_BIN")
+	apiserverBin := binary(t, "E2E_KUBE_APISERVER_BIN")
+	etcdBin := binary(t, "E2E_ETCD_BIN")
+
+	p := newPKI(t)
+	token := randomToken(t)
+	s := newSunset(t, sunsetBin, p, token)
+	s.start(t)
+	checkWebhookRefusesStrangers(t, s)
+
+	kubeconfig := webhookKubeconfig(t, p, s.url+"/audit/webhook/"+clusterName+"/"+nodeName, token)
+	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin), p, kubeconfig)
+	tr := prepare(t, a)
+
+	ctx := ctxWithin(t, 10*time.Minute)
+	stopPolling := tr.poll(ctx)
+	tr.round(ctx, 0)
+	tr.round(ctx, 1)
+	s.proc.stop(t, syscall.SIGKILL, 10*time.Second)
+	// Sunset is down for this round: every batch the apiserver sends fails
+	// and is retried, 10 s later at first.
+	tr.round(ctx, 2)
+	s.start(t)
+	tr.round(ctx, 3)
+	polled := stopPolling()
+	t.Logf("the poller read endpoints %d times", polled)
+
+	waitFor(t, "Sunset to count every round, the retried one included", 3*time.Minute, func() error {
+		got := sunsetTally(t, s.list(t))
+		for k, c := range roundCounts {
+			if want := (counts{rounds * c.Requests, rounds * c.DryRuns}); got.byClient[k] != want {
+				return fmt.Errorf("%+v: %+v, want %+v", k, got.byClient[k], want)
+			}
+		}
+		return nil
+	})
+
+	// Stopping the apiserver flushes its audit buffers: after it exits,
+	// its log is complete and nothing is in flight to Sunset.
+	a.proc.stop(t, syscall.SIGTERM, 2*time.Minute)
+	truth, lines := groundTruth(t, a.auditLog)
+	t.Logf("audit log: %d events, %d APIs with deprecated requests", lines, len(truth.byAPI))
+
+	// The ground truth holds the traffic the test made, or every comparison
+	// below would pass on nothing.
+	for k, c := range roundCounts {
+		if want := (counts{rounds * c.Requests, rounds * c.DryRuns}); truth.byClient[k] != want {
+			t.Errorf("audit log %+v: %+v, the test made %+v", k, truth.byClient[k], want)
+		}
+	}
+	wantTotals := map[string]apiTotals{
+		"volumeattributesclasses.v1beta1.storage.k8s.io": {RemovedInRelease: "1.37", Requests: rounds * 3,
+			Nodes: []string{"e2e/apiserver-0"}, NonSystemUsers: []string{"carol"}},
+		"cronjobs.v1beta1.batch": {RemovedInRelease: "1.25", Requests: rounds, AlreadyRemoved: rounds, Removed: true,
+			Nodes: []string{"e2e/apiserver-0"}, NonSystemUsers: []string{"bob"}},
+		"componentstatuses.v1": {Requests: rounds,
+			Nodes: []string{"e2e/apiserver-0"}, NonSystemUsers: []string{"carol"}},
+		"widgets.v1beta1.e2e.example.com": {Requests: rounds * 8, DryRuns: rounds,
+			Nodes: []string{"e2e/apiserver-0"}, NonSystemUsers: []string{"alice"}},
+	}
+	for api, want := range wantTotals {
+		if got := truth.byAPI[api]; !equalJSON(got, want) {
+			t.Errorf("audit log %s: %+v, the test made %+v", api, got, want)
+		}
+	}
+	endpoints := truth.byAPI["endpoints.v1"]
+	if !slices.Equal(endpoints.SystemUsers, []string{"system:apiserver"}) || endpoints.System == 0 ||
+		!slices.Equal(endpoints.NonSystemUsers, []string{"bob", legacyUsername}) {
+		t.Errorf("audit log endpoints.v1: %+v; want system:apiserver's reads and bob's and %s's", endpoints, legacyUsername)
+	}
+	if want := []string{legacyPod + "@" + legacyNode}; !slices.Equal(truth.workloads[legacyUsername], want) {
+		t.Errorf("audit log: pod-bound token of %s: %v, want %v", legacyUsername, truth.workloads[legacyUsername], want)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	got := sunsetTally(t, s.list(t))
+	problems := slices.Concat(
+		diff("requests of", truth.byClient, got.byClient),
+		diff("totals of", truth.byAPI, got.byAPI),
+		diff("pods behind", truth.workloads, got.workloads),
+	)
+	if len(problems) > 0 {
+		t.Fatalf("Sunset differs from the apiserver's audit log:\n%s", strings.Join(problems, "\n"))
+	}
+	var total, dry int64
+	for _, c := range truth.byClient {
+		total += c.Requests
+		dry += c.DryRuns
+	}
+	t.Logf("Sunset equals the audit log: %d deprecated requests (%d dry runs) over %d APIs and %d clients",
+		total, dry, len(truth.byAPI), len(truth.byClient))
+}
+
+func randomToken(t *testing.T) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// checkWebhookRefusesStrangers posts without credentials: Sunset must
+// answer 401 and count nothing.
+func checkWebhookRefusesStrangers(t *testing.T, s *sunsetServer) {
+	t.Helper()
+	resp, err := s.client.Post(s.url+"/audit/webhook/"+clusterName+"/"+nodeName, "application/json",
+		strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("webhook POST without credentials: %d, want 401", resp.StatusCode)
+	}
+}
+
+// list reads every APIRequestCount with all users.
+func (s *sunsetServer) list(t *testing.T) requestCountList {
+	t.Helper()
+	resp, err := s.client.Get(s.url + "/apis/sunset.dev/v1/apirequestcounts?users=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("listing apirequestcounts: %s", resp.Status)
+	}
+	var list requestCountList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "APIRequestCountList" {
+		t.Fatalf("listing apirequestcounts: kind %q", list.Kind)
+	}
+	return list
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}

@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins the kube-apiserver and etcd that `make e2e` builds.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3/etcdmain"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)
