@@ -6,12 +6,19 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build run test test-short e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build image run test test-short e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
 build: ## Build bin/sunset.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/sunset ./cmd/sunset
+
+IMAGE ?= ghcr.io/kube-sunset/sunset:$(VERSION)
+
+image: build ## Build the container image as an OCI archive, bin/sunset-image.tar, without a container engine.
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
+	$(GO) run ./internal/mkimage -binary bin/sunset -output bin/sunset-image.tar -name "$(IMAGE)" \
+		-version "$(VERSION)" -revision "$(REVISION)" -arch "$$($(GO) env GOARCH)"
 
 run: build ## Start sunset serve: data in ./sunset-data, HTTP on :8080.
 	./bin/sunset serve
