@@ -32,7 +32,7 @@ var update = flag.Bool("update", false, "rewrite generated deploy files")
 const (
 	rulesFile          = "../deploy/prometheus/sunset-rules.yaml"
 	rulesTests         = "../deploy/prometheus/tests/sunset-rules.test.yaml"
-	prometheusRuleFile = "../deploy/prometheus/sunset-prometheusrule.yaml"
+	prometheusRuleFile = "../deploy/kubernetes/base/prometheusrule.yaml"
 	dashboardFile      = "../deploy/grafana/sunset-dashboard.json"
 )
 
@@ -92,7 +92,7 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 		}
 		out, err := yaml.Marshal(manifest)
 		require.NoError(t, err)
-		header := "# Generated from sunset-rules.yaml by `go test ./test -run PrometheusRule -update`; edit that file instead.\n"
+		header := "# Generated from deploy/prometheus/sunset-rules.yaml by `go test ./test -run PrometheusRule -update`; edit that file instead.\n"
 		require.NoError(t, os.WriteFile(prometheusRuleFile, append([]byte(header), out...), 0o644))
 	}
 	raw, err = os.ReadFile(prometheusRuleFile)

@@ -1,0 +1,1203 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/apiserver/plugin/pkg/audit/webhook"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	kubernetesDir = "../deploy/kubernetes"
+	controlPlane  = "../deploy/control-plane"
+	manifestImage = "ghcr.io/kube-sunset/sunset"
+)
+
+// Every kustomization under deploy/ and exactly what it renders. The
+// ConfigMap's generated hash suffix is written as <hash>.
+var wantRendered = map[string][]string{
+	"kubernetes/base":           baseObjects,
+	"kubernetes/overlays/tls":   baseObjects,
+	"kubernetes/overlays/kafka": baseObjects,
+}
+
+var baseObjects = []string{
+	"ConfigMap/sunset-config-<hash>",
+	"Namespace/sunset",
+	"NetworkPolicy/sunset",
+	"PrometheusRule/sunset",
+	"Service/sunset",
+	"ServiceAccount/sunset",
+	"ServiceMonitor/sunset",
+	"StatefulSet/sunset",
+}
+
+// What differs between the kustomizations.
+type overlayWant struct {
+	port        int32
+	portName    string
+	scheme      corev1.URIScheme
+	secrets     []string // Secrets referenced, none of them rendered
+	egressPorts []int32  // besides DNS
+	args        []string
+}
+
+var baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8080"}
+
+var overlays = map[string]overlayWant{
+	"kubernetes/base": {port: 8080, portName: "http", scheme: corev1.URISchemeHTTP, args: baseArgs},
+	"kubernetes/overlays/tls": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS,
+		secrets: []string{"sunset-tls", "sunset-webhook-token"},
+		args: []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8443",
+			"--tls-cert-file=/etc/sunset/tls/tls.crt", "--tls-key-file=/etc/sunset/tls/tls.key",
+			"--tls-client-ca-file=/etc/sunset/tls/ca.crt", "--webhook-token-file=/etc/sunset/webhook/token"}},
+	"kubernetes/overlays/kafka": {port: 8080, portName: "http", scheme: corev1.URISchemeHTTP,
+		secrets: []string{"sunset-kafka"}, egressPorts: []int32{9093}, args: baseArgs},
+}
+
+// rendered is one kustomization's output.
+type rendered struct {
+	dir  string
+	raw  []map[string]any
+	sts  appsv1.StatefulSet
+	cm   corev1.ConfigMap
+	svc  corev1.Service
+	np   networkingv1.NetworkPolicy
+	sa   corev1.ServiceAccount
+	ns   corev1.Namespace
+	smon serviceMonitor
+}
+
+type serviceMonitor struct {
+	Spec struct {
+		Selector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"selector"`
+		Endpoints []struct {
+			Port      string `json:"port"`
+			Path      string `json:"path"`
+			Scheme    string `json:"scheme"`
+			TLSConfig *struct {
+				ServerName string `json:"serverName"`
+				CA         struct {
+					Secret *corev1.SecretKeySelector `json:"secret"`
+				} `json:"ca"`
+			} `json:"tlsConfig"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+func kubectl(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is not on PATH: the kustomize tests render deploy/kubernetes with `kubectl kustomize` (install kubectl)")
+	}
+	return p
+}
+
+// kustomizations finds every kustomization.yaml under deploy/, as paths
+// relative to deploy/.
+func kustomizations(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	require.NoError(t, filepath.WalkDir("../deploy", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "kustomization.yaml" {
+			rel, _ := filepath.Rel("../deploy", filepath.Dir(path))
+			dirs = append(dirs, filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	sort.Strings(dirs)
+	return dirs
+}
+
+var (
+	renderMu    sync.Mutex
+	renderCache = map[string]*rendered{}
+)
+
+// render runs `kubectl kustomize` on deploy/<dir> and decodes every object,
+// strictly: a field Kubernetes does not know fails the test.
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	renderMu.Lock()
+	defer renderMu.Unlock()
+	if r, ok := renderCache[dir]; ok {
+		return r
+	}
+	out, err := exec.Command(kubectl(t), "kustomize", filepath.Join("../deploy", dir)).CombinedOutput()
+	require.NoError(t, err, "kubectl kustomize %s:\n%s", dir, out)
+	r := &rendered{dir: dir}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var obj map[string]any
+		require.NoError(t, yaml.Unmarshal(doc, &obj))
+		r.raw = append(r.raw, obj)
+		var into any
+		switch obj["kind"] {
+		case "StatefulSet":
+			into = &r.sts
+		case "ConfigMap":
+			into = &r.cm
+		case "Service":
+			into = &r.svc
+		case "NetworkPolicy":
+			into = &r.np
+		case "ServiceAccount":
+			into = &r.sa
+		case "Namespace":
+			into = &r.ns
+		case "ServiceMonitor":
+			require.NoError(t, yaml.Unmarshal(doc, &r.smon))
+		}
+		if into != nil {
+			require.NoError(t, yaml.UnmarshalStrict(doc, into), "%s: %s", dir, obj["kind"])
+		}
+	}
+	renderCache[dir] = r
+	return r
+}
+
+var configMapHash = regexp.MustCompile(`^(sunset-config)-[a-z0-9]{10}$`)
+
+func TestKustomizeRendersExactObjects(t *testing.T) {
+	kubectl(t)
+	dirs := kustomizations(t)
+	want := make([]string, 0, len(wantRendered))
+	for d := range wantRendered {
+		want = append(want, d)
+	}
+	sort.Strings(want)
+	require.Equal(t, want, dirs, "every kustomization under deploy/ is listed in wantRendered")
+	for _, dir := range dirs {
+		r := render(t, dir)
+		var got []string
+		for _, obj := range r.raw {
+			meta := obj["metadata"].(map[string]any)
+			name := configMapHash.ReplaceAllString(meta["name"].(string), "$1-<hash>")
+			got = append(got, fmt.Sprintf("%s/%s", obj["kind"], name))
+			labels, _ := meta["labels"].(map[string]any)
+			require.Equal(t, "sunset", labels["app.kubernetes.io/name"], "%s: %s/%s", dir, obj["kind"], name)
+			require.Equal(t, "sunset", labels["app.kubernetes.io/part-of"], "%s: %s/%s", dir, obj["kind"], name)
+			if obj["kind"] != "Namespace" {
+				require.Equal(t, "sunset", meta["namespace"], "%s: %s/%s", dir, obj["kind"], name)
+			}
+			// Secrets are referenced, never shipped.
+			require.NotEqual(t, "Secret", obj["kind"], "%s renders a Secret", dir)
+			require.NotContains(t, obj, "stringData")
+		}
+		sort.Strings(got)
+		require.Equal(t, wantRendered[dir], got, dir)
+		require.Equal(t, "restricted", r.ns.Labels["pod-security.kubernetes.io/enforce"])
+		require.NotNil(t, r.sa.AutomountServiceAccountToken)
+		require.False(t, *r.sa.AutomountServiceAccountToken)
+	}
+}
+
+// No Role, ClusterRole or binding anywhere: Sunset calls no Kubernetes API.
+func TestKustomizeGrantsNoRBAC(t *testing.T) {
+	kubectl(t)
+	for _, dir := range kustomizations(t) {
+		for _, obj := range render(t, dir).raw {
+			require.NotContains(t, []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, obj["kind"], dir)
+		}
+	}
+	sa, err := os.ReadFile(filepath.Join(kubernetesDir, "base/serviceaccount.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(sa), "RBAC: none")
+}
+
+// serveFlags are the flags `sunset serve --help` of the built binary lists.
+func serveFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	out, err := exec.Command(sunsetBin, "serve", "--help").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+		flags[m[1]] = true
+	}
+	require.True(t, flags["listen"] && flags["data-dir"] && flags["config"], "parsed %v from:\n%s", flags, out)
+	return flags
+}
+
+// requireRealFlags checks that every --flag is one `sunset serve` has, given
+// as --name=value, and returns the values by name.
+func requireRealFlags(t *testing.T, flags map[string]bool, args []string) map[string]string {
+	t.Helper()
+	values := map[string]string{}
+	for _, a := range args {
+		require.True(t, strings.HasPrefix(a, "--"), "argument %q is not a flag", a)
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		require.True(t, ok, "flag %q: write --name=value", a)
+		require.True(t, flags[name], "--%s is not a flag of `sunset serve`", name)
+		require.NotContains(t, values, name, "--%s given twice", name)
+		values[name] = value
+	}
+	return values
+}
+
+func listenPort(t *testing.T, listen string) int32 {
+	t.Helper()
+	_, port, err := net.SplitHostPort(listen)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return int32(n)
+}
+
+// containerPort resolves a probe or Service port, by name or number.
+func containerPort(t *testing.T, c corev1.Container, p intstr.IntOrString) corev1.ContainerPort {
+	t.Helper()
+	for _, cp := range c.Ports {
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return cp
+		}
+	}
+	t.Fatalf("port %s is not a port of container %s", p.String(), c.Name)
+	return corev1.ContainerPort{}
+}
+
+// sunsetConfig is the config file the ConfigMap carries.
+func sunsetConfig(t *testing.T, r *rendered) map[string]any {
+	t.Helper()
+	require.Contains(t, r.cm.Data, "config.yaml")
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.cm.Data["config.yaml"]), &cfg))
+	return cfg
+}
+
+func requireHardened(t *testing.T, where string, pod *corev1.PodSecurityContext, c *corev1.SecurityContext) {
+	t.Helper()
+	require.NotNil(t, pod, where)
+	require.Equal(t, ptrTo(true), pod.RunAsNonRoot, where)
+	require.Equal(t, ptrTo(int64(65532)), pod.RunAsUser, where)
+	require.Equal(t, ptrTo(int64(65532)), pod.RunAsGroup, where)
+	require.Equal(t, &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, pod.SeccompProfile, where)
+	require.NotNil(t, c, where)
+	require.Equal(t, ptrTo(true), c.RunAsNonRoot, where)
+	require.Equal(t, ptrTo(int64(65532)), c.RunAsUser, where)
+	require.Equal(t, ptrTo(int64(65532)), c.RunAsGroup, where)
+	require.Equal(t, ptrTo(false), c.AllowPrivilegeEscalation, where)
+	require.Equal(t, ptrTo(true), c.ReadOnlyRootFilesystem, where)
+	require.Nil(t, c.Privileged, where)
+	require.Equal(t, &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, c.Capabilities, where)
+	require.Equal(t, &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, c.SeccompProfile, where)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// requireProbes checks the three probes: /-/ready for startup and
+// readiness, /-/healthy for liveness, on the port Sunset listens on.
+func requireProbes(t *testing.T, where string, c corev1.Container, port int32, scheme corev1.URIScheme, host string) {
+	t.Helper()
+	for _, p := range []struct {
+		probe *corev1.Probe
+		path  string
+	}{{c.StartupProbe, "/-/ready"}, {c.ReadinessProbe, "/-/ready"}, {c.LivenessProbe, "/-/healthy"}} {
+		require.NotNil(t, p.probe, where)
+		get := p.probe.HTTPGet
+		require.NotNil(t, get, where)
+		require.Equal(t, p.path, get.Path, where)
+		require.Equal(t, scheme, get.Scheme, where)
+		require.Equal(t, host, get.Host, where)
+		if get.Port.Type == intstr.Int {
+			require.Equal(t, port, get.Port.IntVal, where)
+		} else {
+			require.Equal(t, port, containerPort(t, c, get.Port).ContainerPort, where)
+		}
+	}
+	// Restarts only after the startup probe's allowance for a badger
+	// recovery; readiness reacts faster than liveness.
+	require.GreaterOrEqual(t, c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold, int32(120), where)
+	require.Less(t, c.ReadinessProbe.PeriodSeconds*c.ReadinessProbe.FailureThreshold,
+		c.LivenessProbe.PeriodSeconds*c.LivenessProbe.FailureThreshold, where)
+}
+
+// requireSized checks requests and limits against GOMEMLIMIT.
+func requireSized(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	req, lim := c.Resources.Requests, c.Resources.Limits
+	require.Equal(t, resource.MustParse("100m"), req[corev1.ResourceCPU], where)
+	require.Equal(t, resource.MustParse("1"), lim[corev1.ResourceCPU], where)
+	require.Equal(t, resource.MustParse("512Mi"), req[corev1.ResourceMemory], where)
+	require.Equal(t, resource.MustParse("512Mi"), lim[corev1.ResourceMemory], where)
+	var gomemlimit string
+	for _, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			gomemlimit = e.Value
+		}
+	}
+	require.Equal(t, "400MiB", gomemlimit, where)
+	memLimit := lim[corev1.ResourceMemory]
+	require.Less(t, int64(400<<20), memLimit.Value(), where)
+}
+
+func TestKustomizeStatefulSet(t *testing.T) {
+	kubectl(t)
+	flags := serveFlags(t)
+	for dir, want := range overlays {
+		r := render(t, dir)
+		sts := r.sts
+		spec := sts.Spec.Template.Spec
+		require.Equal(t, ptrTo(int32(1)), sts.Spec.Replicas, dir)
+		require.Equal(t, "sunset", sts.Spec.ServiceName, dir)
+		require.Equal(t, "sunset", spec.ServiceAccountName, dir)
+		require.Equal(t, ptrTo(false), spec.AutomountServiceAccountToken, dir)
+		require.Equal(t, ptrTo(int64(65532)), spec.SecurityContext.FSGroup, dir)
+		require.Len(t, spec.Containers, 1, dir)
+		require.Empty(t, spec.InitContainers, dir)
+		c := spec.Containers[0]
+		requireHardened(t, dir, spec.SecurityContext, c.SecurityContext)
+
+		// The image and its tag, set once by images: in the base.
+		require.Equal(t, manifestImage+":"+baseImageTag(t), c.Image, dir)
+
+		// Exactly the expected arguments, each a real flag.
+		require.Equal(t, want.args, c.Args, dir)
+		require.Empty(t, c.Command, dir+": the image's entrypoint is `sunset serve`")
+		args := requireRealFlags(t, flags, c.Args)
+		port := listenPort(t, args["listen"])
+		require.Equal(t, want.port, port, dir)
+		require.Equal(t, []corev1.ContainerPort{{Name: want.portName, ContainerPort: want.port, Protocol: corev1.ProtocolTCP}}, c.Ports, dir)
+		requireProbes(t, dir, c, port, want.scheme, "")
+		requireSized(t, dir, c)
+
+		// Above shutdown-timeout, with time to close badger.
+		cfg := sunsetConfig(t, r)
+		shutdown, err := time.ParseDuration(cfg["shutdown-timeout"].(string))
+		require.NoError(t, err)
+		require.NotNil(t, spec.TerminationGracePeriodSeconds)
+		require.Greater(t, time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second, shutdown+10*time.Second, dir)
+		// data-dir and listen are flags, beside the mount and port they
+		// match; the file leaves them out.
+		require.NotContains(t, cfg, "data-dir")
+		require.NotContains(t, cfg, "listen")
+
+		// Mounts: the PVC at the data dir, the ConfigMap holding --config,
+		// each volume in a directory of its own.
+		mounts := map[string]corev1.VolumeMount{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m
+			for _, other := range c.VolumeMounts {
+				if other.Name != m.Name {
+					require.False(t, strings.HasPrefix(other.MountPath, m.MountPath+"/"), "%s: %s is mounted inside %s", dir, other.MountPath, m.MountPath)
+				}
+			}
+		}
+		require.Len(t, sts.Spec.VolumeClaimTemplates, 1, dir)
+		pvc := sts.Spec.VolumeClaimTemplates[0]
+		require.Equal(t, "data", pvc.Name)
+		require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes)
+		require.Equal(t, resource.MustParse("10Gi"), pvc.Spec.Resources.Requests[corev1.ResourceStorage])
+		require.Equal(t, args["data-dir"], mounts["data"].MountPath, dir)
+		require.False(t, mounts["data"].ReadOnly)
+		require.Equal(t, args["config"], mounts["config"].MountPath+"/config.yaml", dir)
+		require.True(t, mounts["config"].ReadOnly)
+		volumes := map[string]corev1.Volume{}
+		for _, v := range spec.Volumes {
+			volumes[v.Name] = v
+			_, mounted := mounts[v.Name]
+			require.True(t, mounted, "%s: volume %s is not mounted", dir, v.Name)
+		}
+		require.Equal(t, r.cm.Name, volumes["config"].ConfigMap.Name, dir)
+		for name, m := range mounts {
+			if name != "data" {
+				require.Contains(t, volumes, name, dir)
+				require.True(t, m.ReadOnly, "%s: %s", dir, name)
+			}
+		}
+
+		// The Secrets it needs, and nothing else.
+		var secrets []string
+		for _, v := range spec.Volumes {
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret.SecretName)
+				require.Equal(t, ptrTo(int32(0o440)), v.Secret.DefaultMode, dir)
+			}
+		}
+		for _, e := range c.Env {
+			require.True(t, e.Name == "GOMEMLIMIT" || strings.HasPrefix(e.Name, "SUNSET_"), dir)
+			if e.ValueFrom != nil {
+				require.NotNil(t, e.ValueFrom.SecretKeyRef, dir)
+				secrets = append(secrets, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+		require.ElementsMatch(t, want.secrets, slices.Compact(slices.Sorted(slices.Values(secrets))), dir)
+
+		// The Service, the NetworkPolicy and the ServiceMonitor follow the
+		// container port.
+		require.Len(t, r.svc.Spec.Ports, 1, dir)
+		sp := r.svc.Spec.Ports[0]
+		require.Equal(t, want.portName, sp.Name, dir)
+		require.Equal(t, want.port, sp.Port, dir)
+		require.Equal(t, want.port, containerPort(t, c, sp.TargetPort).ContainerPort, dir)
+		require.Equal(t, corev1.ServiceTypeClusterIP, r.svc.Spec.Type)
+		require.Equal(t, sts.Spec.Selector.MatchLabels, r.svc.Spec.Selector, dir)
+		require.Equal(t, sts.Spec.Selector.MatchLabels, r.np.Spec.PodSelector.MatchLabels, dir)
+		for k, v := range sts.Spec.Selector.MatchLabels {
+			require.Equal(t, v, sts.Spec.Template.Labels[k], dir)
+		}
+		require.Len(t, r.smon.Spec.Endpoints, 1, dir)
+		ep := r.smon.Spec.Endpoints[0]
+		require.Equal(t, sp.Name, ep.Port, dir)
+		require.Equal(t, "/metrics", ep.Path, dir)
+		require.Equal(t, strings.ToLower(string(want.scheme)), ep.Scheme, dir)
+		for k, v := range r.smon.Spec.Selector.MatchLabels {
+			require.Equal(t, v, r.svc.Labels[k], dir)
+		}
+		if want.scheme == corev1.URISchemeHTTPS {
+			require.NotNil(t, ep.TLSConfig, dir)
+			require.Equal(t, "sunset.sunset.svc", ep.TLSConfig.ServerName)
+			require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sunset-tls"}, Key: "ca.crt"}, ep.TLSConfig.CA.Secret)
+		}
+		requireNetworkPolicy(t, dir, r.np, want)
+	}
+}
+
+// The NetworkPolicy admits the one port, from anywhere, and lets out DNS
+// and, with Kafka, the brokers' port.
+func requireNetworkPolicy(t *testing.T, dir string, np networkingv1.NetworkPolicy, want overlayWant) {
+	t.Helper()
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port := func(n int32) *intstr.IntOrString { p := intstr.FromInt32(n); return &p }
+	require.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes, dir)
+	require.Equal(t, []networkingv1.NetworkPolicyIngressRule{{
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(want.port)}},
+	}}, np.Spec.Ingress, dir)
+	egress := []networkingv1.NetworkPolicyEgressRule{{
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: port(53)}, {Protocol: &tcp, Port: port(53)}},
+	}}
+	for _, p := range want.egressPorts {
+		egress = append(egress, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(p)}}})
+	}
+	require.Equal(t, egress, np.Spec.Egress, dir)
+}
+
+// baseImageTag is the tag the base's images: sets.
+func baseImageTag(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(kubernetesDir, "base/kustomization.yaml"))
+	require.NoError(t, err)
+	var k struct {
+		Images []struct{ Name, NewTag string }
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &k))
+	require.Len(t, k.Images, 1)
+	require.Equal(t, manifestImage, k.Images[0].Name)
+	require.NotEmpty(t, k.Images[0].NewTag)
+	return k.Images[0].NewTag
+}
+
+func TestKustomizeOverlays(t *testing.T) {
+	kubectl(t)
+	base := sunsetConfig(t, render(t, "kubernetes/base"))
+
+	// TLS: every file flag points into the Secret that holds it.
+	tlsR := render(t, "kubernetes/overlays/tls")
+	require.Equal(t, base, sunsetConfig(t, tlsR), "the TLS overlay changes flags, not the config file")
+	c := tlsR.sts.Spec.Template.Spec.Containers[0]
+	args := requireRealFlags(t, serveFlags(t), c.Args)
+	files := secretFiles(t, tlsR.sts.Spec.Template.Spec, c)
+	require.Equal(t, "sunset-tls/tls.crt", files[args["tls-cert-file"]])
+	require.Equal(t, "sunset-tls/tls.key", files[args["tls-key-file"]])
+	require.Equal(t, "sunset-tls/ca.crt", files[args["tls-client-ca-file"]])
+	require.Equal(t, "sunset-webhook-token/token", files[args["webhook-token-file"]])
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+		require.Equal(t, corev1.URISchemeHTTPS, p.HTTPGet.Scheme)
+	}
+
+	// Kafka: the base's config plus kafka keys; the password from the
+	// Secret, the CA file from the Secret's mount, the brokers' port open.
+	kafkaR := render(t, "kubernetes/overlays/kafka")
+	cfg := sunsetConfig(t, kafkaR)
+	kafkaCfg, ok := cfg["kafka"].(map[string]any)
+	require.True(t, ok, "the kafka overlay's config has kafka keys")
+	delete(cfg, "kafka")
+	require.Equal(t, base, cfg, "overlays/kafka/config.yaml is the base's config.yaml plus kafka keys")
+	require.NotContains(t, kafkaCfg["sasl"], "password", "the password comes from the Secret")
+	require.NotEmpty(t, kafkaCfg["sasl"].(map[string]any)["username"])
+	require.NotEmpty(t, kafkaCfg["topics"])
+	require.Equal(t, "sunset", kafkaCfg["groupID"])
+	c = kafkaR.sts.Spec.Template.Spec.Containers[0]
+	var password *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "SUNSET_KAFKA_SASL_PASSWORD" {
+			password = &c.Env[i]
+		}
+	}
+	require.NotNil(t, password, "SUNSET_KAFKA_SASL_PASSWORD is set")
+	require.Empty(t, password.Value)
+	require.Equal(t, &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "sunset-kafka"}, Key: "password"}}, password.ValueFrom)
+	files = secretFiles(t, kafkaR.sts.Spec.Template.Spec, c)
+	tlsCfg := kafkaCfg["tls"].(map[string]any)
+	require.Equal(t, true, tlsCfg["enabled"])
+	require.Equal(t, "sunset-kafka/ca.crt", files[tlsCfg["caFile"].(string)])
+	var brokerPorts []int32
+	for _, b := range kafkaCfg["brokers"].([]any) {
+		brokerPorts = append(brokerPorts, listenPort(t, b.(string)))
+	}
+	require.Equal(t, overlays["kubernetes/overlays/kafka"].egressPorts, slices.Compact(brokerPorts), "the NetworkPolicy lets out the brokers' port")
+}
+
+// secretFiles maps each file path a container sees from a Secret volume to
+// "secret/key".
+func secretFiles(t *testing.T, spec corev1.PodSpec, c corev1.Container) map[string]string {
+	t.Helper()
+	keys := map[string]string{
+		"sunset-tls":           "tls.crt tls.key ca.crt",
+		"sunset-webhook-token": "token",
+		"sunset-kafka":         "password ca.crt",
+	}
+	out := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		var mount string
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name {
+				mount = m.MountPath
+			}
+		}
+		require.NotEmpty(t, mount, "secret volume %s is mounted", v.Name)
+		require.Contains(t, keys, v.Secret.SecretName)
+		if len(v.Secret.Items) > 0 {
+			for _, it := range v.Secret.Items {
+				out[mount+"/"+it.Path] = v.Secret.SecretName + "/" + it.Key
+			}
+			continue
+		}
+		for _, k := range strings.Fields(keys[v.Secret.SecretName]) {
+			out[mount+"/"+k] = v.Secret.SecretName + "/" + k
+		}
+	}
+	return out
+}
+
+// testPKI is a CA, a serving certificate for 127.0.0.1 and a client
+// certificate with CN master-0, as PEM.
+type testPKI struct {
+	caPEM, certPEM, keyPEM, clientCertPEM, clientKeyPEM []byte
+}
+
+func newTestPKI(t *testing.T) testPKI {
+	t.Helper()
+	key := func() (*ecdsa.PrivateKey, []byte) {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		require.NoError(t, err)
+		return k, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	caKey, _ := key()
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sunset test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	require.NoError(t, err)
+	ca, err = x509.ParseCertificate(caDER)
+	require.NoError(t, err)
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, []byte) {
+		k, keyPEM := key()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			KeyUsage: x509.KeyUsageDigitalSignature}
+		if usage == x509.ExtKeyUsageServerAuth {
+			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+			tmpl.DNSNames = []string{"localhost", "sunset.sunset.svc"}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		require.NoError(t, err)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM
+	}
+	p := testPKI{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	p.certPEM, p.keyPEM = issue(2, "sunset", x509.ExtKeyUsageServerAuth)
+	p.clientCertPEM, p.clientKeyPEM = issue(3, "master-0", x509.ExtKeyUsageClientAuth)
+	return p
+}
+
+// localPod runs a pod's container here: each volume mount becomes a
+// temporary directory (a ConfigMap's or Secret's files written into it),
+// every mount path in the arguments and the config file is rewritten to
+// it, and --listen to a free loopback port. It returns the arguments and
+// the data directory, and sets the container's environment plus the
+// image's own.
+func localPod(t *testing.T, spec corev1.PodSpec, configMaps map[string]corev1.ConfigMap, secrets map[string]map[string][]byte) ([]string, string) {
+	t.Helper()
+	require.Len(t, spec.Containers, 1)
+	c := spec.Containers[0]
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	dirs := map[string]string{} // mount path -> local directory
+	var mountPaths []string
+	for _, m := range c.VolumeMounts {
+		dirs[m.MountPath] = t.TempDir()
+		mountPaths = append(mountPaths, m.MountPath)
+	}
+	// Longest first, so no mount path rewrites part of a longer one.
+	sort.Slice(mountPaths, func(i, j int) bool { return len(mountPaths[i]) > len(mountPaths[j]) })
+	rewrite := func(s string) string {
+		for _, mp := range mountPaths {
+			s = strings.ReplaceAll(s, mp, dirs[mp])
+		}
+		return s
+	}
+	dataDir := ""
+	for _, m := range c.VolumeMounts {
+		dir := dirs[m.MountPath]
+		v, ok := volumes[m.Name]
+		switch {
+		case !ok || v.HostPath != nil || v.EmptyDir != nil: // a volumeClaimTemplate or a host directory
+			dataDir = dir
+		case v.ConfigMap != nil:
+			cm, ok := configMaps[v.ConfigMap.Name]
+			require.True(t, ok, "ConfigMap %s is rendered", v.ConfigMap.Name)
+			for k, data := range cm.Data {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, k), []byte(rewrite(data)), 0o600))
+			}
+		case v.Secret != nil:
+			data, ok := secrets[v.Secret.SecretName]
+			require.True(t, ok, "the test knows Secret %s", v.Secret.SecretName)
+			items := v.Secret.Items
+			if len(items) == 0 {
+				for k := range data {
+					items = append(items, corev1.KeyToPath{Key: k, Path: k})
+				}
+			}
+			for _, it := range items {
+				require.Contains(t, data, it.Key, "Secret %s", v.Secret.SecretName)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, it.Path), data[it.Key], 0o600))
+			}
+		default:
+			t.Fatalf("volume %s: the test does not know its kind", m.Name)
+		}
+	}
+	var args []string
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--listen=") {
+			a = "--listen=127.0.0.1:0"
+		}
+		args = append(args, rewrite(a))
+	}
+	// The image sets SUNSET_DATA_DIR; the container's --data-dir must win.
+	imageDataDir := filepath.Join(t.TempDir(), "image-data-dir")
+	t.Setenv("SUNSET_DATA_DIR", imageDataDir)
+	t.Cleanup(func() {
+		_, err := os.Stat(imageDataDir)
+		require.True(t, os.IsNotExist(err), "Sunset used the image's SUNSET_DATA_DIR instead of --data-dir")
+	})
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			t.Setenv(e.Name, e.Value)
+		case e.ValueFrom.SecretKeyRef != nil:
+			v, ok := secrets[e.ValueFrom.SecretKeyRef.Name][e.ValueFrom.SecretKeyRef.Key]
+			require.True(t, ok, "the test knows %s/%s", e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
+			t.Setenv(e.Name, string(v))
+		default:
+			t.Fatalf("env %s: the test does not know its source", e.Name)
+		}
+	}
+	require.NotEmpty(t, dataDir, "a volume for the data directory")
+	return args, dataDir
+}
+
+// probeClient talks to Sunset as kubelet's probes do: HTTPS without
+// verifying the certificate, and no client certificate.
+var probeClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// waitStatus polls url until it answers want.
+func waitStatus(t *testing.T, client *http.Client, url string, want int, within time.Duration) string {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+			if resp.StatusCode == want {
+				return string(body)
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer %d within %s; last: %s", url, want, within, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runRendered starts the binary as the rendered StatefulSet's container
+// runs it and checks every probe against it. It returns the base URL.
+func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte) string {
+	t.Helper()
+	spec := r.sts.Spec.Template.Spec
+	args, dataDir := localPod(t, spec, map[string]corev1.ConfigMap{r.cm.Name: r.cm}, secrets)
+	p := startBinary(t, dataDir, args...)
+	url := p.url
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--tls-cert-file=") }) {
+		url = "https://" + strings.TrimPrefix(url, "http://")
+	}
+	c := spec.Containers[0]
+	for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+		waitStatus(t, probeClient, url+probe.HTTPGet.Path, http.StatusOK, 60*time.Second)
+	}
+	return url
+}
+
+// Sunset starts with exactly the base's arguments and config file, passes
+// its probes and counts a batch.
+func TestKustomizeBaseConfigRunsInSunset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	kubectl(t)
+	url := runRendered(t, render(t, "kubernetes/base"), nil)
+	code, err := post(url, batch(0, time.Now().UTC()))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, int64(100), counts(t, url)[apiName(0)])
+}
+
+// The TLS overlay serves HTTPS with the Secret's files, its probes pass
+// without credentials, and the webhook demands the token and the client
+// certificate.
+func TestKustomizeTLSOverlayRunsInSunset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	kubectl(t)
+	pki := newTestPKI(t)
+	url := runRendered(t, render(t, "kubernetes/overlays/tls"), map[string]map[string][]byte{
+		"sunset-tls":           {"tls.crt": pki.certPEM, "tls.key": pki.keyPEM, "ca.crt": pki.caPEM},
+		"sunset-webhook-token": {"token": []byte("test-token\n")},
+	})
+	require.True(t, strings.HasPrefix(url, "https://"))
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(pki.caPEM))
+	clientCert, err := tls.X509KeyPair(pki.clientCertPEM, pki.clientKeyPEM)
+	require.NoError(t, err)
+	body, err := os.ReadFile("../testdata/apiserver-v1.36/webhook-metadata-batch/00004.body")
+	require.NoError(t, err)
+	post := func(certs []tls.Certificate, token string) int {
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
+		req, err := http.NewRequest(http.MethodPost, url+"/audit/webhook", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, post(nil, ""))
+	require.Equal(t, http.StatusUnauthorized, post(nil, "test-token"))
+	require.Equal(t, http.StatusUnauthorized, post([]tls.Certificate{clientCert}, ""))
+	require.Equal(t, http.StatusOK, post([]tls.Certificate{clientCert}, "test-token"))
+}
+
+// The Kafka overlay's config, CA file and password from the environment
+// get the consumer into its group on a broker with TLS and SCRAM.
+func TestKustomizeKafkaOverlayRunsInSunset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	kubectl(t)
+	r := render(t, "kubernetes/overlays/kafka")
+	kafkaCfg := sunsetConfig(t, r)["kafka"].(map[string]any)
+	sasl := kafkaCfg["sasl"].(map[string]any)
+	var topics []string
+	for _, tp := range kafkaCfg["topics"].([]any) {
+		topics = append(topics, tp.(string))
+	}
+	pki := newTestPKI(t)
+	serverCert, err := tls.X509KeyPair(pki.certPEM, pki.keyPEM)
+	require.NoError(t, err)
+	const password = "kafka-test-password"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}),
+		kfake.EnableSASL(), kfake.Superuser(strings.ToUpper(sasl["mechanism"].(string)), sasl["username"].(string), password))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	// The config's brokers are examples; the environment beats the file.
+	t.Setenv("SUNSET_KAFKA_BROKERS", strings.Join(cluster.ListenAddrs(), ","))
+	runRendered(t, r, map[string]map[string][]byte{
+		"sunset-kafka": {"ca.crt": pki.caPEM, "password": []byte(password)},
+	})
+}
+
+// flagsFileFlags reads the --name=value lines of kube-apiserver-flags.txt.
+func flagsFileFlags(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(controlPlane, "kube-apiserver-flags.txt"))
+	require.NoError(t, err)
+	flags := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		require.True(t, strings.HasPrefix(line, "--"), "line %q is neither a comment nor a flag", line)
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "--"), "=")
+		require.True(t, ok, "flag %q: write --name=value", line)
+		require.NotContains(t, flags, name, "--%s given twice", name)
+		flags[name] = value
+	}
+	return flags
+}
+
+// kube-apiserver's audit webhook flags (k8s.io/apiserver
+// pkg/server/options/audit.go) and how to check their values.
+var apiserverAuditFlags = map[string]func(string) error{
+	"audit-policy-file":                  absPath,
+	"audit-webhook-config-file":          absPath,
+	"audit-webhook-version":              oneOf("audit.k8s.io/v1"),
+	"audit-webhook-mode":                 oneOf("batch", "blocking", "blocking-strict"),
+	"audit-webhook-batch-max-size":       positiveInt,
+	"audit-webhook-batch-max-wait":       positiveDuration,
+	"audit-webhook-batch-throttle-qps":   positiveFloat,
+	"audit-webhook-batch-throttle-burst": positiveInt,
+	"audit-webhook-batch-buffer-size":    positiveInt,
+	"audit-webhook-initial-backoff":      positiveDuration,
+}
+
+func absPath(s string) error {
+	if !filepath.IsAbs(s) {
+		return fmt.Errorf("%q is not an absolute path", s)
+	}
+	return nil
+}
+
+func oneOf(values ...string) func(string) error {
+	return func(s string) error {
+		if !slices.Contains(values, s) {
+			return fmt.Errorf("%q is not one of %v", s, values)
+		}
+		return nil
+	}
+}
+
+func positiveInt(s string) error {
+	n, err := strconv.Atoi(s)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("%d is not positive", n)
+	}
+	return err
+}
+
+func positiveFloat(s string) error {
+	f, err := strconv.ParseFloat(s, 32)
+	if err == nil && f <= 0 {
+		err = fmt.Errorf("%v is not positive", f)
+	}
+	return err
+}
+
+func positiveDuration(s string) error {
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("%s is not positive", d)
+	}
+	return err
+}
+
+func TestDeployKubeAPIServerFlags(t *testing.T) {
+	flags := flagsFileFlags(t)
+	names := make([]string, 0, len(flags))
+	for name, value := range flags {
+		check, ok := apiserverAuditFlags[name]
+		require.True(t, ok, "--%s is not a kube-apiserver audit flag this test knows", name)
+		require.NoError(t, check(value), "--%s", name)
+		names = append(names, name)
+	}
+	want := make([]string, 0, len(apiserverAuditFlags))
+	for name := range apiserverAuditFlags {
+		want = append(want, name)
+	}
+	require.ElementsMatch(t, want, names)
+	require.Equal(t, "batch", flags["audit-webhook-mode"])
+	require.Equal(t, "400", flags["audit-webhook-batch-max-size"])
+	require.Equal(t, "5s", flags["audit-webhook-batch-max-wait"])
+
+	// The names are kube-apiserver's own, as the vendored k8s.io/apiserver
+	// declares them.
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/apiserver").Output()
+	require.NoError(t, err)
+	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "pkg/server/options/audit.go"))
+	require.NoError(t, err)
+	for name := range apiserverAuditFlags {
+		// Batch flags are declared per backend: "audit-%s-batch-max-size".
+		perBackend := `"audit-%s-` + strings.TrimPrefix(name, "audit-webhook-") + `"`
+		require.True(t, strings.Contains(string(src), `"`+name+`"`) || strings.Contains(string(src), perBackend),
+			"k8s.io/apiserver declares --%s", name)
+	}
+
+	// The files the flags name are the shipped ones, under the directory
+	// kube-apiserver-volumes.yaml mounts into the apiserver's pod.
+	raw, err := os.ReadFile(filepath.Join(controlPlane, "kube-apiserver-volumes.yaml"))
+	require.NoError(t, err)
+	var pod corev1.Pod
+	require.NoError(t, yaml.UnmarshalStrict(raw, &pod))
+	require.Len(t, pod.Spec.Containers, 1)
+	require.Equal(t, "kube-apiserver", pod.Spec.Containers[0].Name)
+	require.Len(t, pod.Spec.Containers[0].VolumeMounts, 1)
+	mount := pod.Spec.Containers[0].VolumeMounts[0]
+	require.True(t, mount.ReadOnly)
+	require.Len(t, pod.Spec.Volumes, 1)
+	require.Equal(t, mount.Name, pod.Spec.Volumes[0].Name)
+	require.Equal(t, mount.MountPath, pod.Spec.Volumes[0].HostPath.Path)
+	require.Equal(t, filepath.Join(mount.MountPath, "audit-policy.yaml"), flags["audit-policy-file"])
+	require.Equal(t, filepath.Join(mount.MountPath, "audit-webhook.kubeconfig"), flags["audit-webhook-config-file"])
+	_, err = os.Stat(filepath.Join("../deploy", filepath.Base(flags["audit-policy-file"])))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(controlPlane, filepath.Base(flags["audit-webhook-config-file"])))
+	require.NoError(t, err)
+}
+
+// staticPod decodes the control-plane static pod, strictly.
+func staticPod(t *testing.T) corev1.Pod {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(controlPlane, "sunset-static-pod.yaml"))
+	require.NoError(t, err)
+	var pod corev1.Pod
+	require.NoError(t, yaml.UnmarshalStrict(raw, &pod))
+	return pod
+}
+
+// unitExecStart reads sunset.service's ExecStart arguments after `serve`,
+// and its directives.
+func unitFile(t *testing.T) ([]string, map[string][]string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(controlPlane, "sunset.service"))
+	require.NoError(t, err)
+	directives := map[string][]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		require.True(t, ok, "line %q", line)
+		directives[k] = append(directives[k], v)
+	}
+	require.Len(t, directives["ExecStart"], 1)
+	exec := strings.Fields(directives["ExecStart"][0])
+	require.Equal(t, []string{"/usr/local/bin/sunset", "serve"}, exec[:2], "the image's binary path")
+	return exec[2:], directives
+}
+
+func TestDeployControlPlaneStaticPod(t *testing.T) {
+	flags := serveFlags(t)
+	pod := staticPod(t)
+	spec := pod.Spec
+	require.Equal(t, "kube-system", pod.Namespace)
+	require.True(t, spec.HostNetwork)
+	require.Equal(t, "system-node-critical", spec.PriorityClassName)
+	require.Equal(t, ptrTo(false), spec.AutomountServiceAccountToken)
+	require.Len(t, spec.Containers, 1)
+	c := spec.Containers[0]
+	requireHardened(t, "static pod", spec.SecurityContext, c.SecurityContext)
+	require.Equal(t, manifestImage+":"+baseImageTag(t), c.Image, "the same release as the base")
+	require.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy)
+	args := requireRealFlags(t, flags, c.Args)
+	host, port, err := net.SplitHostPort(args["listen"])
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", host, "loopback only")
+	requireProbes(t, "static pod", c, listenPort(t, args["listen"]), corev1.URISchemeHTTP, "127.0.0.1")
+	requireSized(t, "static pod", c)
+	shutdown, err := time.ParseDuration(args["shutdown-timeout"])
+	require.NoError(t, err)
+	require.Greater(t, time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second, shutdown+10*time.Second)
+	require.Len(t, c.VolumeMounts, 1)
+	require.Equal(t, args["data-dir"], c.VolumeMounts[0].MountPath)
+	require.Len(t, spec.Volumes, 1)
+	require.Equal(t, "/var/lib/sunset", spec.Volumes[0].HostPath.Path)
+	require.Equal(t, ptrTo(corev1.HostPathDirectory), spec.Volumes[0].HostPath.Type, "created beforehand with the image user as owner")
+
+	// The same max-body-bytes as the cluster install, which the memory
+	// limit was measured with.
+	raw, err := os.ReadFile(filepath.Join(kubernetesDir, "base/config.yaml"))
+	require.NoError(t, err)
+	var base struct {
+		MaxBodyBytes int64 `json:"max-body-bytes"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &base))
+	require.Equal(t, strconv.FormatInt(base.MaxBodyBytes, 10), args["max-body-bytes"])
+
+	// The loopback kubeconfig points at this listen address, names the
+	// cluster and node in the path, and loads in kube-apiserver's own code.
+	kubeconfig := filepath.Join(controlPlane, "audit-webhook.kubeconfig")
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	require.NoError(t, err)
+	require.Len(t, cfg.Clusters, 1)
+	for _, cl := range cfg.Clusters {
+		require.Equal(t, "http://127.0.0.1:"+port+"/audit/webhook/CLUSTER_NAME/NODE_NAME", cl.Server)
+	}
+	for _, u := range cfg.AuthInfos {
+		require.Empty(t, u.Token, "kube-apiserver sends no credentials to http://")
+	}
+	_, err = webhook.NewBackend(kubeconfig, auditv1.SchemeGroupVersion, wait.Backoff{Duration: time.Second, Steps: 1}, nil)
+	require.NoError(t, err)
+
+	// The unit runs the same server.
+	unitArgs, directives := unitFile(t)
+	unit := requireRealFlags(t, flags, unitArgs)
+	require.Equal(t, args["listen"], unit["listen"])
+	require.Equal(t, args["max-body-bytes"], unit["max-body-bytes"])
+	require.Equal(t, "/var/lib/"+directives["StateDirectory"][0], unit["data-dir"])
+	for k, v := range map[string]string{
+		"DynamicUser": "yes", "StateDirectory": "sunset", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
+		"ProtectHome": "yes", "PrivateTmp": "yes", "PrivateDevices": "yes", "CapabilityBoundingSet": "",
+		"RestrictSUIDSGID": "yes", "MemoryDenyWriteExecute": "yes", "IPAddressDeny": "any", "IPAddressAllow": "localhost",
+		"Environment": "GOMEMLIMIT=400MiB", "MemoryMax": "512M", "Restart": "always",
+	} {
+		require.Equal(t, []string{v}, directives[k], k)
+	}
+	stop, err := time.ParseDuration(directives["TimeoutStopSec"][0] + "s")
+	require.NoError(t, err)
+	require.Greater(t, stop, 30*time.Second+10*time.Second, "TimeoutStopSec above shutdown-timeout")
+}
+
+// systemd itself accepts the unit: no unknown directive or bad value.
+func TestDeployControlPlaneUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	raw, err := os.ReadFile(filepath.Join(controlPlane, "sunset.service"))
+	require.NoError(t, err)
+	// verify wants the binary to exist.
+	unit := filepath.Join(t.TempDir(), "sunset.service")
+	require.NoError(t, os.WriteFile(unit, bytes.ReplaceAll(raw, []byte("/usr/local/bin/sunset"), []byte(sunsetBin)), 0o644))
+	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Empty(t, strings.TrimSpace(string(out)))
+}
+
+// The static pod's and the unit's servers start as written, and
+// kube-apiserver's webhook client, given the loopback kubeconfig, gets a
+// batch counted under the cluster and node its path names.
+func TestDeployControlPlaneRunsInSunset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	pod := staticPod(t)
+	args, dataDir := localPod(t, pod.Spec, nil, nil)
+	p := startBinary(t, dataDir, args...)
+	for _, probe := range []*corev1.Probe{pod.Spec.Containers[0].StartupProbe, pod.Spec.Containers[0].LivenessProbe} {
+		waitStatus(t, probeClient, p.url+probe.HTTPGet.Path, http.StatusOK, 30*time.Second)
+	}
+
+	// The kubeconfig with the placeholders filled in as its comment says,
+	// and this server's port.
+	raw, err := os.ReadFile(filepath.Join(controlPlane, "audit-webhook.kubeconfig"))
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(p.url, "http://"))
+	require.NoError(t, err)
+	kc := strings.NewReplacer("CLUSTER_NAME", "prod", "NODE_NAME", "cp-1", "127.0.0.1:10280", "127.0.0.1:"+port).Replace(string(raw))
+	kubeconfig := filepath.Join(t.TempDir(), "audit-webhook.kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(kc), 0o600))
+	backend, err := webhook.NewBackend(kubeconfig, auditv1.SchemeGroupVersion, wait.Backoff{Duration: time.Second, Steps: 1}, nil)
+	require.NoError(t, err)
+	now := metav1.NewMicroTime(time.Now())
+	require.True(t, backend.ProcessEvents(&auditinternal.Event{
+		Level: auditinternal.LevelMetadata, AuditID: types.UID("static-pod-1"), Stage: auditinternal.StageResponseComplete,
+		Verb: "list", User: authnv1.UserInfo{Username: "alice"}, UserAgent: "kubectl/v1.32.4",
+		ObjectRef:                &auditinternal.ObjectReference{Resource: "endpoints", Namespace: "default", APIVersion: "v1"},
+		ResponseStatus:           &metav1.Status{Code: 200},
+		RequestReceivedTimestamp: now, StageTimestamp: now,
+		Annotations: map[string]string{"k8s.io/deprecated": "true"},
+	}))
+	var count struct {
+		Status struct {
+			CurrentHour struct {
+				ByNode []struct {
+					NodeName, Cluster string
+					RequestCount      int64
+				}
+			}
+		}
+	}
+	body := waitStatus(t, probeClient, p.url+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", http.StatusOK, 10*time.Second)
+	require.NoError(t, json.Unmarshal([]byte(body), &count))
+	require.Len(t, count.Status.CurrentHour.ByNode, 1)
+	require.Equal(t, "cp-1", count.Status.CurrentHour.ByNode[0].NodeName)
+	require.Equal(t, "prod", count.Status.CurrentHour.ByNode[0].Cluster)
+	require.Equal(t, int64(1), count.Status.CurrentHour.ByNode[0].RequestCount)
+
+	// sunset.service's ExecStart, its data directory rewritten.
+	unitArgs, _ := unitFile(t)
+	unitDir := t.TempDir()
+	for i, a := range unitArgs {
+		if strings.HasPrefix(a, "--data-dir=") {
+			unitArgs[i] = "--data-dir=" + unitDir
+		}
+		if strings.HasPrefix(a, "--listen=") {
+			unitArgs[i] = "--listen=127.0.0.1:0"
+		}
+	}
+	u := startBinary(t, unitDir, unitArgs...)
+	waitStatus(t, probeClient, u.url+"/-/ready", http.StatusOK, 30*time.Second)
+}
