@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -11,6 +12,29 @@ import (
 
 // hoursPerDay is the length of last24h.
 const hoursPerDay = 24
+
+// MaxNodesPerHour is OpenShift's schema limit on byNode.
+const MaxNodesPerHour = 512
+
+// OtherVerb stands for every verb that is not a Kubernetes request verb.
+const OtherVerb = "other"
+
+// requestVerbs are the verbs kube-apiserver's request info gives resource
+// requests. With OtherVerb they are 10, OpenShift's schema limit on byVerb,
+// and none is over its 20 characters.
+var requestVerbs = map[string]bool{
+	"get": true, "list": true, "watch": true, "create": true, "update": true,
+	"patch": true, "delete": true, "deletecollection": true, "proxy": true,
+}
+
+// verbName is the verb as reported: unknown verbs, which a hostile or buggy
+// sender can invent without end, are grouped.
+func verbName(verb string) string {
+	if requestVerbs[verb] {
+		return verb
+	}
+	return OtherVerb
+}
 
 type nodeID struct{ cluster, node string }
 type userID struct{ username, userAgent string }
@@ -45,6 +69,9 @@ type builder struct {
 	now      time.Time // truncated to the hour
 	isSystem func(username string) bool
 	hours    [hoursPerDay]hourAgg
+	// nodes are the apiservers with requests in the day: each is listed
+	// in every hour, with 0 when idle.
+	nodes map[nodeID]bool
 	// workloads by cluster, then client.
 	workloads map[string]map[store.ClientID]store.Workload
 
@@ -60,7 +87,7 @@ type builder struct {
 
 func newBuilder(now time.Time, since time.Duration, isSystem func(string) bool) *builder {
 	b := &builder{now: now.UTC().Truncate(time.Hour), isSystem: isSystem, since: since, usernames: map[string]bool{},
-		workloads: map[string]map[store.ClientID]store.Workload{}}
+		workloads: map[string]map[store.ClientID]store.Workload{}, nodes: map[nodeID]bool{}}
 	if since > 0 {
 		b.windowFrom = now.UTC().Add(-since).Truncate(time.Hour)
 		b.windowUsers = map[string]*windowUser{}
@@ -99,6 +126,7 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 		h.nodes = map[nodeID]*nodeAgg{}
 	}
 	nid := nodeID{k.Cluster, k.Node}
+	b.nodes[nid] = true
 	na := h.nodes[nid]
 	if na == nil {
 		na = &nodeAgg{users: map[userID]*userAgg{}}
@@ -113,7 +141,8 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	h.total += c
 	na.total += c
 	ua.total += c
-	v := ua.verbs[k.Verb]
+	verb := verbName(k.Verb)
+	v := ua.verbs[verb]
 	v[0] += c
 	if k.DryRun {
 		v[1] += c
@@ -121,7 +150,7 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 		na.dry += c
 		ua.dry += c
 	}
-	ua.verbs[k.Verb] = v
+	ua.verbs[verb] = v
 	if k.Removed {
 		h.removed += c
 		ua.removed += c
@@ -201,9 +230,32 @@ func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
 }
 
 func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
-	out := PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system, DryRunCount: h.dry}
-	for nid, na := range h.nodes {
-		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, RequestCount: na.total, DryRunCount: na.dry, ByUser: []PerUserAPIRequestCount{}}
+	out := PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system, DryRunCount: h.dry,
+		ByNode: make([]PerNodeAPIRequestLog, 0, len(b.nodes))}
+	// The busiest apiservers are kept when there are more than the schema
+	// allows; idle ones (no entry in h.nodes) count 0.
+	nids := slices.Collect(maps.Keys(b.nodes))
+	total := func(nid nodeID) int64 {
+		if na := h.nodes[nid]; na != nil {
+			return na.total
+		}
+		return 0
+	}
+	byName := func(x, y nodeID) int { return cmp.Or(cmp.Compare(x.cluster, y.cluster), cmp.Compare(x.node, y.node)) }
+	if len(nids) > MaxNodesPerHour {
+		slices.SortFunc(nids, func(x, y nodeID) int { return cmp.Or(cmp.Compare(total(y), total(x)), byName(x, y)) })
+		out.ByNodeOmitted = len(nids) - MaxNodesPerHour
+		nids = nids[:MaxNodesPerHour]
+	}
+	slices.SortFunc(nids, byName)
+	for _, nid := range nids {
+		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, ByUser: []PerUserAPIRequestCount{}}
+		na := h.nodes[nid]
+		if na == nil {
+			out.ByNode = append(out.ByNode, node)
+			continue
+		}
+		node.RequestCount, node.DryRunCount = na.total, na.dry
 		for uid, ua := range na.users {
 			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,
 				System: b.isSystem(uid.username), RemovedRequestCount: ua.removed, DryRunCount: ua.dry,
@@ -219,13 +271,11 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 			return cmp.Or(cmp.Compare(b.RequestCount, a.RequestCount), cmp.Compare(a.UserName, b.UserName), cmp.Compare(a.UserAgent, b.UserAgent))
 		})
 		if len(node.ByUser) > users {
+			node.ByUserOmitted = len(node.ByUser) - users
 			node.ByUser = node.ByUser[:users]
 		}
 		out.ByNode = append(out.ByNode, node)
 	}
-	slices.SortFunc(out.ByNode, func(a, b PerNodeAPIRequestLog) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.NodeName, b.NodeName))
-	})
 	return out
 }
 

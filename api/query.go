@@ -63,8 +63,12 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (Query, 
 	}
 	if s := v.Get("users"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxUsersToReport {
-			problems = append(problems, fmt.Sprintf("users must be a whole number from 1 to %d", MaxUsersToReport))
+		if err != nil || n < 0 || n > MaxUsersToReport {
+			problems = append(problems, fmt.Sprintf("users must be a whole number from 0 to %d (0 means the default, %d)", MaxUsersToReport, DefaultUsersToReport))
+		}
+		// OpenShift reads 0 as its default of 10.
+		if n == 0 {
+			n = DefaultUsersToReport
 		}
 		q.Users = n
 	}

@@ -124,8 +124,15 @@ type Replacement struct {
 
 // PerResourceAPIRequestLog is one hour of requests.
 type PerResourceAPIRequestLog struct {
-	ByNode       []PerNodeAPIRequestLog `json:"byNode,omitempty"`
-	RequestCount int64                  `json:"requestCount"`
+	// ByNode lists every apiserver with requests to the API in the period
+	// read, with 0 in the hours it was idle, as OpenShift does: at most
+	// MaxNodesPerHour, the busiest first.
+	ByNode []PerNodeAPIRequestLog `json:"byNode"`
+	// ByNodeOmitted is Sunset's addition: how many apiservers ByNode
+	// leaves out to stay within OpenShift's schema. RequestCount still
+	// includes them.
+	ByNodeOmitted int   `json:"byNodeOmitted,omitempty"`
+	RequestCount  int64 `json:"requestCount"`
 	// SystemRequestCount is Sunset's addition: how many of RequestCount
 	// came from system identities.
 	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
@@ -142,6 +149,9 @@ type PerNodeAPIRequestLog struct {
 	// ByUser holds the top users by request count, at most
 	// numberOfUsersToReport; RequestCount always includes all of them.
 	ByUser []PerUserAPIRequestCount `json:"byUser"`
+	// ByUserOmitted is Sunset's addition: how many clients ByUser leaves
+	// out.
+	ByUserOmitted int `json:"byUserOmitted,omitempty"`
 }
 
 // PerUserAPIRequestCount is one client's requests: a username and a user
@@ -161,7 +171,9 @@ type PerUserAPIRequestCount struct {
 	Workload *Workload `json:"workload,omitempty"`
 }
 
-// PerVerbAPIRequestCount is one client's requests with one verb.
+// PerVerbAPIRequestCount is one client's requests with one verb: one of
+// the Kubernetes request verbs, or "other" for anything else, so that a
+// client has at most 10, as OpenShift's schema allows.
 type PerVerbAPIRequestCount struct {
 	Verb         string `json:"verb"`
 	RequestCount int64  `json:"requestCount"`

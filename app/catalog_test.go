@@ -84,7 +84,7 @@ func TestAlreadyRemovedAPIsAndListFilters(t *testing.T) {
 	for query, msg := range map[string]string{
 		"?state=gone":                 `state "gone" is not valid; use deprecated or removed`,
 		"?removedRelease=next":        `removedRelease: "next" is not a Kubernetes release such as 1.37`,
-		"?removedBefore=1&users=0":    `removedBefore: "1" is not a Kubernetes release such as 1.37; users must be a whole number from 1 to 100`,
+		"?removedBefore=1&users=-1":   `removedBefore: "1" is not a Kubernetes release such as 1.37; users must be a whole number from 0 to 100 (0 means the default, 10)`,
 		"/endpoints.v1?state=removed": `unknown parameter "state" (known: cluster, since, users)`,
 	} {
 		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts" + query)

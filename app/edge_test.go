@@ -77,10 +77,15 @@ func TestStagesAndEdgeCases(t *testing.T) {
 	require.Equal(t, "evil\x00user", users[1].UserName)
 	require.Equal(t, []api.PerVerbAPIRequestCount{{Verb: "patch", RequestCount: 1}}, users[1].ByVerb)
 
-	// Every hour but 18 and 19 is empty, and the list holds exactly these APIs.
+	// Every other hour lists the API's two apiservers, idle, as OpenShift
+	// does; and the list holds exactly these APIs.
+	idle := api.PerResourceAPIRequestLog{ByNode: []api.PerNodeAPIRequestLog{
+		{NodeName: "127.0.0.1", Cluster: "default", ByUser: []api.PerUserAPIRequestCount{}},
+		{NodeName: "apiserver-2", Cluster: "prod", ByUser: []api.PerUserAPIRequestCount{}},
+	}}
 	for i, h := range ep.Status.Last24h {
 		if i != 19 {
-			require.Equal(t, api.PerResourceAPIRequestLog{}, h, "hour %d", i)
+			require.Equal(t, idle, h, "hour %d", i)
 		}
 	}
 	code, listBody := s.get("/apis/sunset.dev/v1/apirequestcounts")
@@ -136,9 +141,9 @@ func TestQueryParameters(t *testing.T) {
 		code int
 		want string
 	}{
-		{"/apis/sunset.dev/v1/apirequestcounts?users=0", 400, statusBody(400, "BadRequest", "users must be a whole number from 1 to 100")},
-		{"/apis/sunset.dev/v1/apirequestcounts?users=101", 400, statusBody(400, "BadRequest", "users must be a whole number from 1 to 100")},
-		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?users=ten", 400, statusBody(400, "BadRequest", "users must be a whole number from 1 to 100")},
+		{"/apis/sunset.dev/v1/apirequestcounts?users=-1", 400, statusBody(400, "BadRequest", "users must be a whole number from 0 to 100 (0 means the default, 10)")},
+		{"/apis/sunset.dev/v1/apirequestcounts?users=101", 400, statusBody(400, "BadRequest", "users must be a whole number from 0 to 100 (0 means the default, 10)")},
+		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?users=ten", 400, statusBody(400, "BadRequest", "users must be a whole number from 0 to 100 (0 means the default, 10)")},
 		{"/apis/sunset.dev/v1/apirequestcounts?usr=bob", 400, statusBody(400, "BadRequest", `unknown parameter "usr" (known: cluster, removedBefore, removedRelease, since, state, user, users)`)},
 		{"/apis/sunset.dev/v1/apirequestcounts?since=30m", 400, statusBody(400, "BadRequest", `since "30m" is not a duration of at least 1h, such as 24h or 168h`)},
 		{"/apis/sunset.dev/v1/apirequestcounts?since=8760h", 400, statusBody(400, "BadRequest", `since 8760h0m0s is longer than the retention of 720h0m0s`)},
@@ -150,6 +155,11 @@ func TestQueryParameters(t *testing.T) {
 		require.Equal(t, tc.code, code, tc.path)
 		require.JSONEq(t, tc.want, string(body), tc.path)
 	}
+	// OpenShift reads users=0 as its default of 10.
+	zero, byDefault := getAPI(t, s, "endpoints.v1?users=0"), getAPI(t, s, "endpoints.v1")
+	require.Equal(t, int64(10), zero.Spec.NumberOfUsersToReport)
+	require.Equal(t, byDefault, zero)
+
 	obj := getAPI(t, s, "endpoints.v1?users=1")
 	require.Equal(t, int64(1), obj.Spec.NumberOfUsersToReport)
 	node := withoutWorkloads(obj.Status.CurrentHour.ByNode)[0]

@@ -58,6 +58,9 @@ func New(extra []Entry) (*Catalog, error) {
 		if e.Source == "" {
 			e.Source = "config"
 		}
+		// Releases are compared and printed ("deprecated in v1.20+") in one
+		// spelling, whichever the configuration used.
+		e.DeprecatedIn, e.RemovedIn = NormalizeRelease(e.DeprecatedIn), NormalizeRelease(e.RemovedIn)
 		c.byGVR[gvr{e.Group, e.Version, e.Resource}] = e
 	}
 	return c, errors.Join(errs...)

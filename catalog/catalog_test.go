@@ -126,3 +126,18 @@ func TestParseRelease(t *testing.T) {
 	}
 	require.True(t, MustParseRelease("1.9").Less(MustParseRelease("1.10")))
 }
+
+// Releases come back in one spelling however the configuration wrote them,
+// so the warning never reads "deprecated in vv1.20+".
+func TestExtraEntryReleasesAreNormalised(t *testing.T) {
+	c, err := New([]Entry{{Group: "cert-manager.io", Version: "v1alpha2", Resource: "certificates", Kind: "Certificate",
+		DeprecatedIn: "v1.20", RemovedIn: "v1.24.3"}})
+	require.NoError(t, err)
+	e, _ := c.Lookup("cert-manager.io", "v1alpha2", "certificates")
+	require.Equal(t, "1.20", e.DeprecatedIn)
+	require.Equal(t, "1.24", e.RemovedIn)
+	require.Equal(t, "cert-manager.io/v1alpha2 Certificate is deprecated in v1.20+, unavailable in v1.24+", e.Warning())
+	require.Equal(t, "1.37", NormalizeRelease("v1.37.2"))
+	require.Equal(t, "", NormalizeRelease(""))
+	require.Equal(t, "soon", NormalizeRelease("soon"))
+}

@@ -33,6 +33,17 @@ func ParseRelease(s string) (Release, error) {
 	return Release{major, minor}, nil
 }
 
+// NormalizeRelease spells a release the one way Sunset writes it: "v1.20"
+// and "1.20.3" become "1.20". Text that is not a release (already reported
+// by validation) and "" are returned as they are.
+func NormalizeRelease(s string) string {
+	r, err := ParseRelease(s)
+	if err != nil {
+		return s
+	}
+	return r.String()
+}
+
 // MustParseRelease is ParseRelease for constants; it panics on bad input.
 func MustParseRelease(s string) Release {
 	r, err := ParseRelease(s)

@@ -98,6 +98,7 @@ func New(extra []Rule) (*Set, error) {
 			continue
 		}
 		seen[r.Name] = true
+		r.DeprecatedIn, r.RemovedIn = catalog.NormalizeRelease(r.DeprecatedIn), catalog.NormalizeRelease(r.RemovedIn)
 		s.rules = slices.DeleteFunc(s.rules, func(b Rule) bool { return b.Name == r.Name })
 		s.rules = append(s.rules, r)
 	}

@@ -47,3 +47,13 @@ func TestMatchAndConfig(t *testing.T) {
 	require.EqualError(t, err, `field-rules[0]: field rule "Bad_Name": deprecatedIn: "soon" is not a Kubernetes release such as 1.37; field ".x" is not a dotted path such as status.nodeInfo.kubeProxyVersion; name "Bad_Name" is not a lowercase DNS label; verbs are required, e.g. [update, patch]; version and resource are required
 field-rules[2]: name "a" is used twice`)
 }
+
+func TestRuleReleasesAreNormalised(t *testing.T) {
+	s, err := New([]Rule{{Name: "service-topology-keys", Version: "v1", Resource: "services",
+		Verbs: []string{"create"}, Field: "spec.topologyKeys", DeprecatedIn: "v1.17", RemovedIn: "v1.22.0"}})
+	require.NoError(t, err)
+	r, ok := s.Rule("service-topology-keys")
+	require.True(t, ok)
+	require.Equal(t, "1.17", r.DeprecatedIn)
+	require.Equal(t, "1.22", r.RemovedIn)
+}
