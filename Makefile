@@ -31,7 +31,7 @@ test-short: ## Run the quick tests only.
 
 # The real peers of the end-to-end test, built from the Go module proxy at
 # the versions test/e2e/tools/go.mod pins, and cached: a cold build takes
-# about 8 minutes on 2 cores, a warm one seconds.
+# 8 to 15 minutes on 2 cores, a warm one seconds.
 E2E_TOOLS    := test/e2e/tools
 E2E_BIN      := test/e2e/.cache/bin
 KUBE_VERSION := $(shell sed -n 's,^[[:space:]]*k8s.io/kubernetes \(v[0-9.]*\)$$,\1,p' $(E2E_TOOLS)/go.mod)
@@ -40,7 +40,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION:v%=%)))
 
 $(E2E_BIN)/kube-apiserver: $(E2E_TOOLS)/go.mod $(E2E_TOOLS)/go.sum
-	@echo "building kube-apiserver $(KUBE_VERSION) (about 8 minutes when cold)"
+	@echo "building kube-apiserver $(KUBE_VERSION) (8 to 15 minutes on 2 cores when cold)"
 	cd $(E2E_TOOLS) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" \
 		-o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-apiserver
 

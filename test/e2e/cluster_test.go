@@ -19,6 +19,7 @@ import (
 const (
 	shippedPolicy  = "../../deploy/audit-policy.yaml"
 	shippedWebhook = "../../deploy/audit-webhook.kubeconfig"
+	shippedFlags   = "../../deploy/control-plane/kube-apiserver-flags.txt"
 )
 
 // What the apiserver calls itself when it posts to Sunset.
@@ -112,7 +113,39 @@ type apiserver struct {
 	auditLog string
 }
 
-func startAPIServer(t *testing.T, bin, etcdURL string, p *pki, webhookConfig string) *apiserver {
+// shippedAPIServerFlags reads the kube-apiserver flags the control-plane
+// recipe ships, with the two file paths pointed at this test's files and a
+// shorter batch wait to keep the test quick.
+func shippedAPIServerFlags(t *testing.T, policy, webhookConfig string) []string {
+	t.Helper()
+	b, err := os.ReadFile(shippedFlags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	override := map[string]string{
+		"--audit-policy-file":            policy,
+		"--audit-webhook-config-file":    webhookConfig,
+		"--audit-webhook-batch-max-wait": "1s",
+	}
+	var flags []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "--") {
+			continue
+		}
+		name, _, _ := strings.Cut(line, "=")
+		if v, ok := override[name]; ok {
+			line = name + "=" + v
+			delete(override, name)
+		}
+		flags = append(flags, line)
+	}
+	if len(override) > 0 {
+		t.Fatalf("%s lacks %v", shippedFlags, override)
+	}
+	return flags
+}
+
+func startAPIServer(t *testing.T, bin string, db etcd, p *pki, webhookConfig string) *apiserver {
 	t.Helper()
 	policy, err := filepath.Abs(shippedPolicy)
 	if err != nil {
@@ -128,8 +161,11 @@ func startAPIServer(t *testing.T, bin, etcdURL string, p *pki, webhookConfig str
 	saKey := p.serviceAccountKey(t)
 	port := freePort(t)
 	a.url = "https://127.0.0.1:" + strconv.Itoa(port)
-	a.proc = start(t, "kube-apiserver", bin,
-		"--etcd-servers="+etcdURL,
+	args := append(shippedAPIServerFlags(t, policy, webhookConfig),
+		"--etcd-servers="+db.url,
+		"--etcd-cafile="+p.CAFile,
+		"--etcd-certfile="+db.certFile,
+		"--etcd-keyfile="+db.keyFile,
 		"--bind-address=127.0.0.1",
 		// The address the apiserver writes into the kubernetes Endpoints,
 		// which may not be a loopback address. Nothing dials it here.
@@ -145,15 +181,13 @@ func startAPIServer(t *testing.T, bin, etcdURL string, p *pki, webhookConfig str
 		"--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--runtime-config=api/all=true",
-		"--audit-policy-file="+policy,
-		"--audit-webhook-config-file="+webhookConfig,
-		// The shipped recommendation is 5s; 1s keeps the test short.
-		"--audit-webhook-batch-max-wait=1s",
+		// The same events, written to a file: the ground truth.
 		"--audit-log-path="+a.auditLog,
 		"--audit-log-format=json",
 		"--audit-log-mode=blocking",
 		"--cert-dir="+t.TempDir(),
 	)
+	a.proc = start(t, "kube-apiserver", bin, args...)
 	waitHTTP(t, a.proc, p.httpsClient(), a.url+"/readyz", a.tokens["admin"], 2*time.Minute)
 	return a
 }

@@ -29,10 +29,10 @@ func TestKubeAPIServerAuditWebhookToSunset(t *testing.T) {
 	token := randomToken(t)
 	s := newSunset(t, sunsetBin, p, token)
 	s.start(t)
-	checkWebhookRefusesStrangers(t, s)
+	checkWebhookRefusesStrangers(t, s, p, token)
 
 	kubeconfig := webhookKubeconfig(t, p, s.url+"/audit/webhook/"+clusterName+"/"+nodeName, token)
-	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin), p, kubeconfig)
+	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin, p), p, kubeconfig)
 	tr := prepare(t, a)
 
 	ctx := ctxWithin(t, 10*time.Minute)
@@ -124,18 +124,51 @@ func randomToken(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// checkWebhookRefusesStrangers posts without credentials: Sunset must
-// answer 401 and count nothing.
-func checkWebhookRefusesStrangers(t *testing.T, s *sunsetServer) {
+// checkWebhookRefusesStrangers posts with each credential missing or
+// wrong: Sunset demands both the token and a certificate from its CA.
+func checkWebhookRefusesStrangers(t *testing.T, s *sunsetServer, p *pki, token string) {
 	t.Helper()
-	resp, err := s.client.Post(s.url+"/audit/webhook/"+clusterName+"/"+nodeName, "application/json",
-		strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("webhook POST without credentials: %d, want 401", resp.StatusCode)
+	cert, key := p.issue(t, "stranger-client", nodeName, false)
+	stranger := newPKI(t)
+	otherCert, otherKey := stranger.issue(t, "other-ca-client", nodeName, false)
+	withCert, withOtherCert := p.httpsClient(cert, key), p.httpsClient(otherCert, otherKey)
+	for _, tc := range []struct {
+		what   string
+		client *http.Client
+		token  string
+		// A certificate from an unknown CA fails the TLS handshake, before
+		// any HTTP answer.
+		handshakeError string
+	}{
+		{"no credentials", s.client, "", ""},
+		{"the token without a certificate", s.client, token, ""},
+		{"a certificate without the token", withCert, "", ""},
+		{"a certificate and a wrong token", withCert, "not-" + token, ""},
+		{"the token and a certificate from another CA", withOtherCert, token, "tls: unknown certificate authority"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/audit/webhook/"+clusterName+"/"+nodeName,
+			strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := tc.client.Do(req)
+		if tc.handshakeError != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.handshakeError) {
+				t.Errorf("webhook POST with %s: %v, want %q", tc.what, err, tc.handshakeError)
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("webhook POST with %s: %v", tc.what, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("webhook POST with %s: %d, want 401", tc.what, resp.StatusCode)
+		}
 	}
 }
 

@@ -256,35 +256,52 @@ func (p *pki) serviceAccountKey(t *testing.T) string {
 	return p.write(t, "sa.key", pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)))
 }
 
-// httpsClient trusts only the test CA.
-func (p *pki) httpsClient() *http.Client {
+// httpsClient trusts only the test CA and, given a certificate and key,
+// presents them.
+func (p *pki) httpsClient(clientCert ...string) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AddCert(p.caCert)
-	return &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+	cfg := &tls.Config{RootCAs: pool}
+	if len(clientCert) == 2 {
+		pair, err := tls.LoadX509KeyPair(clientCert[0], clientCert[1])
+		if err != nil {
+			panic(err) // written by issue a moment ago
+		}
+		cfg.Certificates = []tls.Certificate{pair}
 	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 }
 
-// startEtcd starts a single-member etcd on loopback and returns its client
-// URL.
-func startEtcd(t *testing.T, bin string) string {
+// etcd is a running etcd and the client certificate kube-apiserver uses.
+type etcd struct {
+	url, certFile, keyFile string
+}
+
+// startEtcd starts a single-member etcd on loopback that serves TLS and
+// requires client certificates.
+func startEtcd(t *testing.T, bin string, p *pki) etcd {
 	t.Helper()
-	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	serverCert, serverKey := p.issue(t, "etcd-server", "etcd", true)
+	clientCert, clientKey := p.issue(t, "etcd-client", "kube-apiserver-etcd-client", false)
+	clientURL := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	p := start(t, "etcd", bin,
+	proc := start(t, "etcd", bin,
 		"--name=e2e",
 		"--data-dir="+t.TempDir(),
 		"--listen-client-urls="+clientURL,
 		"--advertise-client-urls="+clientURL,
+		"--cert-file="+serverCert,
+		"--key-file="+serverKey,
+		"--trusted-ca-file="+p.CAFile,
+		"--client-cert-auth",
 		"--listen-peer-urls="+peerURL,
 		"--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=e2e="+peerURL,
 		"--unsafe-no-fsync",
 		"--log-level=warn",
 	)
-	waitHTTP(t, p, &http.Client{Timeout: 2 * time.Second}, clientURL+"/health", "", time.Minute)
-	return clientURL
+	waitHTTP(t, proc, p.httpsClient(clientCert, clientKey), clientURL+"/health", "", time.Minute)
+	return etcd{url: clientURL, certFile: clientCert, keyFile: clientKey}
 }
 
 // ctxWithin is a context for one step of the test.
