@@ -25,8 +25,12 @@ type Event struct {
 	Stage      string
 	Verb       string
 	RequestURI string
-	Username   string
-	UserAgent  string
+	// Username is the user the request was made as: the impersonated user
+	// when there is one, as OpenShift counts it.
+	Username string
+	// ImpersonatedBy is the real caller of an impersonated request.
+	ImpersonatedBy string
+	UserAgent      string
 	// ObjectRef is nil for non-resource requests such as /healthz.
 	ObjectRef    *ObjectRef
 	ResponseCode int32
@@ -263,12 +267,13 @@ func (a *Aggregator) expired(hour, now time.Time) bool {
 
 // sighting is who was behind a request, for workload attribution.
 func sighting(e *Event, now time.Time) *store.Sighting {
-	if e.PodName == "" && len(e.SourceIPs) == 0 {
+	if e.PodName == "" && len(e.SourceIPs) == 0 && e.ImpersonatedBy == "" {
 		return nil
 	}
 	at := e.RequestReceived
 	if at.IsZero() {
 		at = cmp.Or(e.StageTime, now)
 	}
-	return &store.Sighting{PodName: e.PodName, PodNode: e.PodNode, SourceIPs: e.SourceIPs, At: at.UTC()}
+	return &store.Sighting{PodName: e.PodName, PodNode: e.PodNode, SourceIPs: e.SourceIPs,
+		ImpersonatedBy: Truncate(e.ImpersonatedBy, MaxUsernameBytes), At: at.UTC()}
 }

@@ -259,7 +259,7 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 		for uid, ua := range na.users {
 			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,
 				System: b.isSystem(uid.username), RemovedRequestCount: ua.removed, DryRunCount: ua.dry,
-				Workload: b.workload(nid.cluster, uid)}
+				Workload: b.workload(nid.cluster, uid), ImpersonatedBy: b.impersonators(nid.cluster, uid)}
 			for verb, c := range ua.verbs {
 				u.ByVerb = append(u.ByVerb, PerVerbAPIRequestCount{Verb: verb, RequestCount: c[0], DryRunCount: c[1]})
 			}
@@ -275,6 +275,16 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 			node.ByUser = node.ByUser[:users]
 		}
 		out.ByNode = append(out.ByNode, node)
+	}
+	return out
+}
+
+// impersonators are the real callers seen making requests as a client.
+func (b *builder) impersonators(cluster string, uid userID) []Impersonator {
+	seen := b.workloads[cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
+	var out []Impersonator
+	for _, c := range seen.ImpersonatedBy {
+		out = append(out, Impersonator{UserName: c.Username, LastSeen: c.LastSeen})
 	}
 	return out
 }

@@ -169,6 +169,16 @@ type PerUserAPIRequestCount struct {
 	DryRunCount         int64 `json:"dryRunCount,omitempty"`
 	// Workload is Sunset's addition: what runs behind this client.
 	Workload *Workload `json:"workload,omitempty"`
+	// ImpersonatedBy is Sunset's addition: the real callers who made
+	// requests as this user through impersonation, most recent first, at
+	// most 10. The counts are the impersonated user's, as on OpenShift.
+	ImpersonatedBy []Impersonator `json:"impersonatedBy,omitempty"`
+}
+
+// Impersonator is a user who impersonated a client, and when last.
+type Impersonator struct {
+	UserName string    `json:"username"`
+	LastSeen time.Time `json:"lastSeen"`
 }
 
 // PerVerbAPIRequestCount is one client's requests with one verb: one of

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // podToken is user info as kube-apiserver audits a pod-bound service
@@ -77,5 +79,62 @@ func TestWorkloadAttribution(t *testing.T) {
 			require.Equal(t, api.WorkloadPod{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)}, u.Workload.Pods[0])
 			require.Len(t, u.Workload.Pods, 10)
 		}
+	}
+}
+
+// A request made with impersonation (kubectl --as) counts under the user
+// it was made as, with that user's pod-bound token claims, as OpenShift
+// counts it; the real callers are kept beside it, bounded.
+func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
+	s := start(t, testConfig(t))
+	const legacy = "system:serviceaccount:apps:legacy"
+	var items []map[string]any
+	want := map[string]int64{}
+	var callers []string
+	for i := range store.MaxImpersonators + 2 {
+		caller := fmt.Sprintf("admin-%02d", i)
+		callers = append(callers, caller)
+		items = append(items, ev(fmt.Sprintf("imp-%d", i),
+			"user", map[string]any{"username": caller, "groups": []string{"system:masters"}},
+			"impersonatedUser", podToken("apps", "legacy", "legacy-7d9f8b6c5-x2kqz", "worker-1"),
+			"requestReceivedTimestamp", time.Date(2026, 11, 21, 19, i, 0, 0, time.UTC).Format(time.RFC3339Nano)))
+		want[legacy]++
+	}
+	items = append(items,
+		ev("imp-system", "user", map[string]any{"username": "alice"}, "impersonatedUser", map[string]any{"username": "system:kube-scheduler"}),
+		ev("own", "user", map[string]any{"username": "alice"}))
+	want["system:kube-scheduler"]++
+	want["alice"]++
+	code, _ := s.post("/audit/webhook/master-0", "application/json", eventList(items...))
+	require.Equal(t, 200, code)
+
+	obj := getAPI(t, s, "endpoints.v1")
+	got := map[string]api.PerUserAPIRequestCount{}
+	for _, u := range obj.Status.CurrentHour.ByNode[0].ByUser {
+		got[u.UserName] = u
+	}
+	require.Len(t, got, len(want))
+	for user, n := range want {
+		require.Equal(t, n, got[user].RequestCount, user)
+	}
+	imp := got[legacy].ImpersonatedBy
+	require.Len(t, imp, store.MaxImpersonators, "the callers are capped")
+	require.Equal(t, api.Impersonator{UserName: callers[len(callers)-1], LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}, imp[0], "newest first")
+	require.Equal(t, callers[2], imp[len(imp)-1].UserName, "the two oldest callers were dropped")
+	require.Equal(t, []api.WorkloadPod{{Name: "legacy-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}},
+		got[legacy].Workload.Pods, "the impersonated user's pod-bound claims")
+
+	require.True(t, got["system:kube-scheduler"].System, "system classification follows the impersonated user")
+	require.Equal(t, []api.Impersonator{{UserName: "alice", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}, got["system:kube-scheduler"].ImpersonatedBy)
+	require.Equal(t, want["system:kube-scheduler"], obj.Status.SystemRequestCount)
+	require.Empty(t, got["alice"].ImpersonatedBy)
+
+	// The ?user= filter follows the impersonated user too.
+	for user, apis := range map[string]int{legacy: 1, "admin-03": 0} {
+		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts?user=" + user)
+		require.Equal(t, 200, code)
+		var list api.APIRequestCountList
+		require.NoError(t, json.Unmarshal(body, &list))
+		require.Len(t, list.Items, apis, user)
 	}
 }

@@ -16,6 +16,9 @@ import (
 const (
 	MaxPods      = 10
 	MaxSourceIPs = 10
+	// MaxImpersonators bounds the real callers kept for a client that was
+	// impersonated.
+	MaxImpersonators = 10
 )
 
 // prefixWorkload keys workload records.
@@ -25,14 +28,24 @@ const prefixWorkload byte = 0x05
 type Sighting struct {
 	PodName, PodNode string
 	SourceIPs        []string
-	At               time.Time
+	// ImpersonatedBy is the real caller when the request was made as this
+	// client through impersonation.
+	ImpersonatedBy string
+	At             time.Time
 }
 
 // Workload is what was seen behind one client (username and user agent) of
 // one API: the most recent pods and source addresses, each capped.
 type Workload struct {
-	Pods      []PodSeen `json:"pods,omitempty"`
-	SourceIPs []IPSeen  `json:"sourceIPs,omitempty"`
+	Pods           []PodSeen    `json:"pods,omitempty"`
+	SourceIPs      []IPSeen     `json:"sourceIPs,omitempty"`
+	ImpersonatedBy []CallerSeen `json:"impersonatedBy,omitempty"`
+}
+
+// CallerSeen is one user who impersonated the client, and when last.
+type CallerSeen struct {
+	Username string    `json:"username"`
+	LastSeen time.Time `json:"lastSeen"`
 }
 
 // PodSeen is one pod and when it last called.
@@ -85,6 +98,16 @@ func (w *Workload) add(s Sighting) {
 	}
 	slices.SortStableFunc(w.SourceIPs, func(a, b IPSeen) int { return b.LastSeen.Compare(a.LastSeen) })
 	w.SourceIPs = w.SourceIPs[:min(len(w.SourceIPs), MaxSourceIPs)]
+	if s.ImpersonatedBy != "" {
+		i := slices.IndexFunc(w.ImpersonatedBy, func(c CallerSeen) bool { return c.Username == s.ImpersonatedBy })
+		if i < 0 {
+			w.ImpersonatedBy = append(w.ImpersonatedBy, CallerSeen{Username: s.ImpersonatedBy, LastSeen: s.At})
+		} else if s.At.After(w.ImpersonatedBy[i].LastSeen) {
+			w.ImpersonatedBy[i].LastSeen = s.At
+		}
+		slices.SortStableFunc(w.ImpersonatedBy, func(a, b CallerSeen) int { return b.LastSeen.Compare(a.LastSeen) })
+		w.ImpersonatedBy = w.ImpersonatedBy[:min(len(w.ImpersonatedBy), MaxImpersonators)]
+	}
 }
 
 // applySightings merges the sightings of counted requests into their

@@ -77,23 +77,29 @@ type wireObjectRef struct {
 	Subresource string `json:"subresource"`
 }
 
+// wireUser is an audit event's user or impersonatedUser.
+type wireUser struct {
+	Username string `json:"username"`
+	// Only the pod-bound token's keys are decoded.
+	Extra struct {
+		PodName  []string `json:"authentication.kubernetes.io/pod-name"`
+		PodUID   []string `json:"authentication.kubernetes.io/pod-uid"`
+		NodeName []string `json:"authentication.kubernetes.io/node-name"`
+	} `json:"extra"`
+}
+
 type wireEvent struct {
-	Kind       string `json:"kind"`
-	APIVersion string `json:"apiVersion"`
-	AuditID    string `json:"auditID"`
-	Stage      string `json:"stage"`
-	RequestURI string `json:"requestURI"`
-	Verb       string `json:"verb"`
-	User       struct {
-		Username string `json:"username"`
-		// Only the pod-bound token's keys are decoded.
-		Extra struct {
-			PodName  []string `json:"authentication.kubernetes.io/pod-name"`
-			PodUID   []string `json:"authentication.kubernetes.io/pod-uid"`
-			NodeName []string `json:"authentication.kubernetes.io/node-name"`
-		} `json:"extra"`
-	} `json:"user"`
-	SourceIPs []string `json:"sourceIPs"`
+	Kind       string   `json:"kind"`
+	APIVersion string   `json:"apiVersion"`
+	AuditID    string   `json:"auditID"`
+	Stage      string   `json:"stage"`
+	RequestURI string   `json:"requestURI"`
+	Verb       string   `json:"verb"`
+	User       wireUser `json:"user"`
+	// ImpersonatedUser is who the request was made as, when the caller
+	// impersonated someone (kubectl --as).
+	ImpersonatedUser *wireUser `json:"impersonatedUser"`
+	SourceIPs        []string  `json:"sourceIPs"`
 	// RequestObject is kept raw, only for the dry-run flag of a DELETE and
 	// for field rules; it is never stored or logged.
 	RequestObject  json.RawMessage `json:"requestObject"`
@@ -225,18 +231,25 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	if w.Stage == "" {
 		return aggregate.Event{}, &Error{ReasonMissingStage, "event has no stage"}
 	}
+	// A request made as another user counts under that user, with that
+	// user's pod-bound token claims; the real caller is kept beside it.
+	as, impersonatedBy := &w.User, ""
+	if w.ImpersonatedUser != nil && w.ImpersonatedUser.Username != "" {
+		as, impersonatedBy = w.ImpersonatedUser, w.User.Username
+	}
 	ev := aggregate.Event{
-		ID:            w.AuditID,
-		Stage:         w.Stage,
-		Verb:          w.Verb,
-		RequestURI:    w.RequestURI,
-		Username:      w.User.Username,
-		UserAgent:     w.UserAgent,
-		PodName:       first(w.User.Extra.PodName),
-		PodUID:        first(w.User.Extra.PodUID),
-		PodNode:       first(w.User.Extra.NodeName),
-		SourceIPs:     w.SourceIPs,
-		RequestObject: w.RequestObject,
+		ID:             w.AuditID,
+		Stage:          w.Stage,
+		Verb:           w.Verb,
+		RequestURI:     w.RequestURI,
+		Username:       as.Username,
+		ImpersonatedBy: impersonatedBy,
+		UserAgent:      w.UserAgent,
+		PodName:        first(as.Extra.PodName),
+		PodUID:         first(as.Extra.PodUID),
+		PodNode:        first(as.Extra.NodeName),
+		SourceIPs:      w.SourceIPs,
+		RequestObject:  w.RequestObject,
 	}
 	ev.DryRun = dryRun(w.RequestURI, w.Verb, w.RequestObject)
 	if ev.ID == "" {
