@@ -939,29 +939,22 @@ func oneOf(values ...string) func(string) error {
 	}
 }
 
-func positiveInt(s string) error {
-	n, err := strconv.Atoi(s)
-	if err == nil && n <= 0 {
-		err = fmt.Errorf("%d is not positive", n)
+// positive checks that a flag's value parses and is above zero.
+func positive[T int | float64 | time.Duration](parse func(string) (T, error)) func(string) error {
+	return func(s string) error {
+		v, err := parse(s)
+		if err == nil && v <= 0 {
+			err = fmt.Errorf("%v is not positive", v)
+		}
+		return err
 	}
-	return err
 }
 
-func positiveFloat(s string) error {
-	f, err := strconv.ParseFloat(s, 32)
-	if err == nil && f <= 0 {
-		err = fmt.Errorf("%v is not positive", f)
-	}
-	return err
-}
-
-func positiveDuration(s string) error {
-	d, err := time.ParseDuration(s)
-	if err == nil && d <= 0 {
-		err = fmt.Errorf("%s is not positive", d)
-	}
-	return err
-}
+var (
+	positiveInt      = positive(strconv.Atoi)
+	positiveDuration = positive(time.ParseDuration)
+	positiveFloat    = positive(func(s string) (float64, error) { return strconv.ParseFloat(s, 32) })
+)
 
 func TestDeployKubeAPIServerFlags(t *testing.T) {
 	flags := flagsFileFlags(t)
