@@ -44,6 +44,48 @@ type process struct {
 	url    string
 	stderr *lockedBuffer
 	exited chan error
+	logged *messageLog
+}
+
+// messageLog records the messages of the process's JSON log lines, so that a
+// test waits on what the server says it did rather than on time.
+type messageLog struct {
+	mu      sync.Mutex
+	seen    map[string]bool
+	changed chan struct{}
+}
+
+func newMessageLog() *messageLog {
+	return &messageLog{seen: map[string]bool{}, changed: make(chan struct{})}
+}
+
+func (m *messageLog) add(msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[msg] = true
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// waitLogged waits until the process logs msg, failing if it exits first.
+func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		p.logged.mu.Lock()
+		seen, changed := p.logged.seen[msg], p.logged.changed
+		p.logged.mu.Unlock()
+		if seen {
+			return
+		}
+		select {
+		case <-changed:
+		case err := <-p.exited:
+			t.Fatalf("sunset exited before logging %q: %v\n%s", msg, err, p.stderr)
+		case <-timeout:
+			t.Fatalf("sunset did not log %q within %s:\n%s", msg, within, p.stderr)
+		}
+	}
 }
 
 // lockedBuffer collects the process's stderr while the test reads it.
@@ -72,7 +114,7 @@ func startBinary(t *testing.T, dataDir string, args ...string) *process {
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog()}
 	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
 	listen := make(chan string, 1)
 	go func() {
@@ -80,7 +122,11 @@ func startBinary(t *testing.T, dataDir string, args ...string) *process {
 		for sc.Scan() {
 			p.stderr.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Message, Listen string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "sunset is serving" {
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			p.logged.add(line.Message)
+			if line.Message == "sunset is serving" {
 				listen <- line.Listen
 			}
 		}

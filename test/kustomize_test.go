@@ -761,44 +761,39 @@ func localPod(t *testing.T, spec corev1.PodSpec, configMaps map[string]corev1.Co
 // verifying the certificate, and no client certificate.
 var probeClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
-// waitStatus polls url until it answers want.
-func waitStatus(t *testing.T, client *http.Client, url string, want int, within time.Duration) string {
+// requireStatus gets url and requires the answer want, returning the body.
+// Callers ask only once the server said it is ready (startBinary waits for
+// "sunset is serving", logged after Sunset turns ready) or once the write
+// they check was answered, so there is nothing to wait for.
+func requireStatus(t *testing.T, client *http.Client, url string, want int) string {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
-			if resp.StatusCode == want {
-				return string(body)
-			}
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer %d within %s; last: %s", url, want, within, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, want, resp.StatusCode, "%s: %s", url, body)
+	return string(body)
 }
 
 // runRendered starts the binary as the rendered StatefulSet's container
-// runs it and checks every probe against it. It returns the base URL.
-func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte) string {
+// runs it and checks every probe against it, once the server has logged
+// readyAfter when that is given. It returns the base URL.
+func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte, readyAfter string) string {
 	t.Helper()
 	spec := r.sts.Spec.Template.Spec
 	args, dataDir := localPod(t, spec, map[string]corev1.ConfigMap{r.cm.Name: r.cm}, secrets)
 	p := startBinary(t, dataDir, args...)
+	if readyAfter != "" {
+		p.waitLogged(t, readyAfter, time.Minute)
+	}
 	url := p.url
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--tls-cert-file=") }) {
 		url = "https://" + strings.TrimPrefix(url, "http://")
 	}
 	c := spec.Containers[0]
 	for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-		waitStatus(t, probeClient, url+probe.HTTPGet.Path, http.StatusOK, 60*time.Second)
+		requireStatus(t, probeClient, url+probe.HTTPGet.Path, http.StatusOK)
 	}
 	return url
 }
@@ -810,7 +805,7 @@ func TestKustomizeBaseConfigRunsInSunset(t *testing.T) {
 		t.Skip("starts the binary")
 	}
 	kubectl(t)
-	url := runRendered(t, render(t, "kubernetes/base"), nil)
+	url := runRendered(t, render(t, "kubernetes/base"), nil, "")
 	code, err := post(url, batch(0, time.Now().UTC()))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
@@ -829,7 +824,7 @@ func TestKustomizeTLSOverlayRunsInSunset(t *testing.T) {
 	url := runRendered(t, render(t, "kubernetes/overlays/tls"), map[string]map[string][]byte{
 		"sunset-tls":           {"tls.crt": pki.certPEM, "tls.key": pki.keyPEM, "ca.crt": pki.caPEM},
 		"sunset-webhook-token": {"token": []byte("test-token\n")},
-	})
+	}, "")
 	require.True(t, strings.HasPrefix(url, "https://"))
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(pki.caPEM))
@@ -885,7 +880,7 @@ func TestKustomizeKafkaOverlayRunsInSunset(t *testing.T) {
 	t.Setenv("SUNSET_KAFKA_BROKERS", strings.Join(cluster.ListenAddrs(), ","))
 	runRendered(t, r, map[string]map[string][]byte{
 		"sunset-kafka": {"ca.crt": pki.caPEM, "password": []byte(password)},
-	})
+	}, "joined consumer group")
 }
 
 // flagsFileFlags reads the --name=value lines of kube-apiserver-flags.txt.
@@ -1140,7 +1135,7 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 	args, dataDir := localPod(t, pod.Spec, nil, nil)
 	p := startBinary(t, dataDir, args...)
 	for _, probe := range []*corev1.Probe{pod.Spec.Containers[0].StartupProbe, pod.Spec.Containers[0].LivenessProbe} {
-		waitStatus(t, probeClient, p.url+probe.HTTPGet.Path, http.StatusOK, 30*time.Second)
+		requireStatus(t, probeClient, p.url+probe.HTTPGet.Path, http.StatusOK)
 	}
 
 	// The kubeconfig with the placeholders filled in as its comment says,
@@ -1173,7 +1168,7 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 			}
 		}
 	}
-	body := waitStatus(t, probeClient, p.url+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", http.StatusOK, 10*time.Second)
+	body := requireStatus(t, probeClient, p.url+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", http.StatusOK)
 	require.NoError(t, json.Unmarshal([]byte(body), &count))
 	require.Len(t, count.Status.CurrentHour.ByNode, 1)
 	require.Equal(t, "cp-1", count.Status.CurrentHour.ByNode[0].NodeName)
@@ -1192,5 +1187,5 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 		}
 	}
 	u := startBinary(t, unitDir, unitArgs...)
-	waitStatus(t, probeClient, u.url+"/-/ready", http.StatusOK, 30*time.Second)
+	requireStatus(t, probeClient, u.url+"/-/ready", http.StatusOK)
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -133,14 +133,12 @@ func tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// waitHTTP polls url until it answers 200 or the process exits. The peers
-// are separate programs: polling their own readiness endpoint is the
-// explicit hook they offer.
+// waitHTTP waits until url answers 200, failing at once if the process
+// exits. The peers are separate programs: their own readiness endpoint is
+// the hook they offer.
 func waitHTTP(t *testing.T, p *process, client *http.Client, url, bearer string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
+	waitFor(t, p.name+" to be ready at "+url, timeout, func() error {
 		if p.exited() {
 			t.Fatalf("%s exited while starting (%v):\n%s", p.name, p.err, tail(p.log, 40))
 		}
@@ -149,20 +147,16 @@ func waitHTTP(t *testing.T, p *process, client *http.Client, url, bearer string,
 			req.Header.Set("Authorization", "Bearer "+bearer)
 		}
 		resp, err := client.Do(req)
-		if err == nil {
-			var body bytes.Buffer
-			_, _ = body.ReadFrom(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, body.String())
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready at %s within %s: %s", p.name, url, timeout, last)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
 }
 
 // pki is a test certificate authority and the files signed by it.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
@@ -307,19 +308,17 @@ func (tr *traffic) poll(ctx context.Context) (stop func() int) {
 	return func() int { cancel(); wg.Wait(); return n }
 }
 
-// waitFor retries f until it succeeds. It waits on the peers, separate
-// processes whose progress has no other hook.
+// waitFor polls f until it succeeds, with the poller Kubernetes' own tests
+// use. It waits on the peers, separate processes whose progress has no
+// other hook.
 func waitFor(t *testing.T, what string, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
 	}
 }
