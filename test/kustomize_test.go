@@ -26,7 +26,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,20 +153,10 @@ func kustomizations(t *testing.T) []string {
 	return dirs
 }
 
-var (
-	renderMu    sync.Mutex
-	renderCache = map[string]*rendered{}
-)
-
 // render runs `kubectl kustomize` on deploy/<dir> and decodes every object,
 // strictly: a field Kubernetes does not know fails the test.
 func render(t *testing.T, dir string) *rendered {
 	t.Helper()
-	renderMu.Lock()
-	defer renderMu.Unlock()
-	if r, ok := renderCache[dir]; ok {
-		return r
-	}
 	out, err := exec.Command(kubectl(t), "kustomize", filepath.Join("../deploy", dir)).CombinedOutput()
 	require.NoError(t, err, "kubectl kustomize %s:\n%s", dir, out)
 	r := &rendered{dir: dir}
@@ -205,7 +194,6 @@ func render(t *testing.T, dir string) *rendered {
 			require.NoError(t, yaml.UnmarshalStrict(doc, into), "%s: %s", dir, obj["kind"])
 		}
 	}
-	renderCache[dir] = r
 	return r
 }
 
@@ -759,7 +747,9 @@ func localPod(t *testing.T, spec corev1.PodSpec, configMaps map[string]corev1.Co
 
 // probeClient talks to Sunset as kubelet's probes do: HTTPS without
 // verifying the certificate, and no client certificate.
-var probeClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+func probeClient() *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+}
 
 // requireStatus gets url and requires the answer want, returning the body.
 // Callers ask only once the server said it is ready (startBinary waits for
@@ -793,7 +783,7 @@ func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte
 	}
 	c := spec.Containers[0]
 	for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-		requireStatus(t, probeClient, url+probe.HTTPGet.Path, http.StatusOK)
+		requireStatus(t, probeClient(), url+probe.HTTPGet.Path, http.StatusOK)
 	}
 	return url
 }
@@ -1135,7 +1125,7 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 	args, dataDir := localPod(t, pod.Spec, nil, nil)
 	p := startBinary(t, dataDir, args...)
 	for _, probe := range []*corev1.Probe{pod.Spec.Containers[0].StartupProbe, pod.Spec.Containers[0].LivenessProbe} {
-		requireStatus(t, probeClient, p.url+probe.HTTPGet.Path, http.StatusOK)
+		requireStatus(t, probeClient(), p.url+probe.HTTPGet.Path, http.StatusOK)
 	}
 
 	// The kubeconfig with the placeholders filled in as its comment says,
@@ -1168,7 +1158,7 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 			}
 		}
 	}
-	body := requireStatus(t, probeClient, p.url+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", http.StatusOK)
+	body := requireStatus(t, probeClient(), p.url+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", http.StatusOK)
 	require.NoError(t, json.Unmarshal([]byte(body), &count))
 	require.Len(t, count.Status.CurrentHour.ByNode, 1)
 	require.Equal(t, "cp-1", count.Status.CurrentHour.ByNode[0].NodeName)
@@ -1187,5 +1177,5 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 		}
 	}
 	u := startBinary(t, unitDir, unitArgs...)
-	requireStatus(t, probeClient, u.url+"/-/ready", http.StatusOK)
+	requireStatus(t, probeClient(), u.url+"/-/ready", http.StatusOK)
 }
