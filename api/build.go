@@ -257,9 +257,10 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 		}
 		node.RequestCount, node.DryRunCount = na.total, na.dry
 		for uid, ua := range na.users {
+			seen := b.workloads[nid.cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
 			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,
 				System: b.isSystem(uid.username), RemovedRequestCount: ua.removed, DryRunCount: ua.dry,
-				Workload: b.workload(nid.cluster, uid), ImpersonatedBy: b.impersonators(nid.cluster, uid)}
+				Workload: workloadOf(uid.username, seen), ImpersonatedBy: impersonators(seen)}
 			for verb, c := range ua.verbs {
 				u.ByVerb = append(u.ByVerb, PerVerbAPIRequestCount{Verb: verb, RequestCount: c[0], DryRunCount: c[1]})
 			}
@@ -280,8 +281,7 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 }
 
 // impersonators are the real callers seen making requests as a client.
-func (b *builder) impersonators(cluster string, uid userID) []Impersonator {
-	seen := b.workloads[cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
+func impersonators(seen store.Workload) []Impersonator {
 	var out []Impersonator
 	for _, c := range seen.ImpersonatedBy {
 		out = append(out, Impersonator{UserName: c.Username, LastSeen: c.LastSeen})
@@ -289,12 +289,11 @@ func (b *builder) impersonators(cluster string, uid userID) []Impersonator {
 	return out
 }
 
-// workload describes a client: namespace and service account from its
+// workloadOf describes a client: namespace and service account from its
 // username, pods and addresses from what the store saw.
-func (b *builder) workload(cluster string, uid userID) *Workload {
+func workloadOf(username string, seen store.Workload) *Workload {
 	var w Workload
-	w.Namespace, w.ServiceAccount, _ = workload.ServiceAccount(uid.username)
-	seen := b.workloads[cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
+	w.Namespace, w.ServiceAccount, _ = workload.ServiceAccount(username)
 	for _, p := range seen.Pods {
 		w.Pods = append(w.Pods, WorkloadPod{Name: p.Name, Node: p.Node, LastSeen: p.LastSeen})
 	}
