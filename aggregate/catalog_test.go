@@ -71,7 +71,8 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, aggregate.Summary{Counted: 2, Skipped: 49, SkippedBy: map[string]int{"not_deprecated": 47, "skipped_stage": 2}}, sum)
 	require.Equal(t, []store.APIInfo{{Cluster: "minikube", API: "deployments.v1beta1.extensions", RemovedRelease: "1.16",
-		FirstHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC), LastHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)}}, st.APIs())
+		FirstHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC), LastHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC),
+		Nodes: map[string]time.Time{"minikube": time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)}}}, st.APIs())
 	verbs := map[string]uint64{}
 	require.NoError(t, st.ScanCounts("minikube", "deployments.v1beta1.extensions", time.Time{}, now, func(k store.CountKey, n uint64) error {
 		require.False(t, k.Removed)

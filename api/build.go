@@ -69,8 +69,9 @@ type builder struct {
 	now      time.Time // truncated to the hour
 	isSystem func(username string) bool
 	hours    [hoursPerDay]hourAgg
-	// nodes are the apiservers with requests in the day: each is listed
-	// in every hour, with 0 when idle.
+	// nodes are the apiservers with requests to the API within the
+	// retention period (from the store's metadata, and any the scan
+	// meets): each is listed in every hour, with 0 when idle.
 	nodes map[nodeID]bool
 	// workloads by cluster, then client.
 	workloads map[string]map[store.ClientID]store.Workload

@@ -109,6 +109,9 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 		if r, err := catalog.ParseRelease(info.RemovedRelease); err == nil && (removedIn.IsZero() || r.Less(removedIn)) {
 			removedIn = r
 		}
+		for node := range info.Nodes {
+			b.nodes[nodeID{info.Cluster, node}] = true
+		}
 		if err := s.q.ScanCounts(info.Cluster, info.API, from, to, b.add); err != nil {
 			return APIRequestCount{}, nil, false, err
 		}

@@ -124,9 +124,9 @@ type Replacement struct {
 
 // PerResourceAPIRequestLog is one hour of requests.
 type PerResourceAPIRequestLog struct {
-	// ByNode lists every apiserver with requests to the API in the period
-	// read, with 0 in the hours it was idle, as OpenShift does: at most
-	// MaxNodesPerHour, the busiest first.
+	// ByNode lists every apiserver with requests to the API within the
+	// retention period, with 0 in the hours it was idle, as OpenShift does:
+	// at most MaxNodesPerHour, the busiest kept.
 	ByNode []PerNodeAPIRequestLog `json:"byNode"`
 	// ByNodeOmitted is Sunset's addition: how many apiservers ByNode
 	// leaves out to stay within OpenShift's schema. RequestCount still

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +81,11 @@ type APIInfo struct {
 	RemovedRelease string    `json:"removedRelease,omitempty"`
 	FirstHour      time.Time `json:"firstHour"`
 	LastHour       time.Time `json:"lastHour"`
+	// Nodes are the apiservers with requests to the API, each with the
+	// last hour it had one, so that a reader lists every apiserver of the
+	// retention period, idle or not, without scanning it. APIs leaves out
+	// the expired ones.
+	Nodes map[string]time.Time `json:"nodes,omitempty"`
 }
 
 // Store is an open badger database of counts. It is safe for concurrent use,
@@ -326,6 +332,16 @@ func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
 	if info.RemovedRelease == "" && r.RemovedRelease != "" {
 		info.RemovedRelease, changed = r.RemovedRelease, true
 	}
+	if last, ok := info.Nodes[r.Key.Node]; !ok || r.Key.Hour.After(last) {
+		// The map is shared with s.meta until the commit publishes the
+		// update: write to a copy.
+		nodes := maps.Clone(info.Nodes)
+		if nodes == nil {
+			nodes = map[string]time.Time{}
+		}
+		nodes[r.Key.Node] = r.Key.Hour
+		info.Nodes, changed = nodes, true
+	}
 	if changed {
 		updates[mk] = info
 	}
@@ -372,9 +388,12 @@ func (s *Store) APIs() []APIInfo {
 	s.metaMu.RLock()
 	out := make([]APIInfo, 0, len(s.meta))
 	for _, info := range s.meta {
-		if !s.Expired(info.LastHour) {
-			out = append(out, info)
+		if s.Expired(info.LastHour) {
+			continue
 		}
+		info.Nodes = maps.Clone(info.Nodes)
+		maps.DeleteFunc(info.Nodes, func(_ string, last time.Time) bool { return s.Expired(last) })
+		out = append(out, info)
 	}
 	s.metaMu.RUnlock()
 	slices.SortFunc(out, func(a, b APIInfo) int {

@@ -69,8 +69,8 @@ func TestApplyDeduplicatesWithinAndAcrossCallsAndReopen(t *testing.T) {
 	}))
 	require.Equal(t, []uint64{3}, got)
 	require.Equal(t, []APIInfo{
-		{Cluster: "c1", API: "endpoints.v1", FirstHour: hour19, LastHour: hour19},
-		{Cluster: "c2", API: "endpoints.v1", RemovedRelease: "1.37", FirstHour: hour19, LastHour: hour19},
+		{Cluster: "c1", API: "endpoints.v1", FirstHour: hour19, LastHour: hour19, Nodes: map[string]time.Time{"n1": hour19}},
+		{Cluster: "c2", API: "endpoints.v1", RemovedRelease: "1.37", FirstHour: hour19, LastHour: hour19, Nodes: map[string]time.Time{"n1": hour19}},
 	}, s.APIs())
 }
 
@@ -144,4 +144,29 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	defer ro.Close()
 	_, err = ro.Apply([]Request{{ID: "a"}})
 	require.EqualError(t, err, "store: opened read-only")
+}
+
+// APIs names every apiserver with requests to the API within the retention
+// period, with its last hour, survives a reopen, and drops an apiserver
+// once its last hour expires.
+func TestAPIsListEachAPIsNodesWithinRetention(t *testing.T) {
+	dir := t.TempDir()
+	early := hour19.Add(-DefaultRetention + 2*time.Hour)
+	s := openTest(t, dir, hour19.Add(30*time.Minute))
+	_, err := s.Apply([]Request{
+		{ID: "a", Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: early, Node: "old", Verb: "get"}},
+		{ID: "b", Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: early, Node: "busy", Verb: "get"}},
+		{ID: "c", Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: hour19, Node: "busy", Verb: "get"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, map[string]time.Time{"old": early, "busy": hour19}, s.APIs()[0].Nodes)
+	require.NoError(t, s.Close())
+
+	// Three hours later the early hour has expired: "old" is gone, the
+	// API and "busy" stay.
+	s = openTest(t, dir, hour19.Add(3*time.Hour))
+	defer s.Close()
+	apis := s.APIs()
+	require.Len(t, apis, 1)
+	require.Equal(t, map[string]time.Time{"busy": hour19}, apis[0].Nodes)
 }
