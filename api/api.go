@@ -1,26 +1,41 @@
 // Package api serves Sunset's read API: APIRequestCount objects shaped like
-// OpenShift's, under /apis/sunset.dev/v1.
+// OpenShift's, under /apis/sunset.dev/v1, as a Kubernetes API that
+// kube-apiserver can aggregate.
 //
+//	GET    /apis, /apis/sunset.dev, /apis/sunset.dev/v1  discovery
 //	GET    /apis/sunset.dev/v1/apirequestcounts          APIRequestCountList
 //	GET    /apis/sunset.dev/v1/apirequestcounts/{name}   APIRequestCount
 //	DELETE /apis/sunset.dev/v1/apirequestcounts/{name}   reset an API's counts
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts        FieldRequestCountList
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts/{name} FieldRequestCount
 //
+// Every GET also answers as a meta.k8s.io/v1 Table when asked, as `kubectl
+// get` does, and lists take labelSelector and fieldSelector. Errors are
+// metav1 Status objects from k8s.io/apimachinery's api/errors.
+//
 // Service builds the objects from counts, through the small Querier
 // interface the package declares; Handler serves them over HTTP. The only
-// write is the reset, through the Deleter interface.
+// write is the reset, through the Deleter interface. Who may call what is
+// decided in front of the Handler (package access).
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
@@ -71,47 +86,59 @@ func New(opts Options) *Handler {
 	}
 }
 
-const basePath = "/apis/" + APIVersion + "/apirequestcounts"
+const (
+	basePath   = "/apis/" + APIVersion + "/" + "apirequestcounts"
+	fieldsPath = "/apis/" + APIVersion + "/" + "fieldrequestcounts"
+)
 
-// Register adds the API routes to mux.
+// Register adds discovery and the API routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
+	registerDiscovery(mux)
 	mux.HandleFunc(basePath, h.list)
 	mux.HandleFunc(basePath+"/{name}", h.get)
 	mux.HandleFunc(fieldsPath, h.listFields)
 	mux.HandleFunc(fieldsPath+"/{name}", h.getField)
 }
 
-const fieldsPath = "/apis/" + APIVersion + "/fieldrequestcounts"
+// Parameters every Kubernetes client may send, which the API accepts and,
+// apart from those named, ignores: lists are small and always whole, so
+// limit and continue have nothing to page, and there is one version of
+// everything.
+var (
+	kubeGetParams  = []string{"resourceVersion", "includeObject", "pretty"}
+	kubeListParams = append([]string{"labelSelector", "fieldSelector", "limit", "continue", "resourceVersionMatch", "timeoutSeconds", "allowWatchBookmarks", "sendInitialEvents", "watch"}, kubeGetParams...)
+)
 
 func (h *Handler) listFields(w http.ResponseWriter, r *http.Request) {
-	serveList(h, w, r, getParams, h.svc.Fields)
-}
-
-func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r, getParams)
-	if !ok {
-		return
-	}
-	name := r.PathValue("name")
-	obj, err := h.svc.Field(name, q)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, fmt.Sprintf("fieldrequestcounts %q not found: no field rule has that name (see field-rules)", name))
-	case err != nil:
-		h.internalError(w, err)
-	default:
-		httpjson.Write(w, http.StatusOK, obj)
-	}
+	serveList(h, w, r, FieldRequestCountsResource.GroupResource(), getParams, h.svc.Fields,
+		func(l FieldRequestCountList) []FieldRequestCount { return l.Items },
+		func(l *FieldRequestCountList, items []FieldRequestCount) { l.Items = items },
+		func(o FieldRequestCount) (metav1.ObjectMeta, APIRequestCountStatus) { return o.Metadata, o.Status })
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	serveList(h, w, r, listParams, h.svc.List)
+	serveList(h, w, r, APIRequestCountsResource.GroupResource(), listParams, h.svc.List,
+		func(l APIRequestCountList) []APIRequestCount { return l.Items },
+		func(l *APIRequestCountList, items []APIRequestCount) { l.Items = items },
+		func(o APIRequestCount) (metav1.ObjectMeta, APIRequestCountStatus) { return o.Metadata, o.Status })
 }
 
-// serveList answers a list request with what read returns.
-func serveList[T any](h *Handler, w http.ResponseWriter, r *http.Request, params []string, read func(Query) (T, error)) {
-	q, ok := h.begin(w, r, params)
+// serveList answers a list request with what read returns, filtered by the
+// label and field selectors, as JSON or as a Table.
+func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr schema.GroupResource, params []string,
+	read func(Query) (L, error), items func(L) []T, setItems func(*L, []T), parts func(T) (metav1.ObjectMeta, APIRequestCountStatus)) {
+	q, ok := h.begin(w, r, gr, params, kubeListParams)
 	if !ok {
+		return
+	}
+	v := r.URL.Query()
+	if v.Get("watch") == "true" || v.Get("watch") == "1" {
+		httpjson.WriteStatus(w, apierrors.NewMethodNotSupported(gr, "watch"))
+		return
+	}
+	sel, err := parseSelectors(v)
+	if err != nil {
+		httpjson.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
 	out, err := read(q)
@@ -119,15 +146,109 @@ func serveList[T any](h *Handler, w http.ResponseWriter, r *http.Request, params
 		h.internalError(w, err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, out)
+	kept := slices.DeleteFunc(items(out), func(it T) bool {
+		meta, _ := parts(it)
+		return !sel.matches(meta)
+	})
+	setItems(&out, kept)
+	h.write(w, r, out, func(include string) (*metav1.Table, error) {
+		t := newTable()
+		for _, it := range kept {
+			meta, st := parts(it)
+			row, err := tableRow(meta, st, it, include)
+			if err != nil {
+				return nil, err
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		return t, nil
+	})
+}
+
+// write answers with obj as JSON, or with the Table toTable builds when the
+// client asks for one.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable func(include string) (*metav1.Table, error)) {
+	table, err := wantsTable(r)
+	if err != nil {
+		httpjson.WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, r.Method, schema.GroupResource{}, "", err.Error(), 0, false))
+		return
+	}
+	if !table {
+		httpjson.Write(w, http.StatusOK, obj)
+		return
+	}
+	include, err := includeObject(r)
+	if err != nil {
+		httpjson.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	t, err := toTable(include)
+	if err != nil {
+		h.internalError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, t)
+}
+
+// selectors are a list's labelSelector and fieldSelector.
+type selectors struct {
+	labels labels.Selector
+	fields fields.Selector
+}
+
+// parseSelectors reads labelSelector and fieldSelector; the only field is
+// metadata.name, as for most Kubernetes resources.
+func parseSelectors(v url.Values) (selectors, error) {
+	ls, err := labels.Parse(v.Get("labelSelector"))
+	if err != nil {
+		return selectors{}, fmt.Errorf("labelSelector: %w", err)
+	}
+	fs, err := fields.ParseSelector(v.Get("fieldSelector"))
+	if err != nil {
+		return selectors{}, fmt.Errorf("fieldSelector: %w", err)
+	}
+	for _, req := range fs.Requirements() {
+		if req.Field != "metadata.name" {
+			return selectors{}, fmt.Errorf("fieldSelector: field label not supported: %s (the only one is metadata.name)", req.Field)
+		}
+	}
+	return selectors{labels: ls, fields: fs}, nil
+}
+
+func (s selectors) matches(meta metav1.ObjectMeta) bool {
+	return s.labels.Matches(labels.Set(meta.Labels)) && s.fields.Matches(fields.Set{"metadata.name": meta.Name})
+}
+
+func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
+	gr := FieldRequestCountsResource.GroupResource()
+	q, ok := h.begin(w, r, gr, getParams, kubeGetParams)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	obj, err := h.svc.Field(name, q)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		httpjson.WriteStatus(w, notFound(gr, name, "no field rule has that name (see field-rules)"))
+	case err != nil:
+		h.internalError(w, err)
+	default:
+		h.write(w, r, obj, func(include string) (*metav1.Table, error) {
+			t := newTable()
+			row, err := tableRow(obj.Metadata, obj.Status, obj, include)
+			t.Rows = append(t.Rows, row)
+			return t, err
+		})
+	}
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	gr := APIRequestCountsResource.GroupResource()
 	if r.Method == http.MethodDelete && h.deleter != nil {
 		h.delete(w, r)
 		return
 	}
-	q, ok := h.begin(w, r, getParams)
+	q, ok := h.begin(w, r, gr, getParams, kubeGetParams)
 	if !ok {
 		return
 	}
@@ -135,32 +256,52 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	obj, err := h.svc.Get(name, q)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		msg := fmt.Sprintf("apirequestcounts %q not found: no deprecated requests to it were recorded", name)
+		why := "no deprecated requests to it were recorded"
 		if q.Cluster != "" {
-			msg = fmt.Sprintf("apirequestcounts %q not found in cluster %q: no deprecated requests to it were recorded", name, q.Cluster)
+			why = fmt.Sprintf("no deprecated requests to it were recorded in cluster %q", q.Cluster)
 		}
-		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, msg)
+		httpjson.WriteStatus(w, notFound(gr, name, why))
 	case err != nil:
 		h.internalError(w, err)
 	default:
-		httpjson.Write(w, http.StatusOK, obj)
+		h.write(w, r, obj, func(include string) (*metav1.Table, error) {
+			t := newTable()
+			row, err := tableRow(obj.Metadata, obj.Status, obj, include)
+			t.Rows = append(t.Rows, row)
+			return t, err
+		})
 	}
 }
 
-// begin checks method and parameters; on failure it has answered already.
-func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string) (Query, bool) {
+// notFound is apimachinery's NotFound with the reason appended, so the
+// user learns why as well as what.
+func notFound(gr schema.GroupResource, name, why string) *apierrors.StatusError {
+	err := apierrors.NewNotFound(gr, name)
+	err.ErrStatus.Message += ": " + why
+	return err
+}
+
+// begin checks method and parameters: Sunset's own (allowed) and the
+// standard Kubernetes ones (kube); on failure it has answered already.
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupResource, allowed, kube []string) (Query, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		allow := "GET, HEAD"
-		if r.PathValue("name") != "" && h.deleter != nil {
+		if r.PathValue("name") != "" && h.deleter != nil && gr == APIRequestCountsResource.GroupResource() {
 			allow += ", DELETE"
 		}
 		w.Header().Set("Allow", allow)
-		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
+		httpjson.WriteStatus(w, apierrors.NewMethodNotSupported(gr, r.Method))
 		return Query{}, false
 	}
-	q, err := ParseQuery(r.URL.Query(), allowed, h.maxSince)
+	ours := url.Values{}
+	for key, vals := range r.URL.Query() {
+		if !slices.Contains(kube, key) {
+			ours[key] = vals
+		}
+	}
+	q, err := ParseQuery(ours, allowed, h.maxSince)
 	if err != nil {
-		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
+		httpjson.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 		return Query{}, false
 	}
 	return q, true
@@ -168,7 +309,7 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string
 
 func (h *Handler) internalError(w http.ResponseWriter, err error) {
 	h.log.Error().Err(err).Msg("reading counts")
-	httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "reading counts: "+err.Error())
+	httpjson.WriteStatus(w, apierrors.NewInternalError(fmt.Errorf("reading counts: %w", err)))
 }
 
 // DeleteResult answers a DELETE: what was (or, in a dry run, would be)
@@ -179,38 +320,55 @@ type DeleteResult struct {
 	Status     string `json:"status"`
 	DryRun     bool   `json:"dryRun,omitempty"`
 	Details    struct {
-		Name string `json:"name"`
+		Name  string `json:"name"`
+		Group string `json:"group"`
+		Kind  string `json:"kind"`
 		// Clusters and the requests removed from each.
 		Clusters map[string]uint64 `json:"clusters"`
 	} `json:"details"`
 }
 
+// maxDeleteOptionsBytes bounds the DeleteOptions body kubectl sends.
+const maxDeleteOptionsBytes = 64 << 10
+
 // delete resets an API's counts (all clusters, or ?cluster=), after a
-// migration: the API then counts again from zero. ?dryRun=All answers the
-// same and removes nothing.
+// migration: the API then counts again from zero. A dry run (?dryRun=All,
+// or dryRun: [All] in the DeleteOptions body, as `kubectl delete
+// --dry-run=server` sends) answers the same and removes nothing.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	var problems []string
 	for key := range v {
-		if key != "cluster" && key != "dryRun" {
+		if key != "cluster" && key != "dryRun" && key != "pretty" {
 			problems = append(problems, fmt.Sprintf("unknown parameter %q (known: cluster, dryRun)", key))
 		}
 	}
 	dryRun := false
 	if d, ok := v["dryRun"]; ok {
-		if len(d) != 1 || d[0] != "All" {
+		if len(d) != 1 || d[0] != metav1.DryRunAll {
 			problems = append(problems, fmt.Sprintf("dryRun %q is not valid; the only valid value is All", strings.Join(d, ",")))
+		}
+		dryRun = true
+	}
+	opts, err := readDeleteOptions(r)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(opts.DryRun) > 0 {
+		if len(opts.DryRun) != 1 || opts.DryRun[0] != metav1.DryRunAll {
+			problems = append(problems, fmt.Sprintf("dryRun %q is not valid; the only valid value is All", strings.Join(opts.DryRun, ",")))
 		}
 		dryRun = true
 	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
-		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, strings.Join(problems, "; "))
+		httpjson.WriteStatus(w, apierrors.NewBadRequest(strings.Join(problems, "; ")))
 		return
 	}
+	gr := APIRequestCountsResource.GroupResource()
 	name, cluster := r.PathValue("name"), v.Get("cluster")
-	res := DeleteResult{Kind: "Status", APIVersion: "v1", Status: "Success", DryRun: dryRun}
-	res.Details.Name, res.Details.Clusters = name, map[string]uint64{}
+	res := DeleteResult{Kind: "Status", APIVersion: "v1", Status: metav1.StatusSuccess, DryRun: dryRun}
+	res.Details.Name, res.Details.Group, res.Details.Kind, res.Details.Clusters = name, gr.Group, gr.Resource, map[string]uint64{}
 	for _, info := range h.svc.q.APIs() {
 		if info.API != name || (cluster != "" && info.Cluster != cluster) {
 			continue
@@ -223,11 +381,32 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 		res.Details.Clusters[info.Cluster] = n
 	}
 	if len(res.Details.Clusters) == 0 {
-		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, fmt.Sprintf("apirequestcounts %q not found: nothing to delete", name))
+		httpjson.WriteStatus(w, notFound(gr, name, "nothing to delete"))
 		return
 	}
 	if !dryRun {
 		h.log.Info().Str("api", name).Str("cluster", cluster).Interface("requests", res.Details.Clusters).Msg("counts reset")
 	}
 	httpjson.Write(w, http.StatusOK, res)
+}
+
+// readDeleteOptions reads the optional metav1.DeleteOptions body.
+func readDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
+	var opts metav1.DeleteOptions
+	if r.Body == nil {
+		return opts, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxDeleteOptionsBytes+1))
+	switch {
+	case err != nil:
+		return opts, fmt.Errorf("reading the DeleteOptions body: %v", err)
+	case len(body) > maxDeleteOptionsBytes:
+		return opts, fmt.Errorf("the DeleteOptions body is over %d bytes", maxDeleteOptionsBytes)
+	case len(strings.TrimSpace(string(body))) == 0:
+		return opts, nil
+	}
+	if err := json.Unmarshal(body, &opts); err != nil {
+		return opts, fmt.Errorf("the body is not a DeleteOptions object: %v", err)
+	}
+	return opts, nil
 }

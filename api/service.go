@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
@@ -54,7 +56,7 @@ func NewService(q Querier, cat *catalog.Catalog, rules *fieldrule.Set, isSystem 
 // name.
 func (s *Service) List(q Query) (APIRequestCountList, error) {
 	now := s.now()
-	out := APIRequestCountList{APIVersion: APIVersion, Kind: "APIRequestCountList", Items: []APIRequestCount{}}
+	out := APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []APIRequestCount{}}
 	infos := slices.DeleteFunc(s.q.APIs(), func(i store.APIInfo) bool { return strings.HasPrefix(i.API, aggregate.FieldRulePrefix) })
 	for start := 0; start < len(infos); {
 		end := start + 1
@@ -137,11 +139,10 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 		}
 	}
 	obj := APIRequestCount{
-		APIVersion: APIVersion,
-		Kind:       "APIRequestCount",
-		Metadata:   ObjectMeta{Name: name},
-		Spec:       APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
-		Status:     st,
+		TypeMeta: typeMeta("APIRequestCount"),
+		Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
+		Spec:     APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
+		Status:   st,
 	}
 	return obj, b, found, nil
 }
@@ -154,7 +155,7 @@ func (s *Service) lookup(name string) (catalog.Entry, bool) {
 
 // Fields lists every field rule in force with its counts, sorted by name.
 func (s *Service) Fields(q Query) (FieldRequestCountList, error) {
-	out := FieldRequestCountList{APIVersion: APIVersion, Kind: "FieldRequestCountList", Items: []FieldRequestCount{}}
+	out := FieldRequestCountList{TypeMeta: typeMeta("FieldRequestCountList"), Items: []FieldRequestCount{}}
 	rules := s.rules.Rules()
 	slices.SortFunc(rules, func(a, b fieldrule.Rule) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range rules {
@@ -185,6 +186,6 @@ func (s *Service) Field(name string, q Query) (FieldRequestCount, error) {
 	}
 	st := obj.Status
 	st.RemovedInRelease, st.DeprecatedInRelease, st.Warning = rule.RemovedIn, rule.DeprecatedIn, rule.Message
-	return FieldRequestCount{APIVersion: APIVersion, Kind: "FieldRequestCount", Metadata: ObjectMeta{Name: name},
+	return FieldRequestCount{TypeMeta: typeMeta("FieldRequestCount"), Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
 		Spec: FieldRequestCountSpec{NumberOfUsersToReport: obj.Spec.NumberOfUsersToReport, Rule: rule}, Status: st}, nil
 }

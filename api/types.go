@@ -3,6 +3,8 @@ package api
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kube-sunset/sunset/fieldrule"
 )
 
@@ -18,29 +20,21 @@ const (
 // jsonpath recipes written for OpenShift work unchanged; fields Sunset adds
 // are optional and additive.
 type APIRequestCount struct {
-	APIVersion string                `json:"apiVersion"`
-	Kind       string                `json:"kind"`
-	Metadata   ObjectMeta            `json:"metadata"`
-	Spec       APIRequestCountSpec   `json:"spec"`
-	Status     APIRequestCountStatus `json:"status"`
+	metav1.TypeMeta `json:",inline"`
+	// Metadata is named resource.version.group, e.g.
+	// "volumeattributesclasses.v1beta1.storage.k8s.io" or "endpoints.v1",
+	// and labelled with the removal release and the state (see Labels).
+	Metadata metav1.ObjectMeta     `json:"metadata"`
+	Spec     APIRequestCountSpec   `json:"spec"`
+	Status   APIRequestCountStatus `json:"status"`
 }
 
 // APIRequestCountList is a list of APIRequestCount.
 type APIRequestCountList struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   ListMeta          `json:"metadata"`
-	Items      []APIRequestCount `json:"items"`
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ListMeta   `json:"metadata"`
+	Items           []APIRequestCount `json:"items"`
 }
-
-// ObjectMeta holds the name: resource.version.group, e.g.
-// "volumeattributesclasses.v1beta1.storage.k8s.io" or "endpoints.v1".
-type ObjectMeta struct {
-	Name string `json:"name"`
-}
-
-// ListMeta is empty; it is there so lists look like Kubernetes lists.
-type ListMeta struct{}
 
 // APIRequestCountSpec holds how many users per node the status reports.
 type APIRequestCountSpec struct {
@@ -225,11 +219,10 @@ type SourceIP struct {
 // FieldRequestCount reports requests that set a deprecated field, in the
 // same status shape as APIRequestCount.
 type FieldRequestCount struct {
-	APIVersion string                `json:"apiVersion"`
-	Kind       string                `json:"kind"`
-	Metadata   ObjectMeta            `json:"metadata"`
-	Spec       FieldRequestCountSpec `json:"spec"`
-	Status     APIRequestCountStatus `json:"status"`
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta     `json:"metadata"`
+	Spec            FieldRequestCountSpec `json:"spec"`
+	Status          APIRequestCountStatus `json:"status"`
 }
 
 // FieldRequestCountSpec holds the rule.
@@ -240,8 +233,7 @@ type FieldRequestCountSpec struct {
 
 // FieldRequestCountList is a list of FieldRequestCount.
 type FieldRequestCountList struct {
-	APIVersion string              `json:"apiVersion"`
-	Kind       string              `json:"kind"`
-	Metadata   ListMeta            `json:"metadata"`
-	Items      []FieldRequestCount `json:"items"`
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ListMeta     `json:"metadata"`
+	Items           []FieldRequestCount `json:"items"`
 }

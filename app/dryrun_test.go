@@ -55,12 +55,12 @@ func TestDeleteResetsAnAPI(t *testing.T) {
 	}
 	code, body := del("endpoints.v1?dryRun=All")
 	require.Equal(t, 200, code)
-	require.JSONEq(t, `{"kind":"Status","apiVersion":"v1","status":"Success","dryRun":true,"details":{"name":"endpoints.v1","clusters":{"default":35}}}`, string(body))
+	require.JSONEq(t, `{"kind":"Status","apiVersion":"v1","status":"Success","dryRun":true,"details":{"name":"endpoints.v1","group":"sunset.dev","kind":"apirequestcounts","clusters":{"default":35}}}`, string(body))
 	require.Equal(t, int64(35), getAPI(t, s, "endpoints.v1").Status.RequestCount, "a dry run deletes nothing")
 
 	code, body = del("endpoints.v1")
 	require.Equal(t, 200, code)
-	require.JSONEq(t, `{"kind":"Status","apiVersion":"v1","status":"Success","details":{"name":"endpoints.v1","clusters":{"default":35}}}`, string(body))
+	require.JSONEq(t, `{"kind":"Status","apiVersion":"v1","status":"Success","details":{"name":"endpoints.v1","group":"sunset.dev","kind":"apirequestcounts","clusters":{"default":35}}}`, string(body))
 	code, _ = s.get("/apis/sunset.dev/v1/apirequestcounts/endpoints.v1")
 	require.Equal(t, 404, code)
 
@@ -71,7 +71,7 @@ func TestDeleteResetsAnAPI(t *testing.T) {
 
 	code, body = del("endpoints.v1")
 	require.Equal(t, 404, code)
-	require.JSONEq(t, statusBody(404, "NotFound", `apirequestcounts "endpoints.v1" not found: nothing to delete`), string(body))
+	require.JSONEq(t, notFoundBody("apirequestcounts", "endpoints.v1", "nothing to delete"), string(body))
 	code, body = del("componentstatuses.v1?dryRun=yes&force=1")
 	require.Equal(t, 400, code)
 	require.JSONEq(t, statusBody(400, "BadRequest", `dryRun "yes" is not valid; the only valid value is All; unknown parameter "force" (known: cluster, dryRun)`), string(body))

@@ -147,8 +147,8 @@ func TestQueryParameters(t *testing.T) {
 		{"/apis/sunset.dev/v1/apirequestcounts?usr=bob", 400, statusBody(400, "BadRequest", `unknown parameter "usr" (known: cluster, removedBefore, removedRelease, since, state, user, users)`)},
 		{"/apis/sunset.dev/v1/apirequestcounts?since=30m", 400, statusBody(400, "BadRequest", `since "30m" is not a duration of at least 1h, such as 24h or 168h`)},
 		{"/apis/sunset.dev/v1/apirequestcounts?since=8760h", 400, statusBody(400, "BadRequest", `since 8760h0m0s is longer than the retention of 720h0m0s`)},
-		{"/apis/sunset.dev/v1/apirequestcounts/deployments.v1beta1.extensions", 404, statusBody(404, "NotFound", `apirequestcounts "deployments.v1beta1.extensions" not found: no deprecated requests to it were recorded`)},
-		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?cluster=prod", 404, statusBody(404, "NotFound", `apirequestcounts "endpoints.v1" not found in cluster "prod": no deprecated requests to it were recorded`)},
+		{"/apis/sunset.dev/v1/apirequestcounts/deployments.v1beta1.extensions", 404, notFoundBody("apirequestcounts", "deployments.v1beta1.extensions", "no deprecated requests to it were recorded")},
+		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?cluster=prod", 404, notFoundBody("apirequestcounts", "endpoints.v1", `no deprecated requests to it were recorded in cluster "prod"`)},
 	}
 	for _, tc := range tests {
 		code, body := s.get(tc.path)

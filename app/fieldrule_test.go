@@ -77,5 +77,5 @@ func TestFieldRuleKubeProxyVersion(t *testing.T) {
 	require.Equal(t, []string{}, listNames(t, s, ""), "field counts are not APIs")
 	code, body = s.get("/apis/sunset.dev/v1/fieldrequestcounts/nope")
 	require.Equal(t, 404, code)
-	require.JSONEq(t, statusBody(404, "NotFound", `fieldrequestcounts "nope" not found: no field rule has that name (see field-rules)`), string(body))
+	require.JSONEq(t, notFoundBody("fieldrequestcounts", "nope", "no field rule has that name (see field-rules)"), string(body))
 }

@@ -52,7 +52,7 @@ func eventList(items ...map[string]any) []byte {
 }
 
 func statusBody(code int, reason, message string) string {
-	return fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"message":%q,"code":%d}`, reason, message, code)
+	return fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":%q,"message":%q,"code":%d}`, reason, message, code)
 }
 
 func gzipped(b []byte) []byte {
@@ -192,4 +192,11 @@ func getAPI(t *testing.T, s *server, name string) api.APIRequestCount {
 	var obj api.APIRequestCount
 	require.NoError(t, json.Unmarshal(body, &obj))
 	return obj
+}
+
+// notFoundBody is apimachinery's NotFound Status for a sunset.dev resource,
+// with Sunset's reason appended.
+func notFoundBody(resource, name, why string) string {
+	return fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"NotFound","code":404,`+
+		`"details":{"name":%q,"group":"sunset.dev","kind":%q},"message":%q}`, name, resource, fmt.Sprintf("%s.sunset.dev %q not found: %s", resource, name, why))
 }

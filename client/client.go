@@ -19,6 +19,7 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/httpjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Options configures New.
@@ -144,7 +145,7 @@ func (c *Client) do(req *http.Request) ([]byte, error) {
 	if resp.StatusCode/100 == 2 {
 		return body, nil
 	}
-	var st httpjson.Status
+	var st metav1.Status
 	msg := strings.TrimSpace(string(body))
 	if json.Unmarshal(body, &st) == nil && st.Message != "" {
 		msg = st.Message

@@ -1,42 +1,37 @@
 // Package httpjson writes JSON responses and the one error envelope every
 // Sunset endpoint uses.
 //
-// Errors are Kubernetes Status objects, so kubectl and client-go render them
-// the way administrators already know:
+// Errors are metav1.Status objects built with k8s.io/apimachinery's
+// api/errors, so kubectl and client-go render them the way administrators
+// already know:
 //
-//	{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"BadRequest","message":"...","code":400}
+//	{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"...","reason":"BadRequest","code":400}
 package httpjson
 
 import (
 	"encoding/json"
 	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Reason is the machine-readable type of an error, as in metav1.StatusReason.
-type Reason string
+// Reason is the machine-readable type of an error.
+type Reason = metav1.StatusReason
 
 // Reasons used by Sunset, with the HTTP code each one goes with.
 const (
-	ReasonBadRequest           Reason = "BadRequest"            // 400
-	ReasonUnauthorized         Reason = "Unauthorized"          // 401
-	ReasonNotFound             Reason = "NotFound"              // 404
-	ReasonMethodNotAllowed     Reason = "MethodNotAllowed"      // 405
-	ReasonRequestEntityTooLong Reason = "RequestEntityTooLarge" // 413
-	ReasonUnsupportedMedia     Reason = "UnsupportedMediaType"  // 415
-	ReasonTooManyRequests      Reason = "TooManyRequests"       // 429
-	ReasonInternalError        Reason = "InternalError"         // 500
-	ReasonServiceUnavailable   Reason = "ServiceUnavailable"    // 503
+	ReasonBadRequest           = metav1.StatusReasonBadRequest            // 400
+	ReasonUnauthorized         = metav1.StatusReasonUnauthorized          // 401
+	ReasonForbidden            = metav1.StatusReasonForbidden             // 403
+	ReasonNotFound             = metav1.StatusReasonNotFound              // 404
+	ReasonMethodNotAllowed     = metav1.StatusReasonMethodNotAllowed      // 405
+	ReasonRequestEntityTooLong = metav1.StatusReasonRequestEntityTooLarge // 413
+	ReasonUnsupportedMedia     = metav1.StatusReasonUnsupportedMediaType  // 415
+	ReasonTooManyRequests      = metav1.StatusReasonTooManyRequests       // 429
+	ReasonInternalError        = metav1.StatusReasonInternalError         // 500
+	ReasonServiceUnavailable   = metav1.StatusReasonServiceUnavailable    // 503
 )
-
-// Status is the error envelope.
-type Status struct {
-	Kind       string `json:"kind"`
-	APIVersion string `json:"apiVersion"`
-	Status     string `json:"status"`
-	Reason     Reason `json:"reason"`
-	Message    string `json:"message"`
-	Code       int    `json:"code"`
-}
 
 // Write writes v as JSON with the given code.
 func Write(w http.ResponseWriter, code int, v any) {
@@ -48,7 +43,17 @@ func Write(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// Error writes the error envelope.
+// Error writes a Failure Status with the given code, reason and message.
 func Error(w http.ResponseWriter, code int, reason Reason, message string) {
-	Write(w, code, Status{Kind: "Status", APIVersion: "v1", Status: "Failure", Reason: reason, Message: message, Code: code})
+	WriteStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Reason: reason, Message: message, Code: int32(code),
+	}})
+}
+
+// WriteStatus writes an error from k8s.io/apimachinery/pkg/api/errors (or
+// any APIStatus) as its Status object, with its code.
+func WriteStatus(w http.ResponseWriter, err apierrors.APIStatus) {
+	st := err.Status()
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	Write(w, int(st.Code), st)
 }

@@ -1,0 +1,170 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+)
+
+// GroupVersion is sunset.dev/v1.
+var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+
+// Resources, as kube-apiserver's aggregator and kubectl know them.
+var (
+	APIRequestCountsResource   = GroupVersion.WithResource("apirequestcounts")
+	FieldRequestCountsResource = GroupVersion.WithResource("fieldrequestcounts")
+)
+
+// Codecs encode the metav1 objects the API answers with besides its own:
+// discovery documents, Tables and Status errors.
+var Codecs = newCodecs()
+
+func newCodecs() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	metav1.AddMetaToScheme(scheme)
+	return serializer.NewCodecFactory(scheme)
+}
+
+// Category groups both resources, so `kubectl get sunset` lists them.
+const Category = "sunset"
+
+// APIResources is the discovery of sunset.dev/v1.
+func APIResources() []metav1.APIResource {
+	verbs := metav1.Verbs{"get", "list", "delete"}
+	return []metav1.APIResource{
+		{Name: APIRequestCountsResource.Resource, SingularName: "apirequestcount", Kind: "APIRequestCount",
+			Verbs: verbs, Categories: []string{Category}},
+		{Name: FieldRequestCountsResource.Resource, SingularName: "fieldrequestcount", Kind: "FieldRequestCount",
+			Verbs: metav1.Verbs{"get", "list"}, Categories: []string{Category}},
+	}
+}
+
+// apiGroup is sunset.dev as discovery describes it.
+var apiGroup = metav1.APIGroup{
+	Name:             Group,
+	Versions:         []metav1.GroupVersionForDiscovery{{GroupVersion: APIVersion, Version: Version}},
+	PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: APIVersion, Version: Version},
+}
+
+// registerDiscovery serves /apis, /apis/sunset.dev and /apis/sunset.dev/v1
+// with k8s.io/apiserver's discovery handlers, as kube-apiserver's
+// aggregator and kubectl expect of an aggregated API server.
+func registerDiscovery(mux *http.ServeMux) {
+	codecs := Codecs.WithoutConversion()
+	mux.HandleFunc("GET /apis", func(w http.ResponseWriter, r *http.Request) {
+		list := &metav1.APIGroupList{Groups: []metav1.APIGroup{apiGroup}}
+		responsewriters.WriteObjectNegotiated(codecs, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{}, w, r, http.StatusOK, list, false)
+	})
+	mux.Handle("GET /apis/"+Group, discovery.NewAPIGroupHandler(codecs, apiGroup))
+	mux.Handle("GET /apis/"+APIVersion, discovery.NewAPIVersionHandler(codecs, GroupVersion, discovery.APIResourceListerFunc(APIResources)))
+}
+
+// tableRestrictions accepts plain JSON and the meta.k8s.io/v1 Table
+// transform that `kubectl get` asks for.
+type tableRestrictions struct{}
+
+func (tableRestrictions) AllowsMediaTypeTransform(_, _ string, gvk *schema.GroupVersionKind) bool {
+	return gvk == nil || (gvk.Kind == "Table" && gvk.Group == metav1.GroupName && gvk.Version == "v1")
+}
+func (tableRestrictions) AllowsServerVersion(string) bool { return false }
+func (tableRestrictions) AllowsStreamSchema(string) bool  { return false }
+
+// wantsTable reports whether the Accept header asks for a Table, as
+// `kubectl get` does. A client that accepts neither JSON nor a Table gets
+// an error.
+func wantsTable(r *http.Request) (bool, error) {
+	if r.Header.Get("Accept") == "" {
+		return false, nil
+	}
+	opts, _, err := negotiation.NegotiateOutputMediaType(r, Codecs.WithoutConversion(), tableRestrictions{})
+	if err != nil {
+		return false, err
+	}
+	return opts.Convert != nil, nil
+}
+
+// Table columns: OpenShift's printer columns for APIRequestCount, then
+// Sunset's, shown by `kubectl get -o wide`.
+var tableColumns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+	{Name: "RemovedInRelease", Type: "string", Description: "Release in which an API will be removed."},
+	{Name: "RequestsInCurrentHour", Type: "integer", Description: "Number of requests in the current hour."},
+	{Name: "RequestsInLast24h", Type: "integer", Description: "Number of requests in the last 24h."},
+	{Name: "Replacement", Type: "string", Priority: 1, Description: "The API to migrate to (group/version Kind)."},
+	{Name: "TopUser", Type: "string", Priority: 1, Description: "The user with the most requests in the last 24h among those reported."},
+}
+
+// tableRow is one object's cells and metadata.
+func tableRow(meta metav1.ObjectMeta, st APIRequestCountStatus, full any, include string) (metav1.TableRow, error) {
+	replacement := ""
+	if r := st.Replacement; r != nil {
+		replacement = strings.TrimPrefix(r.Group+"/"+r.Version, "/") + " " + r.Kind
+	}
+	row := metav1.TableRow{Cells: []any{meta.Name, st.RemovedInRelease, st.CurrentHour.RequestCount, st.RequestCount, replacement, topUser(st)}}
+	var obj any
+	switch include {
+	case "None":
+		return row, nil
+	case "Object":
+		obj = full
+	default:
+		obj = metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: metav1.SchemeGroupVersion.String(), Kind: "PartialObjectMetadata"}, ObjectMeta: meta}
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return row, err
+	}
+	row.Object = runtime.RawExtension{Raw: raw}
+	return row, nil
+}
+
+// topUser is the username with the most requests in the last 24 hours
+// among the users each node and hour reports.
+func topUser(st APIRequestCountStatus) string {
+	byUser := map[string]int64{}
+	for _, h := range st.Last24h {
+		for _, n := range h.ByNode {
+			for _, u := range n.ByUser {
+				byUser[u.UserName] += u.RequestCount
+			}
+		}
+	}
+	best, most := "", int64(0)
+	for name, n := range byUser {
+		if n > most || (n == most && name < best) {
+			best, most = name, n
+		}
+	}
+	return best
+}
+
+// newTable starts a Table with Sunset's columns.
+func newTable() *metav1.Table {
+	return &metav1.Table{
+		TypeMeta:          metav1.TypeMeta{APIVersion: metav1.SchemeGroupVersion.String(), Kind: "Table"},
+		ColumnDefinitions: tableColumns,
+		Rows:              []metav1.TableRow{},
+	}
+}
+
+// includeObject reads the Table's ?includeObject=None|Metadata|Object.
+func includeObject(r *http.Request) (string, error) {
+	switch v := r.URL.Query().Get("includeObject"); v {
+	case "", "Metadata":
+		return "Metadata", nil
+	case "None", "Object":
+		return v, nil
+	default:
+		return "", fmt.Errorf("includeObject %q is not one of None, Metadata, Object", v)
+	}
+}
