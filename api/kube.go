@@ -9,10 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+
+	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
 // GroupVersion is sunset.dev/v1.
@@ -23,17 +24,6 @@ var (
 	APIRequestCountsResource   = GroupVersion.WithResource("apirequestcounts")
 	FieldRequestCountsResource = GroupVersion.WithResource("fieldrequestcounts")
 )
-
-// Codecs encode the metav1 objects the API answers with besides its own:
-// discovery documents, Tables and Status errors.
-var Codecs = newCodecs()
-
-func newCodecs() serializer.CodecFactory {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	metav1.AddMetaToScheme(scheme)
-	return serializer.NewCodecFactory(scheme)
-}
 
 // Category groups both resources, so `kubectl get sunset` lists them.
 const Category = "sunset"
@@ -60,7 +50,7 @@ var apiGroup = metav1.APIGroup{
 // with k8s.io/apiserver's discovery handlers, as kube-apiserver's
 // aggregator and kubectl expect of an aggregated API server.
 func registerDiscovery(mux *http.ServeMux) {
-	codecs := Codecs.WithoutConversion()
+	codecs := httpjson.Codecs.WithoutConversion()
 	mux.HandleFunc("GET /apis", func(w http.ResponseWriter, r *http.Request) {
 		list := &metav1.APIGroupList{Groups: []metav1.APIGroup{apiGroup}}
 		responsewriters.WriteObjectNegotiated(codecs, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{}, w, r, http.StatusOK, list, false)
@@ -86,7 +76,7 @@ func wantsTable(r *http.Request) (bool, error) {
 	if r.Header.Get("Accept") == "" {
 		return false, nil
 	}
-	opts, _, err := negotiation.NegotiateOutputMediaType(r, Codecs.WithoutConversion(), tableRestrictions{})
+	opts, _, err := negotiation.NegotiateOutputMediaType(r, httpjson.Codecs.WithoutConversion(), tableRestrictions{})
 	if err != nil {
 		return false, err
 	}

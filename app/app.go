@@ -8,7 +8,6 @@ package app
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/access"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
@@ -66,6 +66,7 @@ type App struct {
 	store     *store.Store
 	agg       *aggregate.Aggregator
 	srv       *http.Server
+	access    *access.Access
 	listener  net.Listener
 	ready     atomic.Bool
 	readyG    prometheus.Gauge
@@ -155,7 +156,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		}
 	}
 
-	mux := http.NewServeMux()
+	hooks := http.NewServeMux()
 	webhook.New(webhook.Options{
 		Token:             token,
 		RequireClientCert: cfg.TLSClientCAFile != "",
@@ -165,7 +166,8 @@ func New(cfg Config, opts Options) (*App, error) {
 		DefaultCluster:    cfg.DefaultCluster,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxInFlight:       cfg.MaxInFlightBatches,
-	}).Register(mux)
+	}).Register(hooks)
+	mux := http.NewServeMux()
 	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st, FieldRules: rules}).Register(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
@@ -180,6 +182,17 @@ func New(cfg Config, opts Options) (*App, error) {
 		}
 		httpjson.Write(w, http.StatusOK, map[string]any{"poison": samples})
 	})
+	// The webhook keeps its own credentials; everything else is read
+	// access, decided by package access.
+	a.access, err = access.New(context.Background(), cfg.Access())
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	top := http.NewServeMux()
+	top.Handle("/audit/webhook", hooks)
+	top.Handle("/audit/webhook/", hooks)
+	top.Handle("/", a.access.Wrap(mux))
 
 	f := promauto.With(reg)
 	f.NewGauge(prometheus.GaugeOpts{
@@ -193,7 +206,7 @@ func New(cfg Config, opts Options) (*App, error) {
 	})
 
 	a.srv = &http.Server{
-		Handler:           mux,
+		Handler:           top,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A full 64 MiB batch over a slow link still fits.
 		ReadTimeout:  2 * time.Minute,
@@ -201,20 +214,19 @@ func New(cfg Config, opts Options) (*App, error) {
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     zerologStdLogger(opts.Logger.With().Str("component", "http").Logger()),
 	}
-	if cfg.TLSClientCAFile != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCAFile)
-		if err != nil {
-			_ = st.Close()
-			return nil, fmt.Errorf("tls-client-ca-file: %w", err)
+	if cfg.TLSCertFile != "" {
+		var hookCAs *x509.CertPool
+		if cfg.TLSClientCAFile != "" {
+			if hookCAs, err = loadCertPool(cfg.TLSClientCAFile); err != nil {
+				_ = st.Close()
+				return nil, fmt.Errorf("tls-client-ca-file: %w", err)
+			}
+			// A certificate from a reader's CA must not pass as an
+			// apiserver's: the webhook sees only chains to its own CA.
+			top.Handle("/audit/webhook", onlyChainsTo(hookCAs, hooks))
+			top.Handle("/audit/webhook/", onlyChainsTo(hookCAs, hooks))
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			_ = st.Close()
-			return nil, fmt.Errorf("tls-client-ca-file %s holds no PEM certificate", cfg.TLSClientCAFile)
-		}
-		// Verified when given; the webhook demands one, while /metrics and
-		// the read API stay reachable without.
-		a.srv.TLSConfig = &tls.Config{ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+		a.srv.TLSConfig = clientCertTLS(hookCAs, a.access)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -296,6 +308,10 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
+	accessCtx, stopAccess := context.WithCancel(context.Background())
+	defer stopAccess()
+	go a.access.Run(accessCtx)
+
 	serveErr := make(chan error, 1)
 	go func() {
 		var err error
@@ -310,7 +326,11 @@ func (a *App) Run(ctx context.Context) error {
 		serveErr <- err
 	}()
 	a.setReady(true)
-	a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).Msg("sunset is serving")
+	a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).
+		Bool("open_to_anyone", a.access.Open()).Msg("sunset is serving")
+	if a.access.Open() && !isLoopback(a.cfg.Listen) {
+		a.log.Warn().Str("listen", a.cfg.Listen).Msg("allow-unauthenticated is set: anyone who reaches this address can read usernames, workloads and source addresses, and reset counts")
+	}
 
 	var errs []error
 	select {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-sunset/sunset/access"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
@@ -37,6 +38,33 @@ type Config struct {
 	TLSClientCAFile string `mapstructure:"tls-client-ca-file"`
 	// WebhookTokenFile holds a bearer token the webhook requires.
 	WebhookTokenFile string `mapstructure:"webhook-token-file"`
+
+	// Who may read and reset the API and scrape /metrics (see package
+	// access and the README's "Access control"). The names are those of
+	// the kube component flags.
+	AuthenticationKubeconfig        string   `mapstructure:"authentication-kubeconfig"`
+	AuthorizationKubeconfig         string   `mapstructure:"authorization-kubeconfig"`
+	AuthenticationSkipLookup        bool     `mapstructure:"authentication-skip-lookup"`
+	ClientCAFile                    string   `mapstructure:"client-ca-file"`
+	RequestheaderClientCAFile       string   `mapstructure:"requestheader-client-ca-file"`
+	RequestheaderAllowedNames       []string `mapstructure:"requestheader-allowed-names"`
+	RequestheaderUsernameHeaders    []string `mapstructure:"requestheader-username-headers"`
+	RequestheaderUIDHeaders         []string `mapstructure:"requestheader-uid-headers"`
+	RequestheaderGroupHeaders       []string `mapstructure:"requestheader-group-headers"`
+	RequestheaderExtraHeadersPrefix []string `mapstructure:"requestheader-extra-headers-prefix"`
+	// TokenAuthFile holds reader tokens in kube-apiserver's
+	// --token-auth-file CSV format.
+	TokenAuthFile string `mapstructure:"token-auth-file"`
+	// AuthorizationReadGroups and AuthorizationResetGroups decide without
+	// a cluster (no authorization kubeconfig, not in a pod).
+	AuthorizationReadGroups  []string `mapstructure:"authorization-read-groups"`
+	AuthorizationResetGroups []string `mapstructure:"authorization-reset-groups"`
+	// AuthorizationAlwaysAllowPaths are open to anyone.
+	AuthorizationAlwaysAllowPaths []string `mapstructure:"authorization-always-allow-paths"`
+	// AllowUnauthenticated lets anyone who reaches the port read, reset and
+	// scrape, on any listen address. On loopback without authentication
+	// flags that is the default.
+	AllowUnauthenticated bool `mapstructure:"allow-unauthenticated"`
 	// DefaultCluster names the cluster of webhook calls whose path has none.
 	DefaultCluster string `mapstructure:"default-cluster"`
 	// UserAgent is "short" (up to the first space, as OpenShift) or "full".
@@ -124,11 +152,11 @@ func (c Config) ClusterVersions() map[string]catalog.Release {
 }
 
 // DefaultConfig is the zero-configuration setup: data in ./sunset-data,
-// HTTP on :8080.
+// HTTP on 127.0.0.1:8080, open to local callers.
 func DefaultConfig() Config {
 	return Config{
 		DataDir:            "./sunset-data",
-		Listen:             ":8080",
+		Listen:             "127.0.0.1:8080",
 		DefaultCluster:     "default",
 		UserAgent:          string(aggregate.UserAgentShort),
 		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
@@ -139,7 +167,46 @@ func DefaultConfig() Config {
 		LogFormat:          "auto",
 		SystemUsers:        slices.Clone(noise.DefaultSystemUsers),
 		Metrics:            MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second},
+
+		AuthorizationReadGroups:       []string{access.DefaultReadGroup},
+		AuthorizationResetGroups:      []string{access.DefaultResetGroup},
+		AuthorizationAlwaysAllowPaths: slices.Clone(access.DefaultAlwaysAllowPaths),
 	}
+}
+
+// Access is the access.Options the config describes.
+func (c Config) Access() access.Options {
+	o := access.Options{
+		AuthenticationKubeconfig: c.AuthenticationKubeconfig,
+		AuthorizationKubeconfig:  c.AuthorizationKubeconfig,
+		SkipLookup:               c.AuthenticationSkipLookup,
+		ClientCAFile:             c.ClientCAFile,
+		RequestHeader: access.RequestHeader{
+			ClientCAFile: c.RequestheaderClientCAFile, AllowedNames: c.RequestheaderAllowedNames,
+			UsernameHeaders: c.RequestheaderUsernameHeaders, UIDHeaders: c.RequestheaderUIDHeaders,
+			GroupHeaders: c.RequestheaderGroupHeaders, ExtraHeaderPrefixes: c.RequestheaderExtraHeadersPrefix,
+		},
+		TokenAuthFile:    c.TokenAuthFile,
+		ReadGroups:       c.AuthorizationReadGroups,
+		ResetGroups:      c.AuthorizationResetGroups,
+		AlwaysAllowPaths: c.AuthorizationAlwaysAllowPaths,
+	}
+	o.Open = c.AllowUnauthenticated || (isLoopback(c.Listen) && !o.Authenticates())
+	return o
+}
+
+// isLoopback reports whether a listen address is reachable only from this
+// machine.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // minMaxBodyBytes is the smallest body limit that still fits a full
@@ -166,13 +233,25 @@ func (c Config) Validate() error {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 	}
 	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile,
-		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile} {
+		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile,
+		"authentication-kubeconfig": c.AuthenticationKubeconfig, "authorization-kubeconfig": c.AuthorizationKubeconfig,
+		"client-ca-file": c.ClientCAFile, "requestheader-client-ca-file": c.RequestheaderClientCAFile, "token-auth-file": c.TokenAuthFile} {
 		if path == "" {
 			continue
 		}
 		if _, err := os.Stat(path); err != nil {
 			bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
 		}
+	}
+	for key, path := range map[string]string{"client-ca-file": c.ClientCAFile, "requestheader-client-ca-file": c.RequestheaderClientCAFile} {
+		if path != "" && c.TLSCertFile == "" {
+			bad(key, "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
+		}
+	}
+	if !isLoopback(c.Listen) && !c.AllowUnauthenticated && !c.Access().Authenticates() {
+		bad("listen", "%s is reachable from other machines, but nothing authenticates API readers; "+
+			"set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), "+
+			"token-auth-file or client-ca-file; or set allow-unauthenticated to let anyone who reaches the port read and reset", c.Listen)
 	}
 	if c.DefaultCluster == "" {
 		bad("default-cluster", "must not be empty")

@@ -14,7 +14,22 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 )
+
+// Codecs encode the metav1 objects Sunset answers with besides its own:
+// discovery documents, Tables and Status errors. k8s.io/apiserver's
+// handlers and filters take them.
+var Codecs = newCodecs()
+
+func newCodecs() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	metav1.AddMetaToScheme(scheme)
+	return serializer.NewCodecFactory(scheme)
+}
 
 // Reason is the machine-readable type of an error.
 type Reason = metav1.StatusReason
