@@ -20,6 +20,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // Options configures New.
@@ -34,6 +35,10 @@ type Options struct {
 	InsecureSkipVerify bool
 	// Timeout bounds each request; zero means 60s.
 	Timeout time.Duration
+	// REST, when set, reaches Sunset through kube-apiserver, which serves
+	// sunset.dev/v1 through its APIService, with the kubeconfig's
+	// credentials; Server and the TLS options are then not used.
+	REST *rest.Config
 }
 
 // Client is a Sunset HTTP client.
@@ -46,6 +51,25 @@ type Client struct {
 // New checks the options and builds a client. It does not contact the
 // server.
 func New(o Options) (*Client, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.REST != nil {
+		cfg := rest.CopyConfig(o.REST)
+		cfg.Timeout = o.Timeout
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		u, err := url.Parse(cfg.Host)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("kubeconfig: server %q is not a URL", cfg.Host)
+		}
+		if u.Scheme == "" {
+			u.Scheme = "https"
+		}
+		return &Client{base: u, http: hc}, nil
+	}
 	u, err := url.Parse(o.Server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--server %q is not an http:// or https:// URL", o.Server)
@@ -61,9 +85,6 @@ func New(o Options) (*Client, error) {
 			return nil, fmt.Errorf("--certificate-authority %s holds no PEM certificate", o.CAFile)
 		}
 		tlsCfg.RootCAs = pool
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 60 * time.Second
 	}
 	tr := &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, Proxy: http.ProxyFromEnvironment}
 	return &Client{base: u, http: &http.Client{Transport: tr, Timeout: o.Timeout}, token: o.Token}, nil

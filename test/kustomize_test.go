@@ -58,11 +58,16 @@ const (
 // ConfigMap's generated hash suffix is written as <hash>.
 var wantRendered = map[string][]string{
 	"kubernetes/base":           baseObjects,
-	"kubernetes/overlays/tls":   baseObjects,
+	"kubernetes/overlays/tls":   append([]string{"APIService/v1.sunset.dev"}, baseObjects...),
 	"kubernetes/overlays/kafka": baseObjects,
 }
 
 var baseObjects = []string{
+	"ClusterRole/sunset:extension-apiserver-authentication-reader",
+	"ClusterRole/sunset:reset",
+	"ClusterRole/sunset:view",
+	"ClusterRoleBinding/sunset:extension-apiserver-authentication-reader",
+	"ClusterRoleBinding/sunset:system:auth-delegator",
 	"ConfigMap/sunset-config-<hash>",
 	"Namespace/sunset",
 	"NetworkPolicy/sunset",
@@ -72,6 +77,9 @@ var baseObjects = []string{
 	"ServiceMonitor/sunset",
 	"StatefulSet/sunset",
 }
+
+// clusterScoped are the kinds without a namespace.
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"}
 
 // What differs between the kustomizations.
 type overlayWant struct {
@@ -218,7 +226,7 @@ func TestKustomizeRendersExactObjects(t *testing.T) {
 			labels, _ := meta["labels"].(map[string]any)
 			require.Equal(t, "sunset", labels["app.kubernetes.io/name"], "%s: %s/%s", dir, obj["kind"], name)
 			require.Equal(t, "sunset", labels["app.kubernetes.io/part-of"], "%s: %s/%s", dir, obj["kind"], name)
-			if obj["kind"] != "Namespace" {
+			if !slices.Contains(clusterScoped, obj["kind"].(string)) {
 				require.Equal(t, "sunset", meta["namespace"], "%s: %s/%s", dir, obj["kind"], name)
 			}
 			// Secrets are referenced, never shipped.
@@ -228,22 +236,71 @@ func TestKustomizeRendersExactObjects(t *testing.T) {
 		sort.Strings(got)
 		require.Equal(t, wantRendered[dir], got, dir)
 		require.Equal(t, "restricted", r.ns.Labels["pod-security.kubernetes.io/enforce"])
-		require.NotNil(t, r.sa.AutomountServiceAccountToken)
-		require.False(t, *r.sa.AutomountServiceAccountToken)
+		require.Equal(t, ptrTo(true), r.sa.AutomountServiceAccountToken, "the token delegates readers' authentication")
 	}
 }
 
-// No Role, ClusterRole or binding anywhere: Sunset calls no Kubernetes API.
-func TestKustomizeGrantsNoRBAC(t *testing.T) {
+// Sunset's own grants are exactly what delegation needs, bound to its
+// ServiceAccount; readers get get/list through view, edit and admin, and
+// reset through admin only.
+func TestKustomizeGrantsOnlyDelegation(t *testing.T) {
 	kubectl(t)
+	type rule struct {
+		APIGroups     []string `json:"apiGroups"`
+		Resources     []string `json:"resources"`
+		ResourceNames []string `json:"resourceNames"`
+		Verbs         []string `json:"verbs"`
+	}
+	wantRules := map[string][]rule{
+		"sunset:extension-apiserver-authentication-reader": {{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{"extension-apiserver-authentication"}, Verbs: []string{"get", "list", "watch"}}},
+		"sunset:view":  {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts", "fieldrequestcounts"}, Verbs: []string{"get", "list"}}},
+		"sunset:reset": {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts"}, Verbs: []string{"delete"}}},
+	}
+	wantAggregation := map[string][]string{
+		"sunset:view":  {"rbac.authorization.k8s.io/aggregate-to-admin", "rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-view"},
+		"sunset:reset": {"rbac.authorization.k8s.io/aggregate-to-admin"},
+	}
+	wantBindings := map[string]string{
+		"sunset:system:auth-delegator":                     "system:auth-delegator",
+		"sunset:extension-apiserver-authentication-reader": "sunset:extension-apiserver-authentication-reader",
+	}
 	for _, dir := range kustomizations(t) {
 		for _, obj := range render(t, dir).raw {
-			require.NotContains(t, []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, obj["kind"], dir)
+			raw, err := json.Marshal(obj)
+			require.NoError(t, err)
+			meta := obj["metadata"].(map[string]any)
+			name := meta["name"].(string)
+			switch obj["kind"] {
+			case "Role", "RoleBinding":
+				t.Fatalf("%s: namespaced RBAC %s", dir, name)
+			case "ClusterRole":
+				var cr struct {
+					Rules []rule `json:"rules"`
+				}
+				require.NoError(t, json.Unmarshal(raw, &cr))
+				require.Equal(t, wantRules[name], cr.Rules, "%s: %s", dir, name)
+				var agg []string
+				for k := range meta["labels"].(map[string]any) {
+					if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+						agg = append(agg, k)
+					}
+				}
+				sort.Strings(agg)
+				require.Equal(t, wantAggregation[name], agg, "%s: %s", dir, name)
+			case "ClusterRoleBinding":
+				var b struct {
+					RoleRef  struct{ Kind, Name string } `json:"roleRef"`
+					Subjects []struct{ Kind, Name, Namespace string }
+				}
+				require.NoError(t, json.Unmarshal(raw, &b))
+				require.Equal(t, "ClusterRole", b.RoleRef.Kind)
+				require.Equal(t, wantBindings[name], b.RoleRef.Name, "%s: %s", dir, name)
+				require.Len(t, b.Subjects, 1)
+				require.Equal(t, struct{ Kind, Name, Namespace string }{"ServiceAccount", "sunset", "sunset"}, b.Subjects[0])
+			}
 		}
 	}
-	sa, err := os.ReadFile(filepath.Join(kubernetesDir, "base/serviceaccount.yaml"))
-	require.NoError(t, err)
-	require.Contains(t, string(sa), "RBAC: none")
 }
 
 // serveFlags are the flags `sunset serve --help` of the built binary lists.
@@ -381,7 +438,7 @@ func TestKustomizeStatefulSet(t *testing.T) {
 		require.Equal(t, ptrTo(int32(1)), sts.Spec.Replicas, dir)
 		require.Equal(t, "sunset", sts.Spec.ServiceName, dir)
 		require.Equal(t, "sunset", spec.ServiceAccountName, dir)
-		require.Equal(t, ptrTo(false), spec.AutomountServiceAccountToken, dir)
+		require.Equal(t, ptrTo(true), spec.AutomountServiceAccountToken, dir)
 		require.Equal(t, ptrTo(int64(65532)), spec.SecurityContext.FSGroup, dir)
 		require.Len(t, spec.Containers, 1, dir)
 		require.Empty(t, spec.InitContainers, dir)

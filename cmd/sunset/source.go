@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
@@ -29,6 +30,7 @@ const defaultServer = "http://localhost:8080"
 // sourceFlags are the flags that choose and reach a source.
 type sourceFlags struct {
 	server, caFile, token, dataDir, configFile string
+	kubeconfig, context                        string
 	insecure                                   bool
 }
 
@@ -37,14 +39,29 @@ func (f *sourceFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.caFile, "certificate-authority", "", "CA certificate (PEM) to verify an https:// --server")
 	fs.StringVar(&f.token, "token", "", "bearer token to send to --server (for an authenticating proxy)")
 	fs.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not verify the --server certificate")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "reach Sunset through kube-apiserver (its APIService) with this kubeconfig's credentials")
+	fs.StringVar(&f.context, "context", "", "the kubeconfig context to use; alone, the kubeconfig comes from KUBECONFIG or ~/.kube/config")
 	fs.StringVar(&f.dataDir, "data-dir", "", "read a Sunset data directory directly, read-only, instead of a server")
 	fs.StringVar(&f.configFile, "config", "", "with --data-dir: the server's config file, for its catalog.extra and system-users")
 }
 
 // open returns the source and a function that releases it.
 func (f *sourceFlags) open(now func() time.Time) (source, func(), error) {
-	if f.dataDir != "" && f.server != "" {
-		return nil, nil, errors.New("give either --server or --data-dir, not both")
+	viaKube := f.kubeconfig != "" || f.context != ""
+	if n := countTrue(f.dataDir != "", f.server != "", viaKube); n > 1 {
+		return nil, nil, errors.New("give one of --server, --data-dir and --kubeconfig/--context")
+	}
+	if viaKube {
+		// client-go's loading rules, as kubectl: --kubeconfig, else
+		// KUBECONFIG, else ~/.kube/config.
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = f.kubeconfig
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+		c, err := client.New(client.Options{REST: cfg})
+		return c, func() {}, err
 	}
 	if f.dataDir == "" {
 		server := f.server
@@ -77,4 +94,14 @@ func (f *sourceFlags) open(now func() time.Time) (source, func(), error) {
 	}
 	svc := api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now)
 	return svc, func() { _ = st.Close() }, nil
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }

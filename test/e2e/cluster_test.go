@@ -35,6 +35,7 @@ var users = map[string][]string{
 	"bob":     {"developers"},
 	"carol":   {"storage-admins"},
 	"mallory": {"visitors"},
+	"victor":  {"auditors"},
 }
 
 // sunsetServer is `sunset serve` with TLS, a webhook token and client
@@ -145,7 +146,9 @@ func shippedAPIServerFlags(t *testing.T, policy, webhookConfig string) []string 
 	return flags
 }
 
-func startAPIServer(t *testing.T, bin string, db etcd, p *pki, webhookConfig string) *apiserver {
+// startAPIServer starts kube-apiserver with the shipped flags, the test's
+// files and extra flags.
+func startAPIServer(t *testing.T, bin string, db etcd, p *pki, webhookConfig string, extra ...string) *apiserver {
 	t.Helper()
 	policy, err := filepath.Abs(shippedPolicy)
 	if err != nil {
@@ -187,6 +190,7 @@ func startAPIServer(t *testing.T, bin string, db etcd, p *pki, webhookConfig str
 		"--audit-log-mode=blocking",
 		"--cert-dir="+t.TempDir(),
 	)
+	args = append(args, extra...)
 	a.proc = start(t, "kube-apiserver", bin, args...)
 	waitHTTP(t, a.proc, p.httpsClient(), a.url+"/readyz", a.tokens["admin"], 2*time.Minute)
 	return a

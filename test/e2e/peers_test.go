@@ -209,6 +209,12 @@ func (p *pki) write(t *testing.T, name string, data []byte) string {
 // a client (with groups as organizations), returning their paths.
 func (p *pki) issue(t *testing.T, name, commonName string, server bool, groups ...string) (certFile, keyFile string) {
 	t.Helper()
+	return p.issueWithNames(t, name, commonName, server, nil, groups...)
+}
+
+// issueWithNames is issue with more DNS names for a server.
+func (p *pki) issueWithNames(t *testing.T, name, commonName string, server bool, dnsNames []string, groups ...string) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +231,7 @@ func (p *pki) issue(t *testing.T, name, commonName string, server bool, groups .
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost"}
+		tmpl.DNSNames = append([]string{"localhost"}, dnsNames...)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
 	if err != nil {
