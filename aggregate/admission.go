@@ -79,8 +79,8 @@ func newAdmissionCounter(o AdmissionOptions, reg prometheus.Registerer) admissio
 			Help: "Admission webhook annotations that could not be read and were left out.",
 		}),
 		latency: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sunset_admission_webhook_latency_seconds",
-			Help: "Time requests spent in admission webhooks, all webhooks together, per resource: one observation per request that kube-apiserver annotated with webhook latency (requests slower than 500 ms).",
+			Name:    "sunset_admission_webhook_latency_seconds",
+			Help:    "Time requests spent in admission webhooks, all webhooks together, per resource: one observation per request that kube-apiserver annotated with webhook latency (requests slower than 500 ms).",
 			Buckets: buckets,
 		}, []string{"cluster", "group", "version", "resource", "subresource", "class"}),
 	}

@@ -111,9 +111,9 @@ type wireEvent struct {
 	} `json:"responseStatus"`
 	// Only the two deprecation annotations are decoded; a struct instead
 	// of a map skips allocating every other annotation.
-	Annotations deprecationAnnotations `json:"annotations"`
-	RequestReceivedTimestamp string `json:"requestReceivedTimestamp"`
-	StageTimestamp           string `json:"stageTimestamp"`
+	Annotations              deprecationAnnotations `json:"annotations"`
+	RequestReceivedTimestamp string                 `json:"requestReceivedTimestamp"`
+	StageTimestamp           string                 `json:"stageTimestamp"`
 }
 
 type deprecationAnnotations struct {
