@@ -102,9 +102,9 @@ func TestAdmissionCountsCraftedShapes(t *testing.T) {
 		key("", "v1", "configmaps", "", "", ""): {Requests: 1, Calls: 1, FailedOpen: 1, Slow: 1, LatencyNanos: 3 * sec, Buckets: bucket(3)},
 		key("", "v1", "configmaps", "mutating", "defaulter", "defaults.example.com"): {Requests: 1, Calls: 1, FailedOpen: 1,
 			Slow: 1, LatencyNanos: 3 * sec, Buckets: bucket(3)},
-		key("authentication.k8s.io", "v1", "tokenreviews", "", "", ""):                                         {Requests: 1, Calls: 1},
+		key("authentication.k8s.io", "v1", "tokenreviews", "", "", ""):                                            {Requests: 1, Calls: 1},
 		key("authentication.k8s.io", "v1", "tokenreviews", "mutating", "token-audit", "tokens.audit.example.com"): {Requests: 1, Calls: 1},
-		key("apps", "v1", "deployments", "", "", ""): {Requests: 1, Calls: 1, Mutations: 1, Slow: 1, LatencyNanos: 8 * sec / 10, Buckets: bucket(1)},
+		key("apps", "v1", "deployments", "", "", ""):                                                              {Requests: 1, Calls: 1, Mutations: 1, Slow: 1, LatencyNanos: 8 * sec / 10, Buckets: bucket(1)},
 		key("apps", "v1", "deployments", "mutating", "labeler", "labels.example.com"): {Requests: 1, Calls: 1, Mutations: 1,
 			Slow: 1, LatencyNanos: 8 * sec / 10, Buckets: bucket(1)},
 	}
