@@ -6,6 +6,8 @@
 //	DELETE /apis/sunset.dev/v1/apirequestcounts/{name}   reset an API's counts
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts        FieldRequestCountList
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts/{name} FieldRequestCount
+//	GET    /apis/sunset.dev/v1/webhookcounts             WebhookCountList
+//	GET    /apis/sunset.dev/v1/webhookcounts/{name}      WebhookCount
 //
 // Service builds the objects from counts, through the small Querier
 // interface the package declares; Handler serves them over HTTP. The only
@@ -45,6 +47,8 @@ type Options struct {
 	// FieldRules are the deprecated-field rules in force; nil means the
 	// built-in ones.
 	FieldRules *fieldrule.Set
+	// Webhooks serves admission webhook counts; nil leaves them out.
+	Webhooks *WebhookService
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -59,6 +63,7 @@ type Handler struct {
 	log      zerolog.Logger
 	maxSince time.Duration
 	deleter  Deleter
+	webhooks *WebhookService
 }
 
 // New builds a Handler.
@@ -68,6 +73,7 @@ func New(opts Options) *Handler {
 		log:      opts.Logger.With().Str("component", "api").Logger(),
 		maxSince: opts.Retention,
 		deleter:  opts.Deleter,
+		webhooks: opts.Webhooks,
 	}
 }
 
@@ -79,6 +85,11 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc(basePath+"/{name}", h.get)
 	mux.HandleFunc(fieldsPath, h.listFields)
 	mux.HandleFunc(fieldsPath+"/{name}", h.getField)
+	if h.webhooks != nil {
+		wh := webhookHandler{h: h, svc: h.webhooks}
+		mux.HandleFunc(webhooksPath, wh.list)
+		mux.HandleFunc(webhooksPath+"/{name}", wh.get)
+	}
 }
 
 const fieldsPath = "/apis/" + APIVersion + "/fieldrequestcounts"
@@ -149,13 +160,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 
 // begin checks method and parameters; on failure it has answered already.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string) (Query, bool) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		allow := "GET, HEAD"
-		if r.PathValue("name") != "" && h.deleter != nil {
-			allow += ", DELETE"
-		}
-		w.Header().Set("Allow", allow)
-		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
+	if !h.methodAllowed(w, r) {
 		return Query{}, false
 	}
 	q, err := ParseQuery(r.URL.Query(), allowed, h.maxSince)
@@ -164,6 +169,20 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string
 		return Query{}, false
 	}
 	return q, true
+}
+
+// methodAllowed answers 405 unless the request reads.
+func (h *Handler) methodAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	allow := "GET, HEAD"
+	if r.PathValue("name") != "" && h.deleter != nil && strings.HasPrefix(r.URL.Path, basePath) {
+		allow += ", DELETE"
+	}
+	w.Header().Set("Allow", allow)
+	httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
+	return false
 }
 
 func (h *Handler) internalError(w http.ResponseWriter, err error) {
