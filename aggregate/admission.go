@@ -33,6 +33,22 @@ type AdmissionSummary struct {
 	Duplicates int `json:"duplicates"`
 }
 
+// TallyAdmission records what the admission counter would do with one
+// event (a Planned.Admission): counted, duplicate, or nothing.
+func (s *Summary) TallyAdmission(r Result) {
+	if r == "" {
+		return
+	}
+	if s.Admission == nil {
+		s.Admission = &AdmissionSummary{}
+	}
+	if r == ResultDuplicate {
+		s.Admission.Duplicates++
+	} else {
+		s.Admission.Counted++
+	}
+}
+
 type admissionCounter struct {
 	labels   *admission.Labels
 	resolver *admission.Resolver
