@@ -83,8 +83,9 @@ type WebhookCounts struct {
 	WebhookLatencySeconds float64 `json:"webhookLatencySeconds"`
 	// MeanWebhookLatencySeconds is WebhookLatencySeconds per slow request.
 	MeanWebhookLatencySeconds float64 `json:"meanWebhookLatencySeconds,omitempty"`
-	// LatencyBuckets spreads the slow requests by their webhook latency.
-	LatencyBuckets LatencyBuckets `json:"latencyBuckets"`
+	// LatencyBuckets spreads the slow requests by their webhook latency;
+	// left out when there are none.
+	LatencyBuckets LatencyBuckets `json:"latencyBuckets,omitzero"`
 }
 
 // LatencyBuckets counts slow requests by webhook latency; each bucket
