@@ -47,16 +47,40 @@ type resourceKey struct{ group, version, resource, subresource string }
 // Labels is shared by every metric of the process, so a resource has the
 // same labels everywhere. It is safe for concurrent use.
 type Labels struct {
-	o LabelOptions
+	o          LabelOptions
+	configured map[WebhookID]bool
 
-	mu               sync.Mutex
-	resources        map[resourceKey]bool
-	webhooks         map[WebhookID]bool
-	configured       map[WebhookID]bool
-	foldedResources  map[resourceKey]bool
-	foldedWebhooks   map[WebhookID]bool
-	notifiedResource bool
-	notifiedWebhook  bool
+	mu        sync.Mutex
+	resources capped[resourceKey]
+	webhooks  capped[WebhookID]
+}
+
+// capped admits values up to max, first come first served, and remembers
+// the ones it folds (up to maxFoldedTracked).
+type capped[K comparable] struct {
+	max      int
+	admitted map[K]bool
+	folded   map[K]bool
+	notified bool
+}
+
+func newCapped[K comparable](limit int) capped[K] {
+	return capped[K]{max: limit, admitted: map[K]bool{}, folded: map[K]bool{}}
+}
+
+// admit reports whether k keeps its own label values and, when it does not,
+// whether this is the first value folded.
+func (c *capped[K]) admit(k K) (own, firstFold bool) {
+	if c.admitted[k] || len(c.admitted) < c.max {
+		c.admitted[k] = true
+		return true, false
+	}
+	if len(c.folded) < maxFoldedTracked {
+		c.folded[k] = true
+	}
+	first := !c.notified
+	c.notified = true
+	return false, first
 }
 
 // NewLabels builds a Labels.
@@ -70,8 +94,8 @@ func NewLabels(o LabelOptions) *Labels {
 	if o.MaxWebhooks <= 0 {
 		o.MaxWebhooks = DefaultMaxWebhooks
 	}
-	l := &Labels{o: o, resources: map[resourceKey]bool{}, webhooks: map[WebhookID]bool{}, configured: map[WebhookID]bool{},
-		foldedResources: map[resourceKey]bool{}, foldedWebhooks: map[WebhookID]bool{}}
+	l := &Labels{o: o, configured: map[WebhookID]bool{},
+		resources: newCapped[resourceKey](o.MaxResources), webhooks: newCapped[WebhookID](o.MaxWebhooks)}
 	for _, id := range o.Webhooks {
 		l.configured[id] = true
 	}
@@ -85,50 +109,34 @@ func (l *Labels) Resource(group, version, resource, subresource string) Resource
 	if class != NoClass {
 		return own
 	}
-	k := resourceKey{group, version, resource, subresource}
 	l.mu.Lock()
-	if l.resources[k] || len(l.resources) < l.o.MaxResources {
-		l.resources[k] = true
-		l.mu.Unlock()
+	ok, first := l.resources.admit(resourceKey{group, version, resource, subresource})
+	l.mu.Unlock()
+	if ok {
 		return own
 	}
-	if len(l.foldedResources) < maxFoldedTracked {
-		l.foldedResources[k] = true
-	}
-	first := !l.notifiedResource
-	l.notifiedResource = true
-	l.mu.Unlock()
-	if first {
-		l.notify("resource")
-	}
+	l.notify(first, "resource")
 	return ResourceLabels{Resource: Other, Class: NoClass}
 }
 
 // Webhook returns the label values of a webhook.
 func (l *Labels) Webhook(id WebhookID) WebhookID {
-	l.mu.Lock()
-	if l.configured[id] || l.webhooks[id] || len(l.webhooks) < l.o.MaxWebhooks {
-		if !l.configured[id] {
-			l.webhooks[id] = true
-		}
-		l.mu.Unlock()
+	if l.configured[id] {
 		return id
 	}
-	if len(l.foldedWebhooks) < maxFoldedTracked {
-		l.foldedWebhooks[id] = true
-	}
-	first := !l.notifiedWebhook
-	l.notifiedWebhook = true
+	l.mu.Lock()
+	ok, first := l.webhooks.admit(id)
 	l.mu.Unlock()
-	if first {
-		l.notify("webhook")
+	if ok {
+		return id
 	}
+	l.notify(first, "webhook")
 	return WebhookID{Webhook: Other}
 }
 
 // notify runs outside the lock, so the callback may do anything.
-func (l *Labels) notify(kind string) {
-	if l.o.OnFirstFold != nil {
+func (l *Labels) notify(first bool, kind string) {
+	if first && l.o.OnFirstFold != nil {
 		l.o.OnFirstFold(kind)
 	}
 }
@@ -138,5 +146,5 @@ func (l *Labels) notify(kind string) {
 func (l *Labels) Folded() (resources, webhooks int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.foldedResources), len(l.foldedWebhooks)
+	return len(l.resources.folded), len(l.webhooks.folded)
 }

@@ -159,20 +159,9 @@ func (s *Store) ApplyAdmission(reqs []AdmissionRequest) ([]bool, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(reqs))
-	for start := 0; start < len(reqs); {
-		n := min(maxChunk, len(reqs)-start)
-		for {
-			err := s.applyAdmissionChunk(reqs[start:start+n], dup[start:start+n])
-			if errors.Is(err, badger.ErrTxnTooBig) && n > 1 {
-				n /= 2
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			break
-		}
-		start += n
+	err := inChunks(len(reqs), func(lo, hi int) error { return s.applyAdmissionChunk(reqs[lo:hi], dup[lo:hi]) })
+	if err != nil {
+		return nil, err
 	}
 	return dup, nil
 }
@@ -183,23 +172,16 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 	deltas := map[string]AdmissionCounts{}
 	var order []string
 	expiry := map[string]uint64{}
-	seen := map[string]bool{}
+	seen := map[string]struct{}{}
 	for i, r := range reqs {
 		mk := encodeAdmissionMarkKey(r.Cluster, r.ID)
-		if seen[string(mk)] {
-			dup[i] = true
+		d, err := isDuplicate(txn, mk, seen)
+		if err != nil {
+			return err
+		}
+		if dup[i] = d; d {
 			continue
 		}
-		_, err := txn.Get(mk)
-		switch {
-		case err == nil:
-			dup[i] = true
-			continue
-		case !errors.Is(err, badger.ErrKeyNotFound):
-			return fmt.Errorf("store: reading admission dedupe mark: %w", err)
-		}
-		dup[i] = false
-		seen[string(mk)] = true
 		exp := s.expiresAt(r.Hour)
 		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
 			return err
@@ -251,54 +233,24 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 // already counted by ApplyAdmission in the cluster. It only reads: dry runs
 // use it.
 func (s *Store) AdmissionSeen(cluster string, ids []string) ([]bool, error) {
-	out := make([]bool, len(ids))
-	err := s.db.View(func(txn *badger.Txn) error {
-		for i, id := range ids {
-			_, err := txn.Get(encodeAdmissionMarkKey(cluster, id))
-			switch {
-			case err == nil:
-				out[i] = true
-			case !errors.Is(err, badger.ErrKeyNotFound):
-				return fmt.Errorf("store: reading admission dedupe mark: %w", err)
-			}
-		}
-		return nil
-	})
-	return out, err
+	return s.seen(ids, func(id string) []byte { return encodeAdmissionMarkKey(cluster, id) })
 }
 
 // ScanAdmission calls fn for every admission cell whose hour is in
 // [from, to], hour by hour, of every cluster.
 func (s *Store) ScanAdmission(from, to time.Time, fn func(AdmissionKey, AdmissionCounts) error) error {
-	if from.Before(time.Unix(0, 0)) {
-		from = time.Unix(0, 0)
-	}
-	prefix := []byte{prefixAdmission}
-	start := appendHour([]byte{prefixAdmission}, from.Truncate(time.Hour))
-	end := appendHour([]byte{prefixAdmission}, to.Truncate(time.Hour).Add(time.Hour))
-	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
-		defer it.Close()
-		for it.Seek(start); it.Valid(); it.Next() {
-			item := it.Item()
-			if string(item.Key()) >= string(end) {
-				return nil
-			}
-			k, err := decodeAdmissionKey(item.Key())
-			if err != nil {
-				return err
-			}
-			var c AdmissionCounts
-			if err := item.Value(func(v []byte) error {
-				c, err = decodeAdmissionCounts(v)
-				return err
-			}); err != nil {
-				return err
-			}
-			if err := fn(k, c); err != nil {
-				return err
-			}
+	return s.scanHours([]byte{prefixAdmission}, from, to, func(item *badger.Item) error {
+		k, err := decodeAdmissionKey(item.Key())
+		if err != nil {
+			return err
 		}
-		return nil
+		var c AdmissionCounts
+		if err := item.Value(func(v []byte) error {
+			c, err = decodeAdmissionCounts(v)
+			return err
+		}); err != nil {
+			return err
+		}
+		return fn(k, c)
 	})
 }

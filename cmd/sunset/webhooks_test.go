@@ -3,37 +3,23 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/app"
 )
 
-// webhookFixture serves the crafted admission shapes
-// (admission/testdata/README.md) on cluster prod.
+// webhookFixture is fixture's server with the crafted admission shapes
+// (admission/testdata/README.md) added on cluster prod.
 func webhookFixture(t *testing.T) (url, dataDir string, stop func()) {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ShutdownTimeout = 5 * time.Second
-	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return testNow }})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	url = "http://" + a.Addr().String()
-
+	url, dataDir, stop = fixture(t)
 	f, err := os.Open("../../admission/testdata/crafted-events.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
@@ -52,16 +38,7 @@ func webhookFixture(t *testing.T) (url, dataDir string, stop func()) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			require.NoError(t, <-done)
-		}
-	}
-	t.Cleanup(stop)
-	return url, cfg.DataDir, stop
+	return url, dataDir, stop
 }
 
 // The tables, from a server and from its data directory alike.
