@@ -114,8 +114,8 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 
 	for path, want := range map[string]int{
 		"/apis/sunset.dev/v1/webhookcounts/vault.vault-validator.example.com?cluster=staging": http.StatusNotFound,
-		"/apis/sunset.dev/v1/webhookcounts?class=hot":                                        http.StatusBadRequest,
-		"/apis/sunset.dev/v1/webhookcounts?users=3":                                          http.StatusBadRequest,
+		"/apis/sunset.dev/v1/webhookcounts?class=hot":                                         http.StatusBadRequest,
+		"/apis/sunset.dev/v1/webhookcounts?users=3":                                           http.StatusBadRequest,
 	} {
 		code, body := s.get(path)
 		require.Equal(t, want, code, "%s: %s", path, body)
