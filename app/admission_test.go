@@ -127,10 +127,6 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 	// resource and two other webhooks, first come (in the store's order);
 	// the rest are "other".
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(`
-# HELP sunset_admission_metric_labels_folded Distinct resources (kind=resource) or webhooks (kind=webhook) beyond the admission.metrics caps, whose admission metrics are labelled "other".
-# TYPE sunset_admission_metric_labels_folded gauge
-sunset_admission_metric_labels_folded{kind="resource"} 1
-sunset_admission_metric_labels_folded{kind="webhook"} 4
 # HELP sunset_admission_webhook_calls Admission webhook calls in the sliding window (metrics.window), from the audit annotations, by resource, webhook and result (mutated, unchanged, failed_open). Validating webhooks leave an annotation only when they fail open. Falls to 0 when calls stop; the series disappears after metrics.grace.
 # TYPE sunset_admission_webhook_calls gauge
 sunset_admission_webhook_calls{class="critical",cluster="prod",configuration="",group="",resource="pods",result="mutated",subresource="",type="mutating",version="v1",webhook="other"} 1
@@ -140,7 +136,15 @@ sunset_admission_webhook_calls{class="none",cluster="prod",configuration="",grou
 sunset_admission_webhook_calls{class="none",cluster="prod",configuration="defaulter",group="",resource="configmaps",result="failed_open",subresource="",type="mutating",version="v1",webhook="defaults.example.com"} 1
 sunset_admission_webhook_calls{class="security",cluster="prod",configuration="",group="authentication.k8s.io",resource="tokenreviews",result="unchanged",subresource="",type="mutating",version="v1",webhook="other"} 1
 sunset_admission_webhook_calls{class="security",cluster="prod",configuration="vault",group="",resource="secrets",result="failed_open",subresource="",type="validating",version="v1",webhook="vault-validator.example.com"} 1
-`), "sunset_admission_webhook_calls", "sunset_admission_metric_labels_folded"))
+`), "sunset_admission_webhook_calls"))
+	// Collectors run concurrently: read the folds once the gauges above
+	// were computed.
+	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(`
+# HELP sunset_admission_metric_labels_folded Distinct resources (kind=resource) or webhooks (kind=webhook) beyond the admission.metrics caps, whose admission metrics are labelled "other".
+# TYPE sunset_admission_metric_labels_folded gauge
+sunset_admission_metric_labels_folded{kind="resource"} 1
+sunset_admission_metric_labels_folded{kind="webhook"} 4
+`), "sunset_admission_metric_labels_folded"))
 }
 
 // Bad admission values are reported together, each naming its key.
