@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,4 +90,56 @@ func TestAdmissionPathErrors(t *testing.T) {
 		require.Error(t, errPlain)
 		require.Equal(t, errPlain, errAdmission, raw)
 	}
+}
+
+// Keys encoding/json matches although they are not written as
+// kube-apiserver writes them: other cases, escapes, the Kelvin sign and the
+// long s. In a batch that takes the admission path (one event has webhook
+// annotations), every one decodes as on the plain path.
+func TestAdmissionPathMatchesKeysAsEncodingJSON(t *testing.T) {
+	items := []string{
+		`{"auditID":"w","stage":"ResponseComplete","annotations":{"apiserver.latency.k8s.io/mutating-webhook":"1s"}}`,
+		`{"auditID":"plain","stage":"ResponseComplete","annotations":{"authorization.k8s.io/reason":"RBAC: allowed by ClusterRoleBinding \"admins\" /x"}}`,
+	}
+	for i, key := range []string{
+		`k8s.io/deprecated`, `K8S.IO/DEPRECATED`, `k8s.io/DePrEcAtEd`, `k8s.io\/deprecated`, `k8s.io\u002fdeprecated`,
+		`k8s.io\u002Fdeprecated`, `k8s.io/\u0064eprecated`, `k8s.io/deprecate\u0064`, "\u212a8s.io/deprecated", "k8\u017f.io/deprecated",
+		`k8s.io/removed-release`, `K8S.IO/REMOVED-RELEASE`, "k8s.io/removed-relea\u017fe", "k8s.io/removed-releaſe",
+		`k8s.io/deprecated-not`, `x/deprecated`,
+	} {
+		items = append(items, `{"auditID":"k`+strconv.Itoa(i)+`","stage":"ResponseComplete","annotations":{"`+key+`":"true"}}`)
+	}
+	items = append(items,
+		`{"auditID":"num","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":1}}`,
+		`{"auditID":"nul","stage":"ResponseComplete","annotations":null}`,
+		`{"auditID":"arr","stage":"ResponseComplete","annotations":[]}`,
+	)
+	for _, it := range items[2:] {
+		// Each alone as well: a type error fails the fast path for the
+		// whole list, so check single events too.
+		body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + items[0] + `,` + it + `]}`)
+		// A list with a bad item is decoded item by item, by DecodeEvent,
+		// on either path: compare without the facts.
+		plain, badPlain, errPlain := decodeBody[wireEvent](body)
+		got, badGot, errGot := DecodeBody(body)
+		require.Equal(t, errPlain, errGot, it)
+		got, facts := withoutFacts(got)
+		plain, _ = withoutFacts(plain)
+		require.Equal(t, plain, got, it)
+		require.Equal(t, badPlain, badGot, it)
+		require.Equal(t, 1, facts, it)
+	}
+	deprecated := 0
+	body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items[:len(items)-3], ",") + `]}`)
+	events, _, err := DecodeBody(body)
+	require.NoError(t, err)
+	for _, e := range events {
+		if e.Deprecated || e.RemovedRelease != "" {
+			deprecated++
+		}
+	}
+	// All but the last two keys (and the first two events) name one of the
+	// two annotations for encoding/json.
+	require.Equal(t, 14, deprecated)
+	require.False(t, mayNameDeprecation([]byte(`{"authorization.k8s.io/reason":"RBAC: allowed by ClusterRoleBinding \"admins\" of ClusterRole \"cluster-admin\""}`)))
 }
