@@ -23,9 +23,13 @@ func withWebhookAnnotations(tb testing.TB, body []byte, n int) ([]byte, int) {
 	if err := json.Unmarshal(body, &list); err != nil {
 		tb.Fatal(err)
 	}
-	added := 0
-	for i, it := range list.Items {
-		if it["stage"] != "ResponseComplete" || i%n != 0 {
+	added, completed := 0, 0
+	for _, it := range list.Items {
+		if it["stage"] != "ResponseComplete" {
+			continue
+		}
+		completed++
+		if completed%n != 0 {
 			continue
 		}
 		ann, _ := it["annotations"].(map[string]any)
