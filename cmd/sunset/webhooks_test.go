@@ -109,6 +109,14 @@ admission:
 		Metrics:  app.AdmissionMetrics{MaxResources: 20, MaxWebhooks: admission.DefaultMaxWebhooks},
 	}, cfg.Admission)
 
+	// The environment beats the file.
+	t.Setenv("SUNSET_ADMISSION_CLASSES_VIRTUAL", "bindings,*reviews,pods/binding")
+	t.Setenv("SUNSET_ADMISSION_METRICS_MAX_WEBHOOKS", "7")
+	cfg, err = loadConfig(configFlags(), path)
+	require.NoError(t, err)
+	require.Equal(t, []string{"bindings", "*reviews", "pods/binding"}, cfg.Admission.Classes.Virtual)
+	require.Equal(t, 7, cfg.Admission.Metrics.MaxWebhooks)
+
 	require.NoError(t, os.WriteFile(path, []byte("admission:\n  classes:\n    hot: [pods]\n"), 0o600))
 	_, err = loadConfig(configFlags(), path)
 	require.ErrorContains(t, err, "unknown keys admission.classes.hot")
