@@ -75,6 +75,8 @@ type Options struct {
 	// one configured. With it, requests without the deprecation annotation
 	// (apiservers before 1.19) are judged by the catalog.
 	ClusterVersions map[string]catalog.Release
+	// Admission configures the admission webhook counter.
+	Admission AdmissionOptions
 }
 
 // Aggregator classifies events and group-commits their counts.
@@ -89,20 +91,22 @@ type Aggregator struct {
 	isSystem   func(string) bool
 	fieldRules *fieldrule.Set
 	metrics    *metrics
+	admission  admissionCounter
 	jobs       chan *job
 	stopped    chan struct{}
 	runCalled  bool
 }
 
 type job struct {
-	reqs    []store.Request
-	cursors []store.Cursor
-	done    chan jobResult
+	reqs      []store.Request
+	admission []store.AdmissionRequest
+	cursors   []store.Cursor
+	done      chan jobResult
 }
 
 type jobResult struct {
-	dup []bool
-	err error
+	dup, admissionDup []bool
+	err               error
 }
 
 // New builds an aggregator. Call Run to start committing.
@@ -121,6 +125,7 @@ func New(opts Options) *Aggregator {
 		opts.UserAgent = UserAgentShort
 	}
 	return &Aggregator{
+		admission:  newAdmissionCounter(opts.Admission, opts.Registerer),
 		store:      opts.Store,
 		log:        opts.Logger.With().Str("component", "aggregate").Logger(),
 		uaMode:     opts.UserAgent,
@@ -174,26 +179,41 @@ collect:
 	}
 	all := make([]store.Request, 0, n)
 	var cursors []store.Cursor
+	var adm []store.AdmissionRequest
 	for _, j := range group {
 		all = append(all, j.reqs...)
+		adm = append(adm, j.admission...)
 		// Later jobs of one input carry later positions; the store keeps
 		// the last value written per name.
 		cursors = append(cursors, j.cursors...)
 	}
 	start := time.Now()
-	dup, err := a.store.Apply(all, cursors...)
+	// Admission counts commit before the transaction that carries the
+	// cursors, so a cursor is never ahead of either counter: after a crash
+	// in between, the input is read again and the admission counter sees
+	// only duplicates.
+	var admDup, dup []bool
+	var err error
+	if len(adm) > 0 {
+		admDup, err = a.store.ApplyAdmission(adm)
+	}
+	if err == nil {
+		dup, err = a.store.Apply(all, cursors...)
+	}
 	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.commitErrors.Inc()
 		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
 	}
-	off := 0
+	off, admOff := 0, 0
 	for _, j := range group {
 		r := jobResult{err: err}
 		if err == nil {
 			r.dup = dup[off : off+len(j.reqs)]
+			r.admissionDup = admDup[admOff : admOff+len(j.admission)]
 		}
 		off += len(j.reqs)
+		admOff += len(j.admission)
 		j.done <- r
 	}
 }
@@ -218,6 +238,9 @@ type Summary struct {
 	// FieldMatches counts requests newly counted by field rules; an event
 	// can be skipped as an API request and still set a deprecated field.
 	FieldMatches int `json:"fieldMatches,omitempty"`
+	// Admission tells what the admission webhook counter made of the
+	// events, independently of the deprecation counter above.
+	Admission *AdmissionSummary `json:"admission,omitempty"`
 }
 
 // skip records one skipped event.
@@ -256,8 +279,15 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	now := a.now()
 	reqs := make([]store.Request, 0, len(events))
 	var fields []store.Request
+	var adm []store.AdmissionRequest
 	for i := range events {
 		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
+		if f := events[i].Admission; f != nil && f.Invalid > 0 {
+			a.admission.invalid.Add(float64(f.Invalid))
+		}
+		if r, ok := a.admission.request(a, origin, &events[i], now); ok {
+			adm = append(adm, r)
+		}
 		req, res := a.classify(origin, &events[i], now)
 		if res != ResultCounted {
 			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
@@ -269,10 +299,10 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	// Field matches go last, so the first len(reqs) results are the APIs'.
 	apiReqs := len(reqs)
 	reqs = append(reqs, fields...)
-	if len(reqs) == 0 && len(cursors) == 0 {
+	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	j := &job{reqs: reqs, cursors: cursors, done: make(chan jobResult, 1)}
+	j := &job{reqs: reqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)}
 	select {
 	case a.jobs <- j:
 	case <-a.stopped:
@@ -289,8 +319,9 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 		return sum, ctx.Err()
 	}
 	if r.err != nil {
-		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs), r.err)
+		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs)+len(adm), r.err)
 	}
+	sum.Admission = a.admission.committed(origin, adm, r.admissionDup)
 	for i, d := range r.dup {
 		switch {
 		case i >= apiReqs:

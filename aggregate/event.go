@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -50,6 +51,9 @@ type Event struct {
 	// RequestObject is the raw request body at Request level or above, for
 	// field rules. It is never stored or logged.
 	RequestObject []byte
+	// Admission holds what the annotations say about admission webhooks;
+	// nil when they say nothing.
+	Admission *admission.Facts
 }
 
 // ObjectRef names the API resource a request was about.

@@ -9,6 +9,10 @@ type Planned struct {
 	// Key is where the request would be counted; zero unless counted.
 	Key            store.CountKey
 	RemovedRelease string
+	// Admission is what the admission webhook counter would do: counted,
+	// duplicate, or empty when the event has no webhook annotations to
+	// count.
+	Admission Result
 }
 
 // Plan classifies events exactly as Ingest would, duplicates included, and
@@ -28,20 +32,51 @@ func (a *Aggregator) Plan(origin Origin, events []Event) ([]Planned, error) {
 			counted = append(counted, i)
 		}
 	}
+	seen, err := a.seen(origin.Cluster, ids, a.store.Seen)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range counted {
+		if seen[j] {
+			out[i].Result, out[i].Key, out[i].RemovedRelease = ResultDuplicate, store.CountKey{}, ""
+		}
+	}
+	// The admission counter, on its own marks.
+	ids, counted = ids[:0], counted[:0]
+	for i := range events {
+		if r, ok := a.admission.request(a, origin, &events[i], now); ok {
+			ids = append(ids, r.ID)
+			counted = append(counted, i)
+		}
+	}
+	if seen, err = a.seen(origin.Cluster, ids, a.store.AdmissionSeen); err != nil {
+		return nil, err
+	}
+	for j, i := range counted {
+		out[i].Admission = ResultCounted
+		if seen[j] {
+			out[i].Admission = ResultDuplicate
+		}
+	}
+	return out, nil
+}
+
+// seen reports which ids are duplicates: already marked in the store, or
+// earlier in ids.
+func (a *Aggregator) seen(cluster string, ids []string, stored func(string, []string) ([]bool, error)) ([]bool, error) {
 	seen := make([]bool, len(ids))
 	if a.store != nil && len(ids) > 0 {
 		var err error
-		if seen, err = a.store.Seen(origin.Cluster, ids); err != nil {
+		if seen, err = stored(cluster, ids); err != nil {
 			return nil, err
 		}
 	}
 	within := map[string]bool{}
-	for j, i := range counted {
-		if seen[j] || within[ids[j]] {
-			out[i].Result, out[i].Key, out[i].RemovedRelease = ResultDuplicate, store.CountKey{}, ""
-			continue
+	for j, id := range ids {
+		if within[id] {
+			seen[j] = true
 		}
-		within[ids[j]] = true
+		within[id] = true
 	}
-	return out, nil
+	return seen, nil
 }

@@ -8,6 +8,8 @@
 //	DELETE /apis/sunset.dev/v1/apirequestcounts/{name}   reset an API's counts
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts        FieldRequestCountList
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts/{name} FieldRequestCount
+//	GET    /apis/sunset.dev/v1/webhookcounts             WebhookCountList
+//	GET    /apis/sunset.dev/v1/webhookcounts/{name}      WebhookCount
 //
 // Every GET also answers as a meta.k8s.io/v1 Table when asked, as `kubectl
 // get` does, and lists take labelSelector and fieldSelector. Errors are
@@ -60,6 +62,8 @@ type Options struct {
 	// FieldRules are the deprecated-field rules in force; nil means the
 	// built-in ones.
 	FieldRules *fieldrule.Set
+	// Webhooks serves admission webhook counts; nil leaves them out.
+	Webhooks *WebhookService
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -74,6 +78,7 @@ type Handler struct {
 	log      zerolog.Logger
 	maxSince time.Duration
 	deleter  Deleter
+	webhooks *WebhookService
 }
 
 // New builds a Handler.
@@ -83,6 +88,7 @@ func New(opts Options) *Handler {
 		log:      opts.Logger.With().Str("component", "api").Logger(),
 		maxSince: opts.Retention,
 		deleter:  opts.Deleter,
+		webhooks: opts.Webhooks,
 	}
 }
 
@@ -98,6 +104,11 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc(basePath+"/{name}", h.get)
 	mux.HandleFunc(fieldsPath, h.listFields)
 	mux.HandleFunc(fieldsPath+"/{name}", h.getField)
+	if h.webhooks != nil {
+		wh := webhookHandler{h: h, svc: h.webhooks}
+		mux.HandleFunc(webhooksPath, wh.list)
+		mux.HandleFunc(webhooksPath+"/{name}", wh.get)
+	}
 }
 
 // Parameters every Kubernetes client may send, which the API accepts and,
@@ -284,13 +295,7 @@ func notFound(gr schema.GroupResource, name, why string) *apierrors.StatusError 
 // begin checks method and parameters: Sunset's own (allowed) and the
 // standard Kubernetes ones (kube); on failure it has answered already.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupResource, allowed, kube []string) (Query, bool) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		allow := "GET, HEAD"
-		if r.PathValue("name") != "" && h.deleter != nil && gr == APIRequestCountsResource.GroupResource() {
-			allow += ", DELETE"
-		}
-		w.Header().Set("Allow", allow)
-		httpjson.WriteStatus(w, apierrors.NewMethodNotSupported(gr, r.Method))
+	if !h.methodAllowed(w, r) {
 		return Query{}, false
 	}
 	ours := url.Values{}
@@ -305,6 +310,22 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupR
 		return Query{}, false
 	}
 	return q, true
+}
+
+// methodAllowed answers 405 to anything but GET and HEAD, and DELETE where
+// counts can be reset.
+func (h *Handler) methodAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	allow := "GET, HEAD"
+	if r.PathValue("name") != "" && h.deleter != nil && strings.HasPrefix(r.URL.Path, basePath+"/") {
+		allow += ", DELETE"
+	}
+	w.Header().Set("Allow", allow)
+	resource, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/apis/"+APIVersion+"/"), "/")
+	httpjson.WriteStatus(w, apierrors.NewMethodNotSupported(GroupVersion.WithResource(resource).GroupResource(), r.Method))
+	return false
 }
 
 func (h *Handler) internalError(w http.ResponseWriter, err error) {

@@ -23,6 +23,7 @@ var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 var (
 	APIRequestCountsResource   = GroupVersion.WithResource("apirequestcounts")
 	FieldRequestCountsResource = GroupVersion.WithResource("fieldrequestcounts")
+	WebhookCountsResource      = GroupVersion.WithResource("webhookcounts")
 )
 
 // Category groups both resources, so `kubectl get sunset` lists them.
@@ -35,6 +36,8 @@ func APIResources() []metav1.APIResource {
 		{Name: APIRequestCountsResource.Resource, SingularName: "apirequestcount", Kind: "APIRequestCount",
 			Verbs: verbs, Categories: []string{Category}},
 		{Name: FieldRequestCountsResource.Resource, SingularName: "fieldrequestcount", Kind: "FieldRequestCount",
+			Verbs: metav1.Verbs{"get", "list"}, Categories: []string{Category}},
+		{Name: WebhookCountsResource.Resource, SingularName: "webhookcount", Kind: "WebhookCount",
 			Verbs: metav1.Verbs{"get", "list"}, Categories: []string{Category}},
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/access"
+	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
@@ -109,6 +110,17 @@ func New(cfg Config, opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	classes, err := admission.NewClasses(cfg.Admission.ClassMap())
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	admissionLabels := admission.NewLabels(admission.LabelOptions{Classes: classes, Webhooks: cfg.Admission.Webhooks,
+		MaxResources: cfg.Admission.Metrics.MaxResources, MaxWebhooks: cfg.Admission.Metrics.MaxWebhooks,
+		OnFirstFold: func(kind string) {
+			opts.Logger.Warn().Str("component", "admission").Str("kind", kind).
+				Msg("more admission webhook label values than admission.metrics allows; the rest are labelled \"other\" (the API has them all)")
+		}})
 	a.agg = aggregate.New(aggregate.Options{
 		Retention:       cfg.Retention,
 		Store:           st,
@@ -120,11 +132,14 @@ func New(cfg Config, opts Options) (*App, error) {
 		ClusterVersions: cfg.ClusterVersions(),
 		IsSystem:        system.IsSystem,
 		FieldRules:      rules,
+		Admission:       aggregate.AdmissionOptions{Labels: admissionLabels, Resolver: admission.NewResolver(cfg.Admission.Webhooks)},
 	})
 	reg.MustRegister(exporter.New(exporter.Options{
 		Querier: st, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
 		IsSystem: system.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
 	}))
+	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: st, Labels: admissionLabels,
+		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
 	registerStoreMetrics(reg, st, cfg.DataDir)
 
 	for _, ff := range cfg.Ingest.Files {
@@ -168,7 +183,8 @@ func New(cfg Config, opts Options) (*App, error) {
 		MaxInFlight:       cfg.MaxInFlightBatches,
 	}).Register(hooks)
 	mux := http.NewServeMux()
-	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st, FieldRules: rules}).Register(mux)
+	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st, FieldRules: rules,
+		Webhooks: api.NewWebhookService(st, classes, opts.Now)}).Register(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)

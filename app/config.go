@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/access"
+	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
@@ -99,6 +100,39 @@ type Config struct {
 	// FieldRules add deprecated-field rules to the built-in one (config
 	// file only).
 	FieldRules []fieldrule.Rule `mapstructure:"field-rules"`
+	// Admission configures the admission webhook counter.
+	Admission AdmissionConfig `mapstructure:"admission"`
+}
+
+// AdmissionConfig is the admission key.
+type AdmissionConfig struct {
+	// Classes lists the resources of each class; a list replaces its
+	// default.
+	Classes AdmissionClasses `mapstructure:"classes"`
+	// Webhooks always get their own metric labels, and name the
+	// configuration of validating webhooks (config file only).
+	Webhooks []admission.WebhookID `mapstructure:"webhooks"`
+	// Metrics caps the other resources and webhooks with their own labels.
+	Metrics AdmissionMetrics `mapstructure:"metrics"`
+}
+
+// AdmissionClasses is the admission.classes key.
+type AdmissionClasses struct {
+	Critical []string `mapstructure:"critical"`
+	Security []string `mapstructure:"security"`
+	Virtual  []string `mapstructure:"virtual"`
+}
+
+// AdmissionMetrics is the admission.metrics key.
+type AdmissionMetrics struct {
+	MaxResources int `mapstructure:"max-resources"`
+	MaxWebhooks  int `mapstructure:"max-webhooks"`
+}
+
+// ClassMap returns the classes as admission.NewClasses takes them.
+func (c AdmissionConfig) ClassMap() map[admission.Class][]string {
+	return map[admission.Class][]string{admission.Critical: c.Classes.Critical, admission.Security: c.Classes.Security,
+		admission.Virtual: c.Classes.Virtual}
 }
 
 // MetricsConfig is the metrics key.
@@ -171,6 +205,15 @@ func DefaultConfig() Config {
 		AuthorizationReadGroups:       []string{access.DefaultReadGroup},
 		AuthorizationResetGroups:      []string{access.DefaultResetGroup},
 		AuthorizationAlwaysAllowPaths: slices.Clone(access.DefaultAlwaysAllowPaths),
+		Admission:                     defaultAdmission(),
+	}
+}
+
+func defaultAdmission() AdmissionConfig {
+	d := admission.DefaultClasses()
+	return AdmissionConfig{
+		Classes: AdmissionClasses{Critical: d[admission.Critical], Security: d[admission.Security], Virtual: d[admission.Virtual]},
+		Metrics: AdmissionMetrics{MaxResources: admission.DefaultMaxResources, MaxWebhooks: admission.DefaultMaxWebhooks},
 	}
 }
 
@@ -294,6 +337,20 @@ func (c Config) Validate() error {
 	}
 	if _, err := fieldrule.New(c.FieldRules); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := admission.NewClasses(c.Admission.ClassMap()); err != nil {
+		errs = append(errs, err)
+	}
+	for i, w := range c.Admission.Webhooks {
+		if w.Webhook == "" || len(w.Webhook) > admission.MaxNameBytes || len(w.Configuration) > admission.MaxNameBytes {
+			bad(fmt.Sprintf("admission.webhooks[%d].webhook", i), "must name a webhook (at most %d bytes), as in its configuration's webhooks[].name", admission.MaxNameBytes)
+		}
+	}
+	if c.Admission.Metrics.MaxResources < 1 {
+		bad("admission.metrics.max-resources", "must be at least 1, got %d", c.Admission.Metrics.MaxResources)
+	}
+	if c.Admission.Metrics.MaxWebhooks < 1 {
+		bad("admission.metrics.max-webhooks", "must be at least 1, got %d", c.Admission.Metrics.MaxWebhooks)
 	}
 	if err := c.Kafka.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)

@@ -136,7 +136,7 @@ func (c *Client) getJSON(path string, v url.Values, out any) error {
 		return err
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s answered something that is not an APIRequestCount: %w", c.base, err)
+		return fmt.Errorf("%s answered something that is not a Sunset object: %w", c.base, err)
 	}
 	return nil
 }

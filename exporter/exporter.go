@@ -1,5 +1,6 @@
 // Package exporter turns stored counts into Prometheus gauges that tell
-// which deprecated APIs are in use now.
+// which deprecated APIs are in use now, and which admission webhooks are
+// called on which resources (admission.go).
 //
 // Upstream's apiserver_requested_deprecated_apis is set to 1 and never goes
 // back to 0. Here every gauge is computed from the store over a sliding
@@ -69,12 +70,30 @@ var (
 
 // Collector is a prometheus.Collector of the usage gauges.
 type Collector struct {
-	o Options
+	o     Options
+	cache cache
+}
 
+// cache keeps computed metrics for up to refresh, within one hour.
+type cache struct {
 	mu        sync.Mutex
 	cachedAt  time.Time
 	cachedFor time.Time
 	cached    []prometheus.Metric
+}
+
+func (c *cache) get(now time.Time, refresh time.Duration, compute func(time.Time) ([]prometheus.Metric, error)) ([]prometheus.Metric, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if refresh > 0 && time.Since(c.cachedAt) < refresh && now.Truncate(time.Hour).Equal(c.cachedFor.Truncate(time.Hour)) {
+		return c.cached, nil
+	}
+	ms, err := compute(now)
+	if err != nil {
+		return nil, err
+	}
+	c.cached, c.cachedAt, c.cachedFor = ms, time.Now(), now
+	return ms, nil
 }
 
 // New builds a Collector; register it on the server's registry.
@@ -116,18 +135,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *Collector) metrics() ([]prometheus.Metric, error) {
-	now := c.o.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.o.Refresh > 0 && time.Since(c.cachedAt) < c.o.Refresh && now.Truncate(time.Hour).Equal(c.cachedFor.Truncate(time.Hour)) {
-		return c.cached, nil
-	}
-	ms, err := c.compute(now)
-	if err != nil {
-		return nil, err
-	}
-	c.cached, c.cachedAt, c.cachedFor = ms, time.Now(), now
-	return ms, nil
+	return c.cache.get(c.o.Now(), c.o.Refresh, c.compute)
 }
 
 type usageKey struct {

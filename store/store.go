@@ -195,26 +195,56 @@ func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	if len(reqs) == 0 && len(cursors) > 0 {
 		return dup, s.applyChunk(nil, nil, cursors)
 	}
-	for start := 0; start < len(reqs); {
-		n := min(maxChunk, len(reqs)-start)
+	err := inChunks(len(reqs), func(lo, hi int) error {
+		var last []Cursor
+		if hi == len(reqs) {
+			last = cursors
+		}
+		return s.applyChunk(reqs[lo:hi], dup[lo:hi], last)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return dup, nil
+}
+
+// inChunks calls apply on consecutive ranges of n items, each in its own
+// transaction: at most maxChunk, halved while badger finds the transaction
+// too big.
+func inChunks(n int, apply func(lo, hi int) error) error {
+	for start := 0; start < n; {
+		size := min(maxChunk, n-start)
 		for {
-			var last []Cursor
-			if start+n == len(reqs) {
-				last = cursors
-			}
-			err := s.applyChunk(reqs[start:start+n], dup[start:start+n], last)
-			if errors.Is(err, badger.ErrTxnTooBig) && n > 1 {
-				n /= 2
+			err := apply(start, start+size)
+			if errors.Is(err, badger.ErrTxnTooBig) && size > 1 {
+				size /= 2
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return err
 			}
 			break
 		}
-		start += n
+		start += size
 	}
-	return dup, nil
+	return nil
+}
+
+// isDuplicate reports whether the dedupe mark mk is already in the batch
+// (seen) or in the store, and adds it to seen otherwise.
+func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, error) {
+	if _, ok := seen[string(mk)]; ok {
+		return true, nil
+	}
+	_, err := txn.Get(mk)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return false, fmt.Errorf("store: reading dedupe mark: %w", err)
+	}
+	seen[string(mk)] = struct{}{}
+	return false, nil
 }
 
 func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
@@ -228,20 +258,13 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 	seen := map[string]struct{}{}
 	for i, r := range reqs {
 		mk := encodeMarkKey(r.Key.Cluster, r.ID)
-		if _, ok := seen[string(mk)]; ok {
-			dup[i] = true
+		d, err := isDuplicate(txn, mk, seen)
+		if err != nil {
+			return err
+		}
+		if dup[i] = d; d {
 			continue
 		}
-		_, err := txn.Get(mk)
-		switch {
-		case err == nil:
-			dup[i] = true
-			continue
-		case !errors.Is(err, badger.ErrKeyNotFound):
-			return fmt.Errorf("store: reading dedupe mark: %w", err)
-		}
-		dup[i] = false
-		seen[string(mk)] = struct{}{}
 		exp := s.expiresAt(r.Key.Hour)
 		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
 			return err
@@ -367,10 +390,15 @@ func (s *Store) Cursor(name string) (value []byte, ok bool, err error) {
 // Seen reports, for each ID, whether a request with that ID was already
 // counted in the cluster. It only reads: dry runs use it.
 func (s *Store) Seen(cluster string, ids []string) ([]bool, error) {
+	return s.seen(ids, func(id string) []byte { return encodeMarkKey(cluster, id) })
+}
+
+// seen reports, for each ID, whether its dedupe mark is in the store.
+func (s *Store) seen(ids []string, markKey func(id string) []byte) ([]bool, error) {
 	out := make([]bool, len(ids))
 	err := s.db.View(func(txn *badger.Txn) error {
 		for i, id := range ids {
-			_, err := txn.Get(encodeMarkKey(cluster, id))
+			_, err := txn.Get(markKey(id))
 			switch {
 			case err == nil:
 				out[i] = true
@@ -408,7 +436,28 @@ func (s *Store) APIs() []APIInfo {
 // ScanCounts calls fn for every count of one API in one cluster whose hour is
 // in [from, to], in key order (hour first).
 func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(CountKey, uint64) error) error {
-	prefix := apiPrefix(cluster, api)
+	return s.scanHours(apiPrefix(cluster, api), from, to, func(item *badger.Item) error {
+		k, err := decodeCountKey(item.Key())
+		if err != nil {
+			return err
+		}
+		var n uint64
+		if err := item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return errCorruptKey
+			}
+			n = binary.BigEndian.Uint64(v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return fn(k, n)
+	})
+}
+
+// scanHours calls fn, in key order, for every record under prefix whose key
+// continues with an hour in [from, to].
+func (s *Store) scanHours(prefix []byte, from, to time.Time, fn func(*badger.Item) error) error {
 	if from.Before(time.Unix(0, 0)) {
 		// Hours are stored as unsigned seconds; nothing is before 1970.
 		from = time.Unix(0, 0)
@@ -423,21 +472,7 @@ func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(Coun
 			if string(item.Key()) >= string(end) {
 				return nil
 			}
-			k, err := decodeCountKey(item.Key())
-			if err != nil {
-				return err
-			}
-			var n uint64
-			if err := item.Value(func(v []byte) error {
-				if len(v) != 8 {
-					return errCorruptKey
-				}
-				n = binary.BigEndian.Uint64(v)
-				return nil
-			}); err != nil {
-				return err
-			}
-			if err := fn(k, n); err != nil {
+			if err := fn(item); err != nil {
 				return err
 			}
 		}

@@ -74,7 +74,7 @@ func TestNoRuleNamesAKubernetesVersion(t *testing.T) {
 			require.False(t, version.MatchString(r.Expr), "a rule names a Kubernetes version: %s", r.Expr)
 		}
 	}
-	require.Equal(t, 9, n)
+	require.Equal(t, 12, n)
 }
 
 // The PrometheusRule manifest carries exactly the rules file's groups.
@@ -155,7 +155,7 @@ func ruleAndDashboardExprs(t *testing.T) []string {
 		}
 	}
 	require.NoError(t, json.Unmarshal(raw, &dash))
-	require.Len(t, dash.Panels, 15)
+	require.Len(t, dash.Panels, 20)
 	for _, p := range dash.Panels {
 		require.NotEmpty(t, p.Targets, p.Title)
 		for _, tg := range p.Targets {
@@ -188,6 +188,7 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
 		{"auditID":"m1","stage":"ResponseComplete","verb":"get","user":{"username":"alice"},"objectRef":{"resource":"volumeattributesclasses","apiGroup":"storage.k8s.io","apiVersion":"v1beta1"},"responseStatus":{"code":200},"requestReceivedTimestamp":"` + now + `","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}},
 		{"auditID":"m2","stage":"ResponseComplete","verb":"list","user":{"username":"bob"},"objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1"},"responseStatus":{"code":404},"requestReceivedTimestamp":"` + now + `"},
+		{"auditID":"m3","stage":"ResponseComplete","verb":"create","user":{"username":"carol"},"objectRef":{"resource":"secrets","apiVersion":"v1"},"responseStatus":{"code":201},"requestReceivedTimestamp":"` + now + `","annotations":{"apiserver.latency.k8s.io/validating-webhook":"1.5s","failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"vault.example.com"}},
 		"not an event"]}`
 	resp, err := http.Post(url+"/audit/webhook/n1", "application/json", strings.NewReader(body))
 	require.NoError(t, err)

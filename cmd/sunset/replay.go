@@ -234,6 +234,7 @@ func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byt
 	var sum aggregate.Summary
 	for _, p := range planned {
 		sum.Tally(aggregate.Result(p.Result))
+		sum.TallyAdmission(aggregate.Result(p.Admission))
 		if aggregate.Result(p.Result) == aggregate.ResultCounted {
 			key := webhook.PlannedEvent{API: p.API, Hour: p.Hour, Node: p.Node, Username: p.Username, UserAgent: p.UserAgent, Verb: p.Verb, AlreadyRemoved: p.AlreadyRemoved}
 			s.counts[key]++
@@ -320,6 +321,9 @@ func writeSummary(w io.Writer, sum file.Summary, dryRun string) {
 	}
 	fmt.Fprintf(w, "%s %d events from %d input%s in %s: %d %s, %d duplicates, %d skipped%s, %d invalid lines.\n",
 		verb, sum.Events, sum.Inputs, plural(sum.Inputs), sum.Elapsed.Round(time.Millisecond), sum.Counted, counted, sum.Duplicates, sum.Skipped, why, sum.Invalid)
+	if sum.AdmissionCounted+sum.AdmissionDuplicates > 0 {
+		fmt.Fprintf(w, "Admission webhooks: %d requests %s, %d duplicates (sunset report webhooks).\n", sum.AdmissionCounted, counted, sum.AdmissionDuplicates)
+	}
 	if len(sum.Examples) > 0 {
 		fmt.Fprintf(w, "First invalid lines:\n")
 		for _, ex := range sum.Examples {

@@ -148,5 +148,6 @@ directory directly (--data-dir, read-only).`,
 	cmd.Flags().StringVar(&before, "removed-before", "", "only APIs removed before this release, e.g. 1.38")
 	cmd.Flags().StringVar(&state, "state", "", "deprecated (still served) or removed (clients already get 404)")
 	cmd.Flags().StringVar(&lf.user, "user", "", "only APIs this username called")
+	cmd.AddCommand(newReportWebhooksCommand(env))
 	return cmd
 }

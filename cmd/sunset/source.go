@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
@@ -92,7 +93,12 @@ func (f *sourceFlags) open(now func() time.Time) (source, func(), error) {
 		_ = st.Close()
 		return nil, nil, err
 	}
-	svc := api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now)
+	classes, err := admission.NewClasses(cfg.Admission.ClassMap())
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	svc := dataDirSource{api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now), api.NewWebhookService(st, classes, now)}
 	return svc, func() { _ = st.Close() }, nil
 }
 
@@ -104,4 +110,10 @@ func countTrue(bs ...bool) int {
 		}
 	}
 	return n
+}
+
+// dataDirSource reads a data directory: APIRequestCounts and WebhookCounts.
+type dataDirSource struct {
+	*api.Service
+	*api.WebhookService
 }

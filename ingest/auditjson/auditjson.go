@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 )
 
@@ -110,20 +111,29 @@ type wireEvent struct {
 	} `json:"responseStatus"`
 	// Only the two deprecation annotations are decoded; a struct instead
 	// of a map skips allocating every other annotation.
-	Annotations struct {
-		Deprecated     string `json:"k8s.io/deprecated"`
-		RemovedRelease string `json:"k8s.io/removed-release"`
-	} `json:"annotations"`
-	RequestReceivedTimestamp string `json:"requestReceivedTimestamp"`
-	StageTimestamp           string `json:"stageTimestamp"`
+	Annotations              deprecationAnnotations `json:"annotations"`
+	RequestReceivedTimestamp string                 `json:"requestReceivedTimestamp"`
+	StageTimestamp           string                 `json:"stageTimestamp"`
 }
 
-// listOfEvents decodes a whole EventList in one pass, the fast path.
-type listOfEvents struct {
-	Kind       string      `json:"kind"`
-	APIVersion string      `json:"apiVersion"`
-	Items      []wireEvent `json:"items"`
+type deprecationAnnotations struct {
+	Deprecated     string `json:"k8s.io/deprecated"`
+	RemovedRelease string `json:"k8s.io/removed-release"`
 }
+
+// listOf decodes a whole EventList in one pass, the fast path.
+type listOf[T any] struct {
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Items      []T    `json:"items"`
+}
+
+// wireItem is an event type the fast path can decode into.
+type wireItem interface {
+	event(raw []byte) (aggregate.Event, error)
+}
+
+func (w *wireEvent) event(raw []byte) (aggregate.Event, error) { return convert(w, raw) }
 
 // errNeedRaw means an event can only be converted with its raw bytes at hand.
 var errNeedRaw = errors.New("auditjson: event needs its raw bytes")
@@ -132,10 +142,22 @@ var errNeedRaw = errors.New("auditjson: event needs its raw bytes")
 // means the body as a whole is unusable (*Error). Otherwise the good events
 // are returned, and each malformed item of a list is reported in bad.
 func DecodeBody(body []byte) (events []aggregate.Event, bad []ItemError, err error) {
+	// A batch without admission webhook annotations (one memory scan
+	// tells) decodes exactly as if the admission counter did not exist.
+	if admission.MayHave(body) {
+		return decodeBody[wireEventWithAdmission](body)
+	}
+	return decodeBody[wireEvent](body)
+}
+
+func decodeBody[T any, P interface {
+	*T
+	wireItem
+}](body []byte) (events []aggregate.Event, bad []ItemError, err error) {
 	// Fast path: one pass over a well-formed list. Anything unusual (a type
 	// error somewhere, an item without auditID) takes the item-by-item path,
 	// which can isolate bad items.
-	var list listOfEvents
+	var list listOf[T]
 	err = json.Unmarshal(body, &list)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
@@ -146,7 +168,7 @@ func DecodeBody(body []byte) (events []aggregate.Event, bad []ItemError, err err
 	if err == nil && list.Kind == KindEventList && list.APIVersion == APIVersion {
 		events = make([]aggregate.Event, 0, len(list.Items))
 		for i := range list.Items {
-			ev, err := convert(&list.Items[i], nil)
+			ev, err := P(&list.Items[i]).event(nil)
 			if errors.Is(err, errNeedRaw) {
 				return decodeItems(body)
 			}
@@ -204,11 +226,21 @@ func decodeItems(body []byte) (events []aggregate.Event, bad []ItemError, err er
 
 // DecodeEvent decodes one audit event. The error, if any, is an *Error.
 func DecodeEvent(raw []byte) (aggregate.Event, error) {
-	var w wireEvent
+	if admission.MayHave(raw) {
+		return decodeEvent[wireEventWithAdmission](raw)
+	}
+	return decodeEvent[wireEvent](raw)
+}
+
+func decodeEvent[T any, P interface {
+	*T
+	wireItem
+}](raw []byte) (aggregate.Event, error) {
+	var w T
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return aggregate.Event{}, syntaxError("event", err)
 	}
-	return convert(&w, raw)
+	return P(&w).event(raw)
 }
 
 // APIVersionV1beta1 is the audit version of apiservers before 1.24. Its

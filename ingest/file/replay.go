@@ -53,8 +53,12 @@ type Summary struct {
 	Skipped    int64            `json:"skipped"`
 	SkippedBy  map[string]int64 `json:"skippedBy,omitempty"`
 	Invalid    int64            `json:"invalid"`
-	Examples   []InvalidLine    `json:"firstInvalid,omitempty"`
-	Elapsed    time.Duration    `json:"-"`
+	// AdmissionCounted and AdmissionDuplicates are the admission webhook
+	// counter's: requests with webhook annotations.
+	AdmissionCounted    int64         `json:"admissionCounted,omitempty"`
+	AdmissionDuplicates int64         `json:"admissionDuplicates,omitempty"`
+	Examples            []InvalidLine `json:"firstInvalid,omitempty"`
+	Elapsed             time.Duration `json:"-"`
 }
 
 // Replay reads every input and sends its events to sink in batches.
@@ -82,6 +86,10 @@ func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 		}
 		sum.Counted += int64(s.Counted)
 		sum.Duplicates += int64(s.Duplicates)
+		if a := s.Admission; a != nil {
+			sum.AdmissionCounted += int64(a.Counted)
+			sum.AdmissionDuplicates += int64(a.Duplicates)
+		}
 		sum.Skipped += int64(s.Skipped)
 		for r, n := range s.SkippedBy {
 			if sum.SkippedBy == nil {

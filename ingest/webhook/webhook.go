@@ -158,6 +158,9 @@ type PlannedEvent struct {
 	RemovedRelease string `json:"removedRelease,omitempty"`
 	// AlreadyRemoved marks a request to an API that was already removed.
 	AlreadyRemoved bool `json:"alreadyRemoved,omitempty"`
+	// Admission is what the admission webhook counter would do: counted
+	// or duplicate; empty when the event has no webhook annotations.
+	Admission string `json:"admission,omitempty"`
 }
 
 // ItemError describes one malformed item without quoting it.
@@ -286,6 +289,7 @@ func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []
 	out := DryRunResponse{Response: resp, DryRun: true, Events: make([]PlannedEvent, len(planned))}
 	for i, p := range planned {
 		out.Tally(p.Result)
+		out.TallyAdmission(p.Admission)
 		out.Events[i] = NewPlannedEvent(p)
 	}
 	httpjson.Write(w, http.StatusOK, out)
@@ -293,7 +297,7 @@ func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []
 
 // NewPlannedEvent describes what planning decided for one event.
 func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
-	pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result)}
+	pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result), Admission: string(p.Admission)}
 	if p.Result == aggregate.ResultCounted {
 		k := p.Key
 		pe.API, pe.Subresource, pe.Hour, pe.Node = k.API, k.Subresource, k.Hour.Format(time.RFC3339), k.Node

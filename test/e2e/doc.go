@@ -3,7 +3,9 @@
 // in deploy/, send their audit webhook over HTTPS, with a token and a client
 // certificate, to the built `sunset serve`. The apiserver also writes the
 // same events to its audit log file, which gives the expected counts
-// independently of Sunset.
+// independently of Sunset. A second test runs admission webhooks served by
+// the test itself (a slow mutating one, a validating one that fails open)
+// and holds Sunset's webhook counts to the same audit log.
 //
 // Run it with `make e2e`, which builds the peers (cached in .cache/bin) and
 // the Sunset binary, and passes their paths in E2E_SUNSET_BIN,

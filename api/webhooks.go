@@ -1,0 +1,300 @@
+package api
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/internal/httpjson"
+	"github.com/kube-sunset/sunset/store"
+)
+
+const webhooksPath = "/apis/" + APIVersion + "/webhookcounts"
+
+var webhookParams = []string{"class", "cluster", "since"}
+
+// WebhookQuery holds the parameters of a webhook counts read.
+type WebhookQuery struct {
+	// Cluster keeps only this cluster; empty means all.
+	Cluster string
+	// Since adds a window over this much time before now, whole hours.
+	Since time.Duration
+	// Class keeps only resources of this class; empty means all.
+	Class admission.Class
+}
+
+// ParseWebhookQuery reads URL parameters, with every problem in one error.
+func ParseWebhookQuery(v url.Values, maxSince time.Duration) (WebhookQuery, error) {
+	q, err := ParseQuery(v, webhookParams, maxSince)
+	problems := []string{}
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	out := WebhookQuery{Cluster: q.Cluster, Since: q.Since}
+	if s := v.Get("class"); s != "" {
+		c, err := admission.ParseClass(s)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		out.Class = c
+	}
+	if len(problems) > 0 {
+		return out, errors.New(strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+// Values encodes q as URL parameters, leaving defaults out.
+func (q WebhookQuery) Values() url.Values {
+	v := Query{Cluster: q.Cluster, Since: q.Since}.Values()
+	if q.Class != "" {
+		v.Set("class", string(q.Class))
+	}
+	return v
+}
+
+// WebhookQuerier reads admission webhook counts. *store.Store implements
+// it.
+type WebhookQuerier interface {
+	ScanAdmission(from, to time.Time, fn func(store.AdmissionKey, store.AdmissionCounts) error) error
+}
+
+// WebhookService builds WebhookCount objects from admission webhook
+// counts. The HTTP handler serves it; `sunset report webhooks --data-dir`
+// calls it directly.
+type WebhookService struct {
+	q       WebhookQuerier
+	classes *admission.Classes
+	now     func() time.Time
+}
+
+// NewWebhookService builds a WebhookService; nil classes and now mean the
+// default classes and time.Now.
+func NewWebhookService(q WebhookQuerier, classes *admission.Classes, now func() time.Time) *WebhookService {
+	if classes == nil {
+		classes, _ = admission.NewClasses(admission.DefaultClasses())
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &WebhookService{q: q, classes: classes, now: now}
+}
+
+type resourceID struct{ cluster, group, version, resource, subresource string }
+
+// span accumulates counts over some hours, in total and per resource.
+type span struct {
+	total store.AdmissionCounts
+	byRes map[resourceID]*store.AdmissionCounts
+	seen  bool
+}
+
+func (s *span) add(r resourceID, c store.AdmissionCounts) {
+	s.seen = true
+	s.total.Add(c)
+	if s.byRes == nil {
+		s.byRes = map[resourceID]*store.AdmissionCounts{}
+	}
+	rc := s.byRes[r]
+	if rc == nil {
+		rc = &store.AdmissionCounts{}
+		s.byRes[r] = rc
+	}
+	rc.Add(c)
+}
+
+// webhookAgg is everything read about one webhook name.
+type webhookAgg struct {
+	id     admission.WebhookID
+	types  map[string]bool
+	day    span
+	hours  [hoursPerDay]span
+	window span
+}
+
+// webhookReading is one read of the store, shaped for rendering.
+type webhookReading struct {
+	now, dayFrom, windowFrom time.Time
+	webhooks                 map[string]*webhookAgg
+	// resources are the totals rows over the window, else the day.
+	resources span
+}
+
+func (s *WebhookService) read(q WebhookQuery) (*webhookReading, error) {
+	now := s.now().UTC().Truncate(time.Hour)
+	rd := &webhookReading{now: now, dayFrom: now.Add(-(hoursPerDay - 1) * time.Hour), webhooks: map[string]*webhookAgg{}}
+	from := rd.dayFrom
+	if q.Since > 0 {
+		rd.windowFrom = s.now().UTC().Add(-q.Since).Truncate(time.Hour)
+		if rd.windowFrom.Before(from) {
+			from = rd.windowFrom
+		}
+	}
+	err := s.q.ScanAdmission(from, now, func(k store.AdmissionKey, c store.AdmissionCounts) error {
+		if (q.Cluster != "" && k.Cluster != q.Cluster) || (q.Class != "" && !s.classes.In(q.Class, k.Resource, k.Subresource)) {
+			return nil
+		}
+		r := resourceID{k.Cluster, k.Group, k.Version, k.Resource, k.Subresource}
+		inDay := !k.Hour.Before(rd.dayFrom)
+		inWindow := !rd.windowFrom.IsZero() && !k.Hour.Before(rd.windowFrom)
+		if k.IsTotal() {
+			if (rd.windowFrom.IsZero() && inDay) || inWindow {
+				rd.resources.add(r, c)
+			}
+			return nil
+		}
+		id := admission.WebhookID{Configuration: k.Configuration, Webhook: k.Webhook}
+		w := rd.webhooks[id.Name()]
+		if w == nil {
+			w = &webhookAgg{id: id, types: map[string]bool{}}
+			rd.webhooks[id.Name()] = w
+		}
+		w.types[k.Type] = true
+		if inDay {
+			w.day.add(r, c)
+			w.hours[k.Hour.Hour()].add(r, c)
+		}
+		if inWindow {
+			w.window.add(r, c)
+		}
+		return nil
+	})
+	return rd, err
+}
+
+// Webhooks lists every webhook seen in the last 24 hours (or the window),
+// sorted by name.
+func (s *WebhookService) Webhooks(q WebhookQuery) (WebhookCountList, error) {
+	out := WebhookCountList{TypeMeta: typeMeta("WebhookCountList"), Items: []WebhookCount{}}
+	rd, err := s.read(q)
+	if err != nil {
+		return out, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(rd.webhooks)) {
+		if w := rd.webhooks[name]; w.day.seen || w.window.seen {
+			out.Items = append(out.Items, s.render(rd, w, q))
+		}
+	}
+	_, out.Resources = s.renderSpan(&rd.resources)
+	return out, nil
+}
+
+// Webhook returns one webhook by name (configuration.webhook), or
+// ErrNotFound when it was not seen in the last 24 hours (or the window).
+func (s *WebhookService) Webhook(name string, q WebhookQuery) (WebhookCount, error) {
+	rd, err := s.read(q)
+	if err != nil {
+		return WebhookCount{}, err
+	}
+	w := rd.webhooks[name]
+	if w == nil || !(w.day.seen || w.window.seen) {
+		return WebhookCount{}, ErrNotFound
+	}
+	return s.render(rd, w, q), nil
+}
+
+func (s *WebhookService) render(rd *webhookReading, w *webhookAgg, q WebhookQuery) WebhookCount {
+	obj := WebhookCount{TypeMeta: typeMeta("WebhookCount"), Metadata: metav1.ObjectMeta{Name: w.id.Name()},
+		Spec: WebhookCountSpec{Configuration: w.id.Configuration, Webhook: w.id.Webhook, Types: slices.Sorted(maps.Keys(w.types))}}
+	st := &obj.Status
+	st.WebhookCounts, st.ByResource = s.renderSpan(&w.day)
+	st.Last24h = make([]WebhookHour, hoursPerDay)
+	for i := range w.hours {
+		st.Last24h[i].WebhookCounts, st.Last24h[i].ByResource = s.renderSpan(&w.hours[i])
+	}
+	st.CurrentHour = st.Last24h[rd.now.Hour()]
+	if q.Since > 0 {
+		st.Window = &WebhookWindow{Since: q.Since.String(), From: rd.windowFrom}
+		st.Window.WebhookCounts, st.Window.ByResource = s.renderSpan(&w.window)
+	}
+	return obj
+}
+
+// renderSpan renders a span's totals and its resources, slowest first: by
+// total webhook latency, then slow requests, then calls.
+func (s *WebhookService) renderSpan(sp *span) (WebhookCounts, []WebhookResourceCount) {
+	res := make([]WebhookResourceCount, 0, len(sp.byRes))
+	for r, c := range sp.byRes {
+		rc := WebhookResourceCount{Name: aggregate.APIName(r.group, r.version, r.resource), Cluster: r.cluster,
+			Group: r.group, Version: r.version, Resource: r.resource, Subresource: r.subresource, WebhookCounts: counts(*c)}
+		for _, cl := range s.classes.Of(r.resource, r.subresource) {
+			rc.Classes = append(rc.Classes, string(cl))
+		}
+		res = append(res, rc)
+	}
+	slices.SortFunc(res, func(a, b WebhookResourceCount) int {
+		return cmp.Or(cmp.Compare(b.WebhookLatencySeconds, a.WebhookLatencySeconds), cmp.Compare(b.SlowRequestCount, a.SlowRequestCount),
+			cmp.Compare(b.CallCount, a.CallCount), cmp.Compare(b.RequestCount, a.RequestCount), cmp.Compare(a.Name, b.Name),
+			cmp.Compare(a.Subresource, b.Subresource), cmp.Compare(a.Cluster, b.Cluster))
+	})
+	return counts(sp.total), res
+}
+
+func counts(c store.AdmissionCounts) WebhookCounts {
+	out := WebhookCounts{RequestCount: int64(c.Requests), CallCount: int64(c.Calls), MutationCount: int64(c.Mutations),
+		FailedOpenCount: int64(c.FailedOpen), SlowRequestCount: int64(c.Slow),
+		WebhookLatencySeconds: time.Duration(c.LatencyNanos).Seconds(), LatencyBuckets: latencyBuckets(c.Buckets)}
+	if c.Slow > 0 {
+		out.MeanWebhookLatencySeconds = out.WebhookLatencySeconds / float64(c.Slow)
+	}
+	return out
+}
+
+// webhookHandler serves WebhookCounts over HTTP.
+type webhookHandler struct {
+	h   *Handler
+	svc *WebhookService
+}
+
+func (wh webhookHandler) begin(w http.ResponseWriter, r *http.Request) (WebhookQuery, bool) {
+	if !wh.h.methodAllowed(w, r) {
+		return WebhookQuery{}, false
+	}
+	q, err := ParseWebhookQuery(r.URL.Query(), wh.h.maxSince)
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
+		return q, false
+	}
+	return q, true
+}
+
+func (wh webhookHandler) list(w http.ResponseWriter, r *http.Request) {
+	q, ok := wh.begin(w, r)
+	if !ok {
+		return
+	}
+	out, err := wh.svc.Webhooks(q)
+	if err != nil {
+		wh.h.internalError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, out)
+}
+
+func (wh webhookHandler) get(w http.ResponseWriter, r *http.Request) {
+	q, ok := wh.begin(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	obj, err := wh.svc.Webhook(name, q)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound,
+			fmt.Sprintf("webhookcounts %q not found: no audit annotation named that webhook in the last 24h or the window (names are configuration.webhook; GET %s lists them)", name, webhooksPath))
+	case err != nil:
+		wh.h.internalError(w, err)
+	default:
+		httpjson.Write(w, http.StatusOK, obj)
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/app"
+)
+
+// webhookFixture is fixture's server with the crafted admission shapes
+// (admission/testdata/README.md) added on cluster prod.
+func webhookFixture(t *testing.T) (url, dataDir string, stop func()) {
+	t.Helper()
+	url, dataDir, stop = fixture(t)
+	f, err := os.Open("../../admission/testdata/crafted-events.jsonl")
+	require.NoError(t, err)
+	defer f.Close()
+	var body bytes.Buffer
+	body.WriteString(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`)
+	sc := bufio.NewScanner(f)
+	for i := 0; sc.Scan(); i++ {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(sc.Bytes()) // a standalone event's kind and apiVersion are accepted in a list
+	}
+	require.NoError(t, sc.Err())
+	body.WriteString(`]}`)
+	resp, err := http.Post(url+"/audit/webhook/prod/master-0", "application/json", &body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return url, dataDir, stop
+}
+
+// The tables, from a server and from its data directory alike.
+func TestReportWebhooksGolden(t *testing.T) {
+	url, dataDir, stop := webhookFixture(t)
+	cases := []struct {
+		golden string
+		args   []string
+	}{
+		{"report-webhooks.txt", []string{"report", "webhooks"}},
+		{"report-webhooks-security-wide.txt", []string{"report", "webhooks", "--class", "security", "-o", "wide"}},
+		{"report-webhooks-istio.txt", []string{"report", "webhooks", "istio-sidecar-injector.sidecar-injector.istio.io"}},
+	}
+	fromServer := map[string]string{}
+	for _, tc := range cases {
+		out, errOut, code := runCLI(append(tc.args, "--server", url)...)
+		require.Equal(t, 0, code, errOut)
+		requireGolden(t, tc.golden, out)
+		fromServer[tc.golden] = out
+	}
+	out, errOut, code := runCLI("report", "webhooks", "--server", url, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var list struct {
+		Kind  string
+		Items []struct{ Metadata struct{ Name string } }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Equal(t, "WebhookCountList", list.Kind)
+	require.Len(t, list.Items, 7)
+
+	_, errOut, code = runCLI("report", "webhooks", "--server", url, "nope.example.com")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no audit annotation named webhook nope.example.com in the last 24h")
+	_, errOut, code = runCLI("report", "webhooks", "--server", url, "--class", "hot", "--since", "30m")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `--since 30m0s is shorter than 1h`)
+	require.Contains(t, errOut, `--class "hot" is not one of critical, security, virtual`)
+
+	stop()
+	for _, tc := range cases {
+		out, errOut, code := runCLI(append(tc.args, "--data-dir", dataDir)...)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, fromServer[tc.golden], out, tc.golden)
+	}
+}
+
+// The admission keys load from a config file; unknown ones are errors.
+func TestAdmissionConfigKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sunset.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+admission:
+  classes:
+    critical: [pods, nodes/status]
+    virtual: ["*reviews"]
+  webhooks:
+    - configuration: vault
+      webhook: vault-validator.example.com
+  metrics:
+    max-resources: 20
+`), 0o600))
+	cfg, err := loadConfig(configFlags(), path)
+	require.NoError(t, err)
+	d := admission.DefaultClasses()
+	require.Equal(t, app.AdmissionConfig{
+		Classes:  app.AdmissionClasses{Critical: []string{"pods", "nodes/status"}, Security: d[admission.Security], Virtual: []string{"*reviews"}},
+		Webhooks: []admission.WebhookID{{Configuration: "vault", Webhook: "vault-validator.example.com"}},
+		Metrics:  app.AdmissionMetrics{MaxResources: 20, MaxWebhooks: admission.DefaultMaxWebhooks},
+	}, cfg.Admission)
+
+	// The environment beats the file.
+	t.Setenv("SUNSET_ADMISSION_CLASSES_VIRTUAL", "bindings,*reviews,pods/binding")
+	t.Setenv("SUNSET_ADMISSION_METRICS_MAX_WEBHOOKS", "7")
+	cfg, err = loadConfig(configFlags(), path)
+	require.NoError(t, err)
+	require.Equal(t, []string{"bindings", "*reviews", "pods/binding"}, cfg.Admission.Classes.Virtual)
+	require.Equal(t, 7, cfg.Admission.Metrics.MaxWebhooks)
+
+	require.NoError(t, os.WriteFile(path, []byte("admission:\n  classes:\n    hot: [pods]\n"), 0o600))
+	_, err = loadConfig(configFlags(), path)
+	require.ErrorContains(t, err, "unknown keys admission.classes.hot")
+}

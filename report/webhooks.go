@@ -1,0 +1,100 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kube-sunset/sunset/api"
+)
+
+// WebhookRow is one webhook on one resource, as `sunset report webhooks`
+// shows it.
+type WebhookRow struct {
+	Webhook  string
+	Types    string
+	Resource api.WebhookResourceCount
+}
+
+// WebhookRows flattens a list into one row per webhook and resource, over
+// the window when the objects have one (else the last 24 hours), slowest
+// first: by total webhook latency, then slow requests, then calls.
+func WebhookRows(list api.WebhookCountList) []WebhookRow {
+	var rows []WebhookRow
+	for _, it := range list.Items {
+		byRes := it.Status.ByResource
+		if w := it.Status.Window; w != nil {
+			byRes = w.ByResource
+		}
+		for _, r := range byRes {
+			rows = append(rows, WebhookRow{Webhook: it.Metadata.Name, Types: strings.Join(it.Spec.Types, ","), Resource: r})
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b WebhookRow) int {
+		x, y := a.Resource, b.Resource
+		return cmp.Or(cmp.Compare(y.WebhookLatencySeconds, x.WebhookLatencySeconds), cmp.Compare(y.SlowRequestCount, x.SlowRequestCount),
+			cmp.Compare(y.CallCount, x.CallCount), cmp.Compare(a.Webhook, b.Webhook))
+	})
+	return rows
+}
+
+// WriteWebhookTables writes two kubectl-style tables: the resources, all
+// webhooks together, slowest first (left out for a single webhook's report,
+// which has none); then every webhook on every resource. Wide adds the
+// cluster and the latency buckets.
+func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	if len(list.Resources) > 0 {
+		writeHeader(tw, wide, "RESOURCE", "CLASS")
+		for _, r := range list.Resources {
+			writeRow(tw, wide, r, resourceName(r), dash(strings.Join(r.Classes, ",")))
+		}
+		fmt.Fprintln(tw)
+	}
+	writeHeader(tw, wide, "WEBHOOK", "TYPE", "RESOURCE", "CLASS")
+	for _, row := range WebhookRows(list) {
+		r := row.Resource
+		writeRow(tw, wide, r, row.Webhook, row.Types, resourceName(r), dash(strings.Join(r.Classes, ",")))
+	}
+	return tw.Flush()
+}
+
+func writeHeader(w io.Writer, wide bool, lead ...string) {
+	cols := append(lead, "REQUESTS", "CALLS", "MUTATED", "FAILED OPEN", "SLOW", "WEBHOOK LATENCY", "MEAN")
+	if wide {
+		cols = append(append([]string{"CLUSTER"}, cols...), "<=0.5S", "<=1S", "<=2S", "<=5S", "<=10S", ">10S")
+	}
+	fmt.Fprintln(w, strings.Join(cols, "\t"))
+}
+
+func writeRow(w io.Writer, wide bool, r api.WebhookResourceCount, lead ...string) {
+	c := r.WebhookCounts
+	mean := "-"
+	if c.SlowRequestCount > 0 {
+		mean = seconds(c.MeanWebhookLatencySeconds)
+	}
+	cols := append(lead, fmt.Sprint(c.RequestCount), fmt.Sprint(c.CallCount), fmt.Sprint(c.MutationCount), fmt.Sprint(c.FailedOpenCount),
+		fmt.Sprint(c.SlowRequestCount), seconds(c.WebhookLatencySeconds), mean)
+	if wide {
+		b := c.LatencyBuckets
+		cols = append(append([]string{r.Cluster}, cols...), fmt.Sprint(b.UpTo500ms), fmt.Sprint(b.UpTo1s), fmt.Sprint(b.UpTo2s),
+			fmt.Sprint(b.UpTo5s), fmt.Sprint(b.UpTo10s), fmt.Sprint(b.Over10s))
+	}
+	fmt.Fprintln(w, strings.Join(cols, "\t"))
+}
+
+func resourceName(r api.WebhookResourceCount) string {
+	if r.Subresource == "" {
+		return r.Name
+	}
+	return r.Name + "/" + r.Subresource
+}
+
+// seconds writes a latency as a duration to the millisecond: 14.406s.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
