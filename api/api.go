@@ -6,6 +6,9 @@
 //	DELETE /apis/sunset.dev/v1/apirequestcounts/{name}   reset an API's counts
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts        FieldRequestCountList
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts/{name} FieldRequestCount
+//	GET    /apis/sunset.dev/v1/upgradechecks             UpgradeCheckList
+//	GET    /apis/sunset.dev/v1/upgradechecks/{release}   UpgradeCheck
+//	GET    /apis/sunset.dev/v1/serverinfo                ServerInfo
 //
 // Service builds the objects from counts, through the small Querier
 // interface the package declares; Handler serves them over HTTP. The only
@@ -79,6 +82,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc(basePath+"/{name}", h.get)
 	mux.HandleFunc(fieldsPath, h.listFields)
 	mux.HandleFunc(fieldsPath+"/{name}", h.getField)
+	mux.HandleFunc(checksPath, h.listChecks)
+	mux.HandleFunc(checksPath+"/{name}", h.getCheck)
+	mux.HandleFunc(infoPath, h.serveInfo)
 }
 
 const fieldsPath = "/apis/" + APIVersion + "/fieldrequestcounts"
@@ -149,13 +155,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 
 // begin checks method and parameters; on failure it has answered already.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string) (Query, bool) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		allow := "GET, HEAD"
-		if r.PathValue("name") != "" && h.deleter != nil {
-			allow += ", DELETE"
-		}
-		w.Header().Set("Allow", allow)
-		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
+	if !readMethod(w, r, r.PathValue("name") != "" && h.deleter != nil) {
 		return Query{}, false
 	}
 	q, err := ParseQuery(r.URL.Query(), allowed, h.maxSince)
@@ -164,6 +164,21 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, allowed []string
 		return Query{}, false
 	}
 	return q, true
+}
+
+// readMethod answers anything but GET and HEAD with a 405 naming the
+// methods allowed (DELETE too where deletable).
+func readMethod(w http.ResponseWriter, r *http.Request, deletable bool) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	allow := "GET, HEAD"
+	if deletable {
+		allow += ", DELETE"
+	}
+	w.Header().Set("Allow", allow)
+	httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
+	return false
 }
 
 func (h *Handler) internalError(w http.ResponseWriter, err error) {

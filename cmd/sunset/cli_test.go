@@ -31,7 +31,7 @@ var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
 // batch/v1beta1 CronJob client.
 func fixture(t *testing.T) (url, dataDir string, stop func()) {
 	t.Helper()
-	url, dataDir, stop = startServer(t, testNow)
+	url, dataDir, stop = startServer(t, testNow, t.TempDir())
 
 	names, err := filepath.Glob("../../testdata/apiserver-v1.36/webhook-metadata-batch/*.body")
 	require.NoError(t, err)
@@ -55,12 +55,12 @@ func fixture(t *testing.T) (url, dataDir string, stop func()) {
 	return url, dataDir, stop
 }
 
-// startServer runs an empty server whose clock says now, until the test
-// ends or stop is called.
-func startServer(t *testing.T, now time.Time) (url, dataDir string, stop func()) {
+// startServer runs a server on dataDir whose clock says now, until the
+// test ends or stop is called.
+func startServer(t *testing.T, now time.Time, dataDir string) (url, _ string, stop func()) {
 	t.Helper()
 	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dataDir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.ShutdownTimeout = 5 * time.Second
 	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }})

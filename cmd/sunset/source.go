@@ -22,7 +22,17 @@ import (
 type source interface {
 	List(api.Query) (api.APIRequestCountList, error)
 	Get(string, api.Query) (api.APIRequestCount, error)
+	Info() (api.ServerInfo, error)
 }
+
+// dataDir is a data directory as a source: the API's service, with the
+// retention of the configuration it was opened with.
+type dataDir struct {
+	*api.Service
+	retention time.Duration
+}
+
+func (d dataDir) Info() (api.ServerInfo, error) { return d.Service.Info(d.retention), nil }
 
 const defaultServer = "http://localhost:8080"
 
@@ -76,5 +86,5 @@ func (f *sourceFlags) open(now func() time.Time) (source, func(), error) {
 		return nil, nil, err
 	}
 	svc := api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now)
-	return svc, func() { _ = st.Close() }, nil
+	return dataDir{svc, cfg.Retention}, func() { _ = st.Close() }, nil
 }
