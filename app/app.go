@@ -38,6 +38,7 @@ import (
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/web"
 )
 
 // BuildInfo describes the binary, for sunset_build_info and `sunset version`.
@@ -173,6 +174,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		_, _ = w.Write([]byte("Sunset is healthy.\n"))
 	})
 	mux.HandleFunc("/-/ready", a.serveReady)
+	mux.Handle("/", web.New())
 	mux.HandleFunc("/debug/kafka/poison", func(w http.ResponseWriter, _ *http.Request) {
 		samples := []kafka.PoisonSample{}
 		if a.kafka != nil {
