@@ -240,6 +240,17 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	require.Empty(t, b.errors())
 
+	// Nothing in the window: said so, with the way to older requests.
+	var empty string
+	require.Equal(t, "ready", tb.open(page+"?cluster=nowhere"))
+	tb.mustEval(`document.getElementById('empty').textContent`, &empty)
+	require.Equal(t, "No deprecated API requests in the last 30 days in cluster nowhere.", empty)
+	require.Equal(t, "ready", tb.open(page+"?cluster=prod&since=24h&system=hide"))
+	var prodRows int
+	tb.mustEval(`document.querySelectorAll('#apis tbody tr').length`, &prodRows)
+	require.Equal(t, 1, prodRows, "only the CronJob client is in prod")
+	require.Empty(t, b.errors())
+
 	// One API, reached by its link.
 	require.Equal(t, "ready", tb.open(page))
 	fr.take()
@@ -357,17 +368,14 @@ func TestPageInBrowser(t *testing.T) {
 	slices.Sort(seen)
 	require.Equal(t, []string{"console.error: probe", "exception: Uncaught Error: thrown",
 		"log network: Failed to load resource: the server responded with a status of 404 (Not Found) " + fr.url + "/nothing-here"}, seen)
+
+	checkTokenPrompt(t, b, s)
 }
 
-// Where reads need credentials, the page asks for a bearer token, sends it
-// with every API call, keeps it for the tab's session only, and can forget
-// it.
-func TestPageAsksForAToken(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts chromium")
-	}
-	b := startBrowser(t)
-	s := startFilled(t)
+// checkTokenPrompt: where reads need credentials, the page asks for a
+// bearer token, sends it with every API call, keeps it for the tab's
+// session only, and can forget it.
+func checkTokenPrompt(t *testing.T, b *browser, s *server) {
 	fr := newFront(t, s.url, "/sunset")
 	fr.requireToken("s3cret")
 	tb := b.newTab(1024, 768, "light", false)

@@ -14,11 +14,18 @@ import (
 	"github.com/kube-sunset/sunset/api"
 )
 
-// Every view is the same page, whatever its query: the overview (/), one
-// API (?api=), one client (?user=), with filters (?cluster=, ?since=,
-// ?system=hide, ?target=). The script draws each from the API.
-func TestPagesAreServedWithTheirAssets(t *testing.T) {
+// Each view of the page is served, and the API answers it reads agree.
+func TestPages(t *testing.T) {
 	s := startFilled(t)
+	checkServed(t, s)
+	checkDataAgrees(t, s)
+}
+
+// checkServed: every view is the same page, whatever its query: the
+// overview (/), one API (?api=), one client (?user=), with filters
+// (?cluster=, ?since=, ?system=hide, ?target=). The script draws each from
+// the API.
+func checkServed(t *testing.T, s *server) {
 	index, err := os.ReadFile("assets/index.html")
 	require.NoError(t, err)
 	for _, page := range []string{"/", "/?api=endpoints.v1", "/?user=alice", "/?cluster=prod&since=168h&system=hide&target=1.38"} {
@@ -98,10 +105,10 @@ func TestAssetsAreSelfContained(t *testing.T) {
 	require.NotContains(t, string(js), "innerHTML", "API data goes into the page as text only")
 }
 
-// The API answers each view reads agree with each other: the overview's
-// list and verdicts, one API's hours and clients, one client's APIs.
-func TestPageDataAgreesWithTheAPI(t *testing.T) {
-	s := startFilled(t)
+// checkDataAgrees: the API answers each view reads agree with each other:
+// the overview's list and verdicts, one API's hours and clients, one
+// client's APIs.
+func checkDataAgrees(t *testing.T, s *server) {
 	since := url.Values{"since": {"720h"}}
 
 	// Overview: apirequestcounts?since=720h&hourly=true and upgradechecks?since=720h.

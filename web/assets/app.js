@@ -431,8 +431,12 @@
     const label = windowLabel(hours);
     view.push(h('h2', {}, `APIs requested in the last ${label}${clusterNote(st)}`));
     if (items.length === 0) {
+      // The list holds every API with requests within the retention.
+      const retention = Math.floor(hoursOf(info.retention));
+      const older = list.items.length > 0 && hours < retention;
       view.push(h('p', { id: 'empty', class: 'card' }, `No deprecated API requests in the last ${label}${clusterNote(st)}` +
-        (st.system ? '.' : ' from clients; system users are hidden.')));
+        (st.system ? '.' : ' from clients; system users are hidden.'),
+      older ? [' ', nav(href({ since: `${retention}h` }), `Older ones are kept for ${windowLabel(retention)}: show them.`)] : null));
     } else {
       const rows = items.map(({ it, u }) => {
         const st2 = it.status;
