@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,59 +70,43 @@ func hourlyCounts(t *testing.T, now time.Time, dataDir, name string) []int64 {
 
 // Shifted and unshifted replays of the same events count them once, in
 // either order, offline and through a server; events without an auditID
-// too, by the digest of their original line.
+// too, by the digest of their original line (which the server path, which
+// sends rewritten lines, carries as the auditID).
 func TestReplayShiftToNowKeepsIdentities(t *testing.T) {
 	noID := filepath.Join(t.TempDir(), "no-audit-id.log")
 	require.NoError(t, os.WriteFile(noID, []byte(
 		`{"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"ResponseComplete","verb":"list","user":{"username":"dave"},"objectRef":{"resource":"endpoints","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-22T23:10:00.5Z","annotations":{"k8s.io/deprecated":"true"}}`+"\n"+
 			`{"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"ResponseComplete","verb":"get","user":{"username":"dave"},"objectRef":{"resource":"endpoints","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-23T01:59:59Z","annotations":{"k8s.io/deprecated":"true"}}`+"\n"), 0o600))
-	const noIDShift = "Shifted every timestamp 12h later, so the newest event (2026-11-23 01:59:59 UTC) falls in the current hour.\n"
-
+	const (
+		shifted = "Shifted every timestamp 12h later, so the newest event (2026-11-23 01:59:59 UTC) falls in the current hour.\n"
+		counted = "Replayed 1395 events from 2 inputs in T: 68 counted, 0 duplicates, 1327 skipped (611 not_deprecated, 716 skipped_stage), 0 invalid lines.\n"
+		dupes   = "Replayed 1395 events from 2 inputs in T: 0 counted, 68 duplicates, 1327 skipped (611 not_deprecated, 716 skipped_stage), 0 invalid lines.\n"
+	)
 	url, _, _ := startServer(t, shiftNow, t.TempDir())
 	for _, tc := range []struct {
-		name   string
-		target func(t *testing.T) []string
+		target       []string
+		shiftedFirst bool
 	}{
-		{"data directory", func(t *testing.T) []string { return []string{"--data-dir", t.TempDir()} }},
-		{"server", func(t *testing.T) []string {
-			return []string{"--server", url, "--cluster", strings.ReplaceAll(t.Name(), "/", "-")}
-		}},
+		// Offline the IDs are those decoded from the original lines,
+		// whichever order.
+		{[]string{"--data-dir", t.TempDir()}, true},
+		{[]string{"--server", url, "--cluster", "shifted-first"}, true},
+		{[]string{"--server", url, "--cluster", "unshifted-first"}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, shiftedFirst := range []bool{true, false} {
-				target := tc.target(t)
-				if tc.name == "server" {
-					// A cluster of its own for each order.
-					target[3] += map[bool]string{true: "-shifted-first", false: "-unshifted-first"}[shiftedFirst]
-				}
-				order := []bool{shiftedFirst, !shiftedFirst}
-				for _, in := range []struct {
-					file, shifted, counted, dupes string
-				}{
-					{capturedLog, shiftedLine,
-						"Replayed 1393 events from 1 input in T: 66 counted, 0 duplicates, 1327 skipped (611 not_deprecated, 716 skipped_stage), 0 invalid lines.\n",
-						"Replayed 1393 events from 1 input in T: 0 counted, 66 duplicates, 1327 skipped (611 not_deprecated, 716 skipped_stage), 0 invalid lines.\n"},
-					{noID, noIDShift,
-						"Replayed 2 events from 1 input in T: 2 counted, 0 duplicates, 0 skipped, 0 invalid lines.\n",
-						"Replayed 2 events from 1 input in T: 0 counted, 2 duplicates, 0 skipped, 0 invalid lines.\n"},
-				} {
-					for i, shift := range order {
-						args := append([]string{"replay", in.file, "--node", "master-0"}, target...)
-						want := in.dupes
-						if i == 0 {
-							want = in.counted
-						}
-						if shift {
-							args = append(args, "--shift-to-now")
-							want = in.shifted + want
-						}
-						_, errOut, code := runCLIWith(shiftNow, "", args...)
-						require.Equal(t, 0, code, errOut)
-						require.Equal(t, want, summary(errOut), "shifted first: %v", shiftedFirst)
-					}
-				}
+		for i, shift := range []bool{tc.shiftedFirst, !tc.shiftedFirst} {
+			args := append([]string{"replay", capturedLog, noID, "--node", "master-0"}, tc.target...)
+			want := dupes
+			if i == 0 {
+				want = counted
 			}
-		})
+			if shift {
+				args = append(args, "--shift-to-now")
+				want = shifted + want
+			}
+			_, errOut, code := runCLIWith(shiftNow, "", args...)
+			require.Equal(t, 0, code, errOut)
+			require.Equal(t, want, summary(errOut), "%v shifted: %v", tc.target, shift)
+		}
 	}
 }
 
