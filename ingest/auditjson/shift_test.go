@@ -38,8 +38,8 @@ func TestShiftMovesTimestampsAndKeepsIdentity(t *testing.T) {
 
 	for in, msg := range map[string]string{
 		`{"stage":"x","requestReceivedTimestamp":"yesterday"}`: "requestReceivedTimestamp is not an RFC 3339 time",
-		`{"stage":"x","stageTimestamp":7}`:                      "stageTimestamp is not a string",
-		`{"stage":`:                                             "event is not valid JSON at byte offset 9: unexpected end of JSON input",
+		`{"stage":"x","stageTimestamp":7}`:                     "stageTimestamp is not a string",
+		`{"stage":`:                                            "event is not valid JSON at byte offset 9: unexpected end of JSON input",
 	} {
 		_, err := Shift([]byte(in), time.Hour)
 		require.EqualError(t, err, msg, in)
