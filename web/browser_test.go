@@ -388,6 +388,18 @@ func checkTokenPrompt(t *testing.T, b *browser, s *server) {
 	require.Equal(t, []string{"/apis/sunset.dev/v1/serverinfo"}, calls)
 	require.Equal(t, []string{""}, auths)
 
+	// Escape: no token, the reason, and a way back to the prompt.
+	for _, typ := range []string{"rawKeyDown", "keyUp"} {
+		require.NoError(t, b.call(tb.session, "Input.dispatchKeyEvent", map[string]any{"type": typ, "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}, nil))
+	}
+	require.Equal(t, "error", tb.waitState("error"))
+	var shown string
+	tb.mustEval(`document.getElementById('error').textContent`, &shown)
+	require.Equal(t, "Sunset answered 401: a bearer token is required Enter a token", shown)
+	tb.mustEval(`document.querySelector('#error button').click()`, nil)
+	require.Equal(t, "auth", tb.waitState("auth"))
+	fr.take()
+
 	tb.mustEval(`(() => { document.getElementById('token-input').value = 's3cret'; document.getElementById('token-form').requestSubmit(); })()`, nil)
 	require.Equal(t, "ready", tb.waitState())
 	calls, auths = fr.take()

@@ -162,15 +162,24 @@
     document.getElementById('token-reason').textContent =
       (hadToken ? 'The token was refused: ' : 'Reading this server needs credentials: ') + reason;
     root.dataset.state = 'auth';
-    pendingToken = new Promise((resolve) => {
-      form.addEventListener('submit', () => {
+    pendingToken = new Promise((resolve, reject) => {
+      const submitted = () => {
+        dialog.removeEventListener('cancel', cancelled);
         sessionStorage.setItem(TOKEN_KEY, input.value.trim());
         input.value = '';
         pendingToken = null;
         root.dataset.state = 'loading';
         showForget();
         resolve();
-      }, { once: true });
+      };
+      // Escape: no token, so nothing to show but why.
+      const cancelled = () => {
+        form.removeEventListener('submit', submitted);
+        pendingToken = null;
+        reject(new APIError(401, reason));
+      };
+      form.addEventListener('submit', submitted, { once: true });
+      dialog.addEventListener('cancel', cancelled, { once: true });
     });
     if (!dialog.open) dialog.showModal();
     input.focus();
@@ -702,7 +711,9 @@
       root.dataset.state = 'ready';
     } catch (e) {
       if (mine !== renders) return;
-      main.replaceChildren(h('p', { class: 'card error', id: 'error' }, `Sunset answered: ${e.message}`));
+      const what = e instanceof APIError ? `Sunset answered ${e.status}: ${e.message}` : `Cannot read Sunset's API: ${e.message}`;
+      main.replaceChildren(h('p', { class: 'card error', id: 'error' }, what,
+        e instanceof APIError && e.status === 401 ? [' ', h('button', { type: 'button', onclick: render }, 'Enter a token')] : null));
       root.dataset.state = 'error';
     }
   }
