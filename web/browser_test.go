@@ -304,6 +304,20 @@ func TestPageInBrowser(t *testing.T) {
 	require.Equal(t, "discovery.k8s.io/v1 EndpointSlice", view.Replacement)
 	require.Equal(t, "sunset report endpoints.v1 --exclude-system=false", view.Command)
 	require.Empty(t, b.errors())
+
+	// A day's window: 25 hours, from the hour a day ago to the current one.
+	require.Equal(t, "ready", tb.open(page+"?api=endpoints.v1&since=24h"))
+	day := apiJSON[api.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"24h"}, "hourly": {"true"}, "users": {"100"}})
+	var chart struct {
+		Hours  map[string]string
+		Labels []string
+	}
+	tb.mustEval(`({Hours: Object.fromEntries([...document.querySelectorAll('#hourly g[data-hour]')].map(g => [g.dataset.hour, g.dataset.count])),
+		Labels: [...document.querySelectorAll('#hourly > text')].map(t => t.textContent)})`, &chart)
+	require.Equal(t, map[string]string{"2026-11-21T19:00:00.000Z": strconv.FormatInt(day.Status.Window.ByHour[0].RequestCount, 10)}, chart.Hours)
+	require.Len(t, day.Status.Window.ByHour, 1)
+	require.Equal(t, []string{"55", "0", "00:00", "06:00", "12:00", "18:00"}, chart.Labels)
+	require.Empty(t, b.errors())
 	saveScreenshot(t, out, "page-api.png", tb.screenshot())
 
 	// The already-removed API: its workload, pods and nodes.
