@@ -12,7 +12,9 @@
 //
 // Service builds the objects from counts, through the small Querier
 // interface the package declares; Handler serves them over HTTP. The only
-// write is the reset, through the Deleter interface.
+// write is the reset, through the Deleter interface. Check is the upgrade
+// gate's logic, here so that `sunset check` and the upgradechecks endpoint
+// give one answer.
 package api
 
 import (

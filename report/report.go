@@ -1,6 +1,7 @@
 // Package report turns APIRequestCounts into what administrators read before
-// an upgrade: kubectl-style tables, a per-API breakdown, and the verdict of
-// the upgrade gate (`sunset check`).
+// an upgrade: kubectl-style tables, a per-API breakdown, the verdict of the
+// upgrade gate (`sunset check`, decided by api.Check) as text, and what to
+// say when a window is empty.
 //
 // It works on API objects only, so it renders the same whether they came
 // from a running server or from a data directory.
