@@ -6,7 +6,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build image run test test-short e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build image run demo test test-short e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
@@ -22,6 +22,17 @@ image: build ## Build the container image as an OCI archive, bin/sunset-image.ta
 
 run: build ## Start sunset serve: data in ./sunset-data, HTTP on :8080.
 	./bin/sunset serve
+
+# The demo's data: audit logs captured from a real kube-apiserver v1.36.3,
+# moved to the current hour, in a directory of their own, made afresh.
+DEMO_DIR  ?= sunset-demo
+DEMO_LOGS := testdata/apiserver-v1.36
+
+demo: build ## Serve the captured audit logs, moved to the current hour, from a fresh ./sunset-demo on :8080.
+	rm -rf $(DEMO_DIR)
+	./bin/sunset replay --shift-to-now --data-dir $(DEMO_DIR) --node master-0 $(DEMO_LOGS)/webhook-metadata-batch/audit-log-file.jsonl
+	./bin/sunset replay --shift-to-now --data-dir $(DEMO_DIR) --node master-1 $(DEMO_LOGS)/request-level-blocking/audit-log-file.jsonl
+	./bin/sunset serve --data-dir $(DEMO_DIR)
 
 test: ## Run every test with the race detector.
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)

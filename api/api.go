@@ -10,6 +10,9 @@
 //	GET    /apis/sunset.dev/v1/fieldrequestcounts/{name} FieldRequestCount
 //	GET    /apis/sunset.dev/v1/webhookcounts             WebhookCountList
 //	GET    /apis/sunset.dev/v1/webhookcounts/{name}      WebhookCount
+//	GET    /apis/sunset.dev/v1/upgradechecks             UpgradeCheckList
+//	GET    /apis/sunset.dev/v1/upgradechecks/{release}   UpgradeCheck
+//	GET    /apis/sunset.dev/v1/serverinfo                ServerInfo
 //
 // Every GET also answers as a meta.k8s.io/v1 Table when asked, as `kubectl
 // get` does, and lists take labelSelector and fieldSelector. Errors are
@@ -18,7 +21,9 @@
 // Service builds the objects from counts, through the small Querier
 // interface the package declares; Handler serves them over HTTP. The only
 // write is the reset, through the Deleter interface. Who may call what is
-// decided in front of the Handler (package access).
+// decided in front of the Handler (package access). Check is the upgrade
+// gate's logic, here so that `sunset check` and the upgradechecks endpoint
+// give one answer.
 package api
 
 import (
@@ -109,6 +114,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		mux.HandleFunc(webhooksPath, wh.list)
 		mux.HandleFunc(webhooksPath+"/{name}", wh.get)
 	}
+	mux.HandleFunc(checksPath, h.listChecks)
+	mux.HandleFunc(checksPath+"/{name}", h.getCheck)
+	mux.HandleFunc(infoPath, h.serveInfo)
 }
 
 // Parameters every Kubernetes client may send, which the API accepts and,
@@ -315,11 +323,17 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupR
 // methodAllowed answers 405 to anything but GET and HEAD, and DELETE where
 // counts can be reset.
 func (h *Handler) methodAllowed(w http.ResponseWriter, r *http.Request) bool {
+	return readMethod(w, r, r.PathValue("name") != "" && h.deleter != nil && strings.HasPrefix(r.URL.Path, basePath+"/"))
+}
+
+// readMethod answers anything but GET and HEAD with a 405 naming the
+// methods allowed (DELETE too where deletable).
+func readMethod(w http.ResponseWriter, r *http.Request, deletable bool) bool {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return true
 	}
 	allow := "GET, HEAD"
-	if r.PathValue("name") != "" && h.deleter != nil && strings.HasPrefix(r.URL.Path, basePath+"/") {
+	if deletable {
 		allow += ", DELETE"
 	}
 	w.Header().Set("Allow", allow)

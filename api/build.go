@@ -82,6 +82,8 @@ type builder struct {
 	windowRem   int64
 	windowSys   int64
 	windowUsers map[string]*windowUser
+	// windowHours is nil unless the window's hours are wanted (?hourly).
+	windowHours map[time.Time]*HourCount
 	// usernames seen in the window, or in the last 24 hours without one.
 	usernames map[string]bool
 }
@@ -172,12 +174,37 @@ func (b *builder) addWindow(k store.CountKey, c int64) {
 	}
 	wu.total += c
 	wu.agents[k.UserAgent] += c
+	system := b.isSystem(k.Username)
 	if k.Removed {
 		b.windowRem += c
 		wu.removed += c
 	}
-	if b.isSystem(k.Username) {
+	if system {
 		b.windowSys += c
+	}
+	if b.windowHours != nil {
+		h := b.windowHours[k.Hour]
+		if h == nil {
+			h = &HourCount{Hour: k.Hour.UTC()}
+			b.windowHours[k.Hour] = h
+		}
+		h.RequestCount += c
+		if k.Removed {
+			h.RemovedRequestCount += c
+		}
+		if system {
+			h.SystemRequestCount += c
+		}
+		if k.DryRun {
+			h.DryRunCount += c
+		}
+	}
+}
+
+// listHours asks for the window's hours (?hourly) in status.window.byHour.
+func (b *builder) listHours() {
+	if !b.windowFrom.IsZero() {
+		b.windowHours = map[time.Time]*HourCount{}
 	}
 }
 
@@ -210,6 +237,10 @@ func (b *builder) renderWindow(users int) *Window {
 	if len(w.ByUser) > users {
 		w.ByUser = w.ByUser[:users]
 	}
+	for _, h := range b.windowHours {
+		w.ByHour = append(w.ByHour, *h)
+	}
+	slices.SortFunc(w.ByHour, func(x, y HourCount) int { return x.Hour.Compare(y.Hour) })
 	return w
 }
 

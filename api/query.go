@@ -41,14 +41,17 @@ type Query struct {
 	// User keeps only APIs this username called in the window (the last
 	// 24 hours without Since) (lists only).
 	User string
+	// Hourly adds status.window.byHour: the window's hours with requests.
+	// It needs Since.
+	Hourly bool
 }
 
 // DefaultQuery is a Query with every default.
 func DefaultQuery() Query { return Query{Users: DefaultUsersToReport} }
 
 var (
-	getParams  = []string{"cluster", "since", "users"}
-	listParams = []string{"cluster", "removedBefore", "removedRelease", "since", "state", "user", "users"}
+	getParams  = []string{"cluster", "hourly", "since", "users"}
+	listParams = []string{"cluster", "hourly", "removedBefore", "removedRelease", "since", "state", "user", "users"}
 )
 
 // ParseQuery reads URL parameters, allowing only those in allowed, with
@@ -98,6 +101,16 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (Query, 
 		}
 		q.Since = d
 	}
+	if s := v.Get("hourly"); s != "" {
+		b, err := strconv.ParseBool(s)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("hourly %q is not true or false", s))
+		case b && v.Get("since") == "":
+			problems = append(problems, "hourly needs since: the hours listed are those of the window, e.g. since=168h")
+		}
+		q.Hourly = b
+	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
 		return q, fmt.Errorf("%s", strings.Join(problems, "; "))
@@ -123,6 +136,9 @@ func (q Query) Values() url.Values {
 	set("user", q.User)
 	if q.Since > 0 {
 		v.Set("since", q.Since.String())
+	}
+	if q.Hourly {
+		v.Set("hourly", "true")
 	}
 	return v
 }

@@ -99,6 +99,9 @@ func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
 // build renders one API from the clusters in infos that match q.
 func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Time) (APIRequestCount, *builder, bool, error) {
 	b := newBuilder(now, q.Since, s.isSystem)
+	if q.Hourly {
+		b.listHours()
+	}
 	from, to := b.scanRange()
 	var removedIn catalog.Release
 	found := false

@@ -96,6 +96,19 @@ type Window struct {
 	// ByUser holds the top users (up to numberOfUsersToReport) over the
 	// window, all nodes together.
 	ByUser []WindowUser `json:"byUser"`
+	// ByHour lists the window's hours that had requests, oldest first;
+	// only with ?hourly=true.
+	ByHour []HourCount `json:"byHour,omitempty"`
+}
+
+// HourCount is one hour of a window.
+type HourCount struct {
+	// Hour is its start, UTC.
+	Hour                time.Time `json:"hour"`
+	RequestCount        int64     `json:"requestCount"`
+	RemovedRequestCount int64     `json:"removedRequestCount,omitempty"`
+	SystemRequestCount  int64     `json:"systemRequestCount,omitempty"`
+	DryRunCount         int64     `json:"dryRunCount,omitempty"`
 }
 
 // WindowUser is one username's requests over a window.

@@ -39,6 +39,7 @@ import (
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/web"
 )
 
 // BuildInfo describes the binary, for sunset_build_info and `sunset version`.
@@ -209,6 +210,11 @@ func New(cfg Config, opts Options) (*App, error) {
 	top.Handle("/audit/webhook", hooks)
 	top.Handle("/audit/webhook/", hooks)
 	top.Handle("/", a.access.Wrap(mux))
+	// The page holds no data: it asks the API, with the reader's token
+	// where reads need one, so it is served to anyone.
+	page := web.New()
+	top.Handle("GET /{$}", page)
+	top.Handle("GET /assets/", page)
 
 	f := promauto.With(reg)
 	f.NewGauge(prometheus.GaugeOpts{

@@ -85,7 +85,7 @@ func TestAlreadyRemovedAPIsAndListFilters(t *testing.T) {
 		"?state=gone":                 `state "gone" is not valid; use deprecated or removed`,
 		"?removedRelease=next":        `removedRelease: "next" is not a Kubernetes release such as 1.37`,
 		"?removedBefore=1&users=-1":   `removedBefore: "1" is not a Kubernetes release such as 1.37; users must be a whole number from 0 to 100 (0 means the default, 10)`,
-		"/endpoints.v1?state=removed": `unknown parameter "state" (known: cluster, since, users)`,
+		"/endpoints.v1?state=removed": `unknown parameter "state" (known: cluster, hourly, since, users)`,
 	} {
 		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts" + query)
 		require.Equal(t, 400, code, query)

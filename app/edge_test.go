@@ -144,7 +144,7 @@ func TestQueryParameters(t *testing.T) {
 		{"/apis/sunset.dev/v1/apirequestcounts?users=-1", 400, statusBody(400, "BadRequest", "users must be a whole number from 0 to 100 (0 means the default, 10)")},
 		{"/apis/sunset.dev/v1/apirequestcounts?users=101", 400, statusBody(400, "BadRequest", "users must be a whole number from 0 to 100 (0 means the default, 10)")},
 		{"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?users=ten", 400, statusBody(400, "BadRequest", "users must be a whole number from 0 to 100 (0 means the default, 10)")},
-		{"/apis/sunset.dev/v1/apirequestcounts?usr=bob", 400, statusBody(400, "BadRequest", `unknown parameter "usr" (known: cluster, removedBefore, removedRelease, since, state, user, users)`)},
+		{"/apis/sunset.dev/v1/apirequestcounts?usr=bob", 400, statusBody(400, "BadRequest", `unknown parameter "usr" (known: cluster, hourly, removedBefore, removedRelease, since, state, user, users)`)},
 		{"/apis/sunset.dev/v1/apirequestcounts?since=30m", 400, statusBody(400, "BadRequest", `since "30m" is not a duration of at least 1h, such as 24h or 168h`)},
 		{"/apis/sunset.dev/v1/apirequestcounts?since=8760h", 400, statusBody(400, "BadRequest", `since 8760h0m0s is longer than the retention of 720h0m0s`)},
 		{"/apis/sunset.dev/v1/apirequestcounts/deployments.v1beta1.extensions", 404, notFoundBody("apirequestcounts", "deployments.v1beta1.extensions", "no deprecated requests to it were recorded")},

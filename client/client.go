@@ -108,6 +108,14 @@ func (c *Client) Get(name string, q api.Query) (api.APIRequestCount, error) {
 	return out, err
 }
 
+// Info reads what the server can answer: its retention, clusters and
+// clock.
+func (c *Client) Info() (api.ServerInfo, error) {
+	var out api.ServerInfo
+	err := c.getJSON("/apis/sunset.dev/v1/serverinfo", nil, &out)
+	return out, err
+}
+
 // PostEvents sends an EventList body to a webhook path such as
 // /audit/webhook/prod/master-0 and returns the response body. With dryRun
 // the server classifies without storing.
@@ -136,7 +144,7 @@ func (c *Client) getJSON(path string, v url.Values, out any) error {
 		return err
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s answered something that is not a Sunset object: %w", c.base, err)
+		return fmt.Errorf("%s answered something that is not Sunset's JSON for %s: %w", c.base, path, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package report turns APIRequestCounts into what administrators read before
-// an upgrade: kubectl-style tables, a per-API breakdown, and the verdict of
-// the upgrade gate (`sunset check`).
+// an upgrade: kubectl-style tables, a per-API breakdown, the verdict of the
+// upgrade gate (`sunset check`, decided by api.Check) as text, and what to
+// say when a window is empty.
 //
 // It works on API objects only, so it renders the same whether they came
 // from a running server or from a data directory.
@@ -80,24 +81,15 @@ func Rows(list api.APIRequestCountList, o Options) []Row {
 			r.CurrentHour -= st.CurrentHour.SystemRequestCount
 			r.Last24h -= st.SystemRequestCount
 		}
-		if w := st.Window; w != nil {
-			r.Window = w.RequestCount
-			r.WindowClients = w.ClientCount
-			if o.ExcludeSystem {
-				r.Window -= w.SystemRequestCount
-				r.WindowClients -= w.SystemClientCount
-			}
-			for _, u := range w.ByUser {
-				if o.ExcludeSystem && u.System {
-					continue
-				}
-				r.WindowUserList = append(r.WindowUserList, u.UserName)
-				if r.TopUser == "" {
-					r.TopUser = u.UserName
-					if len(u.UserAgents) > 0 {
-						r.TopUserAgent = u.UserAgents[0]
-					}
-				}
+		var users []api.WindowUser
+		r.Window, r.WindowClients, users = api.WindowUse(obj, o.ExcludeSystem)
+		for _, u := range users {
+			r.WindowUserList = append(r.WindowUserList, u.UserName)
+		}
+		if len(users) > 0 {
+			r.TopUser = users[0].UserName
+			if len(users[0].UserAgents) > 0 {
+				r.TopUserAgent = users[0].UserAgents[0]
 			}
 		}
 		if r.Window == 0 {
@@ -147,18 +139,7 @@ func Workload(username string) string {
 
 // FormatDuration writes whole-hour durations the way people say them:
 // 24h, 168h, 90m.
-func FormatDuration(d time.Duration) string {
-	h, m := int64(d/time.Hour), int64(d%time.Hour/time.Minute)
-	switch {
-	case d%time.Minute != 0:
-		return d.String()
-	case m == 0:
-		return fmt.Sprintf("%dh", h)
-	case h == 0:
-		return fmt.Sprintf("%dm", m)
-	}
-	return fmt.Sprintf("%dh%dm", h, m)
-}
+func FormatDuration(d time.Duration) string { return api.FormatDuration(d) }
 
 func dash(s string) string {
 	if s == "" {

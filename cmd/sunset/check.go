@@ -51,11 +51,18 @@ Exit codes:
 				return err
 			}
 			defer closeSource()
-			list, err := s.List(lf.query())
+			q := lf.query()
+			list, err := s.List(q)
 			if err != nil {
 				return err
 			}
 			res := report.Check(list, report.CheckOptions{Target: rel, Since: lf.since, ExcludeSystem: lf.excludeSystem, WarningsAsErrors: warningsAsErrors})
+			if len(res.Findings) == 0 {
+				// Safe, but say so when the window misses what the store holds.
+				if msg, hinted := noRequests(s, q, list, report.Options{ExcludeSystem: lf.excludeSystem, Since: lf.since}); hinted {
+					fmt.Fprintln(cmd.ErrOrStderr(), msg)
+				}
+			}
 			if output == "json" {
 				err = report.WriteObject(cmd.OutOrStdout(), res, report.FormatJSON)
 			} else {

@@ -23,6 +23,7 @@ import (
 	"github.com/kube-sunset/sunset/client"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/report"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -38,6 +39,7 @@ func newReplayCommand(env cli) *cobra.Command {
 		src           sourceFlags
 		node, cluster string
 		dryRun        string
+		shiftToNow    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE...",
@@ -53,6 +55,14 @@ apiserver wrote the files.
 It writes to a data directory (--data-dir, default ./sunset-data, which no
 server may hold) or to a running server (--server, through its webhook).
 
+--shift-to-now moves every timestamp by whole hours so that the newest event
+falls in the current hour, keeping the gaps between events: a captured log
+then shows as recent traffic. Each hour keeps its count; the newest events
+may lie up to an hour ahead of the clock. auditIDs stay, so shifted events
+are duplicates of the same events replayed unshifted, and the other way
+round. The inputs are read twice (standard input is kept in a temporary
+file).
+
 --dry-run follows kubectl and the Kubernetes dry-run KEP:
   none    import (the default)
   client  parse and classify locally, print what would be counted
@@ -60,7 +70,8 @@ server may hold) or to a running server (--server, through its webhook).
           duplicates against what it has, stores nothing`,
 		Example: `  sunset replay /var/log/kubernetes/audit/ --node master-0
   sunset replay audit.log.1.gz audit.log --server http://sunset:8080 --cluster prod --node master-1
-  zcat audit-*.gz | sunset replay - --node master-0 --dry-run=client`,
+  zcat audit-*.gz | sunset replay - --node master-0 --dry-run=client
+  sunset replay --shift-to-now testdata/apiserver-v1.36/webhook-metadata-batch/audit-log-file.jsonl --node master-0`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch dryRun {
@@ -84,17 +95,38 @@ server may hold) or to a running server (--server, through its webhook).
 					return err
 				}
 			}
+			stdin := env.stdin
+			var shift time.Duration
+			if shiftToNow {
+				open, cleanup, err := file.SpoolStdin(inputs, env.stdin)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				newest, err := readNewest(cmd.Context(), env, inputs, open)
+				if err != nil {
+					return err
+				}
+				shift = file.ShiftToHour(newest, env.now())
+				writeShift(cmd.ErrOrStderr(), newest, shift)
+				r, err := open()
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				stdin = r
+			}
 			origin := aggregate.Origin{Source: "file", Cluster: cluster, Node: node}
 			sink, done, err := replaySink(env, &src, cfg, origin, dryRun)
 			if err != nil {
 				return err
 			}
-			prog := &file.Progress{}
-			for _, in := range inputs {
-				prog.TotalBytes += in.Size
+			if shift != 0 {
+				sink = file.Shifted{Sink: sink, By: shift}
 			}
+			prog := newProgress(inputs)
 			stopProgress := showProgress(env, prog)
-			sum, err := file.Replay(cmd.Context(), inputs, env.stdin, sink, prog)
+			sum, err := file.Replay(cmd.Context(), inputs, stdin, sink, prog)
 			stopProgress()
 			if derr := done(); err == nil {
 				err = derr
@@ -112,7 +144,44 @@ server may hold) or to a running server (--server, through its webhook).
 	cmd.Flags().StringVar(&node, "node", "replay", "the apiserver that wrote the files")
 	cmd.Flags().StringVar(&cluster, "cluster", "default", "the cluster of that apiserver")
 	cmd.Flags().StringVar(&dryRun, "dry-run", dryRunNone, "none, client or server")
+	cmd.Flags().BoolVar(&shiftToNow, "shift-to-now", false, "move timestamps by whole hours so the newest event falls in the current hour")
 	return cmd
+}
+
+func newProgress(inputs []file.Input) *file.Progress {
+	prog := &file.Progress{}
+	for _, in := range inputs {
+		prog.TotalBytes += in.Size
+	}
+	return prog
+}
+
+// readNewest is the first of the two reads of --shift-to-now.
+func readNewest(ctx context.Context, env cli, inputs []file.Input, open func() (io.ReadCloser, error)) (time.Time, error) {
+	r, err := open()
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer r.Close()
+	prog := newProgress(inputs)
+	stopProgress := showProgress(env, prog)
+	defer stopProgress()
+	return file.Newest(ctx, inputs, r, prog)
+}
+
+// writeShift says what --shift-to-now did, before the summary.
+func writeShift(w io.Writer, newest time.Time, by time.Duration) {
+	at := newest.UTC().Format("2006-01-02 15:04:05 UTC")
+	switch {
+	case newest.IsZero():
+		fmt.Fprintln(w, "No event has a timestamp: nothing to shift.")
+	case by == 0:
+		fmt.Fprintf(w, "The newest event (%s) is in the current hour already: timestamps unchanged.\n", at)
+	case by > 0:
+		fmt.Fprintf(w, "Shifted every timestamp %s later, so the newest event (%s) falls in the current hour.\n", report.FormatDuration(by), at)
+	default:
+		fmt.Fprintf(w, "Shifted every timestamp %s earlier, so the newest event (%s) falls in the current hour.\n", report.FormatDuration(-by), at)
+	}
 }
 
 // replaySink builds where events go, and a function that releases it.

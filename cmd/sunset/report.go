@@ -135,7 +135,8 @@ directory directly (--data-dir, read-only).`,
 				return report.WriteObject(out, filtered, format)
 			}
 			if len(rows) == 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "No deprecated API requests in the last %s.\n", report.FormatDuration(lf.since))
+				msg, _ := noRequests(s, q, list, o)
+				fmt.Fprintln(cmd.ErrOrStderr(), msg)
 				return nil
 			}
 			return report.WriteTable(out, rows, o, format == report.FormatWide)
@@ -150,4 +151,21 @@ directory directly (--data-dir, read-only).`,
 	cmd.Flags().StringVar(&lf.user, "user", "", "only APIs this username called")
 	cmd.AddCommand(newReportWebhooksCommand(env))
 	return cmd
+}
+
+// noRequests explains an empty window with what the source holds within
+// its retention, read through the same API with the same filters.
+func noRequests(s source, q api.Query, window api.APIRequestCountList, o report.Options) (string, bool) {
+	var retained *api.APIRequestCountList
+	var retention time.Duration
+	// A server too old to describe itself gets no hint.
+	if info, err := s.Info(); err == nil {
+		if retention, err = time.ParseDuration(info.Retention); err == nil && retention > q.Since {
+			q.Since = retention
+			if list, err := s.List(q); err == nil {
+				retained = &list
+			}
+		}
+	}
+	return report.NoRequests(window, retained, retention, o)
 }

@@ -24,6 +24,7 @@ import (
 type source interface {
 	List(api.Query) (api.APIRequestCountList, error)
 	Get(string, api.Query) (api.APIRequestCount, error)
+	Info() (api.ServerInfo, error)
 }
 
 const defaultServer = "http://localhost:8080"
@@ -98,7 +99,7 @@ func (f *sourceFlags) open(now func() time.Time) (source, func(), error) {
 		_ = st.Close()
 		return nil, nil, err
 	}
-	svc := dataDirSource{api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now), api.NewWebhookService(st, classes, now)}
+	svc := dataDirSource{api.NewService(st, cat, rules, noise.New(cfg.SystemUsers).IsSystem, now), api.NewWebhookService(st, classes, now), cfg.Retention}
 	return svc, func() { _ = st.Close() }, nil
 }
 
@@ -112,8 +113,12 @@ func countTrue(bs ...bool) int {
 	return n
 }
 
-// dataDirSource reads a data directory: APIRequestCounts and WebhookCounts.
+// dataDirSource reads a data directory: APIRequestCounts and WebhookCounts,
+// with the retention of the configuration it was opened with.
 type dataDirSource struct {
 	*api.Service
 	*api.WebhookService
+	retention time.Duration
 }
+
+func (d dataDirSource) Info() (api.ServerInfo, error) { return d.Service.Info(d.retention), nil }

@@ -289,8 +289,7 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 			return aggregate.Event{}, errNeedRaw
 		}
 		// Re-sent events are byte-identical, so a digest deduplicates them.
-		sum := sha256.Sum256(raw)
-		ev.ID = "sha256:" + hex.EncodeToString(sum[:])
+		ev.ID = digestID(raw)
 	}
 	if w.ObjectRef != nil {
 		ev.ObjectRef = &aggregate.ObjectRef{
@@ -313,6 +312,12 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
 	}
 	return ev, nil
+}
+
+// digestID identifies an event without auditID by its bytes.
+func digestID(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func first(v []string) string {

@@ -1,0 +1,215 @@
+package api
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kube-sunset/sunset/catalog"
+)
+
+// Exit codes of an upgrade check; `sunset check` exits with them.
+const (
+	// ExitSafe: no API removed at or before the target was requested.
+	ExitSafe = 0
+	// ExitError: the check itself failed (usage, connection, data).
+	ExitError = 1
+	// ExitDeprecated: only deprecated, not yet removed, APIs were requested,
+	// and warnings count as errors.
+	ExitDeprecated = 2
+	// ExitRemoved: APIs removed at or before the target were requested.
+	ExitRemoved = 3
+)
+
+// Severity of a finding.
+const (
+	SeverityRemoved    = "removed"
+	SeverityDeprecated = "deprecated"
+)
+
+// CheckOptions configure Check.
+type CheckOptions struct {
+	Target           catalog.Release
+	Since            time.Duration
+	ExcludeSystem    bool
+	WarningsAsErrors bool
+}
+
+// Finding is one API that was requested in the window.
+type Finding struct {
+	Name     string `json:"name"`
+	Severity string `json:"severity"`
+	// RemovedIn is the release that removes the API, if known.
+	RemovedIn string `json:"removedInRelease,omitempty"`
+	// AlreadyRemoved is true when clients already got 404s from it.
+	AlreadyRemoved bool   `json:"alreadyRemoved,omitempty"`
+	Warning        string `json:"warning"`
+	Requests       int64  `json:"requests"`
+	ClientCount    int    `json:"clientCount"`
+	// Clients are the top usernames, most requests first.
+	Clients []string `json:"clients"`
+}
+
+// CheckResult is the verdict of the upgrade gate.
+type CheckResult struct {
+	TargetVersion string    `json:"targetVersion"`
+	Since         string    `json:"since"`
+	ExcludeSystem bool      `json:"excludeSystem"`
+	ExitCode      int       `json:"exitCode"`
+	Findings      []Finding `json:"findings"`
+	// Message is the verdict in one sentence, as `sunset check` ends.
+	Message string `json:"message"`
+}
+
+// Check decides whether upgrading to the target is safe from what list says
+// was requested. list must have been read with Since set, so each item has
+// a window, and with enough users (MaxUsersToReport) that the top
+// non-system clients are known even when system identities lead.
+func Check(list APIRequestCountList, o CheckOptions) CheckResult {
+	res := CheckResult{TargetVersion: o.Target.String(), Since: FormatDuration(o.Since), ExcludeSystem: o.ExcludeSystem, Findings: []Finding{}}
+	for _, obj := range list.Items {
+		requests, clients, users := WindowUse(obj, o.ExcludeSystem)
+		if requests == 0 {
+			continue
+		}
+		st := obj.Status
+		f := Finding{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, AlreadyRemoved: st.Removed, Warning: warningText(obj),
+			Requests: requests, ClientCount: clients, Clients: []string{}, Severity: SeverityDeprecated}
+		for _, u := range users {
+			f.Clients = append(f.Clients, u.UserName)
+		}
+		rem, err := catalog.ParseRelease(st.RemovedInRelease)
+		if st.Removed || (err == nil && !o.Target.Less(rem)) {
+			f.Severity = SeverityRemoved
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	// Most urgent first: removed, then by removal release, soonest first;
+	// APIs with no planned removal last.
+	slices.SortStableFunc(res.Findings, func(a, b Finding) int {
+		if a.Severity != b.Severity {
+			if a.Severity == SeverityRemoved {
+				return -1
+			}
+			return 1
+		}
+		ra, _ := catalog.ParseRelease(a.RemovedIn)
+		rb, _ := catalog.ParseRelease(b.RemovedIn)
+		switch {
+		case ra == rb:
+			return strings.Compare(a.Name, b.Name)
+		case ra.IsZero():
+			return 1
+		case rb.IsZero() || ra.Less(rb):
+			return -1
+		}
+		return 1
+	})
+	for _, f := range res.Findings {
+		if f.Severity == SeverityRemoved {
+			res.ExitCode = ExitRemoved
+		}
+	}
+	if res.ExitCode == ExitSafe && o.WarningsAsErrors && len(res.Findings) > 0 {
+		res.ExitCode = ExitDeprecated
+	}
+	res.Message = res.verdict()
+	return res
+}
+
+// WindowUse is what an object's window holds: requests, distinct clients
+// (usernames), and the top users, most requests first; with excludeSystem,
+// without system identities. Zero without a window.
+func WindowUse(obj APIRequestCount, excludeSystem bool) (requests int64, clients int, users []WindowUser) {
+	w := obj.Status.Window
+	if w == nil {
+		return 0, 0, nil
+	}
+	requests, clients = w.RequestCount, w.ClientCount
+	if excludeSystem {
+		requests -= w.SystemRequestCount
+		clients -= w.SystemClientCount
+	}
+	for _, u := range w.ByUser {
+		if !excludeSystem || !u.System {
+			users = append(users, u)
+		}
+	}
+	return requests, clients, users
+}
+
+// warningText is the catalog's text, or one in the same shape built from
+// the name for APIs the catalog does not know (CRDs).
+func warningText(obj APIRequestCount) string {
+	if obj.Status.Warning != "" {
+		return obj.Status.Warning
+	}
+	parts := strings.SplitN(obj.Metadata.Name, ".", 3)
+	gv := parts[1%len(parts)]
+	if len(parts) == 3 {
+		gv = parts[2] + "/" + parts[1]
+	}
+	text := gv + " " + parts[0] + " is deprecated"
+	if r := obj.Status.RemovedInRelease; r != "" {
+		text += ", unavailable in v" + r + "+"
+	}
+	return text
+}
+
+// verdict is the sentence `sunset check` ends with.
+func (r CheckResult) verdict() string {
+	removed, deprecated := 0, 0
+	for _, f := range r.Findings {
+		if f.Severity == SeverityRemoved {
+			removed++
+		} else {
+			deprecated++
+		}
+	}
+	system := ""
+	if r.ExcludeSystem {
+		system = ", system users excluded"
+	}
+	switch {
+	case removed > 0:
+		return fmt.Sprintf("NOT SAFE to upgrade to %s: %d API%s removed in or before %s %s requested in the last %s%s.",
+			r.TargetVersion, removed, pluralS(removed), r.TargetVersion, wasWere(removed), r.Since, system)
+	case r.ExitCode == ExitDeprecated:
+		return fmt.Sprintf("FAILED (--warnings-as-errors): no API removed in or before %s was requested in the last %s%s, but %d deprecated API%s %s.",
+			r.TargetVersion, r.Since, system, deprecated, pluralS(deprecated), wasWere(deprecated))
+	case deprecated > 0:
+		return fmt.Sprintf("Safe to upgrade to %s: no API removed in or before it was requested in the last %s%s; %d deprecated API%s %s requested.",
+			r.TargetVersion, r.Since, system, deprecated, pluralS(deprecated), wasWere(deprecated))
+	}
+	return fmt.Sprintf("Safe to upgrade to %s: no deprecated API was requested in the last %s%s.", r.TargetVersion, r.Since, system)
+}
+
+func pluralS(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
+}
+
+// FormatDuration writes whole-hour durations the way people say them:
+// 24h, 168h, 90m.
+func FormatDuration(d time.Duration) string {
+	h, m := int64(d/time.Hour), int64(d%time.Hour/time.Minute)
+	switch {
+	case d%time.Minute != 0:
+		return d.String()
+	case m == 0:
+		return fmt.Sprintf("%dh", h)
+	case h == 0:
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%dm", h, m)
+}

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"cmp"
+	"fmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/internal/httpjson"
+)
+
+// UpgradeCheck is the upgrade gate's verdict for one target release, as
+// `sunset check` gives it: its name is the release, its status what
+// `sunset check -o json` prints for the same window, cluster and options.
+type UpgradeCheck struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Status          CheckResult       `json:"status"`
+}
+
+// UpgradeCheckList holds an UpgradeCheck for every release in which an API
+// is removed, by the catalog or by what the apiservers announced, oldest
+// first: the releases where the verdict can change.
+type UpgradeCheckList struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ListMeta `json:"metadata"`
+	Items           []UpgradeCheck  `json:"items"`
+}
+
+// DefaultCheckSince is the window of an upgrade check without ?since=, as
+// `sunset check`'s.
+const DefaultCheckSince = 24 * time.Hour
+
+func newUpgradeCheck(res CheckResult) UpgradeCheck {
+	return UpgradeCheck{TypeMeta: typeMeta("UpgradeCheck"), Metadata: metav1.ObjectMeta{Name: res.TargetVersion}, Status: res}
+}
+
+// UpgradeCheck checks an upgrade to o.Target against what was requested in
+// q's window and cluster.
+func (s *Service) UpgradeCheck(q Query, o CheckOptions) (UpgradeCheck, error) {
+	list, err := s.List(checkQuery(q, o))
+	if err != nil {
+		return UpgradeCheck{}, err
+	}
+	return newUpgradeCheck(Check(list, o)), nil
+}
+
+// UpgradeChecks checks an upgrade to every release that removes an API
+// (o.Target is ignored).
+func (s *Service) UpgradeChecks(q Query, o CheckOptions) (UpgradeCheckList, error) {
+	out := UpgradeCheckList{TypeMeta: typeMeta("UpgradeCheckList"), Items: []UpgradeCheck{}}
+	list, err := s.List(checkQuery(q, o))
+	if err != nil {
+		return out, err
+	}
+	for _, target := range s.removalReleases(list) {
+		o.Target = target
+		out.Items = append(out.Items, newUpgradeCheck(Check(list, o)))
+	}
+	return out, nil
+}
+
+// checkQuery is the list read a check needs: the window, and enough users
+// that the top non-system clients are known even when system identities
+// lead.
+func checkQuery(q Query, o CheckOptions) Query {
+	return Query{Cluster: q.Cluster, Since: o.Since, Users: MaxUsersToReport}
+}
+
+// removalReleases are the releases in which the catalog or list removes an
+// API, oldest first.
+func (s *Service) removalReleases(list APIRequestCountList) []catalog.Release {
+	seen := map[catalog.Release]bool{}
+	add := func(rel string) {
+		if r, err := catalog.ParseRelease(rel); err == nil {
+			seen[r] = true
+		}
+	}
+	for _, e := range s.catalog.Entries() {
+		add(e.RemovedIn)
+	}
+	for _, it := range list.Items {
+		add(it.Status.RemovedInRelease)
+	}
+	out := make([]catalog.Release, 0, len(seen))
+	for r := range seen {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b catalog.Release) int {
+		return cmp.Or(cmp.Compare(a.Major, b.Major), cmp.Compare(a.Minor, b.Minor))
+	})
+	return out
+}
+
+const checksPath = "/apis/" + APIVersion + "/upgradechecks"
+
+var checkParams = []string{"cluster", "excludeSystem", "since", "warningsAsErrors"}
+
+func (h *Handler) listChecks(w http.ResponseWriter, r *http.Request) {
+	q, o, ok := h.beginCheck(w, r)
+	if !ok {
+		return
+	}
+	list, err := h.svc.UpgradeChecks(q, o)
+	if err != nil {
+		h.internalError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, list)
+}
+
+func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
+	q, o, ok := h.beginCheck(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	target, err := catalog.ParseRelease(name)
+	if err != nil {
+		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, fmt.Sprintf("upgradechecks %q not found: name a target release such as 1.37", name))
+		return
+	}
+	o.Target = target
+	res, err := h.svc.UpgradeCheck(q, o)
+	if err != nil {
+		h.internalError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, res)
+}
+
+// beginCheck reads the parameters of an upgrade check: since (default
+// 24h), cluster, excludeSystem (default true) and warningsAsErrors.
+func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (Query, CheckOptions, bool) {
+	if !readMethod(w, r, false) {
+		return Query{}, CheckOptions{}, false
+	}
+	v := r.URL.Query()
+	o := CheckOptions{ExcludeSystem: true}
+	var problems []string
+	for key, dst := range map[string]*bool{"excludeSystem": &o.ExcludeSystem, "warningsAsErrors": &o.WarningsAsErrors} {
+		if s := v.Get(key); s != "" {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s %q is not true or false", key, s))
+			}
+			*dst = b
+		}
+	}
+	q, err := ParseQuery(v, checkParams, h.maxSince)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, strings.Join(problems, "; "))
+		return Query{}, CheckOptions{}, false
+	}
+	o.Since = cmp.Or(q.Since, DefaultCheckSince)
+	return q, o, true
+}

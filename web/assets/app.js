@@ -1,0 +1,725 @@
+// Sunset's page. It reads Sunset's JSON API only (apis/sunset.dev/v1, by a
+// URL relative to the page, so it works behind kubectl port-forward and
+// path-prefixing proxies) and draws what it answers. Everything the API
+// sends is data: it goes into the page as text, never as markup.
+'use strict';
+
+(() => {
+  const API = 'apis/sunset.dev/v1/';
+  const TOKEN_KEY = 'sunset.token';
+  const HOUR = 3600 * 1000;
+  const DAY = 24 * HOUR;
+  const root = document.documentElement;
+  const main = document.getElementById('main');
+
+  // ---- DOM helpers ------------------------------------------------------
+
+  // h builds an element: attributes from an object (class, data-*, on*
+  // handlers), children as nodes or text.
+  function h(tag, attrs, ...children) {
+    return build(document.createElement(tag), attrs, children);
+  }
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function s(tag, attrs, ...children) {
+    return build(document.createElementNS(SVG, tag), attrs, children);
+  }
+
+  function build(el, attrs, children) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat(Infinity)) {
+      if (c === undefined || c === null || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  const fmt = (n) => Number(n || 0).toLocaleString('en-US');
+  const plural = (n, one, many) => `${fmt(n)} ${n === 1 ? one : many}`;
+
+  // windowLabel names a window of hours the way people say it.
+  function windowLabel(hours) {
+    if (hours % 24 === 0 && hours >= 48) return `${hours / 24} days`;
+    return `${hours} h`;
+  }
+
+  // hoursOf reads a Go duration such as "720h0m0s" in whole hours.
+  function hoursOf(d) {
+    const m = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$/.exec(d || '');
+    if (!m) return 0;
+    return Number(m[1] || 0) + Number(m[2] || 0) / 60 + Number(m[3] || 0) / 3600;
+  }
+
+  function utc(t, withMinutes = true) {
+    const d = new Date(t);
+    const p = (n) => String(n).padStart(2, '0');
+    const day = `${d.getUTCFullYear()}-${p(d.getUTCMonth() + 1)}-${p(d.getUTCDate())}`;
+    return withMinutes ? `${day} ${p(d.getUTCHours())}:${p(d.getUTCMinutes())} UTC` : day;
+  }
+
+  function groupVersion(group, version) {
+    return group ? `${group}/${version}` : version;
+  }
+
+  function replacementText(st) {
+    const r = st.replacement;
+    return r ? `${groupVersion(r.group, r.version)} ${r.kind}` : '';
+  }
+
+  // ---- the page's state, all of it in the URL ---------------------------
+
+  function state() {
+    const p = new URLSearchParams(location.search);
+    return {
+      api: p.get('api') || '',
+      user: p.get('user') || '',
+      cluster: p.get('cluster') || '',
+      since: p.get('since') || '',
+      target: p.get('target') || '',
+      system: p.get('system') !== 'hide',
+    };
+  }
+
+  // href is the page's URL with some parameters changed ('' removes one).
+  function href(changes) {
+    const p = new URLSearchParams(location.search);
+    for (const [k, v] of Object.entries(changes)) {
+      if (v === '' || v === null || v === undefined) p.delete(k);
+      else p.set(k, v);
+    }
+    const q = p.toString();
+    return q ? `?${q}` : './';
+  }
+
+  function go(url) {
+    history.pushState(null, '', url);
+    render();
+  }
+
+  // Links inside the page change the view without reloading it.
+  function nav(url, ...children) {
+    return h('a', {
+      href: url,
+      onclick: (e) => {
+        if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+        e.preventDefault();
+        go(url);
+      },
+    }, ...children);
+  }
+
+  // ---- reading the API ---------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  async function messageOf(resp) {
+    try {
+      const body = await resp.json();
+      if (body && body.message) return body.message;
+    } catch (_) {
+      // not JSON: say what the status says
+    }
+    return `${resp.status} ${resp.statusText}`;
+  }
+
+  // get reads one API path; on 401 it asks for a bearer token and tries
+  // again with it.
+  async function get(path, query) {
+    const url = new URL(API + path, document.baseURI);
+    for (const [k, v] of Object.entries(query || {})) {
+      if (v !== '' && v !== null && v !== undefined) url.searchParams.set(k, v);
+    }
+    for (;;) {
+      const headers = { Accept: 'application/json' };
+      const token = sessionStorage.getItem(TOKEN_KEY);
+      if (token) headers.Authorization = `Bearer ${token}`;
+      const resp = await fetch(url, { headers, cache: 'no-store', credentials: 'same-origin' });
+      if (resp.status === 401) {
+        await askToken(await messageOf(resp), Boolean(token));
+        continue;
+      }
+      if (!resp.ok) throw new APIError(resp.status, await messageOf(resp));
+      return resp.json();
+    }
+  }
+
+  // askToken shows the token form once, however many reads are waiting.
+  let pendingToken = null;
+  function askToken(reason, hadToken) {
+    if (pendingToken) return pendingToken;
+    const dialog = document.getElementById('token-dialog');
+    const form = document.getElementById('token-form');
+    const input = document.getElementById('token-input');
+    document.getElementById('token-reason').textContent =
+      (hadToken ? 'The token was refused: ' : 'Reading this server needs credentials: ') + reason;
+    root.dataset.state = 'auth';
+    pendingToken = new Promise((resolve, reject) => {
+      const submitted = () => {
+        dialog.removeEventListener('cancel', cancelled);
+        sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+        input.value = '';
+        pendingToken = null;
+        root.dataset.state = 'loading';
+        showForget();
+        resolve();
+      };
+      // Escape: no token, so nothing to show but why.
+      const cancelled = () => {
+        form.removeEventListener('submit', submitted);
+        pendingToken = null;
+        reject(new APIError(401, reason));
+      };
+      form.addEventListener('submit', submitted, { once: true });
+      dialog.addEventListener('cancel', cancelled, { once: true });
+    });
+    if (!dialog.open) dialog.showModal();
+    input.focus();
+    return pendingToken;
+  }
+
+  function showForget() {
+    document.getElementById('forget-token').hidden = !sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  // ---- filters -----------------------------------------------------------
+
+  // windows offered: a day, a week, 30 days and the whole retention, none
+  // longer than the retention.
+  function windows(retentionHours) {
+    const out = [24, 168, 720].filter((w) => w <= retentionHours);
+    if (retentionHours >= 24 && !out.includes(Math.floor(retentionHours))) out.push(Math.floor(retentionHours));
+    return out;
+  }
+
+  function sinceHours(st, info) {
+    const retention = hoursOf(info.retention) || 720;
+    const asked = hoursOf(st.since);
+    if (asked >= 1 && asked <= retention) return Math.floor(asked);
+    return Math.min(720, Math.floor(retention));
+  }
+
+  function setupFilters(info, st) {
+    const cluster = document.getElementById('f-cluster');
+    const names = info.clusters.includes(st.cluster) || !st.cluster ? info.clusters : [...info.clusters, st.cluster];
+    cluster.replaceChildren(h('option', { value: '' }, 'all'), ...names.map((c) => h('option', { value: c }, c)));
+    cluster.value = st.cluster;
+    const since = document.getElementById('f-since');
+    const hours = sinceHours(st, info);
+    const options = windows(hoursOf(info.retention) || 720);
+    if (!options.includes(hours)) options.push(hours);
+    options.sort((a, b) => a - b);
+    since.replaceChildren(...options.map((w) => h('option', { value: `${w}h` }, windowLabel(w))));
+    since.value = `${hours}h`;
+    document.getElementById('f-system').checked = st.system;
+  }
+
+  function wireFilters() {
+    const form = document.getElementById('filters');
+    form.addEventListener('submit', (e) => e.preventDefault());
+    document.getElementById('f-cluster').addEventListener('change', (e) => go(href({ cluster: e.target.value })));
+    document.getElementById('f-since').addEventListener('change', (e) => go(href({ since: e.target.value })));
+    document.getElementById('f-system').addEventListener('change', (e) => go(href({ system: e.target.checked ? '' : 'hide' })));
+    document.getElementById('forget-token').addEventListener('click', () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showForget();
+      render();
+    });
+    document.getElementById('home').addEventListener('click', (e) => {
+      e.preventDefault();
+      go(href({ api: '', user: '' }));
+    });
+  }
+
+  // ---- counting what the API says ---------------------------------------
+
+  // use is an API's requests in the last 24 h and in the window, without
+  // system identities unless they are shown.
+  function use(item, showSystem) {
+    const st = item.status;
+    const w = st.window || { requestCount: 0 };
+    const day = st.requestCount - (showSystem ? 0 : st.systemRequestCount || 0);
+    const win = w.requestCount - (showSystem ? 0 : w.systemRequestCount || 0);
+    const systemOnly = w.requestCount + st.requestCount > 0 &&
+      w.requestCount === (w.systemRequestCount || 0) && st.requestCount === (st.systemRequestCount || 0);
+    return { day, win, systemOnly };
+  }
+
+  function release(r) {
+    if (!r) return [Infinity, Infinity];
+    return r.split('.').map(Number);
+  }
+
+  // byUrgency orders APIs as `sunset check` orders its findings: already
+  // removed first, then by removal release, soonest first, APIs without a
+  // planned removal last, then by name.
+  function byUrgency(a, b) {
+    const ra = a.status.removed ? 0 : 1;
+    const rb = b.status.removed ? 0 : 1;
+    if (ra !== rb) return ra - rb;
+    const [ma, na] = release(a.status.removedInRelease);
+    const [mb, nb] = release(b.status.removedInRelease);
+    if (ma !== mb) return ma < mb ? -1 : 1;
+    if (na !== nb) return na < nb ? -1 : 1;
+    return a.metadata.name < b.metadata.name ? -1 : 1;
+  }
+
+  function removalBadges(st) {
+    const out = [];
+    if (st.removed) out.push(h('span', { class: 'badge removed', 'data-removed': '' }, 'already removed: clients get 404'));
+    return out;
+  }
+
+  // buckets sums a window's hours into n equal spans from its start: hours
+  // for short windows, days for long ones.
+  function buckets(w) {
+    const hours = hoursOf(w.since);
+    const from = Date.parse(w.from);
+    const end = from + hours * HOUR; // the current hour
+    const span = hours > 48 ? DAY : HOUR;
+    const start = span === DAY ? Math.floor(from / DAY) * DAY : from;
+    const n = Math.floor((end - start) / span) + 1;
+    const out = Array.from({ length: n }, (_, i) => ({ at: start + i * span, user: 0, system: 0 }));
+    for (const hr of w.byHour || []) {
+      const i = Math.floor((Date.parse(hr.hour) - start) / span);
+      if (i < 0 || i >= n) continue;
+      out[i].system += hr.systemRequestCount || 0;
+      out[i].user += hr.requestCount - (hr.systemRequestCount || 0);
+    }
+    return { span, list: out };
+  }
+
+  // ---- charts: plain SVG -------------------------------------------------
+
+  // spark is the small per-API bar chart of the overview.
+  function spark(w, showSystem) {
+    const { span, list } = buckets(w);
+    const width = 120;
+    const height = 28;
+    const max = Math.max(1, ...list.map((b) => b.user + (showSystem ? b.system : 0)));
+    const bw = width / list.length;
+    const svg = s('svg', {
+      class: 'spark', viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: 'none', role: 'img',
+      'aria-label': `requests per ${span === DAY ? 'day' : 'hour'} over the window`,
+    });
+    list.forEach((b, i) => {
+      const total = b.user + (showSystem ? b.system : 0);
+      if (total === 0) return;
+      const hu = Math.max(1, (b.user / max) * height);
+      const hs = showSystem && b.system ? Math.max(1, (b.system / max) * height) : 0;
+      const title = s('title', {}, `${span === DAY ? utc(b.at, false) : utc(b.at)}: ${plural(total, 'request', 'requests')}`);
+      const g = s('g', {}, title);
+      if (b.user) g.append(s('rect', { class: 'bar', x: i * bw, y: height - hu, width: Math.max(bw - 0.5, 0.5), height: hu }));
+      if (hs) g.append(s('rect', { class: 'bar system', x: i * bw, y: height - hu * (b.user ? 1 : 0) - hs, width: Math.max(bw - 0.5, 0.5), height: hs }));
+      svg.append(g);
+    });
+    return svg;
+  }
+
+  // hourlyChart draws every hour of the window, with axes.
+  function hourlyChart(w, showSystem) {
+    const hours = hoursOf(w.since);
+    const from = Date.parse(w.from);
+    const n = hours + 1;
+    const byHour = new Map((w.byHour || []).map((hr) => [Date.parse(hr.hour), hr]));
+    const left = 44;
+    const bottom = 22;
+    const width = 760;
+    const height = 200;
+    const plotW = width - left - 8;
+    const plotH = height - bottom - 10;
+    let max = 0;
+    for (const hr of byHour.values()) max = Math.max(max, hr.requestCount - (showSystem ? 0 : hr.systemRequestCount || 0));
+    max = Math.max(max, 1);
+    const bw = plotW / n;
+    const svg = s('svg', {
+      class: 'chart', id: 'hourly', viewBox: `0 0 ${width} ${height}`, role: 'img',
+      'aria-label': `requests per hour from ${utc(from)}, ${plural(n, 'hour', 'hours')}`,
+    });
+    const y0 = 10 + plotH;
+    svg.append(
+      s('line', { class: 'axis', x1: left, y1: y0, x2: width - 8, y2: y0 }),
+      s('line', { class: 'axis', x1: left, y1: 10, x2: left, y2: y0 }),
+      s('text', { x: left - 6, y: 14, 'text-anchor': 'end' }, fmt(max)),
+      s('text', { x: left - 6, y: y0, 'text-anchor': 'end' }, '0'),
+    );
+    // Labels: every 6 hours for a day or two, else every few days at 00:00.
+    const everyHours = n <= 49 ? 6 : 24 * Math.max(1, Math.ceil(hours / 24 / 8));
+    for (let i = 0; i < n; i++) {
+      const t = from + i * HOUR;
+      const d = new Date(t);
+      if (d.getUTCHours() % 24 !== 0 && n > 49) continue;
+      if ((Math.round(t / HOUR) % everyHours) !== 0) continue;
+      const label = n <= 49 ? `${String(d.getUTCHours()).padStart(2, '0')}:00` : utc(t, false).slice(5);
+      svg.append(s('text', { x: left + i * bw, y: height - 6, 'text-anchor': 'middle' }, label));
+    }
+    for (let i = 0; i < n; i++) {
+      const t = from + i * HOUR;
+      const hr = byHour.get(t);
+      if (!hr) continue;
+      const sys = hr.systemRequestCount || 0;
+      const user = hr.requestCount - sys;
+      const shown = user + (showSystem ? sys : 0);
+      if (shown === 0) continue;
+      const hu = (user / max) * plotH;
+      const hs = showSystem ? (sys / max) * plotH : 0;
+      const g = s('g', { 'data-hour': new Date(t).toISOString(), 'data-count': shown },
+        s('title', {}, `${utc(t)}: ${plural(shown, 'request', 'requests')}` +
+          (sys && showSystem ? ` (${fmt(sys)} by system users)` : '') + (hr.dryRunCount ? `, ${fmt(hr.dryRunCount)} dry runs` : '')));
+      // At least 2 units wide, so that a lone hour in 30 days shows.
+      const bwid = Math.max(bw - Math.min(2, bw * 0.2), 2);
+      const x = Math.min(left + i * bw + Math.min(1, bw * 0.1), width - 8 - bwid);
+      if (user) g.append(s('rect', { class: 'bar', x, y: y0 - hu, width: bwid, height: Math.max(hu, 1) }));
+      if (hs) g.append(s('rect', { class: 'bar system', x, y: y0 - hu - hs, width: bwid, height: Math.max(hs, 1) }));
+      svg.append(g);
+    }
+    return svg;
+  }
+
+  function legend(showSystem) {
+    return h('div', { class: 'legend' },
+      h('span', {}, h('span', { class: 'swatch' }), 'clients'),
+      showSystem ? h('span', {}, h('span', { class: 'swatch system' }), 'system users') : null);
+  }
+
+  // ---- building blocks ---------------------------------------------------
+
+  function table(headers, rows, attrs) {
+    return h('div', { class: 'table-wrap' },
+      h('table', attrs || {},
+        h('thead', {}, h('tr', {}, headers.map(([text, cls]) => h('th', { class: cls || null, scope: 'col' }, text)))),
+        h('tbody', {}, rows)));
+  }
+
+  function stat(label, value, key) {
+    return h('div', { class: 'stat' }, h('span', { class: 'value', 'data-stat': key }, fmt(value)), h('span', { class: 'label' }, label));
+  }
+
+  // command shows the CLI that prints the same thing.
+  function command(args) {
+    return h('p', { class: 'cmd' }, 'The same in a terminal: ', h('code', { 'data-command': '' }, args.filter(Boolean).join(' ')));
+  }
+
+  function quote(arg) {
+    return /^[\w.:/=@-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`;
+  }
+
+  function commonFlags(st, hours) {
+    return [hours !== 24 ? `--since ${hours}h` : '', st.cluster ? `--cluster ${quote(st.cluster)}` : ''];
+  }
+
+  function clusterNote(st) {
+    return st.cluster ? ` in cluster ${st.cluster}` : '';
+  }
+
+  // ---- overview ------------------------------------------------------------
+
+  async function renderOverview(info, st) {
+    const hours = sinceHours(st, info);
+    const since = `${hours}h`;
+    const [list, checks] = await Promise.all([
+      get('apirequestcounts', { since, hourly: 'true', cluster: st.cluster }),
+      get('upgradechecks', { since, cluster: st.cluster }),
+    ]);
+    const items = list.items
+      .map((it) => ({ it, u: use(it, st.system) }))
+      .filter(({ u }) => u.day > 0 || u.win > 0)
+      .sort((a, b) => byUrgency(a.it, b.it));
+    const gate = await verdict(checks, st, hours);
+    const breaks = new Set((gate.chosen ? gate.chosen.status.findings : [])
+      .filter((f) => f.severity === 'removed' && !f.alreadyRemoved).map((f) => f.name));
+    const view = [h('h1', {}, 'Deprecated APIs in use'), gate.section];
+    const label = windowLabel(hours);
+    view.push(h('h2', {}, `APIs requested in the last ${label}${clusterNote(st)}`));
+    if (items.length === 0) {
+      // The list holds every API with requests within the retention.
+      const retention = Math.floor(hoursOf(info.retention));
+      const older = list.items.length > 0 && hours < retention;
+      view.push(h('p', { id: 'empty', class: 'card' }, `No deprecated API requests in the last ${label}${clusterNote(st)}` +
+        (st.system ? '.' : ' from clients; system users are hidden.'),
+      older ? [' ', nav(href({ since: `${retention}h` }), `Older ones are kept for ${windowLabel(retention)}: show them.`)] : null));
+    } else {
+      const rows = items.map(({ it, u }) => {
+        const st2 = it.status;
+        const name = it.metadata.name;
+        return h('tr', { 'data-api': name, class: u.systemOnly ? 'system' : null },
+          h('td', { class: 'name' }, nav(href({ api: name }), name), removalBadges(st2),
+            breaks.has(name) ? h('span', { class: 'badge soon', 'data-breaks': '' }, `gone in ${gate.chosen.metadata.name}`) : null,
+            u.systemOnly ? h('span', { class: 'badge system' }, 'system only') : null),
+          h('td', { 'data-field': 'removedIn' }, st2.removedInRelease || '—'),
+          h('td', { class: 'hide-narrow', 'data-field': 'replacement' }, replacementText(st2) || '—'),
+          h('td', { class: 'num', 'data-count': '24h' }, fmt(u.day)),
+          h('td', { class: 'num', 'data-count': 'window' }, fmt(u.win)),
+          h('td', {}, spark(st2.window, st.system)));
+      });
+      view.push(table([['API'], ['Removed in'], ['Replacement', 'hide-narrow'], ['24 h', 'num'], [label, 'num'], [hours > 48 ? 'Per day' : 'Per hour']], rows, { id: 'apis' }));
+      view.push(legend(st.system));
+    }
+    view.push(command(['sunset report', ...commonFlags(st, hours), st.system ? '--exclude-system=false' : '']));
+    main.replaceChildren(...view);
+  }
+
+  // verdict is the upgrade gate for a target release picked from those
+  // that remove an API; the API decides, with `sunset check`'s logic.
+  async function verdict(checks, st, hours) {
+    const items = checks.items.slice();
+    let chosen = items.find((c) => c.metadata.name === st.target);
+    if (!chosen && st.target) {
+      try {
+        chosen = await get(`upgradechecks/${encodeURIComponent(st.target)}`, { since: `${hours}h`, cluster: st.cluster });
+        items.push(chosen);
+      } catch (e) {
+        if (!(e instanceof APIError) || e.status !== 404) throw e;
+      }
+    }
+    // By default the first release that breaks a client not broken yet,
+    // else the last known.
+    chosen = chosen || items.find((c) => c.status.findings.some((f) => f.severity === 'removed' && !f.alreadyRemoved)) || items[items.length - 1];
+    if (!chosen) return { section: h('section', { class: 'card verdict' }, 'No release to check against.') };
+    const res = chosen.status;
+    const select = h('select', { id: 'target', onchange: (e) => go(href({ target: e.target.value })) },
+      items.map((c) => h('option', { value: c.metadata.name }, `${c.metadata.name}${c.status.exitCode === 3 ? ' (not safe)' : ''}`)));
+    select.value = chosen.metadata.name;
+    let cls = 'ok';
+    if (res.exitCode === 3) cls = 'bad';
+    else if (res.findings.length > 0) cls = 'warn';
+    // One line per finding, as `sunset check` prints them; those that
+    // still work after the upgrade folded away.
+    const finding = (f) => h('li', { 'data-finding': f.name },
+      h('span', { class: `sev-${f.severity}` }, f.severity === 'removed' ? 'Breaks: ' : 'Deprecated: '),
+      nav(href({ api: f.name }), f.name), ` — ${f.warning}. `,
+      h('span', { 'data-requests': '' }, plural(f.requests, 'request', 'requests')), ` by ${plural(f.clientCount, 'client', 'clients')}: `,
+      f.clients.slice(0, 3).map((c, i) => [i ? ', ' : '', nav(href({ user: c, api: '' }), c)]), f.clientCount > 3 ? ', …' : '',
+      f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null);
+    const breaking = res.findings.filter((f) => f.severity === 'removed');
+    const working = res.findings.filter((f) => f.severity !== 'removed');
+    const section = h('section', { class: `card verdict ${cls}`, id: 'verdict', 'data-exit-code': res.exitCode },
+      h('label', {}, 'Upgrade to Kubernetes ', select),
+      h('p', { class: 'message', 'data-verdict': '' }, res.message),
+      breaking.length ? h('ul', {}, breaking.map(finding)) : null,
+      working.length ? h('details', {}, h('summary', {}, `${plural(working.length, 'deprecated API', 'deprecated APIs')} still served by ${chosen.metadata.name}`),
+        h('ul', {}, working.map(finding))) : null,
+      command(['sunset check --target-version', chosen.metadata.name, ...commonFlags(st, hours)]));
+    return { section, chosen };
+  }
+
+  // ---- one API -------------------------------------------------------------
+
+  // clients adds up last24h per username and user agent, as `sunset
+  // report NAME` does.
+  function clients(status, showSystem) {
+    const users = new Map();
+    const nodes = new Map();
+    const verbs = new Map();
+    for (const hour of status.last24h || []) {
+      for (const node of hour.byNode || []) {
+        const nk = `${node.cluster || ''}/${node.nodeName}`;
+        const n = nodes.get(nk) || { cluster: node.cluster || '', node: node.nodeName, requests: 0 };
+        n.requests += node.requestCount;
+        nodes.set(nk, n);
+        for (const u of node.byUser || []) {
+          if (u.system && !showSystem) {
+            n.requests -= u.requestCount;
+            continue;
+          }
+          const key = `${u.username}\n${u.userAgent}`;
+          const e = users.get(key) || {
+            username: u.username, userAgent: u.userAgent, system: Boolean(u.system), requests: 0, dryRuns: 0,
+            removed: 0, verbs: new Map(), workload: null, impersonatedBy: [],
+          };
+          e.requests += u.requestCount;
+          e.dryRuns += u.dryRunCount || 0;
+          e.removed += u.removedRequestCount || 0;
+          e.workload = e.workload || u.workload || null;
+          for (const imp of u.impersonatedBy || []) {
+            if (!e.impersonatedBy.includes(imp.username)) e.impersonatedBy.push(imp.username);
+          }
+          for (const v of u.byVerb || []) {
+            e.verbs.set(v.verb, (e.verbs.get(v.verb) || 0) + v.requestCount);
+            const tv = verbs.get(v.verb) || { requests: 0, dryRuns: 0 };
+            tv.requests += v.requestCount;
+            tv.dryRuns += v.dryRunCount || 0;
+            verbs.set(v.verb, tv);
+          }
+          users.set(key, e);
+        }
+      }
+    }
+    const userList = [...users.values()].sort((a, b) => b.requests - a.requests ||
+      (a.username < b.username ? -1 : a.username > b.username ? 1 : 0) || (a.userAgent < b.userAgent ? -1 : 1));
+    const nodeList = [...nodes.values()].filter((n) => n.requests > 0)
+      .sort((a, b) => (a.cluster + a.node < b.cluster + b.node ? -1 : 1));
+    const verbList = [...verbs.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+    return { users: userList, nodes: nodeList, verbs: verbList };
+  }
+
+  function workloadCell(w) {
+    if (!w) return '—';
+    const parts = [];
+    if (w.namespace) parts.push(h('div', {}, `${w.namespace}/${w.serviceAccount}`));
+    if (w.owner) parts.push(h('div', {}, `${w.owner.kind} ${w.owner.name}`));
+    if (w.pods && w.pods.length) {
+      parts.push(h('ul', { class: 'plain muted' }, w.pods.map((p) => h('li', {}, p.name, p.node ? ` on ${p.node}` : '', ` (${utc(p.lastSeen)})`))));
+    }
+    if (!parts.length && w.sourceIPs && w.sourceIPs.length) parts.push(h('div', { class: 'muted' }, `from ${w.sourceIPs.map((ip) => ip.ip).join(', ')}`));
+    return parts.length ? parts : '—';
+  }
+
+  async function renderAPI(info, st) {
+    const hours = sinceHours(st, info);
+    const label = windowLabel(hours);
+    let obj;
+    try {
+      obj = await get(`apirequestcounts/${encodeURIComponent(st.api)}`, { since: `${hours}h`, hourly: 'true', users: '100', cluster: st.cluster });
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        main.replaceChildren(h('h1', {}, st.api), h('p', { class: 'card', id: 'empty' }, e.message), h('p', {}, nav(href({ api: '' }), 'All deprecated APIs')));
+        return;
+      }
+      throw e;
+    }
+    const status = obj.status;
+    const w = status.window;
+    const sys = st.system ? 0 : 1;
+    const day = status.requestCount - sys * (status.systemRequestCount || 0);
+    const win = w.requestCount - sys * (w.systemRequestCount || 0);
+    const current = status.currentHour.requestCount - sys * (status.currentHour.systemRequestCount || 0);
+    const who = clients(status, st.system);
+    const view = [
+      h('p', {}, nav(href({ api: '' }), '← All deprecated APIs')),
+      h('h1', { id: 'api-name' }, obj.metadata.name, removalBadges(status)),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Removed in'), h('dd', { 'data-field': 'removedIn' }, status.removedInRelease || '— (no removal announced)'),
+        h('dt', {}, 'Deprecated in'), h('dd', {}, status.deprecatedInRelease || '—'),
+        h('dt', {}, 'Replacement'), h('dd', { 'data-field': 'replacement' }, replacementText(status) || '—'),
+        h('dt', {}, 'Warning'), h('dd', { 'data-field': 'warning' }, status.warning || '—'),
+        status.removed ? [h('dt', {}, 'Already removed'), h('dd', { class: 'error' }, `${plural(status.removedRequestCount, 'request', 'requests')} got 404 in the last 24 h: those clients are broken now.`)] : null),
+      h('div', { class: 'stats' },
+        stat('current hour', current, 'currentHour'),
+        stat('last 24 h', day, '24h'),
+        hours !== 24 ? stat(`last ${label}`, win, 'window') : null,
+        stat('dry runs, 24 h', status.dryRunCount || 0, 'dryRuns'),
+        st.system ? stat('by system users, 24 h', status.systemRequestCount || 0, 'system') : null),
+      h('h2', {}, `Requests per hour, last ${label}${clusterNote(st)}`),
+      hourlyChart(w, st.system),
+      legend(st.system),
+      h('h2', {}, 'Who calls it, last 24 h'),
+    ];
+    if (who.users.length === 0) {
+      view.push(h('p', { class: 'muted' }, `No requests in the last 24 h${st.system ? '' : ' from clients'}.`));
+    } else {
+      view.push(table([['User'], ['User agent'], ['Requests', 'num'], ['Verbs'], ['Dry runs', 'num'], ['Workload']], who.users.map((u) =>
+        h('tr', { class: u.system ? 'system' : null, 'data-user': u.username, 'data-agent': u.userAgent },
+          h('td', { class: 'name' }, nav(href({ user: u.username, api: '' }), u.username), u.system ? h('span', { class: 'badge system' }, 'system') : null,
+            u.impersonatedBy.length ? h('div', { class: 'muted' }, `as impersonated by ${u.impersonatedBy.join(', ')}`) : null),
+          h('td', {}, u.userAgent || '—'),
+          h('td', { class: 'num', 'data-count': 'requests' }, fmt(u.requests)),
+          h('td', { class: 'mono' }, [...u.verbs.entries()].sort().map(([v, c]) => `${v}=${c}`).join(' ')),
+          h('td', { class: 'num' }, fmt(u.dryRuns)),
+          h('td', {}, workloadCell(u.workload)))), { id: 'users' }));
+    }
+    if (who.verbs.length) {
+      view.push(h('h2', {}, 'Verbs, last 24 h'));
+      view.push(table([['Verb'], ['Requests', 'num'], ['Dry runs', 'num']], who.verbs.map(([v, c]) =>
+        h('tr', { 'data-verb': v }, h('td', {}, v), h('td', { class: 'num' }, fmt(c.requests)), h('td', { class: 'num' }, fmt(c.dryRuns)))), { id: 'verbs' }));
+    }
+    if (who.nodes.length) {
+      view.push(h('h2', {}, 'Apiservers, last 24 h'));
+      view.push(table([['Node'], ['Cluster'], ['Requests', 'num']], who.nodes.map((n) =>
+        h('tr', { 'data-node': n.node }, h('td', {}, n.node), h('td', {}, n.cluster || '—'), h('td', { class: 'num' }, fmt(n.requests)))), { id: 'nodes' }));
+    }
+    const top = w.byUser.filter((u) => st.system || !u.system);
+    if (top.length) {
+      view.push(h('h2', {}, `Top users, last ${label}`));
+      view.push(table([['User'], ['Requests', 'num'], ['User agents']], top.map((u) =>
+        h('tr', { class: u.system ? 'system' : null, 'data-user': u.username },
+          h('td', { class: 'name' }, nav(href({ user: u.username, api: '' }), u.username)),
+          h('td', { class: 'num', 'data-count': 'window' }, fmt(u.requestCount)),
+          h('td', {}, u.userAgents.join(', ') || '—'))), { id: 'window-users' }));
+    }
+    view.push(command(['sunset report', quote(obj.metadata.name), st.cluster ? `--cluster ${quote(st.cluster)}` : '', st.system ? '--exclude-system=false' : '']));
+    main.replaceChildren(...view);
+  }
+
+  // ---- one client ----------------------------------------------------------
+
+  async function renderUser(info, st) {
+    const hours = sinceHours(st, info);
+    const label = windowLabel(hours);
+    const list = await get('apirequestcounts', { user: st.user, since: `${hours}h`, users: '100', cluster: st.cluster });
+    const rows = [];
+    let workload = null;
+    let system = false;
+    for (const it of list.items.slice().sort(byUrgency)) {
+      const mine = (it.status.window.byUser || []).find((u) => u.username === st.user);
+      system = system || Boolean(mine && mine.system);
+      for (const hour of it.status.last24h || []) {
+        for (const node of hour.byNode || []) {
+          for (const u of node.byUser || []) {
+            if (u.username === st.user && u.workload && !workload) workload = u.workload;
+          }
+        }
+      }
+      rows.push(h('tr', { 'data-api': it.metadata.name },
+        h('td', { class: 'name' }, nav(href({ api: it.metadata.name, user: '' }), it.metadata.name), removalBadges(it.status)),
+        h('td', {}, it.status.removedInRelease || '—'),
+        h('td', { class: 'hide-narrow' }, replacementText(it.status) || '—'),
+        h('td', { class: 'num', 'data-count': 'window' }, mine ? fmt(mine.requestCount) : '—'),
+        h('td', {}, mine ? mine.userAgents.join(', ') : '—')));
+    }
+    const view = [
+      h('p', {}, nav(href({ user: '' }), '← All deprecated APIs')),
+      h('h1', { id: 'user-name' }, st.user, system ? h('span', { class: 'badge system' }, 'system') : null),
+    ];
+    if (workload) {
+      view.push(h('dl', { class: 'facts' }, h('dt', {}, 'Workload'), h('dd', {}, workloadCell(workload))));
+    }
+    view.push(h('h2', {}, `Deprecated APIs it called in the last ${label}${clusterNote(st)}`));
+    if (rows.length === 0) {
+      view.push(h('p', { class: 'card', id: 'empty' }, `${st.user} called no deprecated API in the last ${label}.`));
+    } else {
+      view.push(table([['API'], ['Removed in'], ['Replacement', 'hide-narrow'], [`Requests, ${label}`, 'num'], ['User agents']], rows, { id: 'user-apis' }));
+    }
+    view.push(command(['sunset report --user', quote(st.user), `--since ${hours}h`, st.cluster ? `--cluster ${quote(st.cluster)}` : '', '-o wide']));
+    main.replaceChildren(...view);
+  }
+
+  // ---- putting it together ---------------------------------------------
+
+  let renders = 0;
+  async function render() {
+    const mine = ++renders;
+    root.dataset.state = 'loading';
+    const st = state();
+    try {
+      const info = await get('serverinfo');
+      if (mine !== renders) return;
+      setupFilters(info, st);
+      if (st.api) await renderAPI(info, st);
+      else if (st.user) await renderUser(info, st);
+      else await renderOverview(info, st);
+      if (mine !== renders) return;
+      document.title = `${st.api || st.user || 'Deprecated APIs in use'} · Sunset`;
+      root.dataset.state = 'ready';
+    } catch (e) {
+      if (mine !== renders) return;
+      const what = e instanceof APIError ? `Sunset answered ${e.status}: ${e.message}` : `Cannot read Sunset's API: ${e.message}`;
+      main.replaceChildren(h('p', { class: 'card error', id: 'error' }, what,
+        e instanceof APIError && e.status === 401 ? [' ', h('button', { type: 'button', onclick: render }, 'Enter a token')] : null));
+      root.dataset.state = 'error';
+    }
+  }
+
+  wireFilters();
+  showForget();
+  window.addEventListener('popstate', render);
+  render();
+})();
