@@ -207,14 +207,13 @@ func New(cfg Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	top := http.NewServeMux()
-	top.Handle("/audit/webhook", hooks)
-	top.Handle("/audit/webhook/", hooks)
+	var hookHandler http.Handler = hooks
 	top.Handle("/", a.access.Wrap(mux))
 	// The page holds no data: it asks the API, with the reader's token
 	// where reads need one, so it is served to anyone.
 	page := web.New()
-	top.Handle("GET /{$}", page)
-	top.Handle("GET /assets/", page)
+	top.Handle("/{$}", page)
+	top.Handle("/assets/", page)
 
 	f := promauto.With(reg)
 	f.NewGauge(prometheus.GaugeOpts{
@@ -245,11 +244,12 @@ func New(cfg Config, opts Options) (*App, error) {
 			}
 			// A certificate from a reader's CA must not pass as an
 			// apiserver's: the webhook sees only chains to its own CA.
-			top.Handle("/audit/webhook", onlyChainsTo(hookCAs, hooks))
-			top.Handle("/audit/webhook/", onlyChainsTo(hookCAs, hooks))
+			hookHandler = onlyChainsTo(hookCAs, hooks)
 		}
 		a.srv.TLSConfig = clientCertTLS(hookCAs, a.access)
 	}
+	top.Handle("/audit/webhook", hookHandler)
+	top.Handle("/audit/webhook/", hookHandler)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = st.Close()
