@@ -8,6 +8,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -246,7 +247,12 @@ func New(cfg Config, opts Options) (*App, error) {
 			// apiserver's: the webhook sees only chains to its own CA.
 			hookHandler = onlyChainsTo(hookCAs, hooks)
 		}
-		a.srv.TLSConfig = clientCertTLS(hookCAs, a.access)
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("tls-cert-file and tls-key-file: %w", err)
+		}
+		a.srv.TLSConfig = clientCertTLS(cert, hookCAs, a.access)
 	}
 	top.Handle("/audit/webhook", hookHandler)
 	top.Handle("/audit/webhook/", hookHandler)
@@ -338,7 +344,7 @@ func (a *App) Run(ctx context.Context) error {
 	go func() {
 		var err error
 		if a.TLS() {
-			err = a.srv.ServeTLS(a.listener, a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+			err = a.srv.ServeTLS(a.listener, "", "")
 		} else {
 			err = a.srv.Serve(a.listener)
 		}

@@ -291,7 +291,7 @@ func (c Config) Validate() error {
 			bad(key, "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 		}
 	}
-	if !isLoopback(c.Listen) && !c.AllowUnauthenticated && !c.Access().Authenticates() {
+	if _, _, err := net.SplitHostPort(c.Listen); err == nil && !isLoopback(c.Listen) && !c.AllowUnauthenticated && !c.Access().Authenticates() {
 		bad("listen", "%s is reachable from other machines, but nothing authenticates API readers; "+
 			"set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), "+
 			"token-auth-file or client-ca-file; or set allow-unauthenticated to let anyone who reaches the port read and reset", c.Listen)

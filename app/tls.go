@@ -28,8 +28,8 @@ func loadCertPool(path string) (*x509.CertPool, error) {
 // can change at run time (they may come from the cluster), so the pool is
 // rebuilt per handshake. No certificate at all is fine here: each handler
 // decides what it requires.
-func clientCertTLS(hookCAs *x509.CertPool, acc *access.Access) *tls.Config {
-	base := &tls.Config{MinVersion: tls.VersionTLS12}
+func clientCertTLS(cert tls.Certificate, hookCAs *x509.CertPool, acc *access.Access) *tls.Config {
+	base := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		pool := x509.NewCertPool()
 		if hookCAs != nil {
