@@ -79,9 +79,12 @@ func wantsTable(r *http.Request) (bool, error) {
 	if r.Header.Get("Accept") == "" {
 		return false, nil
 	}
-	opts, _, err := negotiation.NegotiateOutputMediaType(r, httpjson.Codecs.WithoutConversion(), tableRestrictions{})
+	opts, info, err := negotiation.NegotiateOutputMediaType(r, httpjson.Codecs.WithoutConversion(), tableRestrictions{})
 	if err != nil {
 		return false, err
+	}
+	if info.MediaType != runtime.ContentTypeJSON {
+		return false, fmt.Errorf("only application/json is supported, not %s", info.MediaType)
 	}
 	return opts.Convert != nil, nil
 }
