@@ -50,6 +50,8 @@ type Options struct {
 	ExcludeSystem bool
 	// Since is the window the rows and top users cover.
 	Since time.Duration
+	// NoHeaders leaves out the header line of tables.
+	NoHeaders bool
 }
 
 // Row is one API as a table shows it.
@@ -161,7 +163,9 @@ func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 	if wide {
 		header = append(header, "REPLACEMENT", "NODES", "WORKLOAD")
 	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	if !o.NoHeaders {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
 	for _, r := range rows {
 		removed := dash(r.RemovedIn)
 		if r.Removed {

@@ -46,6 +46,7 @@ func newReportCommand(env cli) *cobra.Command {
 		src                       sourceFlags
 		lf                        listFlags
 		output, removedIn, before string
+		noHeaders                 bool
 		state                     string
 	)
 	cmd := &cobra.Command{
@@ -66,9 +67,15 @@ directory directly (--data-dir, read-only).`,
   sunset report --data-dir /var/lib/sunset -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := report.ParseFormat(output)
+			printer, err := objectPrinter(output, noHeaders)
 			if err != nil {
 				return err
+			}
+			format := report.FormatJSON
+			if printer == nil {
+				if format, err = report.ParseFormat(output); err != nil {
+					return err
+				}
 			}
 			if err := lf.validate(); err != nil {
 				return err
@@ -109,6 +116,9 @@ directory directly (--data-dir, read-only).`,
 					}
 					return err
 				}
+				if printer != nil {
+					return printObject(out, printer, obj)
+				}
 				if format == report.FormatJSON || format == report.FormatYAML {
 					return report.WriteObject(out, obj, format)
 				}
@@ -119,8 +129,8 @@ directory directly (--data-dir, read-only).`,
 				return err
 			}
 			rows := report.Rows(list, o)
-			switch format {
-			case report.FormatJSON, report.FormatYAML:
+			switch {
+			case printer != nil || format == report.FormatJSON || format == report.FormatYAML:
 				kept := map[string]bool{}
 				for _, r := range rows {
 					kept[r.Name] = true
@@ -132,6 +142,9 @@ directory directly (--data-dir, read-only).`,
 						filtered.Items = append(filtered.Items, it)
 					}
 				}
+				if printer != nil {
+					return printObject(out, printer, filtered)
+				}
 				return report.WriteObject(out, filtered, format)
 			}
 			if len(rows) == 0 {
@@ -139,12 +152,14 @@ directory directly (--data-dir, read-only).`,
 				fmt.Fprintln(cmd.ErrOrStderr(), msg)
 				return nil
 			}
+			o.NoHeaders = noHeaders
 			return report.WriteTable(out, rows, o, format == report.FormatWide)
 		},
 	}
 	src.add(cmd.Flags())
 	lf.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or yaml")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:.path,...")
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the header line of table, wide and custom-columns")
 	cmd.Flags().StringVar(&removedIn, "removed-in", "", "only APIs removed in this release, e.g. 1.37")
 	cmd.Flags().StringVar(&before, "removed-before", "", "only APIs removed before this release, e.g. 1.38")
 	cmd.Flags().StringVar(&state, "state", "", "deprecated (still served) or removed (clients already get 404)")
