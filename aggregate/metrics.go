@@ -10,6 +10,7 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	commitDuration prometheus.Histogram
 	commitErrors   prometheus.Counter
+	decodeErrors   *prometheus.CounterVec
 }
 
 // newMetrics registers the aggregator's metrics on reg; a nil reg gives
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sunset_store_commit_errors_total",
 			Help: "Commits to badger that failed; their senders got an error.",
 		}),
+		decodeErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_ingest_decode_errors_total",
+			Help: "Bodies and events that could not be decoded, by source and reason.",
+		}, []string{"source", "reason"}),
 	}
 }
 
@@ -41,4 +46,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // event outcomes share one metric.
 func (a *Aggregator) CountInvalid(source string, n int) {
 	a.metrics.events.WithLabelValues(source, string(ResultInvalid)).Add(float64(n))
+}
+
+// CountDecodeError records n bodies, items or lines of one source that could
+// not be decoded, by reason (a fixed set of values each ingest path
+// defines). It does not count events: call CountInvalid for those.
+func (a *Aggregator) CountDecodeError(source, reason string, n int) {
+	a.metrics.decodeErrors.WithLabelValues(source, reason).Add(float64(n))
 }

@@ -57,6 +57,7 @@ type Ingester interface {
 	Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error)
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
+	CountDecodeError(source, reason string, n int)
 }
 
 // Options configures New.
@@ -225,13 +226,13 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var de *auditjson.Error
 		errors.As(err, &de)
-		h.metrics.decodeErrors.WithLabelValues(Source, string(de.Reason)).Inc()
+		h.ingester.CountDecodeError(Source, string(de.Reason), 1)
 		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
 		return
 	}
 	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: len(bad)}
 	for _, b := range bad {
-		h.metrics.decodeErrors.WithLabelValues(Source, string(b.Err.Reason)).Inc()
+		h.ingester.CountDecodeError(Source, string(b.Err.Reason), 1)
 		if len(resp.Errors) < maxReportedItemErrors {
 			resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
 		}
