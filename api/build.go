@@ -48,6 +48,7 @@ type hourAgg struct {
 
 type nodeAgg struct {
 	total, dry int64
+	system     int64
 	users      map[userID]*userAgg
 }
 
@@ -158,6 +159,7 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	}
 	if b.isSystem(k.Username) {
 		h.system += c
+		na.system += c
 	}
 	return nil
 }
@@ -256,7 +258,7 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 			out.ByNode = append(out.ByNode, node)
 			continue
 		}
-		node.RequestCount, node.DryRunCount = na.total, na.dry
+		node.RequestCount, node.DryRunCount, node.SystemRequestCount = na.total, na.dry, na.system
 		for uid, ua := range na.users {
 			seen := b.workloads[nid.cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
 			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,
