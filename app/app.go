@@ -155,9 +155,23 @@ func New(cfg Config, opts Options) (*App, error) {
 		}
 	}
 
+	var tokens webhook.Tokens
+	if cfg.WebhookTokenAuthFile != "" {
+		if tokens, err = webhook.LoadTokenFile(cfg.WebhookTokenAuthFile, cfg.DefaultCluster); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
+	if !cfg.WebhookAuthenticated() && !LoopbackListen(cfg.Listen) {
+		// Validate let this through only because it was asked for.
+		opts.Logger.Warn().Str("listen", cfg.Listen).
+			Msg("the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts")
+	}
+
 	mux := http.NewServeMux()
 	webhook.New(webhook.Options{
 		Token:             token,
+		Tokens:            tokens,
 		RequireClientCert: cfg.TLSClientCAFile != "",
 		Ingester:          a.agg,
 		Logger:            opts.Logger,

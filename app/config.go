@@ -35,8 +35,15 @@ type Config struct {
 	// signed by this CA; their common name names the node when the path
 	// does not.
 	TLSClientCAFile string `mapstructure:"tls-client-ca-file"`
-	// WebhookTokenFile holds a bearer token the webhook requires.
+	// WebhookTokenFile holds a bearer token the webhook requires, shared by
+	// every apiserver.
 	WebhookTokenFile string `mapstructure:"webhook-token-file"`
+	// WebhookTokenAuthFile holds bearer tokens each bound to one apiserver,
+	// in kube-apiserver's --token-auth-file CSV format.
+	WebhookTokenAuthFile string `mapstructure:"webhook-token-auth-file"`
+	// WebhookAllowUnauthenticated accepts webhook batches without
+	// credentials on a listen address that is not loopback.
+	WebhookAllowUnauthenticated bool `mapstructure:"webhook-allow-unauthenticated"`
 	// DefaultCluster names the cluster of webhook calls whose path has none.
 	DefaultCluster string `mapstructure:"default-cluster"`
 	// UserAgent is "short" (up to the first space, as OpenShift) or "full".
@@ -124,11 +131,12 @@ func (c Config) ClusterVersions() map[string]catalog.Release {
 }
 
 // DefaultConfig is the zero-configuration setup: data in ./sunset-data,
-// HTTP on :8080.
+// HTTP on 127.0.0.1:8080. Loopback, because the webhook then needs no
+// credentials: nothing off the host can reach it.
 func DefaultConfig() Config {
 	return Config{
 		DataDir:            "./sunset-data",
-		Listen:             ":8080",
+		Listen:             "127.0.0.1:8080",
 		DefaultCluster:     "default",
 		UserAgent:          string(aggregate.UserAgentShort),
 		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
@@ -158,6 +166,10 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port (for example :8080 or 127.0.0.1:8080)", c.Listen)
+	} else if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated && !LoopbackListen(c.Listen) {
+		bad("listen", "%s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
+			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
+			"or set webhook-allow-unauthenticated=true to accept that", c.Listen)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("tls-cert-file", "tls-cert-file and tls-key-file must be set together")
@@ -166,7 +178,7 @@ func (c Config) Validate() error {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 	}
 	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile,
-		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile} {
+		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile, "webhook-token-auth-file": c.WebhookTokenAuthFile} {
 		if path == "" {
 			continue
 		}
@@ -241,4 +253,24 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// WebhookAuthenticated reports whether the webhook demands credentials.
+func (c Config) WebhookAuthenticated() bool {
+	return c.WebhookTokenFile != "" || c.WebhookTokenAuthFile != "" || c.TLSClientCAFile != ""
+}
+
+// LoopbackListen reports whether a listen address (host:port) accepts
+// connections from this host only: localhost or a loopback IP. An empty
+// host listens on every address.
+func LoopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

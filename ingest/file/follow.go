@@ -52,7 +52,6 @@ type FollowOptions struct {
 	OnCommit func(offset int64)
 }
 
-
 // position is where reading stopped: a file, by device and inode so that a
 // rotation is noticed, and a byte offset just after a complete line.
 type position struct {

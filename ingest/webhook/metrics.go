@@ -11,6 +11,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	duration   prometheus.Histogram
 	overloaded prometheus.Counter
+	forbidden  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,8 +30,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sunset_webhook_overloaded_total",
 			Help: "Audit webhook batches answered 429 because too many were in flight.",
 		}),
+		forbidden: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_webhook_forbidden_total",
+			Help: "Audit webhook batches answered 403: valid credentials of one apiserver posting as another.",
+		}),
 	}
-	for _, code := range []string{"200", "400", "401", "413", "415", "429", "500", "503"} {
+	for _, code := range []string{"200", "400", "401", "403", "413", "415", "429", "500", "503"} {
 		m.requests.WithLabelValues(code)
 	}
 	return m

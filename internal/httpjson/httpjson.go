@@ -19,6 +19,7 @@ type Reason string
 const (
 	ReasonBadRequest           Reason = "BadRequest"            // 400
 	ReasonUnauthorized         Reason = "Unauthorized"          // 401
+	ReasonForbidden            Reason = "Forbidden"             // 403
 	ReasonNotFound             Reason = "NotFound"              // 404
 	ReasonMethodNotAllowed     Reason = "MethodNotAllowed"      // 405
 	ReasonRequestEntityTooLong Reason = "RequestEntityTooLarge" // 413

@@ -37,7 +37,8 @@ const (
 	// User is the image's user: numeric, so that Kubernetes' runAsNonRoot
 	// can verify it without reading /etc/passwd.
 	User = "65532:65532"
-	// Port is where `sunset serve` listens by default (":8080").
+	// Port is the port of `sunset serve`'s default listen address
+	// (127.0.0.1:8080); in a container, --listen=:8080 opens it.
 	Port = 8080
 	// HostCACertificates is the build host's CA bundle (Debian's path),
 	// copied into the image at the same path, where Go looks first.
