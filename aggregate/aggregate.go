@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
@@ -75,6 +76,10 @@ type Options struct {
 	// one configured. With it, requests without the deprecation annotation
 	// (apiservers before 1.19) are judged by the catalog.
 	ClusterVersions map[string]catalog.Release
+	// Labels bounds the label values and series of
+	// sunset_deprecated_requests_total; nil means a Guard with the
+	// defaults.
+	Labels *cardinality.Guard
 }
 
 // Aggregator classifies events and group-commits their counts.
@@ -89,6 +94,8 @@ type Aggregator struct {
 	isSystem   func(string) bool
 	fieldRules *fieldrule.Set
 	metrics    *metrics
+	labels     *cardinality.Guard
+	series     *cardinality.Series
 	jobs       chan *job
 	stopped    chan struct{}
 	runCalled  bool
@@ -120,7 +127,12 @@ func New(opts Options) *Aggregator {
 	if opts.UserAgent == "" {
 		opts.UserAgent = UserAgentShort
 	}
+	if opts.Labels == nil {
+		opts.Labels = cardinality.New(cardinality.Options{Catalog: opts.Catalog})
+	}
 	return &Aggregator{
+		labels:     opts.Labels,
+		series:     opts.Labels.Series(requestsMetric, requestsLabels, "dry_run", "system", "state"),
 		store:      opts.Store,
 		log:        opts.Logger.With().Str("component", "aggregate").Logger(),
 		uaMode:     opts.UserAgent,
@@ -309,14 +321,16 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	return sum, nil
 }
 
-// countRequest adds one committed request to sunset_deprecated_requests_total.
+// countRequest adds one committed request to sunset_deprecated_requests_total,
+// its label values bounded: they come from the sender.
 func (a *Aggregator) countRequest(r store.Request) {
 	k := r.Key
-	group, version, resource := SplitAPIName(k.API)
+	group, version, resource := a.labels.API(SplitAPIName(k.API))
 	state := "deprecated"
 	if k.Removed {
 		state = "removed"
 	}
-	a.metrics.requests.WithLabelValues(k.Cluster, group, version, resource, k.Subresource, r.RemovedRelease, k.Verb,
-		strconv.FormatBool(k.DryRun), strconv.FormatBool(a.isSystem(k.Username)), state).Inc()
+	a.metrics.requests.WithLabelValues(a.series.Labels([]string{a.labels.Cluster(requestsMetric, k.Cluster), group, version, resource,
+		cardinality.Subresource(k.Subresource), cardinality.Release(r.RemovedRelease), cardinality.Verb(k.Verb),
+		strconv.FormatBool(k.DryRun), strconv.FormatBool(a.isSystem(k.Username)), state})...).Inc()
 }

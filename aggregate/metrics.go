@@ -5,6 +5,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
+// requestsMetric is sunset_deprecated_requests_total, whose label values
+// come from senders and are bounded.
+const requestsMetric = "sunset_deprecated_requests_total"
+
+var requestsLabels = []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}
+
 type metrics struct {
 	events         *prometheus.CounterVec
 	requests       *prometheus.CounterVec
@@ -23,9 +29,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).",
 		}, []string{"source", "result"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "sunset_deprecated_requests_total",
+			Name: requestsMetric,
 			Help: "Requests to deprecated or removed APIs counted since start (duplicates excluded). state is deprecated or removed (the client got a 404).",
-		}, []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}),
+		}, requestsLabels),
 		commitDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sunset_store_commit_duration_seconds",
 			Help:    "Time to commit one group of requests to badger, fsync included.",

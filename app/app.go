@@ -29,6 +29,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/fieldrule"
@@ -88,10 +89,11 @@ func New(cfg Config, opts Options) (*App, error) {
 	a := &App{cfg: cfg, log: opts.Logger}
 
 	st, err := store.Open(store.Options{
-		Dir:       cfg.DataDir,
-		Retention: cfg.Retention,
-		Logger:    opts.Logger.With().Str("component", "badger").Logger(),
-		Now:       opts.Now,
+		Dir:        cfg.DataDir,
+		Retention:  cfg.Retention,
+		Logger:     opts.Logger.With().Str("component", "badger").Logger(),
+		Now:        opts.Now,
+		MaxClients: cfg.MaxClientsPerNodeHour,
 	})
 	if err != nil {
 		return nil, err
@@ -108,7 +110,12 @@ func New(cfg Config, opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	// One guard for every metric, so that they agree on which clusters
+	// keep their names.
+	labels := cardinality.New(cardinality.Options{MaxSeries: cfg.Metrics.MaxSeries, MaxClusters: cfg.Metrics.MaxClusters,
+		Clusters: cfg.ClusterNames(), Catalog: cat, Registerer: reg, Logger: opts.Logger})
 	a.agg = aggregate.New(aggregate.Options{
+		Labels:          labels,
 		Retention:       cfg.Retention,
 		Store:           st,
 		Logger:          opts.Logger,
@@ -123,6 +130,7 @@ func New(cfg Config, opts Options) (*App, error) {
 	reg.MustRegister(exporter.New(exporter.Options{
 		Querier: st, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
 		IsSystem: system.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
+		Labels: labels,
 	}))
 	registerStoreMetrics(reg, st, cfg.DataDir)
 

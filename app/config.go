@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/kafka"
@@ -55,6 +56,9 @@ type Config struct {
 	MaxInFlightBatches int `mapstructure:"max-inflight-batches"`
 	// Retention is how long hourly counts and dedupe marks are kept.
 	Retention time.Duration `mapstructure:"retention"`
+	// MaxClientsPerNodeHour bounds the clients (username and user agent)
+	// kept per API, apiserver node and hour; others count as "other".
+	MaxClientsPerNodeHour int `mapstructure:"max-clients-per-node-hour"`
 	// ShutdownTimeout bounds the graceful drain on SIGTERM.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
 	// LogLevel is trace, debug, info, warn or error.
@@ -90,6 +94,12 @@ type MetricsConfig struct {
 	RemovalHorizon int `mapstructure:"removal-horizon"`
 	// Refresh bounds how often the gauges rescan the store.
 	Refresh time.Duration `mapstructure:"refresh"`
+	// MaxSeries bounds the series of each metric whose labels come from
+	// audit events.
+	MaxSeries int `mapstructure:"max-series"`
+	// MaxClusters bounds the cluster label values beyond the configured
+	// clusters.
+	MaxClusters int `mapstructure:"max-clusters"`
 }
 
 // IngestConfig is the ingest key.
@@ -135,18 +145,20 @@ func (c Config) ClusterVersions() map[string]catalog.Release {
 // credentials: nothing off the host can reach it.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:            "./sunset-data",
-		Listen:             "127.0.0.1:8080",
-		DefaultCluster:     "default",
-		UserAgent:          string(aggregate.UserAgentShort),
-		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
-		MaxInFlightBatches: webhook.DefaultMaxInFlight,
-		Retention:          store.DefaultRetention,
-		ShutdownTimeout:    30 * time.Second,
-		LogLevel:           "info",
-		LogFormat:          "auto",
-		SystemUsers:        slices.Clone(noise.DefaultSystemUsers),
-		Metrics:            MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second},
+		DataDir:               "./sunset-data",
+		Listen:                "127.0.0.1:8080",
+		DefaultCluster:        "default",
+		UserAgent:             string(aggregate.UserAgentShort),
+		MaxBodyBytes:          webhook.DefaultMaxBodyBytes,
+		MaxInFlightBatches:    webhook.DefaultMaxInFlight,
+		Retention:             store.DefaultRetention,
+		MaxClientsPerNodeHour: store.DefaultMaxClients,
+		ShutdownTimeout:       30 * time.Second,
+		LogLevel:              "info",
+		LogFormat:             "auto",
+		SystemUsers:           slices.Clone(noise.DefaultSystemUsers),
+		Metrics: MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second,
+			MaxSeries: cardinality.DefaultMaxSeries, MaxClusters: cardinality.DefaultMaxClusters},
 	}
 }
 
@@ -225,6 +237,15 @@ func (c Config) Validate() error {
 	if c.Metrics.Refresh < 0 {
 		bad("metrics.refresh", "must not be negative, got %s", c.Metrics.Refresh)
 	}
+	if c.Metrics.MaxSeries < 1 {
+		bad("metrics.max-series", "must be at least 1, got %d", c.Metrics.MaxSeries)
+	}
+	if c.Metrics.MaxClusters < 1 {
+		bad("metrics.max-clusters", "must be at least 1, got %d", c.Metrics.MaxClusters)
+	}
+	if c.MaxClientsPerNodeHour < 1 {
+		bad("max-clients-per-node-hour", "must be at least 1, got %d", c.MaxClientsPerNodeHour)
+	}
 	if _, err := fieldrule.New(c.FieldRules); err != nil {
 		errs = append(errs, err)
 	}
@@ -273,4 +294,18 @@ func LoopbackListen(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ClusterNames are the clusters the configuration names: default-cluster,
+// the clusters key and followed files. Their names are always kept as
+// metric labels.
+func (c Config) ClusterNames() []string {
+	names := []string{c.DefaultCluster}
+	for name := range c.Clusters {
+		names = append(names, name)
+	}
+	for _, f := range c.Ingest.Files {
+		names = append(names, f.Cluster)
+	}
+	return names
 }

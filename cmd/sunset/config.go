@@ -35,6 +35,7 @@ func configFlags() *pflag.FlagSet {
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest webhook body accepted, in bytes")
 	fs.Int("max-inflight-batches", d.MaxInFlightBatches, "webhook batches handled at once; more get 429 with Retry-After")
 	fs.Duration("retention", d.Retention, "how long hourly counts and dedupe marks are kept")
+	fs.Int("max-clients-per-node-hour", d.MaxClientsPerNodeHour, "clients (username and user agent) kept per API, apiserver node and hour; further ones are counted as client \"other\"")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long SIGTERM waits for in-flight batches")
 	fs.String("log-level", d.LogLevel, "trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "auto, json or console")
