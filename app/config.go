@@ -189,13 +189,15 @@ func (c Config) Validate() error {
 	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 	}
-	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile,
-		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile, "webhook-token-auth-file": c.WebhookTokenAuthFile} {
-		if path == "" {
+	// In a fixed order (not a map's), so the same config always gives the
+	// same message.
+	for _, f := range []struct{ key, path string }{{"tls-cert-file", c.TLSCertFile}, {"tls-key-file", c.TLSKeyFile},
+		{"tls-client-ca-file", c.TLSClientCAFile}, {"webhook-token-file", c.WebhookTokenFile}, {"webhook-token-auth-file", c.WebhookTokenAuthFile}} {
+		if f.path == "" {
 			continue
 		}
-		if _, err := os.Stat(path); err != nil {
-			bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
+		if _, err := os.Stat(f.path); err != nil {
+			bad(f.key, "cannot read %s: %v", f.path, errors.Unwrap(err))
 		}
 	}
 	if c.DefaultCluster == "" {
