@@ -50,6 +50,15 @@ func usage(cluster, group, version, resource, removed, verb string) string {
 // folded is the series that label sets beyond the cap are added to.
 var folded = strings.Replace(usage("other", "other", "other", "other", "other", "other"), `subresource=""`, `subresource="other"`, 1)
 
+// requireMadeUp checks that series holds one request for each of n made-up
+// APIs from the first.
+func requireMadeUp(t *testing.T, series map[string]float64, cluster string, first, n int) {
+	t.Helper()
+	for i := first; i < first+n; i++ {
+		require.Equal(t, 1.0, series[usage(cluster, fmt.Sprintf("g%04d.example.com", i), "v1", "widgets", "", "other")], i)
+	}
+}
+
 // hostile is a deprecated request to a made-up API with a made-up verb.
 func hostile(id, group, verb string) map[string]any {
 	return ev(id, "verb", verb, "objectRef", map[string]any{"apiGroup": group, "apiVersion": "v1", "resource": "widgets"})
@@ -108,9 +117,7 @@ func TestHostileBatchStaysWithinTheSeriesCap(t *testing.T) {
 	counter := got["sunset_deprecated_requests_total"]
 	require.Len(t, counter, 101)
 	require.Equal(t, 5.0, counter[usage("default", "other", "other", "other", "", "other")])
-	for i := range 99 {
-		require.Equal(t, 1.0, counter[usage("default", fmt.Sprintf("g%04d.example.com", i), "v1", "widgets", "", "other")], i)
-	}
+	requireMadeUp(t, counter, "default", 0, 99)
 	require.Equal(t, 1902.0, counter[folded])
 
 	// The gauge: the catalog's API first, then the busiest, then by
@@ -119,9 +126,7 @@ func TestHostileBatchStaysWithinTheSeriesCap(t *testing.T) {
 	require.Len(t, gauge, 101)
 	require.Equal(t, 1.0, gauge[usage("default", "flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", "1.32", "list")])
 	require.Equal(t, 5.0, gauge[usage("default", "other", "other", "other", "", "other")])
-	for i := range 98 {
-		require.Equal(t, 1.0, gauge[usage("default", fmt.Sprintf("g%04d.example.com", i), "v1", "widgets", "", "other")], i)
-	}
+	requireMadeUp(t, gauge, "default", 0, 98)
 	require.Equal(t, 1902.0, gauge[folded])
 
 	require.Equal(t, map[string]float64{
@@ -162,9 +167,7 @@ func TestHostileClusterPathsStayWithinTheClusterCap(t *testing.T) {
 	got := scrape(t, s.reg)
 	counter := got["sunset_deprecated_requests_total"]
 	require.Len(t, counter, 101, "100 series and the folded one")
-	for i := range 100 {
-		require.Equal(t, 1.0, counter[usage("x7f3a", fmt.Sprintf("g%04d.example.com", i), "v1", "widgets", "", "other")], i)
-	}
+	requireMadeUp(t, counter, "x7f3a", 0, 100)
 	require.Equal(t, 5901.0, counter[folded])
 
 	// The gauge keeps the catalog's endpoints.v1 in default first, then
@@ -172,9 +175,7 @@ func TestHostileClusterPathsStayWithinTheClusterCap(t *testing.T) {
 	gauge := got["sunset_deprecated_requests"]
 	require.Len(t, gauge, 101)
 	require.Equal(t, 1.0, gauge[usage("default", "", "v1", "endpoints", "", "list")])
-	for i := range 99 {
-		require.Equal(t, 1.0, gauge[usage("other", fmt.Sprintf("g%04d.example.com", 4000+i), "v1", "widgets", "", "other")], i)
-	}
+	requireMadeUp(t, gauge, "other", 4000, 99)
 	require.Equal(t, 5901.0, gauge[folded])
 
 	require.Equal(t, map[string]float64{

@@ -31,16 +31,7 @@ var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
 // batch/v1beta1 CronJob client.
 func fixture(t *testing.T) (url, dataDir string, stop func()) {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ShutdownTimeout = 5 * time.Second
-	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return testNow }})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	url = "http://" + a.Addr().String()
+	url, dataDir, stop = serveEmpty(t)
 
 	names, err := filepath.Glob("../../testdata/apiserver-v1.36/webhook-metadata-batch/*.body")
 	require.NoError(t, err)
@@ -61,6 +52,22 @@ func fixture(t *testing.T) (url, dataDir string, stop func()) {
 		{"auditID":"cj-2","stage":"ResponseComplete","verb":"create","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T19:05:00Z"}]}`))
 	post("/audit/webhook/master-2", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
 		{"auditID":"vac-1","stage":"ResponseComplete","verb":"get","user":{"username":"carol"},"userAgent":"terraform/1.9.0","objectRef":{"resource":"volumeattributesclasses","apiGroup":"storage.k8s.io","apiVersion":"v1beta1"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-21T07:00:00Z","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}}]}`))
+	return url, dataDir, stop
+}
+
+// serveEmpty starts a server with an empty data directory until the test
+// ends or stop is called.
+func serveEmpty(t *testing.T) (url, dataDir string, stop func()) {
+	t.Helper()
+	cfg := app.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ShutdownTimeout = 5 * time.Second
+	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return testNow }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.Run(ctx) }()
 	stopped := false
 	stop = func() {
 		if !stopped {
@@ -70,7 +77,7 @@ func fixture(t *testing.T) (url, dataDir string, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return url, cfg.DataDir, stop
+	return "http://" + a.Addr().String(), cfg.DataDir, stop
 }
 
 // runCLI runs sunset with args and returns stdout, stderr and the exit code.

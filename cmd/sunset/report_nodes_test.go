@@ -2,35 +2,19 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kube-sunset/sunset/app"
 )
 
 // A node and hour with more users than the API returns (sunset report asks
 // for the top 100): the node's total still counts every user, because it
 // comes from the node's own count, not from the listed users.
 func TestReportNodeTotalsIncludeUnlistedUsers(t *testing.T) {
-	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ShutdownTimeout = 5 * time.Second
-	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return testNow }})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	url := "http://" + a.Addr().String()
+	url, _, _ := serveEmpty(t)
 
 	event := func(id, user string) string {
 		return fmt.Sprintf(`{"auditID":%q,"stage":"ResponseComplete","verb":"get","user":{"username":%q},"userAgent":"client/1.0",`+
