@@ -20,7 +20,7 @@ image: build ## Build the container image as an OCI archive, bin/sunset-image.ta
 	$(GO) run ./internal/mkimage -binary bin/sunset -output bin/sunset-image.tar -name "$(IMAGE)" \
 		-version "$(VERSION)" -revision "$(REVISION)" -arch "$$($(GO) env GOARCH)"
 
-run: build ## Start sunset serve: data in ./sunset-data, HTTP on :8080.
+run: build ## Start sunset serve: data in ./sunset-data, HTTP on 127.0.0.1:8080.
 	./bin/sunset serve
 
 test: ## Run every test with the race detector.

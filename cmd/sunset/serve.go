@@ -23,7 +23,10 @@ func newServeCommand() *cobra.Command {
 keeps exact hourly counts of deprecated-API requests in a badger directory,
 and serves them on /apis/sunset.dev/v1/apirequestcounts and /metrics.
 
-With no configuration it keeps data in ./sunset-data and listens on :8080.
+With no configuration it keeps data in ./sunset-data and listens on
+127.0.0.1:8080. On any other address the webhook needs credentials
+(--webhook-token-auth-file, --webhook-token-file, --tls-client-ca-file) or
+--webhook-allow-unauthenticated.
 Every flag can also be set in the --config file (same key) or as an
 environment variable (SUNSET_ + key in upper case, dashes as underscores).`,
 		Args: cobra.NoArgs,
