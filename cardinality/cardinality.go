@@ -83,7 +83,14 @@ type Guard struct {
 	mu       sync.Mutex
 	clusters map[string]bool // the unconfigured clusters kept
 	logged   map[[2]string]bool
+
+	namesMu sync.Mutex
+	names   map[[3]string]bool // validity of names the catalog lacks
 }
+
+// maxCachedNames bounds the cache of checked API names; past it the cache
+// starts over.
+const maxCachedNames = 4096
 
 // New builds a Guard.
 func New(o Options) *Guard {
@@ -100,7 +107,7 @@ func New(o Options) *Guard {
 	g := &Guard{
 		maxSeries: o.MaxSeries, maxClusters: o.MaxClusters, configured: map[string]bool{}, catalog: o.Catalog,
 		log:      o.Logger.With().Str("component", "cardinality").Logger(),
-		clusters: map[string]bool{}, logged: map[[2]string]bool{},
+		clusters: map[string]bool{}, logged: map[[2]string]bool{}, names: map[[3]string]bool{},
 		overflow: promauto.With(o.Registerer).NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_metrics_overflow_total",
 			Help: "Label sets that did not get a series of their own, by metric and the limit that folded them into \"other\" (metrics.max-series, metrics.max-clusters): for counters each increment, for gauges each label set at each refresh.",
@@ -135,10 +142,27 @@ func Verb(verb string) string {
 // given when the catalog lists it or when all three are valid Kubernetes
 // names (the core group is empty), else Other for all three.
 func (g *Guard) API(group, version, resource string) (string, string, string) {
-	if g.Known(group, version, resource) || validAPI(group, version, resource) {
+	if g.Known(group, version, resource) || g.validAPI(group, version, resource) {
 		return group, version, resource
 	}
 	return Other, Other, Other
+}
+
+// validAPI checks names the catalog lacks, remembering the answer: the
+// checks are regular expressions, and every counted request asks.
+func (g *Guard) validAPI(group, version, resource string) bool {
+	k := [3]string{group, version, resource}
+	g.namesMu.Lock()
+	defer g.namesMu.Unlock()
+	valid, ok := g.names[k]
+	if !ok {
+		if len(g.names) >= maxCachedNames {
+			clear(g.names)
+		}
+		valid = validAPI(group, version, resource)
+		g.names[k] = valid
+	}
+	return valid
 }
 
 // Known reports whether the catalog lists the API.
