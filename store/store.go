@@ -7,6 +7,10 @@
 // across crashes and retries. Everything expires after the retention period
 // through badger's TTL, so the store needs no sweeper.
 //
+// What a sender can make it keep is bounded: an API keeps at most
+// MaxClients clients per apiserver node and hour, and counts the requests of
+// further clients under OtherClient, so totals stay exact.
+//
 // The store knows nothing about audit events, HTTP or Kafka: callers hand it
 // Requests that are already classified.
 package store
