@@ -75,7 +75,7 @@ type App struct {
 // New opens the store and binds the listener, so that Addr is known and a
 // port conflict or a locked data directory fails here, before Run.
 func New(cfg Config, opts Options) (*App, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.ValidateListen()); err != nil {
 		return nil, err
 	}
 	if opts.Now == nil {

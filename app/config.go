@@ -178,10 +178,6 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port (for example :8080 or 127.0.0.1:8080)", c.Listen)
-	} else if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated && !LoopbackListen(c.Listen) {
-		bad("listen", "%s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
-			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
-			"or set webhook-allow-unauthenticated=true to accept that", c.Listen)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("tls-cert-file", "tls-cert-file and tls-key-file must be set together")
@@ -276,6 +272,22 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateListen checks what only serving needs: beyond loopback, the
+// webhook has credentials or was told to go without. Readers of a data
+// directory that pass the server's config file need not repeat the
+// server's flags.
+func (c Config) ValidateListen() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil // Validate reports it
+	}
+	if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated && !LoopbackListen(c.Listen) {
+		return fmt.Errorf("listen: %s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
+			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
+			"or set webhook-allow-unauthenticated=true to accept that", c.Listen)
+	}
+	return nil
 }
 
 // WebhookAuthenticated reports whether the webhook demands credentials.

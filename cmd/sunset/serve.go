@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"strings"
 
@@ -32,7 +33,8 @@ environment variable (SUNSET_ + key in upper case, dashes as underscores).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(keys, configFile)
-			if err != nil {
+			// Every problem at once, serving's own included.
+			if err := errors.Join(err, cfg.ValidateListen()); err != nil {
 				return err
 			}
 			logger := newLogger(cfg)
