@@ -6,7 +6,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build image run demo test test-short e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build image run demo test test-short fuzz e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
@@ -20,7 +20,7 @@ image: build ## Build the container image as an OCI archive, bin/sunset-image.ta
 	$(GO) run ./internal/mkimage -binary bin/sunset -output bin/sunset-image.tar -name "$(IMAGE)" \
 		-version "$(VERSION)" -revision "$(REVISION)" -arch "$$($(GO) env GOARCH)"
 
-run: build ## Start sunset serve: data in ./sunset-data, HTTP on :8080.
+run: build ## Start sunset serve: data in ./sunset-data, HTTP on 127.0.0.1:8080.
 	./bin/sunset serve
 
 # The demo's data: audit logs captured from a real kube-apiserver v1.36.3,
@@ -39,6 +39,23 @@ test: ## Run every test with the race detector.
 
 test-short: ## Run the quick tests only.
 	$(GO) test -short -count=1 $(PKGS)
+
+# Fuzz targets, as package:Target. `make test` runs their seeds (the real
+# captures in testdata/) like any test; `make fuzz` mutates them for
+# FUZZTIME each. Minimizing a new input is capped at FUZZMINIMIZE runs:
+# with the default (60s) a single new input of a few KiB stalls the run.
+FUZZ_TARGETS := ./ingest/webhook:FuzzWebhookBody ./ingest/kafka:FuzzDecodeMessage \
+	./ingest/file:FuzzReadLines ./cmd/sunset:FuzzConfigFile ./api:FuzzQueryParameters
+FUZZTIME     ?= 30s
+FUZZMINIMIZE ?= 200x
+FUZZFLAGS    ?=
+
+fuzz: ## Fuzz every target for FUZZTIME (default 30s) each; findings go to <package>/testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; target=$${t#*:}; \
+		echo "fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $(FUZZFLAGS) $$pkg; \
+	done
 
 # The real peers of the end-to-end test, built from the Go module proxy at
 # the versions test/e2e/tools/go.mod pins, and cached: a cold build takes

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
@@ -77,6 +78,10 @@ type Options struct {
 	ClusterVersions map[string]catalog.Release
 	// Admission configures the admission webhook counter.
 	Admission AdmissionOptions
+	// Labels bounds the label values and series of
+	// sunset_deprecated_requests_total; nil means a Guard with the
+	// defaults.
+	Labels *cardinality.Guard
 }
 
 // Aggregator classifies events and group-commits their counts.
@@ -92,6 +97,8 @@ type Aggregator struct {
 	fieldRules *fieldrule.Set
 	metrics    *metrics
 	admission  admissionCounter
+	labels     *cardinality.Guard
+	series     *cardinality.Series
 	jobs       chan *job
 	stopped    chan struct{}
 	runCalled  bool
@@ -124,8 +131,13 @@ func New(opts Options) *Aggregator {
 	if opts.UserAgent == "" {
 		opts.UserAgent = UserAgentShort
 	}
+	if opts.Labels == nil {
+		opts.Labels = cardinality.New(cardinality.Options{Catalog: opts.Catalog})
+	}
 	return &Aggregator{
 		admission:  newAdmissionCounter(opts.Admission, opts.Registerer),
+		labels:     opts.Labels,
+		series:     opts.Labels.Series(requestsMetric, requestsLabels, "dry_run", "system", "state"),
 		store:      opts.Store,
 		log:        opts.Logger.With().Str("component", "aggregate").Logger(),
 		uaMode:     opts.UserAgent,
@@ -340,14 +352,16 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	return sum, nil
 }
 
-// countRequest adds one committed request to sunset_deprecated_requests_total.
+// countRequest adds one committed request to sunset_deprecated_requests_total,
+// its label values bounded: they come from the sender.
 func (a *Aggregator) countRequest(r store.Request) {
 	k := r.Key
-	group, version, resource := SplitAPIName(k.API)
+	group, version, resource := a.labels.API(SplitAPIName(k.API))
 	state := "deprecated"
 	if k.Removed {
 		state = "removed"
 	}
-	a.metrics.requests.WithLabelValues(k.Cluster, group, version, resource, k.Subresource, r.RemovedRelease, k.Verb,
-		strconv.FormatBool(k.DryRun), strconv.FormatBool(a.isSystem(k.Username)), state).Inc()
+	a.metrics.requests.WithLabelValues(a.series.Labels([]string{a.labels.Cluster(requestsMetric, k.Cluster), group, version, resource,
+		cardinality.Subresource(k.Subresource), cardinality.Release(r.RemovedRelease), cardinality.Verb(k.Verb),
+		strconv.FormatBool(k.DryRun), strconv.FormatBool(a.isSystem(k.Username)), state})...).Inc()
 }

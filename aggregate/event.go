@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -147,9 +148,11 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request,
 			Subresource: ref.Subresource,
 			Username:    Truncate(e.Username, MaxUsernameBytes),
 			UserAgent:   a.userAgent(e.UserAgent),
-			Verb:        e.Verb,
-			Removed:     removed,
-			DryRun:      e.DryRun,
+			// Unknown verbs are one: a sender can invent them without
+			// end, and the API reports them as "other" anyway.
+			Verb:    cardinality.Verb(e.Verb),
+			Removed: removed,
+			DryRun:  e.DryRun,
 		},
 		RemovedRelease: removedRelease,
 		Seen:           sighting(e, now),
@@ -198,7 +201,7 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []store.Re
 			ID: e.ID + "#" + FieldRulePrefix + r.Name,
 			Key: store.CountKey{
 				Cluster: o.Cluster, API: FieldRulePrefix + r.Name, Hour: hour, Node: o.Node, Subresource: ref.Subresource,
-				Username: Truncate(e.Username, MaxUsernameBytes), UserAgent: a.userAgent(e.UserAgent), Verb: e.Verb, DryRun: e.DryRun,
+				Username: Truncate(e.Username, MaxUsernameBytes), UserAgent: a.userAgent(e.UserAgent), Verb: cardinality.Verb(e.Verb), DryRun: e.DryRun,
 			},
 			RemovedRelease: r.RemovedIn,
 			Seen:           sighting(e, now),

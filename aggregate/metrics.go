@@ -5,11 +5,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
+// requestsMetric is sunset_deprecated_requests_total, whose label values
+// come from senders and are bounded.
+const requestsMetric = "sunset_deprecated_requests_total"
+
+var requestsLabels = []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}
+
 type metrics struct {
 	events         *prometheus.CounterVec
 	requests       *prometheus.CounterVec
 	commitDuration prometheus.Histogram
 	commitErrors   prometheus.Counter
+	decodeErrors   *prometheus.CounterVec
 }
 
 // newMetrics registers the aggregator's metrics on reg; a nil reg gives
@@ -22,9 +29,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).",
 		}, []string{"source", "result"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "sunset_deprecated_requests_total",
+			Name: requestsMetric,
 			Help: "Requests to deprecated or removed APIs counted since start (duplicates excluded). state is deprecated or removed (the client got a 404).",
-		}, []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}),
+		}, requestsLabels),
 		commitDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sunset_store_commit_duration_seconds",
 			Help:    "Time to commit one group of requests to badger, fsync included.",
@@ -34,6 +41,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sunset_store_commit_errors_total",
 			Help: "Commits to badger that failed; their senders got an error.",
 		}),
+		decodeErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_ingest_decode_errors_total",
+			Help: "Bodies and events that could not be decoded, by source and reason.",
+		}, []string{"source", "reason"}),
 	}
 }
 
@@ -41,4 +52,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // event outcomes share one metric.
 func (a *Aggregator) CountInvalid(source string, n int) {
 	a.metrics.events.WithLabelValues(source, string(ResultInvalid)).Add(float64(n))
+}
+
+// CountDecodeError records n bodies, items or lines of one source that could
+// not be decoded, by reason (a fixed set of values each ingest path
+// defines). It does not count events: call CountInvalid for those.
+func (a *Aggregator) CountDecodeError(source, reason string, n int) {
+	a.metrics.decodeErrors.WithLabelValues(source, reason).Add(float64(n))
 }

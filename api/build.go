@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/workload"
 )
@@ -15,26 +16,6 @@ const hoursPerDay = 24
 
 // MaxNodesPerHour is OpenShift's schema limit on byNode.
 const MaxNodesPerHour = 512
-
-// OtherVerb stands for every verb that is not a Kubernetes request verb.
-const OtherVerb = "other"
-
-// requestVerbs are the verbs kube-apiserver's request info gives resource
-// requests. With OtherVerb they are 10, OpenShift's schema limit on byVerb,
-// and none is over its 20 characters.
-var requestVerbs = map[string]bool{
-	"get": true, "list": true, "watch": true, "create": true, "update": true,
-	"patch": true, "delete": true, "deletecollection": true, "proxy": true,
-}
-
-// verbName is the verb as reported: unknown verbs, which a hostile or buggy
-// sender can invent without end, are grouped.
-func verbName(verb string) string {
-	if requestVerbs[verb] {
-		return verb
-	}
-	return OtherVerb
-}
 
 type nodeID struct{ cluster, node string }
 type userID struct{ username, userAgent string }
@@ -48,6 +29,7 @@ type hourAgg struct {
 
 type nodeAgg struct {
 	total, dry int64
+	system     int64
 	users      map[userID]*userAgg
 }
 
@@ -144,7 +126,8 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	h.total += c
 	na.total += c
 	ua.total += c
-	verb := verbName(k.Verb)
+	// Verbs are stored bounded already; older data may hold others.
+	verb := cardinality.Verb(k.Verb)
 	v := ua.verbs[verb]
 	v[0] += c
 	if k.DryRun {
@@ -160,6 +143,7 @@ func (b *builder) add(k store.CountKey, n uint64) error {
 	}
 	if b.isSystem(k.Username) {
 		h.system += c
+		na.system += c
 	}
 	return nil
 }
@@ -287,7 +271,7 @@ func (b *builder) renderHour(h *hourAgg, users int) PerResourceAPIRequestLog {
 			out.ByNode = append(out.ByNode, node)
 			continue
 		}
-		node.RequestCount, node.DryRunCount = na.total, na.dry
+		node.RequestCount, node.DryRunCount, node.SystemRequestCount = na.total, na.dry, na.system
 		for uid, ua := range na.users {
 			seen := b.workloads[nid.cluster][store.ClientID{Username: uid.username, UserAgent: uid.userAgent}]
 			u := PerUserAPIRequestCount{UserName: uid.username, UserAgent: uid.userAgent, RequestCount: ua.total,

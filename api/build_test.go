@@ -92,8 +92,4 @@ func TestUnknownVerbsAreGroupedAsOther(t *testing.T) {
 		{Verb: "other", RequestCount: int64(invented), DryRunCount: 3},
 	}, user.ByVerb)
 	require.Equal(t, int64(invented+3), user.RequestCount)
-	require.LessOrEqual(t, len(requestVerbs)+1, 10)
-	for v := range requestVerbs {
-		require.LessOrEqual(t, len(v), 20, v)
-	}
 }

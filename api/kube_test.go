@@ -39,13 +39,15 @@ func (c fixedCounts) ScanCounts(cluster, api string, from, to time.Time, fn func
 	return nil
 }
 
-func (c fixedCounts) Workloads(string, string) (map[store.ClientID]store.Workload, error) { return nil, nil }
+func (c fixedCounts) Workloads(string, string) (map[store.ClientID]store.Workload, error) {
+	return nil, nil
+}
 
 func kubeServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	h := New(Options{Querier: fixedCounts{
-		"cronjobs.v1beta1.batch":                         {"bob": 4},
-		"endpoints.v1":                                   {"alice": 2, "bob": 5},
+		"cronjobs.v1beta1.batch": {"bob": 4},
+		"endpoints.v1":           {"alice": 2, "bob": 5},
 		"volumeattributesclasses.v1beta1.storage.k8s.io": {"carol": 3},
 	}, Logger: zerolog.Nop(), Now: func() time.Time { return buildNow }})
 	mux := http.NewServeMux()

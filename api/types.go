@@ -153,6 +153,10 @@ type PerNodeAPIRequestLog struct {
 	Cluster      string `json:"cluster,omitempty"`
 	RequestCount int64  `json:"requestCount"`
 	DryRunCount  int64  `json:"dryRunCount,omitempty"`
+	// SystemRequestCount is Sunset's addition: how many of RequestCount
+	// came from system identities, all users included, so a node's
+	// non-system total never depends on which users ByUser lists.
+	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
 	// ByUser holds the top users by request count, at most
 	// numberOfUsersToReport; RequestCount always includes all of them.
 	ByUser []PerUserAPIRequestCount `json:"byUser"`

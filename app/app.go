@@ -31,6 +31,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/fieldrule"
@@ -78,7 +79,7 @@ type App struct {
 // New opens the store and binds the listener, so that Addr is known and a
 // port conflict or a locked data directory fails here, before Run.
 func New(cfg Config, opts Options) (*App, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.ValidateListen()); err != nil {
 		return nil, err
 	}
 	if opts.Now == nil {
@@ -92,10 +93,11 @@ func New(cfg Config, opts Options) (*App, error) {
 	a := &App{cfg: cfg, log: opts.Logger}
 
 	st, err := store.Open(store.Options{
-		Dir:       cfg.DataDir,
-		Retention: cfg.Retention,
-		Logger:    opts.Logger.With().Str("component", "badger").Logger(),
-		Now:       opts.Now,
+		Dir:        cfg.DataDir,
+		Retention:  cfg.Retention,
+		Logger:     opts.Logger.With().Str("component", "badger").Logger(),
+		Now:        opts.Now,
+		MaxClients: cfg.MaxClientsPerNodeHour,
 	})
 	if err != nil {
 		return nil, err
@@ -123,7 +125,12 @@ func New(cfg Config, opts Options) (*App, error) {
 			opts.Logger.Warn().Str("component", "admission").Str("kind", kind).
 				Msg("more admission webhook label values than admission.metrics allows; the rest are labelled \"other\" (the API has them all)")
 		}})
+	// One guard for every metric, so that they agree on which clusters
+	// keep their names.
+	labels := cardinality.New(cardinality.Options{MaxSeries: cfg.Metrics.MaxSeries, MaxClusters: cfg.Metrics.MaxClusters,
+		Clusters: cfg.ClusterNames(), Catalog: cat, Registerer: reg, Logger: opts.Logger})
 	a.agg = aggregate.New(aggregate.Options{
+		Labels:          labels,
 		Retention:       cfg.Retention,
 		Store:           st,
 		Logger:          opts.Logger,
@@ -139,6 +146,7 @@ func New(cfg Config, opts Options) (*App, error) {
 	reg.MustRegister(exporter.New(exporter.Options{
 		Querier: st, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
 		IsSystem: system.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
+		Labels: labels,
 	}))
 	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: st, Labels: admissionLabels,
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
@@ -173,9 +181,23 @@ func New(cfg Config, opts Options) (*App, error) {
 		}
 	}
 
+	var tokens webhook.Tokens
+	if cfg.WebhookTokenAuthFile != "" {
+		if tokens, err = webhook.LoadTokenFile(cfg.WebhookTokenAuthFile, cfg.DefaultCluster); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
+	if !cfg.WebhookAuthenticated() && !LoopbackListen(cfg.Listen) {
+		// Validate let this through only because it was asked for.
+		opts.Logger.Warn().Str("listen", cfg.Listen).
+			Msg("the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts")
+	}
+
 	hooks := http.NewServeMux()
 	webhook.New(webhook.Options{
 		Token:             token,
+		Tokens:            tokens,
 		RequireClientCert: cfg.TLSClientCAFile != "",
 		Ingester:          a.agg,
 		Logger:            opts.Logger,

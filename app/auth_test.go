@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,9 +22,10 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 )
 
-// clientCert issues a client certificate for cn from a fresh CA, and
-// returns the CA and the certificate and key, all PEM.
-func clientCert(t *testing.T, cn string) (caPEM, certPEM, keyPEM []byte) {
+// clientCert issues a client certificate for cn, with sans as DNS or IP
+// subject alternative names, from a fresh CA, and returns the CA and the
+// certificate and key, all PEM.
+func clientCert(t *testing.T, cn string, sans ...string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -38,6 +40,13 @@ func clientCert(t *testing.T, cn string) (caPEM, certPEM, keyPEM []byte) {
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(11), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			leaf.IPAddresses = append(leaf.IPAddresses, ip)
+		} else {
+			leaf.DNSNames = append(leaf.DNSNames, san)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	require.NoError(t, err)
 	keyDER, err := x509.MarshalECPrivateKey(key)

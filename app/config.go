@@ -13,6 +13,7 @@ import (
 	"github.com/kube-sunset/sunset/access"
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/kafka"
@@ -37,8 +38,15 @@ type Config struct {
 	// signed by this CA; their common name names the node when the path
 	// does not.
 	TLSClientCAFile string `mapstructure:"tls-client-ca-file"`
-	// WebhookTokenFile holds a bearer token the webhook requires.
+	// WebhookTokenFile holds a bearer token the webhook requires, shared by
+	// every apiserver.
 	WebhookTokenFile string `mapstructure:"webhook-token-file"`
+	// WebhookTokenAuthFile holds bearer tokens each bound to one apiserver,
+	// in kube-apiserver's --token-auth-file CSV format.
+	WebhookTokenAuthFile string `mapstructure:"webhook-token-auth-file"`
+	// WebhookAllowUnauthenticated accepts webhook batches without
+	// credentials on a listen address that is not loopback.
+	WebhookAllowUnauthenticated bool `mapstructure:"webhook-allow-unauthenticated"`
 
 	// Who may read and reset the API and scrape /metrics (see package
 	// access and the README's "Access control"). The names are those of
@@ -77,6 +85,9 @@ type Config struct {
 	MaxInFlightBatches int `mapstructure:"max-inflight-batches"`
 	// Retention is how long hourly counts and dedupe marks are kept.
 	Retention time.Duration `mapstructure:"retention"`
+	// MaxClientsPerNodeHour bounds the clients (username and user agent)
+	// kept per API, apiserver node and hour; others count as "other".
+	MaxClientsPerNodeHour int `mapstructure:"max-clients-per-node-hour"`
 	// ShutdownTimeout bounds the graceful drain on SIGTERM.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
 	// LogLevel is trace, debug, info, warn or error.
@@ -145,6 +156,12 @@ type MetricsConfig struct {
 	RemovalHorizon int `mapstructure:"removal-horizon"`
 	// Refresh bounds how often the gauges rescan the store.
 	Refresh time.Duration `mapstructure:"refresh"`
+	// MaxSeries bounds the series of each metric whose labels come from
+	// audit events.
+	MaxSeries int `mapstructure:"max-series"`
+	// MaxClusters bounds the cluster label values beyond the configured
+	// clusters.
+	MaxClusters int `mapstructure:"max-clusters"`
 }
 
 // IngestConfig is the ingest key.
@@ -186,21 +203,25 @@ func (c Config) ClusterVersions() map[string]catalog.Release {
 }
 
 // DefaultConfig is the zero-configuration setup: data in ./sunset-data,
-// HTTP on 127.0.0.1:8080, open to local callers.
+// HTTP on 127.0.0.1:8080, open to local callers. Loopback, because the
+// webhook then needs no credentials and reads no authentication: nothing off
+// the host can reach it.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:            "./sunset-data",
-		Listen:             "127.0.0.1:8080",
-		DefaultCluster:     "default",
-		UserAgent:          string(aggregate.UserAgentShort),
-		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
-		MaxInFlightBatches: webhook.DefaultMaxInFlight,
-		Retention:          store.DefaultRetention,
-		ShutdownTimeout:    30 * time.Second,
-		LogLevel:           "info",
-		LogFormat:          "auto",
-		SystemUsers:        slices.Clone(noise.DefaultSystemUsers),
-		Metrics:            MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second},
+		DataDir:               "./sunset-data",
+		Listen:                "127.0.0.1:8080",
+		DefaultCluster:        "default",
+		UserAgent:             string(aggregate.UserAgentShort),
+		MaxBodyBytes:          webhook.DefaultMaxBodyBytes,
+		MaxInFlightBatches:    webhook.DefaultMaxInFlight,
+		Retention:             store.DefaultRetention,
+		MaxClientsPerNodeHour: store.DefaultMaxClients,
+		ShutdownTimeout:       30 * time.Second,
+		LogLevel:              "info",
+		LogFormat:             "auto",
+		SystemUsers:           slices.Clone(noise.DefaultSystemUsers),
+		Metrics: MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second,
+			MaxSeries: cardinality.DefaultMaxSeries, MaxClusters: cardinality.DefaultMaxClusters},
 
 		AuthorizationReadGroups:       []string{access.DefaultReadGroup},
 		AuthorizationResetGroups:      []string{access.DefaultResetGroup},
@@ -275,15 +296,17 @@ func (c Config) Validate() error {
 	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 	}
-	for key, path := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile,
-		"tls-client-ca-file": c.TLSClientCAFile, "webhook-token-file": c.WebhookTokenFile,
-		"authentication-kubeconfig": c.AuthenticationKubeconfig, "authorization-kubeconfig": c.AuthorizationKubeconfig,
-		"client-ca-file": c.ClientCAFile, "requestheader-client-ca-file": c.RequestheaderClientCAFile, "token-auth-file": c.TokenAuthFile} {
-		if path == "" {
+	// In a fixed order (not a map's), so the same config always gives the
+	// same message.
+	for _, f := range []struct{ key, path string }{{"tls-cert-file", c.TLSCertFile}, {"tls-key-file", c.TLSKeyFile},
+		{"tls-client-ca-file", c.TLSClientCAFile}, {"webhook-token-file", c.WebhookTokenFile}, {"webhook-token-auth-file", c.WebhookTokenAuthFile},
+		{"authentication-kubeconfig", c.AuthenticationKubeconfig}, {"authorization-kubeconfig", c.AuthorizationKubeconfig},
+		{"client-ca-file", c.ClientCAFile}, {"requestheader-client-ca-file", c.RequestheaderClientCAFile}, {"token-auth-file", c.TokenAuthFile}} {
+		if f.path == "" {
 			continue
 		}
-		if _, err := os.Stat(path); err != nil {
-			bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
+		if _, err := os.Stat(f.path); err != nil {
+			bad(f.key, "cannot read %s: %v", f.path, errors.Unwrap(err))
 		}
 	}
 	for key, path := range map[string]string{"client-ca-file": c.ClientCAFile, "requestheader-client-ca-file": c.RequestheaderClientCAFile} {
@@ -335,6 +358,15 @@ func (c Config) Validate() error {
 	if c.Metrics.Refresh < 0 {
 		bad("metrics.refresh", "must not be negative, got %s", c.Metrics.Refresh)
 	}
+	if c.Metrics.MaxSeries < 1 {
+		bad("metrics.max-series", "must be at least 1, got %d", c.Metrics.MaxSeries)
+	}
+	if c.Metrics.MaxClusters < 1 {
+		bad("metrics.max-clusters", "must be at least 1, got %d", c.Metrics.MaxClusters)
+	}
+	if c.MaxClientsPerNodeHour < 1 {
+		bad("max-clients-per-node-hour", "must be at least 1, got %d", c.MaxClientsPerNodeHour)
+	}
 	if _, err := fieldrule.New(c.FieldRules); err != nil {
 		errs = append(errs, err)
 	}
@@ -377,4 +409,54 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateListen checks what only serving needs: beyond loopback, the
+// webhook has credentials or was told to go without. Readers of a data
+// directory that pass the server's config file need not repeat the
+// server's flags.
+func (c Config) ValidateListen() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil // Validate reports it
+	}
+	if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated && !LoopbackListen(c.Listen) {
+		return fmt.Errorf("listen: %s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
+			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
+			"or set webhook-allow-unauthenticated=true to accept that", c.Listen)
+	}
+	return nil
+}
+
+// WebhookAuthenticated reports whether the webhook demands credentials.
+func (c Config) WebhookAuthenticated() bool {
+	return c.WebhookTokenFile != "" || c.WebhookTokenAuthFile != "" || c.TLSClientCAFile != ""
+}
+
+// LoopbackListen reports whether a listen address (host:port) accepts
+// connections from this host only: localhost or a loopback IP. An empty
+// host listens on every address.
+func LoopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ClusterNames are the clusters the configuration names: default-cluster,
+// the clusters key and followed files. Their names are always kept as
+// metric labels.
+func (c Config) ClusterNames() []string {
+	names := []string{c.DefaultCluster}
+	for name := range c.Clusters {
+		names = append(names, name)
+	}
+	for _, f := range c.Ingest.Files {
+		names = append(names, f.Cluster)
+	}
+	return names
 }

@@ -53,9 +53,15 @@ func testConfig(t *testing.T) app.Config {
 // start runs Sunset with cfg until the test ends or stop is called.
 func start(t *testing.T, cfg app.Config) *server {
 	t.Helper()
+	return startLogging(t, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+}
+
+// startLogging is start with the server's logger.
+func startLogging(t *testing.T, cfg app.Config, logger zerolog.Logger) *server {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	a, err := app.New(cfg, app.Options{
-		Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+		Logger:   logger,
 		Registry: reg,
 		Now:      func() time.Time { return testNow },
 		Build:    app.BuildInfo{Version: "test", Revision: "abc"},

@@ -40,6 +40,10 @@ func registerStoreMetrics(reg prometheus.Registerer, st *store.Store, dir string
 		Name: "sunset_store_filesystem_free_bytes",
 		Help: "Bytes available to Sunset on the filesystem of its data directory.",
 	}, func() float64 { return statfs(true) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sunset_store_clients_overflow_total",
+		Help: "Requests counted under client \"other\" because their API already had max-clients-per-node-hour clients in that node and hour.",
+	}, func() float64 { return float64(st.FoldedClients()) })
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sunset_store_filesystem_size_bytes",
 		Help: "Size of the filesystem of the data directory, in bytes.",

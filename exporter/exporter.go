@@ -11,6 +11,9 @@
 package exporter
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -46,6 +50,9 @@ type Options struct {
 	// exported so rules never need editing.
 	RemovalHorizon int
 	Now            func() time.Time
+	// Labels bounds label values and series; nil means a Guard with the
+	// defaults.
+	Labels *cardinality.Guard
 }
 
 // Label values of state.
@@ -56,11 +63,17 @@ const (
 
 var usageLabels = []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}
 
+// Metric names, as the overflow metric names them.
+const (
+	usageName        = "sunset_deprecated_requests"
+	untilRemovalName = "sunset_api_releases_until_removal"
+)
+
 var (
-	usageDesc = prometheus.NewDesc("sunset_deprecated_requests",
+	usageDesc = prometheus.NewDesc(usageName,
 		"Requests to deprecated or removed APIs in the sliding window (metrics.window, default 24h). Falls to 0 when an API stops being used; the series disappears after metrics.grace.",
 		usageLabels, nil)
-	untilRemovalDesc = prometheus.NewDesc("sunset_api_releases_until_removal",
+	untilRemovalDesc = prometheus.NewDesc(untilRemovalName,
 		"Kubernetes minor releases until an API in use is removed: its removed release minus the cluster's configured version (clusters.<name>.version). 1 means the next release; 0 or less means already removed.",
 		[]string{"cluster", "group", "version", "resource", "removed_release"}, nil)
 	horizonDesc = prometheus.NewDesc("sunset_removal_horizon_releases",
@@ -72,6 +85,7 @@ var (
 type Collector struct {
 	o     Options
 	cache cache
+	usage *cardinality.Series // folds usage series beyond the bound
 }
 
 // cache keeps computed metrics for up to refresh, within one hour.
@@ -110,7 +124,10 @@ func New(o Options) *Collector {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Collector{o: o}
+	if o.Labels == nil {
+		o.Labels = cardinality.New(cardinality.Options{})
+	}
+	return &Collector{o: o, usage: o.Labels.Series(usageName, usageLabels, "dry_run", "system", "state")}
 }
 
 // Describe implements prometheus.Collector.
@@ -142,7 +159,20 @@ type usageKey struct {
 	cluster, group, version, resource, subresource, removed, verb, dryRun, system, state string
 }
 
+func (k usageKey) values() []string {
+	return []string{k.cluster, k.group, k.version, k.resource, k.subresource, k.removed, k.verb, k.dryRun, k.system, k.state}
+}
+
 type apiKey struct{ cluster, group, version, resource, removed string }
+
+// usage is one series of the usage gauge while it is computed.
+type usage struct {
+	value float64
+	// known marks an API the catalog lists: such series are kept first
+	// when there are more than the bound, so that a flood of made-up APIs
+	// cannot push the APIs the alerts are about into "other".
+	known bool
+}
 
 // compute scans the window and the grace period before it. Hours count in
 // the window when they start after now-window: a 24h window is the current
@@ -151,37 +181,57 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 	cur := now.UTC().Truncate(time.Hour)
 	windowStart := cur.Add(-c.o.Window + time.Hour)
 	graceStart := windowStart.Add(-c.o.Grace)
-	usage := map[usageKey]float64{}
+	usages := map[usageKey]*usage{}
 	inUse := map[apiKey]bool{}
+	g := c.o.Labels
+	clusters := map[string]string{} // label value by cluster, asked once per refresh
 	for _, info := range c.o.Querier.APIs() {
 		if strings.HasPrefix(info.API, aggregate.FieldRulePrefix) {
 			continue // field rules are not APIs
 		}
-		group, version, resource := aggregate.SplitAPIName(info.API)
+		origGroup, origVersion, origResource := aggregate.SplitAPIName(info.API)
+		known := g.Known(origGroup, origVersion, origResource)
+		group, version, resource := g.API(origGroup, origVersion, origResource)
+		removed := cardinality.Release(info.RemovedRelease)
 		err := c.o.Querier.ScanCounts(info.Cluster, info.API, graceStart, cur, func(k store.CountKey, n uint64) error {
-			key := usageKey{cluster: k.Cluster, group: group, version: version, resource: resource, subresource: k.Subresource,
-				removed: info.RemovedRelease, verb: k.Verb, dryRun: boolString(k.DryRun), system: boolString(c.o.IsSystem(k.Username)), state: StateDeprecated}
+			cluster, ok := clusters[k.Cluster]
+			if !ok {
+				cluster = g.Cluster(usageName, k.Cluster)
+				clusters[k.Cluster] = cluster
+			}
+			key := usageKey{cluster: cluster, group: group, version: version, resource: resource, subresource: cardinality.Subresource(k.Subresource),
+				removed: removed, verb: cardinality.Verb(k.Verb), dryRun: boolString(k.DryRun), system: boolString(c.o.IsSystem(k.Username)), state: StateDeprecated}
 			if k.Removed {
 				key.state = StateRemoved
 			}
-			if k.Hour.Before(windowStart) {
-				usage[key] += 0 // seen in the grace period: shown as 0
-				return nil
+			u := usages[key]
+			if u == nil {
+				u = &usage{}
+				usages[key] = u
 			}
-			usage[key] += float64(n)
-			inUse[apiKey{k.Cluster, group, version, resource, info.RemovedRelease}] = true
+			u.known = u.known || known
+			if k.Hour.Before(windowStart) {
+				return nil // seen in the grace period: shown as 0
+			}
+			u.value += float64(n)
+			inUse[apiKey{cluster, group, version, resource, removed}] = true
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	out := make([]prometheus.Metric, 0, len(usage)+len(inUse))
-	for k, v := range usage {
-		out = append(out, prometheus.MustNewConstMetric(usageDesc, prometheus.GaugeValue, v,
-			k.cluster, k.group, k.version, k.resource, k.subresource, k.removed, k.verb, k.dryRun, k.system, k.state))
+	usages = c.boundUsage(usages)
+	out := make([]prometheus.Metric, 0, len(usages)+len(inUse))
+	for k, u := range usages {
+		out = append(out, prometheus.MustNewConstMetric(usageDesc, prometheus.GaugeValue, u.value, k.values()...))
 	}
-	for k := range inUse {
+	n := 0
+	for _, k := range slices.SortedFunc(maps.Keys(inUse), compareAPIKeys(g)) {
+		if n == g.MaxSeries() {
+			g.Overflow(untilRemovalName, cardinality.LimitMaxSeries, len(inUse)-n)
+			break
+		}
 		clusterVersion, ok := c.o.ClusterVersions[k.cluster]
 		removed, err := catalog.ParseRelease(k.removed)
 		if !ok || err != nil || removed.Major != clusterVersion.Major {
@@ -189,8 +239,58 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 		}
 		out = append(out, prometheus.MustNewConstMetric(untilRemovalDesc, prometheus.GaugeValue,
 			float64(removed.Minor-clusterVersion.Minor), k.cluster, k.group, k.version, k.resource, k.removed))
+		n++
 	}
 	return out, nil
+}
+
+// boundUsage keeps at most MaxSeries series: the APIs the catalog lists
+// first, then the busiest, then in label order. The others are added up
+// into the folded series, so that sums stay exact.
+func (c *Collector) boundUsage(usages map[usageKey]*usage) map[usageKey]*usage {
+	max := c.o.Labels.MaxSeries()
+	if len(usages) <= max {
+		return usages
+	}
+	keys := slices.SortedFunc(maps.Keys(usages), func(a, b usageKey) int {
+		ua, ub := usages[a], usages[b]
+		if ua.known != ub.known {
+			if ua.known {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(ub.value, ua.value), slices.Compare(a.values(), b.values()))
+	})
+	out := make(map[usageKey]*usage, max+8)
+	for _, k := range keys[:max] {
+		out[k] = usages[k]
+	}
+	for _, k := range keys[max:] {
+		v := c.usage.Fold(k.values())
+		fk := usageKey{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}
+		if out[fk] == nil {
+			out[fk] = &usage{}
+		}
+		out[fk].value += usages[k].value
+	}
+	c.o.Labels.Overflow(usageName, cardinality.LimitMaxSeries, len(keys)-max)
+	return out
+}
+
+// compareAPIKeys orders APIs in use: those the catalog lists first, then by
+// labels.
+func compareAPIKeys(g *cardinality.Guard) func(a, b apiKey) int {
+	return func(a, b apiKey) int {
+		ka, kb := g.Known(a.group, a.version, a.resource), g.Known(b.group, b.version, b.resource)
+		if ka != kb {
+			if ka {
+				return -1
+			}
+			return 1
+		}
+		return slices.Compare([]string{a.cluster, a.group, a.version, a.resource, a.removed}, []string{b.cluster, b.group, b.version, b.resource, b.removed})
+	}
 }
 
 func boolString(b bool) string { return strconv.FormatBool(b) }

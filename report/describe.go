@@ -108,15 +108,26 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 	}
 	fmt.Fprintf(w, "  peak %d request%s in an hour\n", peak, pluralS(int(peak)))
 
+	// Node totals come from the nodes' own counts, which include every
+	// user; byUser lists only the top users of each node and hour.
 	nodeTotals := map[[2]string]int64{}
 	users := map[[2]string]*userTotal{}
+	var unlisted int64 // requests of users that byUser left out
 	for _, h := range st.Last24h {
 		for _, n := range h.ByNode {
+			nodeTotal := n.RequestCount
+			if o.ExcludeSystem {
+				nodeTotal -= n.SystemRequestCount
+			}
+			if nodeTotal > 0 {
+				nodeTotals[[2]string{n.Cluster, n.NodeName}] += nodeTotal
+			}
+			var listed int64
 			for _, u := range n.ByUser {
 				if o.ExcludeSystem && u.System {
 					continue
 				}
-				nodeTotals[[2]string{n.Cluster, n.NodeName}] += u.RequestCount
+				listed += u.RequestCount
 				key := [2]string{u.UserName, u.UserAgent}
 				ut := users[key]
 				if ut == nil {
@@ -132,6 +143,7 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 					ut.verbs[v.Verb] += v.RequestCount
 				}
 			}
+			unlisted += nodeTotal - listed
 		}
 	}
 
@@ -171,6 +183,10 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 			name += " (system)"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, dash(u.userAgent), dash(describeWorkload(u.username, u.workload)), u.total, strings.Join(verbs, " "))
+	}
+	if unlisted > 0 {
+		// Per user, only the top users of each node and hour are known.
+		fmt.Fprintf(tw, "  (users beyond the top %d of a node and hour)\t-\t-\t%d\t-\n", obj.Spec.NumberOfUsersToReport, unlisted)
 	}
 	return tw.Flush()
 }

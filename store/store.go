@@ -7,6 +7,10 @@
 // across crashes and retries. Everything expires after the retention period
 // through badger's TTL, so the store needs no sweeper.
 //
+// What a sender can make it keep is bounded: an API keeps at most
+// MaxClients clients per apiserver node and hour, and counts the requests of
+// further clients under OtherClient, so totals stay exact.
+//
 // The store knows nothing about audit events, HTTP or Kafka: callers hand it
 // Requests that are already classified.
 package store
@@ -20,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -53,6 +58,10 @@ type Options struct {
 	Logger zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxClients bounds the clients (username and user agent) of an API
+	// per apiserver node and hour; requests of further clients are counted
+	// under OtherClient. Zero means DefaultMaxClients.
+	MaxClients int
 }
 
 // Request is one audit request to count once.
@@ -102,6 +111,15 @@ type Store struct {
 
 	metaMu sync.RWMutex
 	meta   map[string]APIInfo // by string(encodeMetaKey)
+
+	// The client cap. clients caches, by cellPrefix, the clients with
+	// rows in each cell; only Apply and DeleteAPI use it, under applyMu.
+	maxClients    int
+	clients       map[string]map[ClientID]bool
+	cachedClients int
+	foldedClients atomic.Uint64
+	foldOnce      sync.Once
+	log           zerolog.Logger
 }
 
 // Open opens or creates the store in opts.Dir.
@@ -115,6 +133,9 @@ func Open(opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxClients <= 0 {
+		opts.MaxClients = DefaultMaxClients
+	}
 	bopts := badger.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{opts.Logger}).
 		WithSyncWrites(!opts.NoSync).
@@ -127,7 +148,8 @@ func Open(opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: opening badger in %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{}}
+	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{},
+		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: opts.Logger.With().Str("component", "store").Logger()}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -256,6 +278,9 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 	expiry := map[string]uint64{}
 	metaUpdates := map[string]APIInfo{}
 	seen := map[string]struct{}{}
+	cc := newClientCap(s)
+	defer cc.close()
+	var capped []Request // reqs with capped keys, copied once one changes
 	for i, r := range reqs {
 		mk := encodeMarkKey(r.Key.Cluster, r.ID)
 		d, err := isDuplicate(txn, mk, seen)
@@ -264,6 +289,19 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 		}
 		if dup[i] = d; d {
 			continue
+		}
+		k, err := cc.key(r.Key)
+		if err != nil {
+			return err
+		}
+		if k != r.Key {
+			// The caller's requests stay as they were. A folded request
+			// keeps no sighting: the workload of "other" means nothing.
+			if capped == nil {
+				capped = slices.Clone(reqs)
+			}
+			capped[i].Key, capped[i].Seen = k, nil
+			r = capped[i]
 		}
 		exp := s.expiresAt(r.Key.Hour)
 		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
@@ -309,6 +347,9 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 			return err
 		}
 	}
+	if capped != nil {
+		reqs = capped
+	}
 	if err := s.applySightings(txn, reqs, dup); err != nil {
 		return err
 	}
@@ -320,6 +361,7 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("store: committing: %w", err)
 	}
+	cc.publish()
 	s.metaMu.Lock()
 	for mk, info := range metaUpdates {
 		s.meta[mk] = info
@@ -542,5 +584,7 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 	s.metaMu.Lock()
 	delete(s.meta, string(metaKey))
 	s.metaMu.Unlock()
+	// The deleted cells' clients are gone too.
+	s.clients, s.cachedClients = map[string]map[ClientID]bool{}, 0
 	return requests, nil
 }

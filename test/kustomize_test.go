@@ -91,7 +91,7 @@ type overlayWant struct {
 	args        []string
 }
 
-var baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8080"}
+var baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8080", "--webhook-allow-unauthenticated=true"}
 
 var overlays = map[string]overlayWant{
 	"kubernetes/base": {port: 8080, portName: "http", scheme: corev1.URISchemeHTTP, args: baseArgs},
@@ -454,6 +454,10 @@ func TestKustomizeStatefulSet(t *testing.T) {
 		args := requireRealFlags(t, flags, c.Args)
 		port := listenPort(t, args["listen"])
 		require.Equal(t, want.port, port, dir)
+		// Beyond loopback, Sunset starts only with webhook credentials or
+		// when told to accept batches without.
+		require.True(t, args["webhook-allow-unauthenticated"] == "true" || args["webhook-token-file"] != "" ||
+			args["webhook-token-auth-file"] != "" || args["tls-client-ca-file"] != "", "%s: listens on %s with no webhook credentials", dir, args["listen"])
 		require.Equal(t, []corev1.ContainerPort{{Name: want.portName, ContainerPort: want.port, Protocol: corev1.ProtocolTCP}}, c.Ports, dir)
 		requireProbes(t, dir, c, port, want.scheme, "")
 		requireSized(t, dir, c)

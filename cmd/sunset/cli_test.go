@@ -131,7 +131,7 @@ func TestReportFormatsGolden(t *testing.T) {
 		"report-describe-yaml.golden":  {"report", "endpoints.v1", "-o", "yaml", "--cluster", "default"},
 		"report-name.golden":           {"report", "-o", "name"},
 		"report-no-headers.golden":     {"report", "--no-headers"},
-		"report-jsonpath.golden": {"report", "-o", `jsonpath={range .items[?(@.status.removedInRelease!="")]}{.status.removedInRelease}{"\t"}{.metadata.name}{"\n"}{end}`},
+		"report-jsonpath.golden":       {"report", "-o", `jsonpath={range .items[?(@.status.removedInRelease!="")]}{.status.removedInRelease}{"\t"}{.metadata.name}{"\n"}{end}`},
 		"report-custom-columns.golden": {"report", "-o", "custom-columns=NAME:.metadata.name,STATE:.metadata.labels.sunset\\.dev/state,REQUESTS:.status.requestCount", "--exclude-system=false"},
 		"report-describe-name.golden":  {"report", "endpoints.v1", "-o", "name"},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"strings"
 
@@ -26,13 +27,16 @@ and serves them on /apis/sunset.dev/v1/apirequestcounts and /metrics.
 With no configuration it keeps data in ./sunset-data and listens on
 127.0.0.1:8080, where anyone on this machine may read. On any other address
 readers must authenticate (see --authentication-kubeconfig, --token-auth-file,
---client-ca-file) unless --allow-unauthenticated is set.
+--client-ca-file) unless --allow-unauthenticated is set, and the webhook needs
+credentials (--webhook-token-auth-file, --webhook-token-file,
+--tls-client-ca-file) unless --webhook-allow-unauthenticated is set.
 Every flag can also be set in the --config file (same key) or as an
 environment variable (SUNSET_ + key in upper case, dashes as underscores).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(keys, configFile)
-			if err != nil {
+			// Every problem at once, serving's own included.
+			if err := errors.Join(err, cfg.ValidateListen()); err != nil {
 				return err
 			}
 			logger := newLogger(cfg)

@@ -29,6 +29,7 @@ const SourceFollow = "file"
 type CursorIngester interface {
 	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error)
 	CountInvalid(source string, n int)
+	CountDecodeError(source, reason string, n int)
 }
 
 // CursorReader reads a committed position back.
@@ -47,6 +48,8 @@ type FollowOptions struct {
 	// RetryBackoff is the first pause after a failure (doubling up to
 	// 30s); zero means 1s.
 	RetryBackoff time.Duration
+	// OnCommit, if set, is called with the offset after each commit.
+	OnCommit func(offset int64)
 }
 
 // position is where reading stopped: a file, by device and inode so that a
@@ -236,58 +239,69 @@ func (f *Follower) follow(ctx context.Context, file *os.File, pos position) (pos
 }
 
 // readToEnd counts every complete line from pos to the current end of the
-// file, committing a batch at a time with its position.
+// file, committing a batch at a time with its position. A line that is not
+// an audit event, too long ones included, is skipped and counted by reason
+// as replay does, and the position moves past it: one bad line never holds
+// up the lines after it.
 func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (position, error) {
 	if _, err := file.Seek(pos.Offset, io.SeekStart); err != nil {
 		return pos, err
 	}
-	br := bufio.NewReaderSize(file, 1<<20)
+	sc := newLineScanner(bufio.NewReaderSize(file, 1<<20), MaxLineBytes)
 	var (
-		events  []aggregate.Event
-		invalid int
-		line    []byte
+		events []aggregate.Event
+		bad    map[auditjson.Reason]int
+		first  int64 // offset of the first bad line of the batch
 	)
 	commit := func(at int64) error {
 		cur := position{Dev: pos.Dev, Ino: pos.Ino, Offset: at}
 		raw, _ := json.Marshal(cur)
-		if invalid > 0 {
-			f.opts.Ingester.CountInvalid(SourceFollow, invalid)
-		}
 		if _, err := f.opts.Ingester.IngestAt(ctx, f.origin, events, store.Cursor{Name: f.cursorName(), Value: raw}); err != nil {
 			return err
 		}
+		// Counted once committed: a failed commit reads the same lines
+		// again.
+		invalid := 0
+		for reason, n := range bad {
+			f.opts.Ingester.CountDecodeError(SourceFollow, string(reason), n)
+			invalid += n
+		}
+		if invalid > 0 {
+			f.opts.Ingester.CountInvalid(SourceFollow, invalid)
+			f.log.Warn().Int("lines", invalid).Int64("first_offset", first).Interface("reasons", bad).
+				Msg("skipped lines that are not audit events")
+		}
 		pos = cur
-		events, invalid = events[:0], 0
+		events, bad = events[:0], nil
+		if f.opts.OnCommit != nil {
+			f.opts.OnCommit(at)
+		}
 		return nil
 	}
 	offset := pos.Offset
 	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(line) > MaxLineBytes {
-				return pos, fmt.Errorf("follow %s: line at offset %d is longer than %d bytes", f.opts.Path, offset, MaxLineBytes)
-			}
-			continue
-		}
-		if errors.Is(err, io.EOF) {
+		l, err := sc.next()
+		if errors.Is(err, io.EOF) || (err == nil && !l.complete) {
 			// A partial last line waits for the writer to finish it.
 			break
 		}
 		if err != nil {
 			return pos, fmt.Errorf("follow %s: %w", f.opts.Path, err)
 		}
-		offset += int64(len(line))
+		at := offset
+		offset += l.size
 		f.Lines.Add(1)
-		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
-			ev, err := auditjson.DecodeEvent(trimmed)
-			if err != nil {
-				invalid++
+		if l.tooLong || len(bytes.TrimSpace(l.bytes)) > 0 {
+			ev, e := DecodeLine(Line{Bytes: bytes.TrimSpace(l.bytes), TooLong: l.tooLong})
+			if e != nil {
+				if bad == nil {
+					bad, first = map[auditjson.Reason]int{}, at
+				}
+				bad[e.Reason]++
 			} else {
 				events = append(events, ev)
 			}
 		}
-		line = line[:0]
 		if len(events) >= DefaultBatchSize {
 			if err := commit(offset); err != nil {
 				return pos, err

@@ -136,44 +136,93 @@ func readLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, limit int, fn
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<20)
 	}
-	var long []byte
-	tooLong := false
+	sc := newLineScanner(br, limit)
 	number := 0
 	for {
-		chunk, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: gather it, up to the limit.
-			if !tooLong {
-				long = append(long, chunk...)
-				if len(long) > limit {
-					tooLong, long = true, nil
-				}
-			}
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("%s: reading line %d: %w", in.Name, number+1, err)
-		}
-		line := chunk
-		if long != nil || tooLong {
-			long = append(long, chunk...)
-			line = long
-		}
-		if len(chunk) > 0 || long != nil || tooLong {
-			number++
-			if tooLong {
-				if ferr := fn(Line{Input: in.Name, Number: number, TooLong: true}); ferr != nil {
-					return ferr
-				}
-			} else if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
-				if ferr := fn(Line{Input: in.Name, Number: number, Bytes: trimmed}); ferr != nil {
-					return ferr
-				}
-			}
-		}
-		long, tooLong = nil, false
+		l, err := sc.next()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: reading line %d: %w", in.Name, number+1, err)
+		}
+		// A last line without a newline is still a line: the file is
+		// complete when it is replayed.
+		number++
+		if l.tooLong {
+			if ferr := fn(Line{Input: in.Name, Number: number, TooLong: true}); ferr != nil {
+				return ferr
+			}
+		} else if trimmed := bytes.TrimSpace(l.bytes); len(trimmed) > 0 {
+			if ferr := fn(Line{Input: in.Name, Number: number, Bytes: trimmed}); ferr != nil {
+				return ferr
+			}
+		}
+	}
+}
+
+// scanned is one line found by a lineScanner.
+type scanned struct {
+	// bytes is the line with its newline, valid until the next call; nil
+	// when tooLong.
+	bytes []byte
+	// size is how many bytes of the input the line takes, newline
+	// included, also when it is too long.
+	size int64
+	// tooLong is set for a line of more than the limit (newline not
+	// counted); its bytes were not kept.
+	tooLong bool
+	// complete is false for a last line that has no newline (yet).
+	complete bool
+}
+
+// lineScanner splits a reader into lines of at most limit bytes. A longer
+// line is read through to its end without being kept, so memory stays
+// bounded by the limit and reading always moves on. Replay and follow share
+// it, so both judge a line the same way.
+type lineScanner struct {
+	br    *bufio.Reader
+	limit int
+	long  []byte // a line longer than br's buffer, gathered
+}
+
+func newLineScanner(br *bufio.Reader, limit int) *lineScanner {
+	return &lineScanner{br: br, limit: limit}
+}
+
+// next returns the next line, or io.EOF when the input ends on a line
+// boundary.
+func (s *lineScanner) next() (scanned, error) {
+	var l scanned
+	s.long = s.long[:0]
+	for {
+		chunk, err := s.br.ReadSlice('\n')
+		l.size += int64(len(chunk))
+		if !l.tooLong {
+			if len(s.long) > 0 || errors.Is(err, bufio.ErrBufferFull) {
+				s.long = append(s.long, chunk...)
+				l.bytes = s.long
+			} else {
+				l.bytes = chunk
+			}
+			if len(bytes.TrimSuffix(l.bytes, []byte{'\n'})) > s.limit {
+				// Nothing of it is kept: let the buffer go too.
+				l.tooLong, l.bytes, s.long = true, nil, nil
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == nil:
+			l.complete = true
+			return l, nil
+		case errors.Is(err, io.EOF):
+			if l.size == 0 {
+				return l, io.EOF
+			}
+			return l, nil
+		default:
+			return l, err
 		}
 	}
 }

@@ -22,6 +22,29 @@ const maxBatchBytes = 16 << 20
 // maxReportedInvalid is how many invalid lines a summary names.
 const maxReportedInvalid = 5
 
+// ReasonLineTooLong is the reason given for a line over MaxLineBytes, beside
+// auditjson's reasons for lines that are not audit events.
+const ReasonLineTooLong auditjson.Reason = "line_too_long"
+
+// DecodeLine decodes one line into an event, or says why it is not one, with
+// a reason (a metric label value) and a message that never quotes the line.
+// Replay and follow judge lines with it, so both skip the same lines for the
+// same reasons.
+func DecodeLine(l Line) (aggregate.Event, *auditjson.Error) {
+	if l.TooLong {
+		return aggregate.Event{}, &auditjson.Error{Reason: ReasonLineTooLong, Message: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)}
+	}
+	ev, err := auditjson.DecodeEvent(l.Bytes)
+	if err != nil {
+		var e *auditjson.Error
+		if errors.As(err, &e) {
+			return ev, e
+		}
+		return ev, &auditjson.Error{Reason: auditjson.ReasonMalformedEvent, Message: err.Error()}
+	}
+	return ev, nil
+}
+
 // Sink receives decoded events in batches; raw[i] holds the line of
 // events[i]. It returns what became of them.
 type Sink interface {
@@ -111,18 +134,9 @@ func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if l.TooLong {
-				invalid(l, "line_too_long", fmt.Sprintf("line is longer than %d bytes", MaxLineBytes))
-				return nil
-			}
-			ev, err := auditjson.DecodeEvent(l.Bytes)
-			if err != nil {
-				var e *auditjson.Error
-				if errors.As(err, &e) {
-					invalid(l, string(e.Reason), e.Message)
-				} else {
-					invalid(l, "malformed_event", err.Error())
-				}
+			ev, bad := DecodeLine(l)
+			if bad != nil {
+				invalid(l, string(bad.Reason), bad.Message)
 				return nil
 			}
 			sum.Events++

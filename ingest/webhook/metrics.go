@@ -8,10 +8,10 @@ import (
 )
 
 type metrics struct {
-	requests     *prometheus.CounterVec
-	duration     prometheus.Histogram
-	overloaded   prometheus.Counter
-	decodeErrors *prometheus.CounterVec
+	requests   *prometheus.CounterVec
+	duration   prometheus.Histogram
+	overloaded prometheus.Counter
+	forbidden  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,12 +30,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sunset_webhook_overloaded_total",
 			Help: "Audit webhook batches answered 429 because too many were in flight.",
 		}),
-		decodeErrors: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "sunset_ingest_decode_errors_total",
-			Help: "Bodies and events that could not be decoded, by source and reason.",
-		}, []string{"source", "reason"}),
+		forbidden: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_webhook_forbidden_total",
+			Help: "Audit webhook batches answered 403: valid credentials of one apiserver posting as another.",
+		}),
 	}
-	for _, code := range []string{"200", "400", "401", "413", "415", "429", "500", "503"} {
+	for _, code := range []string{"200", "400", "401", "403", "413", "415", "429", "500", "503"} {
 		m.requests.WithLabelValues(code)
 	}
 	return m

@@ -16,7 +16,6 @@ package webhook
 import (
 	"compress/gzip"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +56,7 @@ type Ingester interface {
 	Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error)
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
+	CountDecodeError(source, reason string, n int)
 }
 
 // Options configures New.
@@ -73,11 +73,17 @@ type Options struct {
 	// MaxInFlight is how many batches are handled at once. Zero means
 	// DefaultMaxInFlight.
 	MaxInFlight int
-	// Token, if set, must be sent as "Authorization: Bearer <token>".
+	// Token, if set, may be sent as "Authorization: Bearer <token>" by any
+	// apiserver.
 	Token string
+	// Tokens, if set, are bearer tokens each bound to one apiserver: a
+	// token may post only as its own cluster and node (403 otherwise).
+	// With Token too, either is accepted.
+	Tokens Tokens
 	// RequireClientCert demands a client certificate verified by the
-	// server's client CA; its common name names the node when the path
-	// does not.
+	// server's client CA. Its common name names the node when the path
+	// does not; a node in the path must be its common name or one of its
+	// subject alternative names (403 otherwise).
 	RequireClientCert bool
 }
 
@@ -85,6 +91,7 @@ type Options struct {
 type Handler struct {
 	ingester       Ingester
 	token          []byte
+	tokens         Tokens
 	requireCert    bool
 	log            zerolog.Logger
 	defaultCluster string
@@ -111,6 +118,7 @@ func New(opts Options) *Handler {
 		maxBody:        opts.MaxBodyBytes,
 		slots:          make(chan struct{}, opts.MaxInFlight),
 		token:          []byte(opts.Token),
+		tokens:         opts.Tokens,
 		requireCert:    opts.RequireClientCert,
 		metrics:        newMetrics(opts.Registerer),
 	}
@@ -183,7 +191,8 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, "the audit webhook accepts only POST")
 		return
 	}
-	if msg := h.authenticate(r); msg != "" {
+	cred, msg := h.authenticate(r)
+	if msg != "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sunset"`)
 		httpjson.Error(w, http.StatusUnauthorized, httpjson.ReasonUnauthorized, msg)
 		return
@@ -193,7 +202,14 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
 		return
 	}
-	origin, err := h.origin(r)
+	origin, denied, err := h.origin(r, cred)
+	if denied != "" {
+		h.metrics.forbidden.Inc()
+		h.log.Warn().Str("cluster", origin.Cluster).Str("node", origin.Node).Str("remote", r.RemoteAddr).
+			Msg("webhook credentials of another apiserver; answered 403")
+		httpjson.Error(w, http.StatusForbidden, httpjson.ReasonForbidden, denied)
+		return
+	}
 	if err != nil {
 		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
 		return
@@ -228,13 +244,13 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var de *auditjson.Error
 		errors.As(err, &de)
-		h.metrics.decodeErrors.WithLabelValues(Source, string(de.Reason)).Inc()
+		h.ingester.CountDecodeError(Source, string(de.Reason), 1)
 		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
 		return
 	}
 	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: len(bad)}
 	for _, b := range bad {
-		h.metrics.decodeErrors.WithLabelValues(Source, string(b.Err.Reason)).Inc()
+		h.ingester.CountDecodeError(Source, string(b.Err.Reason), 1)
 		if len(resp.Errors) < maxReportedItemErrors {
 			resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
 		}
@@ -307,30 +323,17 @@ func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
 	return pe
 }
 
-// authenticate checks the configured credentials and says what is wrong,
-// without echoing what was sent.
-func (h *Handler) authenticate(r *http.Request) string {
-	if h.requireCert && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
-		return "a client certificate signed by tls-client-ca-file is required (set client-certificate in the webhook kubeconfig)"
-	}
-	if len(h.token) > 0 {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), h.token) != 1 {
-			return "a valid bearer token is required (set token in the webhook kubeconfig to the contents of webhook-token-file)"
-		}
-	}
-	return ""
-}
-
-// origin works out cluster and node from the path, else the client
-// certificate's common name, else the peer address.
-func (h *Handler) origin(r *http.Request) (aggregate.Origin, error) {
-	o := aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
+// origin works out cluster and node from the path, else the credential (a
+// bound token, a client certificate's common name), else the peer address.
+// denied says why the credential may not post as that apiserver.
+func (h *Handler) origin(r *http.Request, cred credential) (o aggregate.Origin, denied string, err error) {
+	o = aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
+	pathNode := o.Node != ""
 	if o.Cluster == "" {
 		o.Cluster = h.defaultCluster
 	}
-	if o.Node == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		o.Node = r.TLS.VerifiedChains[0][0].Subject.CommonName
+	if o.Cluster, o.Node, denied = cred.authorize(o.Cluster, o.Node, pathNode); denied != "" {
+		return o, denied, nil
 	}
 	if o.Node == "" {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -341,10 +344,10 @@ func (h *Handler) origin(r *http.Request) (aggregate.Origin, error) {
 	}
 	for _, f := range []struct{ name, v string }{{"cluster", o.Cluster}, {"node", o.Node}} {
 		if len(f.v) > maxNameBytes {
-			return o, fmt.Errorf("the %s name in the path is %d bytes; the limit is %d", f.name, len(f.v), maxNameBytes)
+			return o, "", fmt.Errorf("the %s name in the path is %d bytes; the limit is %d", f.name, len(f.v), maxNameBytes)
 		}
 	}
-	return o, nil
+	return o, "", nil
 }
 
 func checkContentType(ct string) string {

@@ -39,6 +39,8 @@ func (b *blockingIngester) Ingest(_ context.Context, o aggregate.Origin, events 
 
 func (b *blockingIngester) CountInvalid(string, int) {}
 
+func (b *blockingIngester) CountDecodeError(string, string, int) {}
+
 func (b *blockingIngester) Plan(o aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error) {
 	out := make([]aggregate.Planned, len(events))
 	for i, e := range events {

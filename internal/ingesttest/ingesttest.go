@@ -1,5 +1,5 @@
 // Package ingesttest holds a hand fake of the small ingester interfaces
-// that ingest packages declare (IngestAt, CountInvalid, Cursor), for tests
+// that ingest packages declare (IngestAt, CountInvalid, CountDecodeError, Cursor), for tests
 // of how they handle failed commits.
 package ingesttest
 
@@ -43,6 +43,9 @@ func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggrega
 
 // CountInvalid implements the ingester interfaces; it records nothing.
 func (f *Flaky) CountInvalid(string, int) {}
+
+// CountDecodeError implements the ingester interfaces; it records nothing.
+func (f *Flaky) CountDecodeError(string, string, int) {}
 
 // Cursor returns a cursor accepted earlier.
 func (f *Flaky) Cursor(name string) ([]byte, bool, error) {

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Beyond loopback, serve refuses to start a webhook without credentials and
+// says what to set.
+func TestServeRefusesAnOpenWebhookBeyondLoopback(t *testing.T) {
+	_, stderr, code := runCLI("serve", "--listen", ":0", "--data-dir", t.TempDir())
+	require.Equal(t, 1, code)
+	require.Equal(t, "Error: listen: :0 is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
+		"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, or set webhook-allow-unauthenticated=true to accept that\n", stderr)
+}
+
+// Readers of a data directory take the server's config file for its catalog
+// and users; its listen address is no concern of theirs.
+func TestReadersIgnoreTheServersListenAddress(t *testing.T) {
+	_, dataDir, stop := startServer(t, testNow, t.TempDir())
+	stop()
+	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("listen: :8080\n"), 0o600))
+	_, stderr, code := runCLI("report", "--data-dir", dataDir, "--config", cfgFile)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "No deprecated API requests in the last 24h.\n", stderr)
+	_, stderr, code = runCLI("serve", "--config", cfgFile, "--data-dir", dataDir)
+	require.Equal(t, 1, code)
+	require.True(t, strings.HasPrefix(stderr, "Error: listen: :8080 is not a loopback address"), stderr)
+}
