@@ -378,7 +378,7 @@ func (a *App) Run(ctx context.Context) error {
 	a.setReady(true)
 	a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).
 		Bool("open_to_anyone", a.access.Open()).Msg("sunset is serving")
-	if a.access.Open() && !isLoopback(a.cfg.Listen) {
+	if a.access.Open() && !LoopbackListen(a.cfg.Listen) {
 		a.log.Warn().Str("listen", a.cfg.Listen).Msg("allow-unauthenticated is set: anyone who reaches this address can read usernames, workloads and source addresses, and reset counts")
 	}
 

@@ -170,7 +170,8 @@ func TestUnauthenticatedWebhookBeyondLoopbackMustBeAskedFor(t *testing.T) {
 	cfg.Listen = "0.0.0.0:0"
 	_, err := app.New(cfg, app.Options{})
 	require.EqualError(t, err, "listen: 0.0.0.0:0 is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
-		"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, or set webhook-allow-unauthenticated=true to accept that")
+		"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, or set webhook-allow-unauthenticated=true to accept that\n"+
+		"listen: 0.0.0.0:0 is reachable from other machines, but nothing authenticates API readers: set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), token-auth-file or client-ca-file, or set allow-unauthenticated=true to let anyone who reaches the port read and reset")
 
 	warning := "the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts"
 	logs := func(cfg app.Config) string {
@@ -182,8 +183,10 @@ func TestUnauthenticatedWebhookBeyondLoopbackMustBeAskedFor(t *testing.T) {
 		require.NoError(t, a.Run(ctx))
 		return buf.String()
 	}
-	cfg.WebhookAllowUnauthenticated = true
-	require.Contains(t, logs(cfg), `"level":"warn","listen":"0.0.0.0:0","message":"`+warning+`"`)
+	cfg.WebhookAllowUnauthenticated, cfg.AllowUnauthenticated = true, true
+	out := logs(cfg)
+	require.Contains(t, out, `"level":"warn","listen":"0.0.0.0:0","message":"`+warning+`"`)
+	require.Contains(t, out, `"level":"warn","listen":"0.0.0.0:0","message":"allow-unauthenticated is set: anyone who reaches this address can read usernames, workloads and source addresses, and reset counts"`)
 
 	// Loopback needs neither credentials nor the setting.
 	cfg = testConfig(t)

@@ -255,23 +255,10 @@ func (c Config) Access() access.Options {
 		ResetGroups:      c.AuthorizationResetGroups,
 		AlwaysAllowPaths: c.AuthorizationAlwaysAllowPaths,
 	}
-	o.Open = c.AllowUnauthenticated || (isLoopback(c.Listen) && !o.Authenticates())
+	o.Open = c.AllowUnauthenticated || (LoopbackListen(c.Listen) && !o.Authenticates())
 	return o
 }
 
-// isLoopback reports whether a listen address is reachable only from this
-// machine.
-func isLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // minMaxBodyBytes is the smallest body limit that still fits a full
 // kube-apiserver batch of 400 small (Metadata level, ~1 KiB) events.
@@ -313,11 +300,6 @@ func (c Config) Validate() error {
 		if path != "" && c.TLSCertFile == "" {
 			bad(key, "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 		}
-	}
-	if _, _, err := net.SplitHostPort(c.Listen); err == nil && !isLoopback(c.Listen) && !c.AllowUnauthenticated && !c.Access().Authenticates() {
-		bad("listen", "%s is reachable from other machines, but nothing authenticates API readers; "+
-			"set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), "+
-			"token-auth-file or client-ca-file; or set allow-unauthenticated to let anyone who reaches the port read and reset", c.Listen)
 	}
 	if c.DefaultCluster == "" {
 		bad("default-cluster", "must not be empty")
@@ -412,19 +394,26 @@ func (c Config) Validate() error {
 }
 
 // ValidateListen checks what only serving needs: beyond loopback, the
-// webhook has credentials or was told to go without. Readers of a data
+// webhook has credentials or was told to go without, and readers must
+// authenticate or anyone was allowed. Readers of a data
 // directory that pass the server's config file need not repeat the
 // server's flags.
 func (c Config) ValidateListen() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return nil // Validate reports it
 	}
+	var errs []error
 	if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated && !LoopbackListen(c.Listen) {
-		return fmt.Errorf("listen: %s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
+		errs = append(errs, fmt.Errorf("listen: %s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
 			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
-			"or set webhook-allow-unauthenticated=true to accept that", c.Listen)
+			"or set webhook-allow-unauthenticated=true to accept that", c.Listen))
 	}
-	return nil
+	if !LoopbackListen(c.Listen) && !c.AllowUnauthenticated && !c.Access().Authenticates() {
+		errs = append(errs, fmt.Errorf("listen: %s is reachable from other machines, but nothing authenticates API readers: "+
+			"set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), "+
+			"token-auth-file or client-ca-file, or set allow-unauthenticated=true to let anyone who reaches the port read and reset", c.Listen))
+	}
+	return errors.Join(errs...)
 }
 
 // WebhookAuthenticated reports whether the webhook demands credentials.

@@ -15,7 +15,8 @@ func TestServeRefusesAnOpenWebhookBeyondLoopback(t *testing.T) {
 	_, stderr, code := runCLI("serve", "--listen", ":0", "--data-dir", t.TempDir())
 	require.Equal(t, 1, code)
 	require.Equal(t, "Error: listen: :0 is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
-		"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, or set webhook-allow-unauthenticated=true to accept that\n", stderr)
+		"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, or set webhook-allow-unauthenticated=true to accept that\n"+
+		"listen: :0 is reachable from other machines, but nothing authenticates API readers: set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), token-auth-file or client-ca-file, or set allow-unauthenticated=true to let anyone who reaches the port read and reset\n", stderr)
 }
 
 // Readers of a data directory take the server's config file for its catalog
