@@ -259,7 +259,6 @@ func (c Config) Access() access.Options {
 	return o
 }
 
-
 // minMaxBodyBytes is the smallest body limit that still fits a full
 // kube-apiserver batch of 400 small (Metadata level, ~1 KiB) events.
 const minMaxBodyBytes = 1 << 20
