@@ -184,6 +184,16 @@ func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr 
 	})
 }
 
+// singleTable is the Table of one object.
+func singleTable(meta metav1.ObjectMeta, st APIRequestCountStatus, obj any) func(include string) (*metav1.Table, error) {
+	return func(include string) (*metav1.Table, error) {
+		t := newTable()
+		row, err := tableRow(meta, st, obj, include)
+		t.Rows = append(t.Rows, row)
+		return t, err
+	}
+}
+
 // write answers with obj as JSON, or with the Table toTable builds when the
 // client asks for one.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable func(include string) (*metav1.Table, error)) {
@@ -252,12 +262,7 @@ func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.internalError(w, err)
 	default:
-		h.write(w, r, obj, func(include string) (*metav1.Table, error) {
-			t := newTable()
-			row, err := tableRow(obj.Metadata, obj.Status, obj, include)
-			t.Rows = append(t.Rows, row)
-			return t, err
-		})
+		h.write(w, r, obj, singleTable(obj.Metadata, obj.Status, obj))
 	}
 }
 
@@ -283,12 +288,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.internalError(w, err)
 	default:
-		h.write(w, r, obj, func(include string) (*metav1.Table, error) {
-			t := newTable()
-			row, err := tableRow(obj.Metadata, obj.Status, obj, include)
-			t.Rows = append(t.Rows, row)
-			return t, err
-		})
+		h.write(w, r, obj, singleTable(obj.Metadata, obj.Status, obj))
 	}
 }
 
