@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -53,6 +54,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Reserve is the free space writes leave on the filesystem; zero means
+	// DiskReserve. Tests on small filesystems may lower it.
+	Reserve int64
 }
 
 // Request is one audit request to count once.
@@ -93,6 +97,10 @@ type APIInfo struct {
 // requests into one Apply (group commit).
 type Store struct {
 	db        *badger.DB
+	dir       string
+	reserve   int64
+	refused   atomic.Uint64
+	log       zerolog.Logger
 	retention time.Duration
 	now       func() time.Time
 	readOnly  bool
@@ -115,24 +123,54 @@ func Open(opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	bopts := badger.DefaultOptions(opts.Dir).
-		WithLogger(badgerLogger{opts.Logger}).
-		WithSyncWrites(!opts.NoSync).
-		WithReadOnly(opts.ReadOnly).
-		WithMetricsEnabled(false)
-	db, err := badger.Open(bopts)
-	if err != nil {
-		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("store: %s is in use by another Sunset process (badger holds its lock): %w", opts.Dir, err)
-		}
-		return nil, fmt.Errorf("store: opening badger in %s: %w", opts.Dir, err)
+	if opts.Reserve <= 0 {
+		opts.Reserve = DiskReserve
 	}
-	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{}}
+	// Badger would start empty over a directory whose MANIFEST is gone, and
+	// delete the tables it does not list: look first.
+	if err := checkBeforeOpen(opts.Dir, opts.ReadOnly); err != nil {
+		return nil, err
+	}
+	db, err := badger.Open(badgerOptions(opts.Dir, opts.Logger).
+		WithSyncWrites(!opts.NoSync).
+		WithReadOnly(opts.ReadOnly))
+	if err != nil {
+		if isLocked(err) {
+			return nil, inUse(opts.Dir, err)
+		}
+		return nil, fmt.Errorf("store: opening badger in %s: %w (if the directory is damaged, run `sunset store verify --data-dir %s` and see \"Recovering a damaged store\" in the README)", opts.Dir, err, opts.Dir)
+	}
+	if !opts.ReadOnly {
+		if err := writeMarker(opts.Dir); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	s := &Store{db: db, dir: opts.Dir, reserve: opts.Reserve, log: opts.Logger, retention: opts.Retention, now: opts.Now,
+		readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{}}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// badgerOptions are the options every open of a data directory uses.
+func badgerOptions(dir string, log zerolog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log}).
+		WithMetricsEnabled(false).
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(numMemtables).
+		WithValueLogFileSize(valueLogFileSize)
+}
+
+func isLocked(err error) bool {
+	return strings.Contains(err.Error(), "Cannot acquire directory lock")
+}
+
+func inUse(dir string, err error) error {
+	return fmt.Errorf("store: %s is in use by another Sunset process (badger holds its lock): %w", dir, err)
 }
 
 // Close flushes and closes badger.
@@ -184,7 +222,8 @@ func (s *Store) Expired(hour time.Time) bool {
 // fsynced before Apply returns, so a nil error means everything is durable.
 // Cursors are written in the transaction of the last requests, so a cursor
 // is never ahead of the counts. Requests from an expired hour must be
-// filtered out by the caller.
+// filtered out by the caller. Below the disk reserve it writes nothing and
+// returns an error that matches ErrNoSpace.
 func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	if s.readOnly {
 		return nil, errors.New("store: opened read-only")
@@ -193,7 +232,10 @@ func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(reqs))
 	if len(reqs) == 0 && len(cursors) > 0 {
-		return dup, s.applyChunk(nil, nil, cursors)
+		if err := s.guardSpace(); err != nil {
+			return nil, err
+		}
+		return dup, s.spaceError(s.applyChunk(nil, nil, cursors))
 	}
 	for start := 0; start < len(reqs); {
 		n := min(maxChunk, len(reqs)-start)
@@ -202,7 +244,12 @@ func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 			if start+n == len(reqs) {
 				last = cursors
 			}
-			err := s.applyChunk(reqs[start:start+n], dup[start:start+n], last)
+			// Each chunk is its own transaction: check before each, so
+			// that no badger write starts below the reserve.
+			if err := s.guardSpace(); err != nil {
+				return nil, err
+			}
+			err := s.spaceError(s.applyChunk(reqs[start:start+n], dup[start:start+n], last))
 			if errors.Is(err, badger.ErrTxnTooBig) && n > 1 {
 				n /= 2
 				continue
@@ -487,6 +534,9 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 	if err != nil || dryRun {
 		return requests, err
 	}
+	if err := s.guardSpace(); err != nil {
+		return 0, err
+	}
 	metaKey := encodeMetaKey(cluster, api)
 	keys = append(keys, metaKey)
 	wb := s.db.NewWriteBatch()
@@ -497,7 +547,7 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 		}
 	}
 	if err := wb.Flush(); err != nil {
-		return 0, fmt.Errorf("store: deleting %s: %w", api, err)
+		return 0, s.spaceError(fmt.Errorf("store: deleting %s: %w", api, err))
 	}
 	if !s.noSync {
 		if err := s.db.Sync(); err != nil {
