@@ -6,7 +6,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build image run test test-short e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build image run test test-short test-plateau e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
@@ -28,6 +28,9 @@ test: ## Run every test with the race detector.
 
 test-short: ## Run the quick tests only.
 	$(GO) test -short -count=1 $(PKGS)
+
+test-plateau: ## Show disk usage levelling off over 72 simulated hours of steady load (about 2 minutes).
+	SUNSET_PLATEAU_HOURS=72 $(GO) test -count=1 -v -run TestDiskUsagePlateausAtSteadyLoad ./store/
 
 # The real peers of the end-to-end test, built from the Go module proxy at
 # the versions test/e2e/tools/go.mod pins, and cached: a cold build takes

@@ -5,7 +5,12 @@
 // small metadata record per API. A request's mark and its count are always
 // written in the same badger transaction, which is what makes counting exact
 // across crashes and retries. Everything expires after the retention period
-// through badger's TTL, so the store needs no sweeper.
+// through badger's TTL; Maintain deletes what expired, so that compactions
+// free its space.
+//
+// Before badger opens a directory the store checks it for damage (check.go),
+// and it stops writing while the filesystem is short of the room badger
+// needs (space.go).
 //
 // The store knows nothing about audit events, HTTP or Kafka: callers hand it
 // Requests that are already classified.
@@ -100,6 +105,7 @@ type Store struct {
 	dir       string
 	reserve   int64
 	refused   atomic.Uint64
+	swept     atomic.Uint64
 	log       zerolog.Logger
 	retention time.Duration
 	now       func() time.Time
