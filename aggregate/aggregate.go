@@ -92,6 +92,9 @@ type Aggregator struct {
 	jobs       chan *job
 	stopped    chan struct{}
 	runCalled  bool
+	// noSpace is set while commits are refused for lack of disk space, so
+	// that the condition is logged once, not at every retried batch.
+	noSpace bool
 }
 
 type job struct {
@@ -181,11 +184,27 @@ collect:
 		cursors = append(cursors, j.cursors...)
 	}
 	start := time.Now()
+	// The two debug lines bracket the badger commit, so that a crash test
+	// can tell a kill during a commit from one between commits.
+	a.log.Debug().Int("requests", n).Msg("commit started")
 	dup, err := a.store.Apply(all, cursors...)
 	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNoSpace):
+		a.metrics.commitErrors.Inc()
+		if !a.noSpace {
+			a.noSpace = true
+			a.log.Warn().Err(err).Msg("not committing: the data directory is short of space; senders get 503 and retry, Kafka and followed files pause")
+		}
+	case err != nil:
 		a.metrics.commitErrors.Inc()
 		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
+	default:
+		a.log.Debug().Msg("commit finished")
+		if a.noSpace {
+			a.noSpace = false
+			a.log.Info().Msg("the data directory has room again; committing")
+		}
 	}
 	off := 0
 	for _, j := range group {
