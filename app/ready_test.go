@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,9 +54,9 @@ func TestReadyIsFalseWhileStartingAndDraining(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var url string
 	var starting, draining probe
-	serving := &logWatch{t: t, msg: `"message":"sunset is serving"`, seen: make(chan struct{})}
+	logs := newLogLines(t)
 	a, err := app.New(cfg, app.Options{
-		Logger:   zerolog.New(serving).Level(zerolog.InfoLevel),
+		Logger:   zerolog.New(logs).Level(zerolog.InfoLevel),
 		Registry: reg,
 		Now:      func() time.Time { return testNow },
 		Starting: func() { starting = probeServer(t, url, reg, "while-starting") },
@@ -70,7 +69,7 @@ func TestReadyIsFalseWhileStartingAndDraining(t *testing.T) {
 	go func() { done <- a.Run(ctx) }()
 
 	// Run logs this once ready.
-	<-serving.seen
+	logs.wait("sunset is serving")
 	running := probeServer(t, url, reg, "while-running")
 	cancel()
 	require.NoError(t, <-done)
@@ -84,19 +83,3 @@ func TestReadyIsFalseWhileStartingAndDraining(t *testing.T) {
 	require.Equal(t, int64(2), ep.Status.RequestCount, "the batches taken while starting and running, not the one refused while draining")
 }
 
-// logWatch passes log lines to the test log and closes seen at the first
-// line that holds msg.
-type logWatch struct {
-	t    *testing.T
-	msg  string
-	once sync.Once
-	seen chan struct{}
-}
-
-func (w *logWatch) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	if strings.Contains(string(p), w.msg) {
-		w.once.Do(func() { close(w.seen) })
-	}
-	return len(p), nil
-}
