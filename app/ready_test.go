@@ -82,4 +82,3 @@ func TestReadyIsFalseWhileStartingAndDraining(t *testing.T) {
 	ep := getAPI(t, s, "endpoints.v1")
 	require.Equal(t, int64(2), ep.Status.RequestCount, "the batches taken while starting and running, not the one refused while draining")
 }
-
