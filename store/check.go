@@ -65,8 +65,11 @@ type Report struct {
 	Dir string
 	// Empty is true for a directory that holds no store yet.
 	Empty bool
+	// ManifestRead is true once the MANIFEST was read: Tables, TableBytes
+	// and Levels are known.
+	ManifestRead bool
 	// Tables is how many tables the MANIFEST lists, TableBytes their size
-	// and Levels how many LSM levels hold them.
+	// and Levels how many LSM levels hold any.
 	Tables     int
 	TableBytes int64
 	Levels     int
@@ -89,7 +92,9 @@ func (r Report) Healthy() bool { return len(r.Problems) == 0 }
 // write-ahead and value logs. It fails if a running server holds the
 // directory: its files change under the check.
 func Verify(dir string, deep bool) (Report, error) {
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return Report{Dir: dir}, fmt.Errorf("store: %s does not exist", dir)
+	} else if err != nil {
 		return Report{Dir: dir}, fmt.Errorf("store: %w", err)
 	}
 	unlock, err := lockDir(dir, true)
@@ -202,7 +207,7 @@ func inspect(dir string, deep bool) (Report, error) {
 		if len(logs) > 0 {
 			what = append(what, plural(len(logs), "log file"))
 		}
-		r.Problems = append(r.Problems, fmt.Sprintf("MANIFEST is missing, but the directory holds %s: badger would start empty and delete the tables",
+		r.Problems = append(r.Problems, fmt.Sprintf("MANIFEST is missing, but the directory holds %s: badger would start over them, empty or with part of the data",
 			strings.Join(what, " and ")))
 		return r, nil
 	}
@@ -212,9 +217,12 @@ func inspect(dir string, deep bool) (Report, error) {
 		r.Problems = append(r.Problems, fmt.Sprintf("MANIFEST is damaged: %v", err))
 		return r, nil
 	}
-	r.Tables, r.Levels = len(mf.Tables), len(mf.Levels)
+	r.ManifestRead = true
+	r.Tables = len(mf.Tables)
+	levels := map[uint8]bool{}
 	for _, id := range slices.Sorted(mapKeys(mf.Tables)) {
 		tm := mf.Tables[id]
+		levels[tm.Level] = true
 		name := table.IDToFilename(id)
 		if _, ok := tableFiles[id]; !ok {
 			r.Problems = append(r.Problems, fmt.Sprintf("table %s (level %d), listed in the MANIFEST, is missing", name, tm.Level))
@@ -226,6 +234,7 @@ func inspect(dir string, deep bool) (Report, error) {
 			r.Problems = append(r.Problems, fmt.Sprintf("table %s (level %d) is damaged: %v", name, tm.Level, err))
 		}
 	}
+	r.Levels = len(levels)
 	for _, id := range slices.Sorted(mapKeys(tableFiles)) {
 		if _, ok := mf.Tables[id]; !ok {
 			r.Leftovers = append(r.Leftovers, tableFiles[id])

@@ -112,12 +112,12 @@ func TestDamagedStoreIsRefused(t *testing.T) {
 	}{
 		{"manifest deleted", closedStore, func(t *testing.T, dir string) {
 			require.NoError(t, os.Remove(filepath.Join(dir, "MANIFEST")))
-		}, "MANIFEST is missing, but the directory holds Sunset's marker and 1 table file and 1 log file: badger would start empty and delete the tables"},
+		}, "MANIFEST is missing, but the directory holds Sunset's marker and 1 table file and 1 log file: badger would start over them, empty or with part of the data"},
 		{"everything but the marker deleted", closedStore, func(t *testing.T, dir string) {
 			for _, f := range append(files(t, dir, "0*"), filepath.Join(dir, "MANIFEST")) {
 				require.NoError(t, os.Remove(f))
 			}
-		}, "MANIFEST is missing, but the directory holds Sunset's marker: badger would start empty and delete the tables"},
+		}, "MANIFEST is missing, but the directory holds Sunset's marker: badger would start over them, empty or with part of the data"},
 		{"manifest overwritten", closedStore, func(t *testing.T, dir string) {
 			f, err := os.OpenFile(filepath.Join(dir, "MANIFEST"), os.O_RDWR, 0)
 			require.NoError(t, err)
