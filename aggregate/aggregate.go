@@ -98,7 +98,11 @@ type Aggregator struct {
 }
 
 type job struct {
-	reqs    []store.Request
+	source string
+	reqs   []store.Request
+	// apiReqs is how many of reqs, first, are API requests; field
+	// matches follow.
+	apiReqs int
 	cursors []store.Cursor
 	done    chan jobResult
 }
@@ -211,10 +215,28 @@ collect:
 		r := jobResult{err: err}
 		if err == nil {
 			r.dup = dup[off : off+len(j.reqs)]
+			a.countCommitted(j, r.dup)
 		}
 		off += len(j.reqs)
 		j.done <- r
 	}
+}
+
+// countCommitted updates the metrics of a committed job. It runs here, not
+// in Ingest, because Ingest may have given up waiting (its sender timed
+// out) while the commit went through.
+func (a *Aggregator) countCommitted(j *job, dup []bool) {
+	counted, duplicates := 0, 0
+	for i, d := range dup[:j.apiReqs] {
+		if d {
+			duplicates++
+			continue
+		}
+		counted++
+		a.countRequest(j.reqs[i])
+	}
+	a.metrics.events.WithLabelValues(j.source, string(ResultCounted)).Add(float64(counted))
+	a.metrics.events.WithLabelValues(j.source, string(ResultDuplicate)).Add(float64(duplicates))
 }
 
 // Origin says where a set of events came from.
@@ -291,7 +313,7 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	if len(reqs) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	j := &job{reqs: reqs, cursors: cursors, done: make(chan jobResult, 1)}
+	j := &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, cursors: cursors, done: make(chan jobResult, 1)}
 	select {
 	case a.jobs <- j:
 	case <-a.stopped:
@@ -320,11 +342,8 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 			sum.Duplicates++
 		default:
 			sum.Counted++
-			a.countRequest(reqs[i])
 		}
 	}
-	a.metrics.events.WithLabelValues(origin.Source, string(ResultCounted)).Add(float64(sum.Counted))
-	a.metrics.events.WithLabelValues(origin.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
 	return sum, nil
 }
 
