@@ -356,6 +356,11 @@ func checkLog(path string) string {
 		return fmt.Sprintf("cannot be read: %v", err)
 	}
 	size := fi.Size()
+	if size == 0 {
+		// Created, and a crash came before badger sized it: it holds
+		// nothing, and badger starts it again.
+		return ""
+	}
 	if size < logHeaderSize {
 		return fmt.Sprintf("is %d bytes, shorter than its %d-byte header: it was cut short", size, logHeaderSize)
 	}

@@ -50,24 +50,34 @@ type process struct {
 	stderr *lockedBuffer
 	exited chan error
 	logged *messageLog
+	// logDone is closed once every line the process wrote is read.
+	logDone chan struct{}
 }
 
 // messageLog records the messages of the process's JSON log lines, so that a
 // test waits on what the server says it did rather than on time.
 type messageLog struct {
-	mu      sync.Mutex
-	seen    map[string]bool
-	changed chan struct{}
+	mu    sync.Mutex
+	seen  map[string]bool
+	count map[string]int
+	// lastCommit is the last of "commit started" and "commit finished",
+	// which the server logs at debug level around each badger commit.
+	lastCommit string
+	changed    chan struct{}
 }
 
 func newMessageLog() *messageLog {
-	return &messageLog{seen: map[string]bool{}, changed: make(chan struct{})}
+	return &messageLog{seen: map[string]bool{}, count: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (m *messageLog) add(msg string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen[msg] = true
+	m.count[msg]++
+	if msg == "commit started" || msg == "commit finished" {
+		m.lastCommit = msg
+	}
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
@@ -119,10 +129,11 @@ func startBinary(t *testing.T, dataDir string, args ...string) *process {
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog()}
+	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog(), logDone: make(chan struct{})}
 	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
 	listen := make(chan string, 1)
 	go func() {
+		defer close(p.logDone)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			p.stderr.Write(append(sc.Bytes(), '\n'))
