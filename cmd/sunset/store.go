@@ -69,7 +69,11 @@ func printVerify(w io.Writer, r store.Report) {
 		return
 	}
 	if r.ManifestRead {
-		fmt.Fprintf(w, "tables: %d on %d levels, %.1f MiB\n", r.Tables, r.Levels, float64(r.TableBytes)/(1<<20))
+		levels := "levels"
+		if r.Levels == 1 {
+			levels = "level"
+		}
+		fmt.Fprintf(w, "tables: %d on %d %s, %.1f MiB\n", r.Tables, r.Levels, levels, float64(r.TableBytes)/(1<<20))
 	}
 	fmt.Fprintf(w, "logs: %d write-ahead, %d value\n", r.Logs, r.ValueLogs)
 	for _, l := range r.Leftovers {
