@@ -67,13 +67,12 @@ type messageLog struct {
 }
 
 func newMessageLog() *messageLog {
-	return &messageLog{seen: map[string]bool{}, count: map[string]int{}, changed: make(chan struct{})}
+	return &messageLog{count: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (m *messageLog) add(msg string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen[msg] = true
 	m.count[msg]++
 	if msg == "commit started" || msg == "commit finished" {
 		m.lastCommit = msg
@@ -85,20 +84,27 @@ func (m *messageLog) add(msg string) {
 // waitLogged waits until the process logs msg, failing if it exits first.
 func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
 	t.Helper()
+	p.waitCount(t, msg, 1, within)
+}
+
+// waitCount waits until the process has logged msg n times, failing if it
+// exits first.
+func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
+	t.Helper()
 	timeout := time.After(within)
 	for {
 		p.logged.mu.Lock()
-		seen, changed := p.logged.seen[msg], p.logged.changed
+		got, changed := p.logged.count[msg], p.logged.changed
 		p.logged.mu.Unlock()
-		if seen {
+		if got >= n {
 			return
 		}
 		select {
 		case <-changed:
 		case err := <-p.exited:
-			t.Fatalf("sunset exited before logging %q: %v\n%s", msg, err, p.stderr)
+			t.Fatalf("sunset exited before logging %q %d times: %v\n%s", msg, n, err, p.stderr)
 		case <-timeout:
-			t.Fatalf("sunset did not log %q within %s:\n%s", msg, within, p.stderr)
+			t.Fatalf("sunset did not log %q %d times within %s:\n%s", msg, n, within, p.stderr)
 		}
 	}
 }

@@ -21,28 +21,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// waitCount waits until the process has logged msg n times, failing if it
-// exits first.
-func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
-	t.Helper()
-	timeout := time.After(within)
-	for {
-		p.logged.mu.Lock()
-		got, changed := p.logged.count[msg], p.logged.changed
-		p.logged.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case err := <-p.exited:
-			t.Fatalf("sunset exited before logging %q %d times: %v\n%s", msg, n, err, p.stderr)
-		case <-timeout:
-			t.Fatalf("sunset did not log %q %d times within %s", msg, n, within)
-		}
-	}
-}
-
 // Sunset is killed with SIGKILL at least 20 times at random points while
 // four apiservers' webhook clients (kube-apiserver's own, in batch mode)
 // send it deprecated requests: during badger commits, between them, and as

@@ -66,19 +66,26 @@ func status(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-// scrape returns the samples of the server's /metrics whose names start
-// with prefix.
-func scrape(t *testing.T, url, prefix string) map[string]float64 {
+// metricsText is the server's /metrics.
+func metricsText(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	return string(b)
+}
+
+// scrape returns the samples of the server's /metrics whose names start
+// with prefix.
+func scrape(t *testing.T, url, prefix string) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(metricsText(t, url), "\n") {
 		if strings.HasPrefix(line, prefix) {
 			name, v, _ := strings.Cut(line, " ")
+			var err error
 			out[name], err = strconv.ParseFloat(v, 64)
 			require.NoError(t, err)
 		}
