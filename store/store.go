@@ -148,8 +148,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly {
 		if err := writeMarker(opts.Dir); err != nil {
-			_ = db.Close()
-			return nil, err
+			// Only the check of a lost MANIFEST needs it, and the next
+			// start writes it again; a full disk must not keep Sunset down.
+			opts.Logger.Warn().Err(err).Msg("could not leave the store's marker; writing it at the next start")
 		}
 	}
 	s := &Store{db: db, dir: opts.Dir, reserve: opts.Reserve, log: opts.Logger, retention: opts.Retention, now: opts.Now,
