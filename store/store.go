@@ -59,9 +59,6 @@ type Options struct {
 	Logger zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Reserve is the free space writes leave on the filesystem; zero means
-	// DiskReserve. Tests on small filesystems may lower it.
-	Reserve int64
 }
 
 // Request is one audit request to count once.
@@ -129,9 +126,6 @@ func Open(opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Reserve <= 0 {
-		opts.Reserve = DiskReserve
-	}
 	// Badger would start empty over a directory whose MANIFEST is gone, and
 	// delete the tables it does not list: look first.
 	if err := checkBeforeOpen(opts.Dir, opts.ReadOnly); err != nil {
@@ -153,7 +147,7 @@ func Open(opts Options) (*Store, error) {
 			opts.Logger.Warn().Err(err).Msg("could not leave the store's marker; writing it at the next start")
 		}
 	}
-	s := &Store{db: db, dir: opts.Dir, reserve: opts.Reserve, log: opts.Logger, retention: opts.Retention, now: opts.Now,
+	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, log: opts.Logger, retention: opts.Retention, now: opts.Now,
 		readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{}}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
