@@ -6,7 +6,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build image run demo test test-short fuzz e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
@@ -56,6 +56,9 @@ fuzz: ## Fuzz every target for FUZZTIME (default 30s) each; findings go to <pack
 		echo "fuzzing $$target in $$pkg for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $(FUZZFLAGS) $$pkg; \
 	done
+
+test-plateau: ## Show disk usage levelling off over 72 simulated hours of steady load (about 2 minutes).
+	SUNSET_PLATEAU_HOURS=72 $(GO) test -count=1 -v -run TestDiskUsagePlateausAtSteadyLoad ./store/
 
 # The real peers of the end-to-end test, built from the Go module proxy at
 # the versions test/e2e/tools/go.mod pins, and cached: a cold build takes

@@ -102,10 +102,17 @@ type Aggregator struct {
 	jobs       chan *job
 	stopped    chan struct{}
 	runCalled  bool
+	// noSpace is set while commits are refused for lack of disk space, so
+	// that the condition is logged once, not at every retried batch.
+	noSpace bool
 }
 
 type job struct {
-	reqs      []store.Request
+	source string
+	reqs   []store.Request
+	// apiReqs is how many of reqs, first, are API requests; field
+	// matches follow.
+	apiReqs   int
 	admission []store.AdmissionRequest
 	cursors   []store.Cursor
 	done      chan jobResult
@@ -200,10 +207,13 @@ collect:
 		cursors = append(cursors, j.cursors...)
 	}
 	start := time.Now()
-	// Admission counts commit before the transaction that carries the
-	// cursors, so a cursor is never ahead of either counter: after a crash
-	// in between, the input is read again and the admission counter sees
-	// only duplicates.
+	// The two debug lines bracket the badger commits, so that a crash test
+	// can tell a kill during a commit from one between commits. Admission
+	// counts commit before the transaction that carries the cursors, so a
+	// cursor is never ahead of either counter: after a crash in between,
+	// the input is read again and the admission counter sees only
+	// duplicates.
+	a.log.Debug().Int("requests", n).Msg("commit started")
 	var admDup, dup []bool
 	var err error
 	if len(adm) > 0 {
@@ -213,9 +223,22 @@ collect:
 		dup, err = a.store.Apply(all, cursors...)
 	}
 	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNoSpace):
+		a.metrics.commitErrors.Inc()
+		if !a.noSpace {
+			a.noSpace = true
+			a.log.Warn().Err(err).Msg("not committing: the data directory is short of space; senders get 503 and retry, Kafka and followed files pause")
+		}
+	case err != nil:
 		a.metrics.commitErrors.Inc()
 		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
+	default:
+		a.log.Debug().Msg("commit finished")
+		if a.noSpace {
+			a.noSpace = false
+			a.log.Info().Msg("the data directory has room again; committing")
+		}
 	}
 	off, admOff := 0, 0
 	for _, j := range group {
@@ -223,11 +246,29 @@ collect:
 		if err == nil {
 			r.dup = dup[off : off+len(j.reqs)]
 			r.admissionDup = admDup[admOff : admOff+len(j.admission)]
+			a.countCommitted(j, r.dup)
 		}
 		off += len(j.reqs)
 		admOff += len(j.admission)
 		j.done <- r
 	}
+}
+
+// countCommitted updates the metrics of a committed job. It runs here, not
+// in Ingest, because Ingest may have given up waiting (its sender timed
+// out) while the commit went through.
+func (a *Aggregator) countCommitted(j *job, dup []bool) {
+	counted, duplicates := 0, 0
+	for i, d := range dup[:j.apiReqs] {
+		if d {
+			duplicates++
+			continue
+		}
+		counted++
+		a.countRequest(j.reqs[i])
+	}
+	a.metrics.events.WithLabelValues(j.source, string(ResultCounted)).Add(float64(counted))
+	a.metrics.events.WithLabelValues(j.source, string(ResultDuplicate)).Add(float64(duplicates))
 }
 
 // Origin says where a set of events came from.
@@ -314,7 +355,7 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	j := &job{reqs: reqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)}
+	j := &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)}
 	select {
 	case a.jobs <- j:
 	case <-a.stopped:
@@ -344,11 +385,8 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 			sum.Duplicates++
 		default:
 			sum.Counted++
-			a.countRequest(reqs[i])
 		}
 	}
-	a.metrics.events.WithLabelValues(origin.Source, string(ResultCounted)).Add(float64(sum.Counted))
-	a.metrics.events.WithLabelValues(origin.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
 	return sum, nil
 }
 

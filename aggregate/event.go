@@ -179,6 +179,17 @@ func (a *Aggregator) countedHour(e *Event, now time.Time) (time.Time, Result) {
 // never mix with APIs (API names hold no colon).
 const FieldRulePrefix = "field:"
 
+// NeedsRequestObject reports whether Ingest reads e's request object: only
+// for a completed request that a field rule selects. Decoders keep the
+// object only then, so that a batch of large objects is not held whole.
+func (a *Aggregator) NeedsRequestObject(e *Event) bool {
+	if a.fieldRules == nil || e.ObjectRef == nil || (e.Stage != StageResponseComplete && e.Stage != StagePanic) {
+		return false
+	}
+	r := e.ObjectRef
+	return a.fieldRules.Selects(r.Group, r.Version, r.Resource, r.Subresource, e.Verb)
+}
+
 // fieldRequests counts the deprecated fields a completed request sets, each
 // once per request like an API.
 func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []store.Request {

@@ -59,7 +59,22 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now   func() time.Time
 	Build BuildInfo
+	// Starting and Draining, if set, are called while the server answers
+	// HTTP but is not ready: Starting once it listens and before it turns
+	// ready, Draining once a shutdown has begun and new batches are
+	// refused, before the batches in flight are waited for. Tests use them
+	// to look at the server in those states.
+	Starting, Draining func()
 }
+
+// state is where the server is in its life, for /-/ready.
+type state int32
+
+const (
+	stateStarting state = iota
+	stateReady
+	stateDraining
+)
 
 // App is a Sunset server, built and listening but not yet serving.
 type App struct {
@@ -72,8 +87,10 @@ type App struct {
 	srv       *http.Server
 	access    *access.Access
 	listener  net.Listener
-	ready     atomic.Bool
-	readyG    prometheus.Gauge
+	webhook   *webhook.Handler
+	state     atomic.Int32
+	starting  func()
+	draining  func()
 }
 
 // New opens the store and binds the listener, so that Addr is known and a
@@ -90,7 +107,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	a := &App{cfg: cfg, log: opts.Logger}
+	a := &App{cfg: cfg, log: opts.Logger, starting: opts.Starting, draining: opts.Draining}
 
 	st, err := store.Open(store.Options{
 		Dir:        cfg.DataDir,
@@ -150,7 +167,7 @@ func New(cfg Config, opts Options) (*App, error) {
 	}))
 	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: st, Labels: admissionLabels,
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
-	registerStoreMetrics(reg, st, cfg.DataDir)
+	registerStoreMetrics(reg, st)
 
 	for _, ff := range cfg.Ingest.Files {
 		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{
@@ -195,7 +212,7 @@ func New(cfg Config, opts Options) (*App, error) {
 	}
 
 	hooks := http.NewServeMux()
-	webhook.New(webhook.Options{
+	a.webhook = webhook.New(webhook.Options{
 		Token:             token,
 		Tokens:            tokens,
 		RequireClientCert: cfg.TLSClientCAFile != "",
@@ -205,7 +222,9 @@ func New(cfg Config, opts Options) (*App, error) {
 		DefaultCluster:    cfg.DefaultCluster,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxInFlight:       cfg.MaxInFlightBatches,
-	}).Register(hooks)
+		KeepRequestObject: a.agg.NeedsRequestObject,
+	})
+	a.webhook.Register(hooks)
 	mux := http.NewServeMux()
 	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st, FieldRules: rules,
 		Webhooks: api.NewWebhookService(st, classes, opts.Now)}).Register(mux)
@@ -244,9 +263,14 @@ func New(cfg Config, opts Options) (*App, error) {
 		Help:        "Always 1; labels describe the running binary.",
 		ConstLabels: prometheus.Labels{"version": opts.Build.Version, "revision": opts.Build.Revision, "goversion": runtime.Version()},
 	}).Set(1)
-	a.readyG = f.NewGauge(prometheus.GaugeOpts{
+	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sunset_ready",
-		Help: "1 while Sunset accepts and commits audit events, 0 while starting or shutting down.",
+		Help: "1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space or out of its Kafka group.",
+	}, func() float64 {
+		if ok, _ := a.readiness(); ok {
+			return 1
+		}
+		return 0
 	})
 
 	a.srv = &http.Server{
@@ -294,41 +318,70 @@ func (a *App) Addr() net.Addr { return a.listener.Addr() }
 func (a *App) TLS() bool { return a.cfg.TLSCertFile != "" }
 
 func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
-	if !a.ready.Load() {
+	if ok, why := a.readiness(); !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("Sunset is not ready.\n"))
+		_, _ = w.Write([]byte("Sunset is not ready: " + why + "\n"))
 		return
-	}
-	if a.kafka != nil {
-		if ok, why := a.kafka.Ready(); !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("Sunset is not ready: kafka: " + why + "\n"))
-			return
-		}
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("Sunset is ready.\n"))
 }
 
-func (a *App) setReady(ok bool) {
-	a.ready.Store(ok)
-	if ok {
-		a.readyG.Set(1)
-	} else {
-		a.readyG.Set(0)
+// readiness says whether Sunset accepts and commits events, and if not why.
+func (a *App) readiness() (bool, string) {
+	switch state(a.state.Load()) {
+	case stateStarting:
+		return false, "starting"
+	case stateDraining:
+		return false, "shutting down"
 	}
+	if err := a.store.CheckSpace(); err != nil {
+		return false, strings.TrimPrefix(err.Error(), "store: ")
+	}
+	if a.kafka != nil {
+		if ok, why := a.kafka.Ready(); !ok {
+			return false, "kafka: " + why
+		}
+	}
+	return true, ""
 }
 
-// Run serves until ctx is done, then shuts down in order: not ready, stop
-// HTTP (waiting for in-flight batches, which wait for their commits), let the
-// aggregator commit what it accepted, close badger. It returns the first
-// error that stopped it or that shutdown met.
+// Run serves until ctx is done, then shuts down in order: not ready, refuse
+// new batches with 503 while the ones in flight finish (they wait for their
+// commits), stop HTTP, stop the followers and the Kafka consumer, let the
+// aggregator commit what it accepted, close badger. /-/ready answers 503
+// from the start until every part runs, and again from the first step of
+// shutdown. It returns the first error that stopped it or that shutdown
+// met.
 func (a *App) Run(ctx context.Context) error {
+	accessCtx, stopAccess := context.WithCancel(context.Background())
+	defer stopAccess()
+	go a.access.Run(accessCtx)
+
+	serveErr := make(chan error, 1)
+	go func() {
+		var err error
+		if a.TLS() {
+			err = a.srv.ServeTLS(a.listener, "", "")
+		} else {
+			err = a.srv.Serve(a.listener)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		serveErr <- err
+	}()
+
 	aggCtx, stopAgg := context.WithCancel(context.Background())
 	aggDone := make(chan struct{})
 	go func() {
 		defer close(aggDone)
 		a.agg.Run(aggCtx)
+	}()
+	maintainDone := make(chan struct{})
+	go func() {
+		defer close(maintainDone)
+		a.store.Maintain(aggCtx, maintenanceInterval)
 	}()
 
 	// Followers and the Kafka consumer stop before the aggregator, so their
@@ -358,24 +411,10 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
-	accessCtx, stopAccess := context.WithCancel(context.Background())
-	defer stopAccess()
-	go a.access.Run(accessCtx)
-
-	serveErr := make(chan error, 1)
-	go func() {
-		var err error
-		if a.TLS() {
-			err = a.srv.ServeTLS(a.listener, "", "")
-		} else {
-			err = a.srv.Serve(a.listener)
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		serveErr <- err
-	}()
-	a.setReady(true)
+	if a.starting != nil {
+		a.starting()
+	}
+	a.state.Store(int32(stateReady))
 	a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).
 		Bool("open_to_anyone", a.access.Open()).Msg("sunset is serving")
 	if a.access.Open() && !LoopbackListen(a.cfg.Listen) {
@@ -393,11 +432,19 @@ func (a *App) Run(ctx context.Context) error {
 	case err := <-followErr:
 		errs = append(errs, err)
 	}
-	a.setReady(false)
+	a.state.Store(int32(stateDraining))
+	a.webhook.Drain()
+	if a.draining != nil {
+		a.draining()
+	}
 	// A fresh context: ctx is already done and would cut the drain short.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := a.srv.Shutdown(shutdownCtx); err != nil {
+	err := a.webhook.Wait(shutdownCtx)
+	if err == nil {
+		err = a.srv.Shutdown(shutdownCtx)
+	}
+	if err != nil {
 		// Clients that keep connections open (an apiserver's HTTP/2
 		// connection can) must not hold the process: no handler runs past
 		// this point that has not already been answered or cut off.
@@ -408,9 +455,14 @@ func (a *App) Run(ctx context.Context) error {
 	<-followersDone
 	stopAgg()
 	<-aggDone
+	<-maintainDone
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing store: %w", err))
 	}
 	a.log.Info().Msg("sunset stopped")
 	return errors.Join(errs...)
 }
+
+// maintenanceInterval is how often the store runs value-log GC, and looks
+// whether an hour has expired.
+const maintenanceInterval = 10 * time.Minute

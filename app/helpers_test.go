@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,19 +55,27 @@ func testConfig(t *testing.T) app.Config {
 // start runs Sunset with cfg until the test ends or stop is called.
 func start(t *testing.T, cfg app.Config) *server {
 	t.Helper()
-	return startLogging(t, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	return startWith(t, cfg, func(*app.Options) {})
 }
 
 // startLogging is start with the server's logger.
 func startLogging(t *testing.T, cfg app.Config, logger zerolog.Logger) *server {
 	t.Helper()
+	return startWith(t, cfg, func(o *app.Options) { o.Logger = logger })
+}
+
+// startWith is start with options changed by opt.
+func startWith(t *testing.T, cfg app.Config, opt func(*app.Options)) *server {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	a, err := app.New(cfg, app.Options{
-		Logger:   logger,
+	opts := app.Options{
+		Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 		Registry: reg,
 		Now:      func() time.Time { return testNow },
 		Build:    app.BuildInfo{Version: "test", Revision: "abc"},
-	})
+	}
+	opt(&opts)
+	a, err := app.New(cfg, opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -164,3 +174,55 @@ func requireGolden(t *testing.T, name string, got []byte) {
 }
 
 func runtimeVersion() string { return runtime.Version() }
+
+// logLines is a log destination that passes lines to the test log and lets
+// the test wait for a message: the server says what it did, no guessing at
+// times.
+type logLines struct {
+	t       *testing.T
+	mu      sync.Mutex
+	seen    map[string]int
+	changed chan struct{}
+}
+
+func newLogLines(t *testing.T) *logLines {
+	return &logLines{t: t, seen: map[string]int{}, changed: make(chan struct{})}
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	var line struct{ Message string }
+	_ = json.Unmarshal(p, &line)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen[line.Message]++
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return len(p), nil
+}
+
+// count is how often msg was logged.
+func (l *logLines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[msg]
+}
+
+// wait returns once msg has been logged, failing after 30 s.
+func (l *logLines) wait(msg string) {
+	l.t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		n, changed := l.seen[msg], l.changed
+		l.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			l.t.Fatalf("%q was not logged within 30s", msg)
+		}
+	}
+}

@@ -1,17 +1,16 @@
 package app
 
 import (
-	"syscall"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/kube-sunset/sunset/store"
 )
 
-// registerStoreMetrics exposes badger's size and the room left on its
-// filesystem, for the disk-nearly-full alert.
-func registerStoreMetrics(reg prometheus.Registerer, st *store.Store, dir string) {
+// registerStoreMetrics exposes badger's size, the room left on its
+// filesystem (for the disk-nearly-full alert) and what the disk reserve
+// refused.
+func registerStoreMetrics(reg prometheus.Registerer, st *store.Store) {
 	f := promauto.With(reg)
 	for _, kind := range []string{"lsm", "vlog"} {
 		f.NewGaugeFunc(prometheus.GaugeOpts{
@@ -27,14 +26,14 @@ func registerStoreMetrics(reg prometheus.Registerer, st *store.Store, dir string
 		})
 	}
 	statfs := func(free bool) float64 {
-		var fs syscall.Statfs_t
-		if err := syscall.Statfs(dir, &fs); err != nil {
+		fs, err := st.Filesystem()
+		if free {
+			return float64(fs.Free)
+		}
+		if err != nil {
 			return 0
 		}
-		if free {
-			return float64(fs.Bavail) * float64(fs.Bsize)
-		}
-		return float64(fs.Blocks) * float64(fs.Bsize)
+		return float64(fs.Size)
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sunset_store_filesystem_free_bytes",
@@ -48,4 +47,25 @@ func registerStoreMetrics(reg prometheus.Registerer, st *store.Store, dir string
 		Name: "sunset_store_filesystem_size_bytes",
 		Help: "Size of the filesystem of the data directory, in bytes.",
 	}, func() float64 { return statfs(false) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sunset_store_disk_reserve_bytes",
+		Help: "Free space the store keeps on its filesystem for badger; below it, writes are refused.",
+	}, func() float64 { return float64(st.Reserve()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sunset_store_disk_full",
+		Help: "1 while the data directory's filesystem has less free space than the reserve: batches get 503, Kafka and followed files pause.",
+	}, func() float64 {
+		if st.CheckSpace() != nil {
+			return 1
+		}
+		return 0
+	})
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sunset_store_writes_refused_total",
+		Help: "Commits refused, or failed, for lack of disk space; their senders retry.",
+	}, func() float64 { return float64(st.Refused()) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sunset_store_expired_records_deleted_total",
+		Help: "Records past the retention period that maintenance deleted, so that compactions free their space.",
+	}, func() float64 { return float64(st.Swept()) })
 }

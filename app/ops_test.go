@@ -116,7 +116,7 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 # HELP sunset_build_info Always 1; labels describe the running binary.
 # TYPE sunset_build_info gauge
 sunset_build_info{goversion="`+runtimeVersion()+`",revision="abc",version="test"} 1
-# HELP sunset_ready 1 while Sunset accepts and commits audit events, 0 while starting or shutting down.
+# HELP sunset_ready 1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space or out of its Kafka group.
 # TYPE sunset_ready gauge
 sunset_ready 1
 # HELP sunset_webhook_requests_total Audit webhook batches answered, by HTTP status code.

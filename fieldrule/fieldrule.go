@@ -117,6 +117,17 @@ func (s *Set) Rule(name string) (Rule, bool) {
 	return s.rules[i], true
 }
 
+// Selects reports whether some rule looks at requests of this group,
+// version, resource, subresource and verb, whatever their body.
+func (s *Set) Selects(group, version, resource, subresource, verb string) bool {
+	return slices.ContainsFunc(s.rules, func(r Rule) bool { return r.selects(group, version, resource, subresource, verb) })
+}
+
+func (r Rule) selects(group, version, resource, subresource, verb string) bool {
+	return r.Group == group && r.Version == version && r.Resource == resource && r.Subresource == subresource &&
+		slices.Contains(r.Verbs, verb)
+}
+
 // Match returns the rules a request matches.
 func (s *Set) Match(group, version, resource, subresource, verb string, body []byte) []Rule {
 	if len(body) == 0 {
@@ -124,8 +135,7 @@ func (s *Set) Match(group, version, resource, subresource, verb string, body []b
 	}
 	var out []Rule
 	for _, r := range s.rules {
-		if r.Group == group && r.Version == version && r.Resource == resource && r.Subresource == subresource &&
-			slices.Contains(r.Verbs, verb) && SetsField(body, strings.Split(r.Field, ".")) {
+		if r.selects(group, version, resource, subresource, verb) && SetsField(body, strings.Split(r.Field, ".")) {
 			out = append(out, r)
 		}
 	}

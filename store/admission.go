@@ -159,7 +159,12 @@ func (s *Store) ApplyAdmission(reqs []AdmissionRequest) ([]bool, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(reqs))
-	err := inChunks(len(reqs), func(lo, hi int) error { return s.applyAdmissionChunk(reqs[lo:hi], dup[lo:hi]) })
+	err := inChunks(len(reqs), func(lo, hi int) error {
+		if err := s.guardSpace(); err != nil {
+			return err
+		}
+		return s.spaceError(s.applyAdmissionChunk(reqs[lo:hi], dup[lo:hi]))
+	})
 	if err != nil {
 		return nil, err
 	}

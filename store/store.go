@@ -5,7 +5,12 @@
 // small metadata record per API. A request's mark and its count are always
 // written in the same badger transaction, which is what makes counting exact
 // across crashes and retries. Everything expires after the retention period
-// through badger's TTL, so the store needs no sweeper.
+// through badger's TTL; Maintain deletes what expired, so that compactions
+// free its space.
+//
+// Before badger opens a directory the store checks it for damage (check.go),
+// and it stops writing while the filesystem is short of the room badger
+// needs (space.go).
 //
 // What a sender can make it keep is bounded: an API keeps at most
 // MaxClients clients per apiserver node and hour, and counts the requests of
@@ -102,6 +107,11 @@ type APIInfo struct {
 // requests into one Apply (group commit).
 type Store struct {
 	db        *badger.DB
+	dir       string
+	reserve   int64
+	refused   atomic.Uint64
+	swept     atomic.Uint64
+	log       zerolog.Logger
 	retention time.Duration
 	now       func() time.Time
 	readOnly  bool
@@ -119,7 +129,6 @@ type Store struct {
 	cachedClients int
 	foldedClients atomic.Uint64
 	foldOnce      sync.Once
-	log           zerolog.Logger
 }
 
 // Open opens or creates the store in opts.Dir.
@@ -136,25 +145,53 @@ func Open(opts Options) (*Store, error) {
 	if opts.MaxClients <= 0 {
 		opts.MaxClients = DefaultMaxClients
 	}
-	bopts := badger.DefaultOptions(opts.Dir).
-		WithLogger(badgerLogger{opts.Logger}).
-		WithSyncWrites(!opts.NoSync).
-		WithReadOnly(opts.ReadOnly).
-		WithMetricsEnabled(false)
-	db, err := badger.Open(bopts)
-	if err != nil {
-		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("store: %s is in use by another Sunset process (badger holds its lock): %w", opts.Dir, err)
-		}
-		return nil, fmt.Errorf("store: opening badger in %s: %w", opts.Dir, err)
+	// Badger would start empty over a directory whose MANIFEST is gone, and
+	// delete the tables it does not list: look first.
+	if err := checkBeforeOpen(opts.Dir, opts.ReadOnly); err != nil {
+		return nil, err
 	}
-	s := &Store{db: db, retention: opts.Retention, now: opts.Now, readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{},
+	db, err := badger.Open(badgerOptions(opts.Dir, opts.Logger).
+		WithSyncWrites(!opts.NoSync).
+		WithReadOnly(opts.ReadOnly))
+	if err != nil {
+		if isLocked(err) {
+			return nil, inUse(opts.Dir, err)
+		}
+		return nil, fmt.Errorf("store: opening badger in %s: %w (if the directory is damaged, run `sunset store verify --data-dir %s` and see \"Recovering a damaged store\" in the README)", opts.Dir, err, opts.Dir)
+	}
+	if !opts.ReadOnly {
+		if err := writeMarker(opts.Dir); err != nil {
+			// Only the check of a lost MANIFEST needs it, and the next
+			// start writes it again; a full disk must not keep Sunset down.
+			opts.Logger.Warn().Err(err).Msg("could not leave the store's marker; writing it at the next start")
+		}
+	}
+	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, retention: opts.Retention, now: opts.Now,
+		readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{},
 		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: opts.Logger.With().Str("component", "store").Logger()}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// badgerOptions are the options every open of a data directory uses.
+func badgerOptions(dir string, log zerolog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log}).
+		WithMetricsEnabled(false).
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(numMemtables).
+		WithValueLogFileSize(valueLogFileSize)
+}
+
+func isLocked(err error) bool {
+	return strings.Contains(err.Error(), "Cannot acquire directory lock")
+}
+
+func inUse(dir string, err error) error {
+	return fmt.Errorf("store: %s is in use by another Sunset process (badger holds its lock): %w", dir, err)
 }
 
 // Close flushes and closes badger.
@@ -206,7 +243,8 @@ func (s *Store) Expired(hour time.Time) bool {
 // fsynced before Apply returns, so a nil error means everything is durable.
 // Cursors are written in the transaction of the last requests, so a cursor
 // is never ahead of the counts. Requests from an expired hour must be
-// filtered out by the caller.
+// filtered out by the caller. Below the disk reserve it writes nothing and
+// returns an error that matches ErrNoSpace.
 func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	if s.readOnly {
 		return nil, errors.New("store: opened read-only")
@@ -215,14 +253,22 @@ func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(reqs))
 	if len(reqs) == 0 && len(cursors) > 0 {
-		return dup, s.applyChunk(nil, nil, cursors)
+		if err := s.guardSpace(); err != nil {
+			return nil, err
+		}
+		return dup, s.spaceError(s.applyChunk(nil, nil, cursors))
 	}
 	err := inChunks(len(reqs), func(lo, hi int) error {
 		var last []Cursor
 		if hi == len(reqs) {
 			last = cursors
 		}
-		return s.applyChunk(reqs[lo:hi], dup[lo:hi], last)
+		// Each chunk is its own transaction: check before each, so that
+		// no badger write starts below the reserve.
+		if err := s.guardSpace(); err != nil {
+			return err
+		}
+		return s.spaceError(s.applyChunk(reqs[lo:hi], dup[lo:hi], last))
 	})
 	if err != nil {
 		return nil, err
@@ -564,6 +610,9 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 	if err != nil || dryRun {
 		return requests, err
 	}
+	if err := s.guardSpace(); err != nil {
+		return 0, err
+	}
 	metaKey := encodeMetaKey(cluster, api)
 	keys = append(keys, metaKey)
 	wb := s.db.NewWriteBatch()
@@ -574,7 +623,7 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 		}
 	}
 	if err := wb.Flush(); err != nil {
-		return 0, fmt.Errorf("store: deleting %s: %w", api, err)
+		return 0, s.spaceError(fmt.Errorf("store: deleting %s: %w", api, err))
 	}
 	if !s.noSync {
 		if err := s.db.Sync(); err != nil {

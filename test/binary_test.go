@@ -20,7 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var sunsetBin string
+// sunsetBin is the binary under test; loadgenBin sends it audit events
+// through kube-apiserver's webhook client. Neither has the race detector,
+// whatever the tests run with.
+var sunsetBin, loadgenBin string
 
 func TestMain(m *testing.M) {
 	if os.Getenv(inNetns) != "" {
@@ -32,11 +35,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	sunsetBin = filepath.Join(dir, "sunset")
-	build := exec.Command("go", "build", "-o", sunsetBin, "../cmd/sunset")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		panic("building sunset: " + err.Error())
+	sunsetBin, loadgenBin = filepath.Join(dir, "sunset"), filepath.Join(dir, "loadgen")
+	for bin, pkg := range map[string]string{sunsetBin: "../cmd/sunset", loadgenBin: "./loadgen"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			panic("building " + pkg + ": " + err.Error())
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -50,24 +55,33 @@ type process struct {
 	stderr *lockedBuffer
 	exited chan error
 	logged *messageLog
+	// logDone is closed once every line the process wrote is read.
+	logDone chan struct{}
 }
 
 // messageLog records the messages of the process's JSON log lines, so that a
 // test waits on what the server says it did rather than on time.
 type messageLog struct {
-	mu      sync.Mutex
-	seen    map[string]bool
-	changed chan struct{}
+	mu    sync.Mutex
+	seen  map[string]bool
+	count map[string]int
+	// lastCommit is the last of "commit started" and "commit finished",
+	// which the server logs at debug level around each badger commit.
+	lastCommit string
+	changed    chan struct{}
 }
 
 func newMessageLog() *messageLog {
-	return &messageLog{seen: map[string]bool{}, changed: make(chan struct{})}
+	return &messageLog{count: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (m *messageLog) add(msg string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen[msg] = true
+	m.count[msg]++
+	if msg == "commit started" || msg == "commit finished" {
+		m.lastCommit = msg
+	}
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
@@ -75,20 +89,27 @@ func (m *messageLog) add(msg string) {
 // waitLogged waits until the process logs msg, failing if it exits first.
 func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
 	t.Helper()
+	p.waitCount(t, msg, 1, within)
+}
+
+// waitCount waits until the process has logged msg n times, failing if it
+// exits first.
+func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
+	t.Helper()
 	timeout := time.After(within)
 	for {
 		p.logged.mu.Lock()
-		seen, changed := p.logged.seen[msg], p.logged.changed
+		got, changed := p.logged.count[msg], p.logged.changed
 		p.logged.mu.Unlock()
-		if seen {
+		if got >= n {
 			return
 		}
 		select {
 		case <-changed:
 		case err := <-p.exited:
-			t.Fatalf("sunset exited before logging %q: %v\n%s", msg, err, p.stderr)
+			t.Fatalf("sunset exited before logging %q %d times: %v\n%s", msg, n, err, p.stderr)
 		case <-timeout:
-			t.Fatalf("sunset did not log %q within %s:\n%s", msg, within, p.stderr)
+			t.Fatalf("sunset did not log %q %d times within %s:\n%s", msg, n, within, p.stderr)
 		}
 	}
 }
@@ -119,10 +140,11 @@ func startBinary(t *testing.T, dataDir string, args ...string) *process {
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog()}
+	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog(), logDone: make(chan struct{})}
 	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
 	listen := make(chan string, 1)
 	go func() {
+		defer close(p.logDone)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			p.stderr.Write(append(sc.Bytes(), '\n'))

@@ -1,12 +1,10 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -218,15 +216,10 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 
 func scrapeFamilies(t *testing.T, url string) map[string]bool {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
 	out := map[string]bool{}
-	for _, line := range bytes.Split(b, []byte("\n")) {
+	for _, line := range strings.Split(metricsText(t, url), "\n") {
 		var name, typ string
-		if _, err := fmt.Sscanf(string(line), "# TYPE %s %s", &name, &typ); err == nil {
+		if _, err := fmt.Sscanf(line, "# TYPE %s %s", &name, &typ); err == nil {
 			// A family with no samples would have no TYPE line.
 			out[name] = true
 		}

@@ -34,7 +34,7 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.SetIn(env.stdin)
-	root.AddCommand(newServeCommand(), newReportCommand(env), newCheckCommand(env), newReplayCommand(env), newVersionCommand())
+	root.AddCommand(newServeCommand(), newReportCommand(env), newCheckCommand(env), newReplayCommand(env), newStoreCommand(env), newVersionCommand())
 	return root
 }
 

@@ -191,24 +191,15 @@ func decodeItems(body []byte) (events []aggregate.Event, bad []ItemError, err er
 		e.Reason = ReasonMalformedJSON
 		return nil, nil, e
 	}
-	if env.APIVersion != APIVersion {
-		if env.APIVersion == "" {
-			return nil, nil, &Error{ReasonWrongAPIVersion, fmt.Sprintf("apiVersion is missing; want %q", APIVersion)}
-		}
-		return nil, nil, &Error{ReasonWrongAPIVersion, fmt.Sprintf("apiVersion %q is not supported; want %q (set --audit-webhook-version=%s on kube-apiserver)", bounded(env.APIVersion), APIVersion, APIVersion)}
+	if err := envelopeError(env.Kind, env.APIVersion); err != nil {
+		return nil, nil, err
 	}
-	switch env.Kind {
-	case KindEvent:
+	if env.Kind == KindEvent {
 		ev, err := DecodeEvent(body)
 		if err != nil {
 			return nil, nil, err
 		}
 		return []aggregate.Event{ev}, nil, nil
-	case KindEventList:
-	case "":
-		return nil, nil, &Error{ReasonWrongKind, fmt.Sprintf("kind is missing; want %q or %q", KindEventList, KindEvent)}
-	default:
-		return nil, nil, &Error{ReasonWrongKind, fmt.Sprintf("kind %q is not supported; want %q or %q", bounded(env.Kind), KindEventList, KindEvent)}
 	}
 	events = make([]aggregate.Event, 0, len(env.Items))
 	for i, raw := range env.Items {
@@ -222,6 +213,25 @@ func decodeItems(body []byte) (events []aggregate.Event, bad []ItemError, err er
 		events = append(events, ev)
 	}
 	return events, bad, nil
+}
+
+// envelopeError says what is wrong with a body's kind and apiVersion, or
+// nil for an EventList or an Event of audit.k8s.io/v1.
+func envelopeError(kind, apiVersion string) *Error {
+	if apiVersion != APIVersion {
+		if apiVersion == "" {
+			return &Error{ReasonWrongAPIVersion, fmt.Sprintf("apiVersion is missing; want %q", APIVersion)}
+		}
+		return &Error{ReasonWrongAPIVersion, fmt.Sprintf("apiVersion %q is not supported; want %q (set --audit-webhook-version=%s on kube-apiserver)", bounded(apiVersion), APIVersion, APIVersion)}
+	}
+	switch kind {
+	case KindEvent, KindEventList:
+		return nil
+	case "":
+		return &Error{ReasonWrongKind, fmt.Sprintf("kind is missing; want %q or %q", KindEventList, KindEvent)}
+	default:
+		return &Error{ReasonWrongKind, fmt.Sprintf("kind %q is not supported; want %q or %q", bounded(kind), KindEventList, KindEvent)}
+	}
 }
 
 // DecodeEvent decodes one audit event. The error, if any, is an *Error.

@@ -131,9 +131,15 @@ func (f *Follower) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			// A failed commit (a full disk) or read: nothing past pos was
-			// committed, so read again from there after a pause.
-			f.log.Error().Err(err).Int64("offset", pos.Offset).Dur("retry_in", backoff).Msg("following failed; retrying from the last committed line")
+			// A failed commit or read: nothing past pos was committed, so
+			// read again from there after a pause.
+			if errors.Is(err, store.ErrNoSpace) {
+				// Paused until there is room; look again at the first pace.
+				backoff = f.opts.RetryBackoff
+				f.log.Warn().Err(err).Int64("offset", pos.Offset).Dur("retry_in", backoff).Msg("following paused: no room to commit")
+			} else {
+				f.log.Error().Err(err).Int64("offset", pos.Offset).Dur("retry_in", backoff).Msg("following failed; retrying from the last committed line")
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

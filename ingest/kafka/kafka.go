@@ -253,7 +253,13 @@ func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation
 				// Nothing of the batch may be assumed committed: read it
 				// again from the last committed offset, after a pause, so
 				// a full disk does not spin. The partition never stalls.
-				log.Error().Err(cerr).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
+				if errors.Is(cerr, store.ErrNoSpace) {
+					// Paused until there is room; look again at the first pace.
+					backoff = c.cfg.RetryBackoff
+					log.Warn().Err(cerr).Dur("retry_in", backoff).Msg("consumption paused: no room to commit")
+				} else {
+					log.Error().Err(cerr).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
+				}
 				select {
 				case <-ctx.Done():
 					return

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/httpjson"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // Source is the value of the source label for events from the webhook.
@@ -85,6 +87,10 @@ type Options struct {
 	// does not; a node in the path must be its common name or one of its
 	// subject alternative names (403 otherwise).
 	RequireClientCert bool
+	// KeepRequestObject says which events' request objects the ingester
+	// reads (field rules); the others are dropped as they are decoded, so
+	// that a batch of large objects is never held whole. Nil keeps all.
+	KeepRequestObject func(*aggregate.Event) bool
 }
 
 // Handler serves the webhook endpoints.
@@ -98,6 +104,13 @@ type Handler struct {
 	maxBody        int64
 	slots          chan struct{}
 	metrics        *metrics
+	keep           func(*aggregate.Event) bool
+
+	// drainMu orders Drain against batches taking a slot: once draining is
+	// set no batch starts, and inFlight counts those that did.
+	drainMu  sync.Mutex
+	draining bool
+	inFlight sync.WaitGroup
 }
 
 // New builds a Handler.
@@ -111,6 +124,9 @@ func New(opts Options) *Handler {
 	if opts.DefaultCluster == "" {
 		opts.DefaultCluster = "default"
 	}
+	if opts.KeepRequestObject == nil {
+		opts.KeepRequestObject = func(*aggregate.Event) bool { return true }
+	}
 	return &Handler{
 		ingester:       opts.Ingester,
 		log:            opts.Logger.With().Str("component", "webhook").Logger(),
@@ -121,7 +137,44 @@ func New(opts Options) *Handler {
 		tokens:         opts.Tokens,
 		requireCert:    opts.RequireClientCert,
 		metrics:        newMetrics(opts.Registerer),
+		keep:           opts.KeepRequestObject,
 	}
+}
+
+// Drain makes every new batch get 503 with Retry-After, so that its sender
+// retries it later. Shutdown calls it while the server still answers
+// /-/ready, then Wait.
+func (h *Handler) Drain() {
+	h.drainMu.Lock()
+	defer h.drainMu.Unlock()
+	h.draining = true
+}
+
+// Wait returns once the batches admitted before Drain are answered, or
+// when ctx is done.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		h.inFlight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// start admits a batch unless draining; finish must follow.
+func (h *Handler) start() bool {
+	h.drainMu.Lock()
+	defer h.drainMu.Unlock()
+	if h.draining {
+		return false
+	}
+	h.inFlight.Add(1)
+	return true
 }
 
 // Register adds the webhook routes to mux.
@@ -228,24 +281,30 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("sunset is handling %d batches already; retry after 1s", cap(h.slots)))
 		return
 	}
-	body, code, msg := h.readBody(w, r)
-	if code != 0 {
-		reason := httpjson.ReasonBadRequest
-		switch code {
-		case http.StatusRequestEntityTooLarge:
-			reason = httpjson.ReasonRequestEntityTooLong
-		case http.StatusUnsupportedMediaType:
-			reason = httpjson.ReasonUnsupportedMedia
-		}
-		httpjson.Error(w, code, reason, msg)
+	if !h.start() {
+		shuttingDown(w)
 		return
 	}
-	events, bad, err := auditjson.DecodeBody(body)
+	defer h.inFlight.Done()
+	body, code, msg := h.openBody(w, r)
+	if code != 0 {
+		bodyError(w, code, msg)
+		return
+	}
+	keep := h.keep
+	if dryRun {
+		keep = nil // a dry run never reads them
+	}
+	events, bad, err := auditjson.DecodeStream(body, keep)
 	if err != nil {
 		var de *auditjson.Error
-		errors.As(err, &de)
-		h.ingester.CountDecodeError(Source, string(de.Reason), 1)
-		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
+		if errors.As(err, &de) {
+			h.ingester.CountDecodeError(Source, string(de.Reason), 1)
+			httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
+			return
+		}
+		code, msg := readError(err, h.maxBody)
+		bodyError(w, code, msg)
 		return
 	}
 	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: len(bad)}
@@ -270,8 +329,14 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	sum, err := h.ingester.Ingest(ctx, origin, events)
 	if err != nil {
 		if errors.Is(err, aggregate.ErrStopped) {
+			shuttingDown(w)
+			return
+		}
+		if errors.Is(err, store.ErrNoSpace) {
+			// Nothing was written; the apiserver retries the batch.
 			w.Header().Set("Retry-After", "10")
-			httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable, "sunset is shutting down; retry later")
+			httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable,
+				"sunset's data directory is short of disk space; nothing of the batch was stored, retry later")
 			return
 		}
 		h.log.Error().Err(err).Str("cluster", origin.Cluster).Str("node", origin.Node).Msg("batch not committed")
@@ -361,12 +426,15 @@ func checkContentType(ct string) string {
 	return ""
 }
 
-// readBody reads the whole body within the limit. On failure it returns the
-// HTTP code and message to answer with.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
-	tooLarge := fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", h.maxBody)
+// errTooLarge is returned by the body reader past max-body-bytes.
+var errTooLarge = errors.New("body too large")
+
+// openBody returns the body to decode, decompressed and limited to
+// max-body-bytes. On failure it returns the HTTP code and message to answer
+// with.
+func (h *Handler) openBody(w http.ResponseWriter, r *http.Request) (io.Reader, int, string) {
 	if r.ContentLength > h.maxBody {
-		return nil, http.StatusRequestEntityTooLarge, tooLarge
+		return nil, http.StatusRequestEntityTooLarge, tooLarge(h.maxBody)
 	}
 	var src io.Reader = http.MaxBytesReader(w, r.Body, h.maxBody)
 	switch enc := r.Header.Get("Content-Encoding"); enc {
@@ -376,21 +444,62 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 		if err != nil {
 			return nil, http.StatusBadRequest, "body is not valid gzip"
 		}
-		defer func() { _ = zr.Close() }()
 		// The decompressed size is what costs memory, so limit that too.
-		src = io.LimitReader(zr, h.maxBody+1)
+		src = &limitedReader{r: zr, left: h.maxBody}
 	default:
 		return nil, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", aggregate.Truncate(enc, 32))
 	}
-	body, err := io.ReadAll(src)
+	return src, 0, ""
+}
+
+func tooLarge(maxBody int64) string {
+	return fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", maxBody)
+}
+
+// readError is the answer to an error reading the body.
+func readError(err error, maxBody int64) (int, string) {
 	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe), int64(len(body)) > h.maxBody:
-		return nil, http.StatusRequestEntityTooLarge, tooLarge
-	case err != nil:
-		return nil, http.StatusBadRequest, "reading body: " + err.Error()
+	if errors.As(err, &mbe) || errors.Is(err, errTooLarge) {
+		return http.StatusRequestEntityTooLarge, tooLarge(maxBody)
 	}
-	return body, 0, ""
+	return http.StatusBadRequest, "reading body: " + err.Error()
+}
+
+func bodyError(w http.ResponseWriter, code int, msg string) {
+	reason := httpjson.ReasonBadRequest
+	switch code {
+	case http.StatusRequestEntityTooLarge:
+		reason = httpjson.ReasonRequestEntityTooLong
+	case http.StatusUnsupportedMediaType:
+		reason = httpjson.ReasonUnsupportedMedia
+	}
+	httpjson.Error(w, code, reason, msg)
+}
+
+func shuttingDown(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "10")
+	httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable, "sunset is shutting down; retry later")
+}
+
+// limitedReader fails with errTooLarge once more than left bytes are read.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
 }
 
 // requestContext honours the ?timeout= that kube-apiserver adds to every

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+// nextWeek is an hour a week ahead. Badger hides records that its own,
+// real clock says have expired; the store's clock runs ahead of it, so that
+// Sweep finds them.
+var nextWeek = time.Now().UTC().Truncate(time.Hour).Add(7 * 24 * time.Hour)
+
+// clock is a settable clock for the store.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// keysByKind counts the live keys of each record kind, as badger serves
+// them by its own clock.
+func keysByKind(t *testing.T, s *Store) map[byte]int {
+	t.Helper()
+	out := map[byte]int{}
+	require.NoError(t, s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			out[it.Item().Key()[0]]++
+		}
+		return nil
+	}))
+	return out
+}
+
+// hourOfLoad counts perHour requests in hour h: each a new request ID, over
+// series distinct (API, node, user) series.
+func hourOfLoad(t *testing.T, s *Store, h time.Time, perHour, series int) {
+	t.Helper()
+	reqs := make([]Request, 0, perHour)
+	for i := 0; i < perHour; i++ {
+		k := i % series
+		// Shaped like kube-apiserver's auditIDs: 36-byte UUIDs.
+		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Unix()/3600, i)
+		reqs = append(reqs, Request{ID: id, Key: CountKey{
+			Cluster: "c", API: fmt.Sprintf("a%d.v1", k%20), Hour: h, Node: fmt.Sprintf("n%d", k/20%5),
+			Username: fmt.Sprintf("user-%d", k/100), UserAgent: "kubectl/v1.32.4", Verb: "get"}})
+	}
+	for start := 0; start < len(reqs); start += 400 {
+		_, err := s.Apply(reqs[start:min(start+400, len(reqs))])
+		require.NoError(t, err)
+	}
+}
+
+// Sweep deletes exactly the records of expired hours; the live ones stay.
+func TestSweepDeletesExpiredHours(t *testing.T) {
+	c := &clock{t: nextWeek.Add(30 * time.Minute)}
+	s, err := Open(Options{Dir: t.TempDir(), Retention: 24 * time.Hour, Logger: zerolog.Nop(), Now: c.now})
+	require.NoError(t, err)
+	defer s.Close()
+	// Four hours of 300 requests over 100 series: 20 APIs, 100 count
+	// keys per hour.
+	for h := 0; h < 4; h++ {
+		c.t = nextWeek.Add(time.Duration(h)*time.Hour + 30*time.Minute)
+		hourOfLoad(t, s, nextWeek.Add(time.Duration(h)*time.Hour), 300, 100)
+	}
+	_, err = s.Apply(nil, Cursor{Name: "file:/var/log/audit.log", Value: []byte("{}")})
+	require.NoError(t, err)
+	require.Equal(t, map[byte]int{prefixCount: 400, prefixMark: 1200, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
+
+	n, err := s.Sweep()
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "nothing has expired")
+
+	// Hour 19 expires at 19:00 + 24h + 1h, hour 20 an hour later.
+	c.t = nextWeek.Add(26 * time.Hour)
+	n, err = s.Sweep()
+	require.NoError(t, err)
+	require.Equal(t, 2*(100+300), n, "the counts and marks of two hours")
+	require.Equal(t, uint64(800), s.Swept())
+	require.Equal(t, map[byte]int{prefixCount: 200, prefixMark: 600, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
+	require.Len(t, s.APIs(), 20)
+
+	c.t = nextWeek.Add(28 * time.Hour)
+	n, err = s.Sweep()
+	require.NoError(t, err)
+	require.Equal(t, 2*(100+300)+20, n, "the last two hours, and the APIs' metadata")
+	require.Equal(t, map[byte]int{prefixCursor: 1}, keysByKind(t, s), "input positions never expire")
+	require.Empty(t, s.APIs())
+}
+
+// diskUsage is the space the directory's files take on disk: allocated
+// blocks, so that badger's sparse, preallocated logs count for what they
+// hold.
+func diskUsage(t *testing.T, dir string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var sum int64
+	for _, e := range entries {
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Stat(filepath.Join(dir, e.Name()), &st))
+		sum += st.Blocks * 512
+	}
+	return sum
+}
+
+// At a steady load, disk usage levels off once hours start to expire:
+// a bounded run of three retention periods of simulated time (24 h
+// retention), 20,000 requests an hour over 1,000 series, with the
+// maintenance Sunset runs once an hour. It takes about 40 s, so it runs
+// only when SUNSET_PLATEAU_HOURS sets the simulated hours (make
+// test-plateau: 72).
+func TestDiskUsagePlateausAtSteadyLoad(t *testing.T) {
+	const (
+		retention = 24 * time.Hour
+		perHour   = 20000
+		series    = 1000
+	)
+	hours, err := strconv.Atoi(os.Getenv("SUNSET_PLATEAU_HOURS"))
+	if err != nil || hours < 3*24 {
+		t.Skip("set SUNSET_PLATEAU_HOURS to 72 or more (make test-plateau): writes 20,000 requests per simulated hour")
+	}
+	dir := t.TempDir()
+	c := &clock{t: nextWeek}
+	s, err := Open(Options{Dir: dir, Retention: retention, Logger: zerolog.Nop(), Now: c.now})
+	require.NoError(t, err)
+	defer s.Close()
+	usage := make([]int64, hours)
+	for h := 0; h < hours; h++ {
+		hour := nextWeek.Add(time.Duration(h) * time.Hour)
+		c.t = hour.Add(59 * time.Minute)
+		hourOfLoad(t, s, hour, perHour, series)
+		_, err := s.Sweep()
+		require.NoError(t, err)
+		require.NoError(t, s.CollectGarbage())
+		usage[h] = diskUsage(t, dir)
+	}
+	// The hours not yet expired at the last one's end: retention + 1h
+	// after each hour's start, so 25 of them.
+	live := 25
+	require.Equal(t, map[byte]int{prefixCount: live * series, prefixMark: live * perHour, prefixMeta: 20}, keysByKind(t, s))
+
+	day := 24
+	peak := func(from, to int) int64 { return slices.Max(usage[from:to]) }
+	t.Logf("disk usage by hour (MiB): %v", mibs(usage))
+	t.Logf("plateau for %d live hours of %d series and %d requests/hour: peak %.1f MiB in the second day, %.1f MiB in the last",
+		live, series, perHour, float64(peak(day, 2*day))/(1<<20), float64(peak(hours-day, hours))/(1<<20))
+	require.LessOrEqual(t, peak(hours-day, hours), peak(day, 2*day)*6/5,
+		"the last day's peak is within 20%% of the second day's")
+}
+
+func mibs(b []int64) []string {
+	out := make([]string, len(b))
+	for i, v := range b {
+		out[i] = strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64)
+	}
+	return out
+}
