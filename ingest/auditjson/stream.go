@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 )
 
@@ -159,11 +160,16 @@ func streamItems(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) b
 		// Between the previous value and this one: a comma and spaces.
 		raw := bytes.TrimLeft(rec.slice(start, dec.InputOffset()), ", \t\r\n")
 		var ev aggregate.Event
-		if err != nil {
+		switch {
+		case err != nil:
 			// Decoded again on its own, for the same message as an
 			// item of a list decoded whole.
 			_, err = DecodeEvent(raw)
-		} else {
+		case admission.MayHave(raw):
+			// Only events with admission webhook annotations pay for
+			// reading them, as in DecodeBody.
+			ev, err = DecodeEvent(raw)
+		default:
 			ev, err = convert(&w, raw)
 		}
 		rec.discardBefore(dec.InputOffset())
