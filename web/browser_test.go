@@ -88,11 +88,11 @@ func (f *front) requireToken(token string) {
 	f.token = token
 }
 
-// artifacts is where screenshots go: $SUNSET_ARTIFACTS (kept after the
+// artifacts is where screenshots go: $WEB_ARTIFACTS (kept after the
 // test, for CI), else a temporary directory.
 func artifacts(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("SUNSET_ARTIFACTS")
+	dir := os.Getenv("WEB_ARTIFACTS")
 	if dir == "" {
 		return t.TempDir()
 	}
