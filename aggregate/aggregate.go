@@ -15,7 +15,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -252,61 +251,10 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 // IngestAt is Ingest that also commits input positions (cursors) in the same
 // transaction as the counts of events, even when none of them counts.
 func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...store.Cursor) (Summary, error) {
-	var sum Summary
-	now := a.now()
-	reqs := make([]store.Request, 0, len(events))
-	var fields []store.Request
-	for i := range events {
-		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
-		req, res := a.classify(origin, &events[i], now)
-		if res != ResultCounted {
-			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
-			sum.skip(res)
-			continue
-		}
-		reqs = append(reqs, req)
-	}
-	// Field matches go last, so the first len(reqs) results are the APIs'.
-	apiReqs := len(reqs)
-	reqs = append(reqs, fields...)
-	if len(reqs) == 0 && len(cursors) == 0 {
-		return sum, nil
-	}
-	j := &job{reqs: reqs, cursors: cursors, done: make(chan jobResult, 1)}
-	select {
-	case a.jobs <- j:
-	case <-a.stopped:
-		return sum, ErrStopped
-	case <-ctx.Done():
-		return sum, ctx.Err()
-	}
-	var r jobResult
-	select {
-	case r = <-j.done:
-	case <-ctx.Done():
-		// The commit still happens; a retry of these events will be
-		// recognised as duplicates.
-		return sum, ctx.Err()
-	}
-	if r.err != nil {
-		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs), r.err)
-	}
-	for i, d := range r.dup {
-		switch {
-		case i >= apiReqs:
-			if !d {
-				sum.FieldMatches++
-			}
-		case d:
-			sum.Duplicates++
-		default:
-			sum.Counted++
-			a.countRequest(reqs[i])
-		}
-	}
-	a.metrics.events.WithLabelValues(origin.Source, string(ResultCounted)).Add(float64(sum.Counted))
-	a.metrics.events.WithLabelValues(origin.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
-	return sum, nil
+	reqs, sum := a.Classify(origin, events)
+	applied, err := a.Apply(ctx, origin.Source, reqs, cursors...)
+	sum.Add(applied)
+	return sum, err
 }
 
 // countRequest adds one committed request to sunset_deprecated_requests_total.

@@ -54,6 +54,12 @@ type Config struct {
 	// default cluster is the fallback.
 	ClusterHeader string `mapstructure:"clusterHeader"`
 	ClusterField  string `mapstructure:"clusterField"`
+	// Fleet shares counts between replicas through a topic of request
+	// records.
+	Fleet FleetConfig `mapstructure:"fleet"`
+	// Forward also sends the requests counted from the webhook and from
+	// files to Fleet.Topic.
+	Forward bool `mapstructure:"forward"`
 }
 
 // TLSConfig is kafka.tls.
@@ -73,8 +79,10 @@ type SASLConfig struct {
 	Password  string `mapstructure:"password"`
 }
 
-// Enabled reports whether Kafka consumption is configured.
-func (c Config) Enabled() bool { return len(c.Brokers) > 0 || len(c.Topics) > 0 }
+// Enabled reports whether Kafka is configured.
+func (c Config) Enabled() bool {
+	return len(c.Brokers) > 0 || len(c.Topics) > 0 || c.Fleet.Enabled() || c.Forward
+}
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
@@ -114,6 +122,7 @@ func (c Config) WithDefaults() Config {
 	if c.Node == "" {
 		c.Node = "kafka"
 	}
+	c.Fleet = c.Fleet.withDefaults()
 	return c
 }
 
@@ -127,16 +136,25 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("kafka.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	if len(c.Brokers) == 0 {
-		bad("brokers", "is required when kafka.topics is set, e.g. [kafka-0:9092]")
+		set := "kafka.topics"
+		switch {
+		case len(c.Topics) > 0:
+		case c.Fleet.Enabled():
+			set = "kafka.fleet.topic"
+		case c.Forward:
+			set = "kafka.forward"
+		}
+		bad("brokers", "is required when %s is set, e.g. [kafka-0:9092]", set)
 	}
 	for _, b := range c.Brokers {
 		if !strings.Contains(b, ":") {
 			bad("brokers", "%q is not host:port", b)
 		}
 	}
-	if len(c.Topics) == 0 {
-		bad("topics", "is required when kafka.brokers is set")
+	if len(c.Topics) == 0 && !c.Fleet.Enabled() {
+		bad("topics", "is required when kafka.brokers is set (or kafka.fleet.topic, to count a fleet's requests)")
 	}
+	c.validateFleet(bad)
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
 		bad("startOffset", "%q is not one of earliest, latest", c.StartOffset)
 	}
@@ -180,8 +198,9 @@ func (c Config) startOffset() int64 {
 	return kafkago.FirstOffset
 }
 
-// dialer builds the connection settings shared by the group and readers.
-func (c Config) dialer() (*kafkago.Dialer, error) {
+// Dialer builds the connection settings (client ID, TLS, SASL) shared by
+// every connection to the brokers.
+func (c Config) Dialer() (*kafkago.Dialer, error) {
 	d := &kafkago.Dialer{ClientID: c.ClientID, Timeout: 10 * time.Second, DualStack: true}
 	if c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
 		tc := &tls.Config{InsecureSkipVerify: c.TLS.InsecureSkipVerify} //nolint:gosec // configured by the admin
