@@ -79,3 +79,32 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 		t.Fatalf("producing to %s: %v", topic, err)
 	}
 }
+
+// GroupCommitted reports whether group has committed the end of every
+// partition of topic, that is, it has consumed everything produced so far.
+func GroupCommitted(ctx context.Context, brokers []string, group, topic string, partitions int) (bool, error) {
+	client := &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 10 * time.Second}
+	ids := make([]int, partitions)
+	reqs := make([]kafkago.OffsetRequest, partitions)
+	for p := range partitions {
+		ids[p], reqs[p] = p, kafkago.LastOffsetOf(p)
+	}
+	ends, err := client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return false, err
+	}
+	committed, err := client.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err != nil {
+		return false, err
+	}
+	end := map[int]int64{}
+	for _, p := range ends.Topics[topic] {
+		end[p.Partition] = p.LastOffset
+	}
+	for _, p := range committed.Topics[topic] {
+		if p.CommittedOffset < end[p.Partition] {
+			return false, nil
+		}
+	}
+	return len(committed.Topics[topic]) == partitions, nil
+}
