@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,13 +31,14 @@ const (
 
 // fleetMessages are raw audit events from 5 clusters of 3 apiservers, as a
 // shipper sends them (cluster and hostname beside the event). One in 20 is
-// a deprecated request; the rest are ordinary traffic.
-func fleetMessages(now time.Time) []kafkago.Message {
+// a deprecated request (every one with deprecatedEvery 1); the rest are
+// ordinary traffic.
+func fleetMessages(now time.Time, deprecatedEvery int) []kafkago.Message {
 	msgs := make([]kafkago.Message, fleetRawMessages)
 	ts := now.Format(time.RFC3339Nano)
 	for i := range msgs {
 		resource, ann := "pods", `"authorization.k8s.io/decision":"allow","authorization.k8s.io/reason":"RBAC: allowed by ClusterRoleBinding \"system:controller:replicaset-controller\""`
-		if i%20 == 0 {
+		if i%deprecatedEvery == 0 {
 			resource, ann = "endpoints", `"k8s.io/deprecated":"true","authorization.k8s.io/decision":"allow"`
 		}
 		cluster := fmt.Sprintf("cluster-%d", i%5)
@@ -184,7 +186,7 @@ func BenchmarkFleet(b *testing.B) {
 		b.Fatalf("building sunset: %v\n%s", err, out)
 	}
 	brokers := kafkatest.Brokers(b)
-	msgs := fleetMessages(time.Now().UTC())
+	msgs := fleetMessages(time.Now().UTC(), 20)
 	const deprecated = fleetRawMessages / 20
 	config := func(body string) string {
 		f := filepath.Join(b.TempDir(), "sunset.yaml")
@@ -192,6 +194,17 @@ func BenchmarkFleet(b *testing.B) {
 			b.Fatal(err)
 		}
 		return f
+	}
+	// produce writes msgs from one writer per partition's share, lz4
+	// compressed as shippers send them.
+	produce := func(b *testing.B, topic string, msgs []kafkago.Message) {
+		var wg sync.WaitGroup
+		for i := range fleetPartitions {
+			wg.Go(func() {
+				kafkatest.Produce(b, brokers, topic, kafkago.Lz4, msgs[i*len(msgs)/fleetPartitions:(i+1)*len(msgs)/fleetPartitions]...)
+			})
+		}
+		wg.Wait()
 	}
 	perMsg := func(b *testing.B, d time.Duration) float64 {
 		return float64(d.Microseconds()) / float64(fleetRawMessages*b.N)
@@ -202,7 +215,7 @@ func BenchmarkFleet(b *testing.B) {
 			b.StopTimer()
 			raw := kafkatest.Topic(b, brokers, "fleet-raw", fleetPartitions)
 			b.StartTimer()
-			kafkatest.Produce(b, brokers, raw, kafkago.Compression(0), msgs...)
+			produce(b, raw, msgs)
 		}
 		b.ReportMetric(float64(fleetRawMessages*b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
@@ -232,7 +245,7 @@ func BenchmarkFleet(b *testing.B) {
 			before[i] = p.cpu(b)
 		}
 		b.StartTimer()
-		kafkatest.Produce(b, brokers, raw, kafkago.Compression(0), msgs...)
+		produce(b, raw, msgs)
 		err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 			return counter.requestCount("endpoints.v1") == deprecated, nil
 		})
@@ -281,4 +294,38 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(float64(len(msgs[0].Key)+len(msgs[0].Value)), "raw-bytes/msg")
 		})
 	}
+
+	// count-only: one process counting a fleet's topic of 30,000 records
+	// (a filter wrote them from events that all count), timed from its
+	// start until it is ready, that is, has counted all of it.
+	b.Run("count-only", func(b *testing.B) {
+		b.StopTimer()
+		all := fleetMessages(time.Now().UTC(), 1)
+		raw := kafkatest.Topic(b, brokers, "fleet-raw", fleetPartitions)
+		requests := kafkatest.Topic(b, brokers, "sunset.requests", fleetPartitions)
+		filter := startProc(b, bin, config(fmt.Sprintf("  topics: [%s]\n  groupID: fill-%[1]s\n  fleet:\n    topic: %s\n    count: false\n", raw, requests)))
+		filter.waitReady(b)
+		produce(b, raw, all)
+		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			return kafkatest.GroupCommitted(ctx, brokers, "fill-"+raw, raw, fleetPartitions)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		filter.stop(b)
+		var cpu time.Duration
+		for range b.N {
+			b.StartTimer()
+			p := startProc(b, bin, config("  fleet:\n    topic: "+requests+"\n"))
+			p.waitReady(b)
+			b.StopTimer()
+			if got := p.requestCount("endpoints.v1"); got != fleetRawMessages {
+				b.Fatalf("counted %d of %d", got, fleetRawMessages)
+			}
+			cpu += p.cpu(b)
+			p.stop(b)
+		}
+		b.ReportMetric(float64(fleetRawMessages*b.N)/b.Elapsed().Seconds(), "records/s")
+		b.ReportMetric(perMsg(b, cpu), "cpu-us/record")
+	})
 }

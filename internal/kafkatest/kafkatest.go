@@ -71,6 +71,9 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 		BatchSize:    1000,
 		RequiredAcks: kafkago.RequireAll,
 		Compression:  codec,
+		// Its own transport: the shared default caches metadata for
+		// seconds and would not yet know a topic created just before.
+		Transport: &kafkago.Transport{},
 	}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
