@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,7 @@ func fleetMessages(now time.Time, deprecatedEvery int) []kafkago.Message {
 type sunsetProc struct {
 	cmd *exec.Cmd
 	url string
+	log *bytes.Buffer
 }
 
 // freeAddr is a loopback address nothing listens on, for --listen.
@@ -69,11 +71,13 @@ func startProc(b *testing.B, bin, config string) *sunsetProc {
 	b.Helper()
 	addr := freeAddr(b)
 	cmd := exec.Command(bin, "serve", "--data-dir", b.TempDir(), "--listen", addr, "--log-level", "warn", "--config", config)
-	cmd.Stderr = os.Stderr
+	// Kept, not printed: warnings would break the benchmark's output
+	// lines; stop shows them when the process fails.
+	p := &sunsetProc{cmd: cmd, url: "http://" + addr, log: &bytes.Buffer{}}
+	cmd.Stderr = p.log
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &sunsetProc{cmd: cmd, url: "http://" + addr}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return p
 }
@@ -91,7 +95,9 @@ func (p *sunsetProc) waitReady(b *testing.B) {
 		return resp.StatusCode == 200, nil
 	})
 	if err != nil {
-		b.Fatal("sunset not ready:", err)
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait() // so that its log is complete and no longer written
+		b.Fatalf("sunset not ready: %v\n%s", err, p.log)
 	}
 }
 
@@ -112,7 +118,7 @@ func (p *sunsetProc) cpu(b *testing.B) time.Duration {
 func (p *sunsetProc) stop(b *testing.B) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.cmd.Wait(); err != nil {
-		b.Fatal("sunset exited:", err)
+		b.Fatalf("sunset exited: %v\n%s", err, p.log)
 	}
 }
 
