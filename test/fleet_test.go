@@ -248,6 +248,31 @@ func warnings(log string) string {
 	return strings.Join(out, "\n")
 }
 
+// gaugeSeries reads every series of a process's /metrics that starts with
+// prefix, as text, and the sum of their values.
+func gaugeSeries(base, prefix string) (string, float64, error) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	var lines []string
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			lines = append(lines, sc.Text())
+			i := strings.LastIndexByte(sc.Text(), ' ')
+			v, err := strconv.ParseFloat(sc.Text()[i+1:], 64)
+			if err != nil {
+				return "", 0, err
+			}
+			sum += v
+		}
+	}
+	return strings.Join(lines, "\n"), sum, sc.Err()
+}
+
 // metricSeries reads one series of a process's /metrics, e.g.
 // `sunset_fleet_caught_up`.
 func metricSeries(base, series string) (float64, error) {
@@ -292,6 +317,7 @@ func TestFleetExactAcrossKillsAndRebalances(t *testing.T) {
   topics: [%s]
   groupID: %s
   sessionTimeout: 2s
+  rebalanceTimeout: 8s
   batchWait: 10ms
   nodeField: hostname
   clusterField: cluster
@@ -334,6 +360,7 @@ kafka:
 		ready(r.p)
 	}
 
+	streamStart := time.Now()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	kills := 0
 	var extra *process
@@ -374,14 +401,17 @@ kafka:
 			kills++
 			r.p = startBinary(t, r.data, "--config", replicaCfg)
 		}
+		t.Logf("chunk %d: %s into the stream", c, time.Since(streamStart).Round(time.Millisecond))
 	}
 	require.GreaterOrEqual(t, kills, 5)
+	t.Logf("streamed with kills in %s", time.Since(streamStart).Round(time.Millisecond))
 
 	clusters := []string{"cluster-0", "cluster-1", "cluster-2", "cluster-3", "cluster-4", "edge"}
 	var total int64
 	for _, n := range in.want {
 		total += n
 	}
+	began := time.Now()
 	t.Logf("%d raw messages (%d copies of counting events), %d kills, %d requests expected in %d cells",
 		len(in.msgs), in.copies, kills, total, len(in.want))
 	match := func(r *replica) {
@@ -407,6 +437,7 @@ kafka:
 	for _, r := range replicas {
 		match(r)
 	}
+	t.Logf("every replica exact %s after the stream", time.Since(began).Round(time.Millisecond))
 
 	// Once the group has committed every raw message nothing more is
 	// produced. A replica restarted then is ready only when it has counted
@@ -417,6 +448,7 @@ kafka:
 		return done && err == nil, nil
 	})
 	require.NoError(t, err, "the filters commit every raw message")
+	t.Logf("the group committed everything %s after the stream", time.Since(began).Round(time.Millisecond))
 	for _, r := range replicas {
 		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, <-r.p.exited, "stderr:\n%s", r.p.stderr)
@@ -431,6 +463,26 @@ kafka:
 		require.NoError(t, err)
 		require.Empty(t, in.want.diff(got), "replica %s after the stream", r.data)
 	}
+	t.Logf("restarted replicas exact %s after the stream", time.Since(began).Round(time.Millisecond))
+
+	// The deprecated-API gauges are the same on every replica, and add up
+	// to the API requests of the input.
+	var apiRequests float64
+	for k, n := range in.want {
+		if !strings.Contains(k, " field:") {
+			apiRequests += float64(n)
+		}
+	}
+	var gauges []string
+	for _, r := range replicas {
+		series, sum, err := gaugeSeries(r.p.url, "sunset_deprecated_requests{")
+		require.NoError(t, err)
+		require.Equal(t, apiRequests, sum, "replica %s", r.data)
+		gauges = append(gauges, series)
+	}
+	require.Equal(t, gauges[0], gauges[1])
+	require.Equal(t, gauges[0], gauges[2])
+
 	outbox, err := metricSeries(edge.url, "sunset_fleet_outbox_batches")
 	require.NoError(t, err)
 	require.Equal(t, 0.0, outbox, "the edge forwarded everything")

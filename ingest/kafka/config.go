@@ -33,6 +33,14 @@ type Config struct {
 	MaxWait  time.Duration `mapstructure:"maxWait"`
 	// SessionTimeout is how long the group waits for a silent member.
 	SessionTimeout time.Duration `mapstructure:"sessionTimeout"`
+	// RebalanceTimeout is how long the group waits, when partitions
+	// move, for members to finish the batch in hand and rejoin. A member
+	// that is late is dropped and rejoins, which moves partitions again:
+	// too short a deadline for the batches (a loaded broker, a fleet
+	// filter waiting for its produce) keeps a group rebalancing without
+	// end; too long a one holds partitions while a member that died in a
+	// rebalance is waited for.
+	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout"`
 	// RetryBackoff is the first pause after a failed commit (doubling up
 	// to 30s).
 	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
@@ -107,6 +115,9 @@ func (c Config) WithDefaults() Config {
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = 30 * time.Second
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
 	}
@@ -164,6 +175,9 @@ func (c Config) Validate() error {
 	if c.SessionTimeout < time.Second {
 		// Brokers enforce their own minimum (6s by default) at join time.
 		bad("sessionTimeout", "%s is below 1s", c.SessionTimeout)
+	}
+	if c.RebalanceTimeout < time.Second {
+		bad("rebalanceTimeout", "%s is below 1s", c.RebalanceTimeout)
 	}
 	if c.BatchSize < 1 {
 		bad("batchSize", "must be at least 1")

@@ -29,14 +29,6 @@ import (
 // Source is the value of the source label for events from Kafka.
 const Source = "kafka"
 
-// minRebalanceTimeout is the least time the group gives its members to
-// finish the batch in hand and rejoin when partitions move. A member that
-// is late is dropped and rejoins, which moves partitions again: with a
-// deadline as short as the session timeout, slow batches (a loaded broker,
-// a fleet filter waiting for its produce) can keep a group rebalancing
-// without end.
-const minRebalanceTimeout = 30 * time.Second
-
 // maxPoisonSamples bounds the kept samples of poison messages.
 const maxPoisonSamples = 100
 
@@ -194,7 +186,7 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 		Dialer:            c.dialer,
 		Topics:            c.cfg.Topics,
 		SessionTimeout:    c.cfg.SessionTimeout,
-		RebalanceTimeout:  max(c.cfg.SessionTimeout, minRebalanceTimeout),
+		RebalanceTimeout:  c.cfg.RebalanceTimeout,
 		HeartbeatInterval: c.cfg.SessionTimeout / 5,
 		JoinGroupBackoff:  time.Second,
 		StartOffset:       c.cfg.startOffset(),
