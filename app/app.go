@@ -258,18 +258,18 @@ func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("Sunset is not ready.\n"))
 		return
 	}
-	if a.fleet != nil {
-		if ok, why := a.fleet.Ready(); !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("Sunset is not ready: " + why + "\n"))
-			return
-		}
-	} else if a.kafka != nil {
-		if ok, why := a.kafka.Ready(); !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("Sunset is not ready: kafka: " + why + "\n"))
-			return
-		}
+	ok, why := true, ""
+	switch {
+	case a.fleet != nil:
+		ok, why = a.fleet.Ready()
+	case a.kafka != nil:
+		ok, why = a.kafka.Ready()
+		why = "kafka: " + why
+	}
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("Sunset is not ready: " + why + "\n"))
+		return
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("Sunset is ready.\n"))

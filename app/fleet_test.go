@@ -216,3 +216,26 @@ func TestFleetForwardKeepsRequestsThroughAKafkaOutage(t *testing.T) {
 	require.Equal(t, want, usersOf(t, b, "endpoints.v1", "edge"))
 	require.Equal(t, 30.0, metricValue(t, b.reg, "sunset_ingest_events_total", map[string]string{"source": "fleet", "result": "counted"}))
 }
+
+// A counting replica whose topic does not exist is not ready and says what
+// to do; once the topic exists it becomes ready.
+func TestFleetMissingTopicIsAReadinessError(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := fmt.Sprintf("sunset.requests-%d", time.Now().UnixNano())
+	cfg := testConfig(t)
+	fleetConfig(&cfg, brokers, topic)
+	s := start(t, cfg)
+	var body []byte
+	eventually(t, 20*time.Second, "readiness names the missing topic", func() bool {
+		var code int
+		code, body = s.get("/-/ready")
+		return code == 503 && string(body) != "Sunset is not ready: fleet: not connected yet\n"
+	})
+	require.Equal(t, "Sunset is not ready: fleet: topic "+topic+" does not exist; create it (kafka-topics.sh --create --topic "+topic+" --partitions 6)\n", string(body))
+
+	kafkatest.CreateTopic(t, brokers, topic, 2)
+	eventually(t, 20*time.Second, "ready once the topic exists", func() bool {
+		code, _ := s.get("/-/ready")
+		return code == 200
+	})
+}

@@ -120,12 +120,12 @@ func (c *counter) partitions(ctx context.Context) ([]int, error) {
 	var errs []error
 	for _, b := range c.cfg.Brokers {
 		parts, err := c.dialer.LookupPartitions(ctx, "tcp", b, c.cfg.Fleet.Topic)
+		if len(parts) == 0 && (err == nil || errors.Is(err, kafkago.UnknownTopicOrPartition)) {
+			return nil, fmt.Errorf("fleet: topic %s does not exist; create it (kafka-topics.sh --create --topic %[1]s --partitions 6)", c.cfg.Fleet.Topic)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", b, err))
 			continue
-		}
-		if len(parts) == 0 {
-			return nil, fmt.Errorf("fleet: topic %s does not exist; create it (kafka-topics.sh --create --topic %[1]s --partitions 12)", c.cfg.Fleet.Topic)
 		}
 		out := make([]int, len(parts))
 		for i, p := range parts {

@@ -39,6 +39,13 @@ func Topic(t testing.TB, brokers []string, prefix string, partitions int) string
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := prefix + "-" + hex.EncodeToString(b)
+	CreateTopic(t, brokers, name, partitions)
+	return name
+}
+
+// CreateTopic creates a topic of the given name.
+func CreateTopic(t testing.TB, brokers []string, name string, partitions int) {
+	t.Helper()
 	conn, err := kafkago.Dial("tcp", brokers[0])
 	if err != nil {
 		t.Fatalf("dialing %s: %v", brokers[0], err)
@@ -56,7 +63,6 @@ func Topic(t testing.TB, brokers []string, prefix string, partitions int) string
 	if err := cc.CreateTopics(kafkago.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("creating topic %s: %v", name, err)
 	}
-	return name
 }
 
 // Produce writes messages to topic; a message's Key picks its partition by
