@@ -39,7 +39,7 @@ type Config struct {
 	// too short a deadline for the batches (a loaded broker, a fleet
 	// filter waiting for its produce) keeps a group rebalancing without
 	// end; too long a one holds partitions while a member that died in a
-	// rebalance is waited for.
+	// rebalance is waited for. Zero means SessionTimeout.
 	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout"`
 	// RetryBackoff is the first pause after a failed commit (doubling up
 	// to 30s).
@@ -116,7 +116,7 @@ func (c Config) WithDefaults() Config {
 		c.SessionTimeout = 10 * time.Second
 	}
 	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = 30 * time.Second
+		c.RebalanceTimeout = c.SessionTimeout
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
