@@ -36,6 +36,7 @@ import (
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/file"
+	"github.com/kube-sunset/sunset/ingest/fleet"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/httpjson"
@@ -81,6 +82,7 @@ type App struct {
 	cfg       Config
 	followers []*file.Follower
 	kafka     *kafka.Consumer
+	fleet     *fleet.Fleet
 	log       zerolog.Logger
 	store     *store.Store
 	agg       *aggregate.Aggregator
@@ -169,14 +171,33 @@ func New(cfg Config, opts Options) (*App, error) {
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
 	registerStoreMetrics(reg, st)
 
+	// What the webhook and files count also goes to the fleet's topic
+	// with kafka.forward.
+	var local interface {
+		webhook.Ingester
+		file.CursorIngester
+	} = a.agg
+	if cfg.Kafka.Fleet.Enabled() {
+		a.fleet, err = fleet.New(fleet.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
+			Aggregator: a.agg, Store: st, Logger: opts.Logger, Registerer: reg})
+		if err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+		a.kafka = a.fleet.Consumer()
+		if fw := a.fleet.Forwarder(); fw != nil {
+			local = fw
+		}
+	}
+
 	for _, ff := range cfg.Ingest.Files {
 		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{
 			Path: ff.Path, Node: ff.Node, Cluster: cmp.Or(ff.Cluster, cfg.DefaultCluster),
-			Ingester: a.agg, Cursors: st, Logger: opts.Logger,
+			Ingester: local, Cursors: st, Logger: opts.Logger,
 		}))
 	}
 
-	if cfg.Kafka.Enabled() {
+	if cfg.Kafka.Enabled() && a.fleet == nil {
 		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
 			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg})
 		if err != nil {
@@ -216,7 +237,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		Token:             token,
 		Tokens:            tokens,
 		RequireClientCert: cfg.TLSClientCAFile != "",
-		Ingester:          a.agg,
+		Ingester:          local,
 		Logger:            opts.Logger,
 		Registerer:        reg,
 		DefaultCluster:    cfg.DefaultCluster,
@@ -338,7 +359,12 @@ func (a *App) readiness() (bool, string) {
 	if err := a.store.CheckSpace(); err != nil {
 		return false, strings.TrimPrefix(err.Error(), "store: ")
 	}
-	if a.kafka != nil {
+	switch {
+	case a.fleet != nil:
+		if ok, why := a.fleet.Ready(); !ok {
+			return false, why
+		}
+	case a.kafka != nil:
 		if ok, why := a.kafka.Ready(); !ok {
 			return false, "kafka: " + why
 		}
@@ -401,12 +427,16 @@ func (a *App) Run(ctx context.Context) error {
 				}
 			}()
 		}
-		if a.kafka != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = a.kafka.Run(followCtx)
-			}()
+		switch {
+		case a.fleet != nil:
+			// Runs the filter's consumer too.
+			wg.Go(func() {
+				if err := a.fleet.Run(followCtx); err != nil {
+					a.log.Warn().Err(err).Msg("closing the fleet's producer")
+				}
+			})
+		case a.kafka != nil:
+			wg.Go(func() { _ = a.kafka.Run(followCtx) })
 		}
 		wg.Wait()
 	}()

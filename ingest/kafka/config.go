@@ -33,6 +33,14 @@ type Config struct {
 	MaxWait  time.Duration `mapstructure:"maxWait"`
 	// SessionTimeout is how long the group waits for a silent member.
 	SessionTimeout time.Duration `mapstructure:"sessionTimeout"`
+	// RebalanceTimeout is how long the group waits, when partitions
+	// move, for members to finish the batch in hand and rejoin. A member
+	// that is late is dropped and rejoins, which moves partitions again:
+	// too short a deadline for the batches (a loaded broker, a fleet
+	// filter waiting for its produce) keeps a group rebalancing without
+	// end; too long a one holds partitions while a member that died in a
+	// rebalance is waited for. Zero means SessionTimeout.
+	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout"`
 	// RetryBackoff is the first pause after a failed commit (doubling up
 	// to 30s).
 	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
@@ -54,6 +62,12 @@ type Config struct {
 	// default cluster is the fallback.
 	ClusterHeader string `mapstructure:"clusterHeader"`
 	ClusterField  string `mapstructure:"clusterField"`
+	// Fleet shares counts between replicas through a topic of request
+	// records.
+	Fleet FleetConfig `mapstructure:"fleet"`
+	// Forward also sends the requests counted from the webhook and from
+	// files to Fleet.Topic.
+	Forward bool `mapstructure:"forward"`
 }
 
 // TLSConfig is kafka.tls.
@@ -73,8 +87,10 @@ type SASLConfig struct {
 	Password  string `mapstructure:"password"`
 }
 
-// Enabled reports whether Kafka consumption is configured.
-func (c Config) Enabled() bool { return len(c.Brokers) > 0 || len(c.Topics) > 0 }
+// Enabled reports whether Kafka is configured.
+func (c Config) Enabled() bool {
+	return len(c.Brokers) > 0 || len(c.Topics) > 0 || c.Fleet.Enabled() || c.Forward
+}
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
@@ -99,6 +115,9 @@ func (c Config) WithDefaults() Config {
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = c.SessionTimeout
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
 	}
@@ -114,6 +133,7 @@ func (c Config) WithDefaults() Config {
 	if c.Node == "" {
 		c.Node = "kafka"
 	}
+	c.Fleet = c.Fleet.withDefaults()
 	return c
 }
 
@@ -127,16 +147,25 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("kafka.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	if len(c.Brokers) == 0 {
-		bad("brokers", "is required when kafka.topics is set, e.g. [kafka-0:9092]")
+		set := "kafka.topics"
+		switch {
+		case len(c.Topics) > 0:
+		case c.Fleet.Enabled():
+			set = "kafka.fleet.topic"
+		case c.Forward:
+			set = "kafka.forward"
+		}
+		bad("brokers", "is required when %s is set, e.g. [kafka-0:9092]", set)
 	}
 	for _, b := range c.Brokers {
 		if !strings.Contains(b, ":") {
 			bad("brokers", "%q is not host:port", b)
 		}
 	}
-	if len(c.Topics) == 0 {
-		bad("topics", "is required when kafka.brokers is set")
+	if len(c.Topics) == 0 && !c.Fleet.Enabled() {
+		bad("topics", "is required when kafka.brokers is set (or kafka.fleet.topic, to count a fleet's requests)")
 	}
+	c.validateFleet(bad)
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
 		bad("startOffset", "%q is not one of earliest, latest", c.StartOffset)
 	}
@@ -146,6 +175,9 @@ func (c Config) Validate() error {
 	if c.SessionTimeout < time.Second {
 		// Brokers enforce their own minimum (6s by default) at join time.
 		bad("sessionTimeout", "%s is below 1s", c.SessionTimeout)
+	}
+	if c.RebalanceTimeout < time.Second {
+		bad("rebalanceTimeout", "%s is below 1s", c.RebalanceTimeout)
 	}
 	if c.BatchSize < 1 {
 		bad("batchSize", "must be at least 1")
@@ -180,8 +212,9 @@ func (c Config) startOffset() int64 {
 	return kafkago.FirstOffset
 }
 
-// dialer builds the connection settings shared by the group and readers.
-func (c Config) dialer() (*kafkago.Dialer, error) {
+// Dialer builds the connection settings (client ID, TLS, SASL) shared by
+// every connection to the brokers.
+func (c Config) Dialer() (*kafkago.Dialer, error) {
 	d := &kafkago.Dialer{ClientID: c.ClientID, Timeout: 10 * time.Second, DualStack: true}
 	if c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
 		tc := &tls.Config{InsecureSkipVerify: c.TLS.InsecureSkipVerify} //nolint:gosec // configured by the admin

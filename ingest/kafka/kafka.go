@@ -38,6 +38,20 @@ type Ingester interface {
 	CountInvalid(source string, n int)
 }
 
+// Group is the events of one batch that share an origin.
+type Group struct {
+	Origin aggregate.Origin
+	Events []aggregate.Event
+}
+
+// BatchIngester is an Ingester that takes a whole batch in one call, so
+// that one batch can be one round trip however many origins it holds. The
+// batch's offsets are committed to the group only after it returns nil.
+type BatchIngester interface {
+	Ingester
+	IngestBatch(ctx context.Context, groups []*Group, cursor store.Cursor) error
+}
+
 // CursorReader reads a committed position back.
 type CursorReader interface {
 	Cursor(name string) ([]byte, bool, error)
@@ -85,7 +99,7 @@ func New(o Options) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d, err := cfg.dialer()
+	d, err := cfg.Dialer()
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +186,7 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 		Dialer:            c.dialer,
 		Topics:            c.cfg.Topics,
 		SessionTimeout:    c.cfg.SessionTimeout,
-		RebalanceTimeout:  c.cfg.SessionTimeout,
+		RebalanceTimeout:  c.cfg.RebalanceTimeout,
 		HeartbeatInterval: c.cfg.SessionTimeout / 5,
 		JoinGroupBackoff:  time.Second,
 		StartOffset:       c.cfg.startOffset(),
@@ -231,11 +245,7 @@ func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation
 		log.Error().Err(err).Msg("reading the stored offset; the partition is not consumed in this generation")
 		return
 	}
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers: c.cfg.Brokers, Topic: topic, Partition: pa.ID, Dialer: c.dialer,
-		MinBytes: c.cfg.MinBytes, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait,
-		ErrorLogger: kafkago.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf(f, a...) }),
-	})
+	r := NewPartitionReader(c.cfg, c.dialer, topic, pa.ID, log)
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
 		log.Error().Err(err).Int64("offset", start).Msg("seeking")
@@ -243,81 +253,22 @@ func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation
 	}
 	log.Debug().Int64("offset", start).Msg("consuming partition")
 	partition := strconv.Itoa(pa.ID)
-	backoff := c.cfg.RetryBackoff
-	for {
-		batch, err := c.fetchBatch(ctx, r)
-		if len(batch) > 0 {
-			// Commit what was fetched even if the generation is ending:
-			// the next owner starts from the group offset committed here.
-			if cerr := c.commitBatch(context.WithoutCancel(ctx), gen, topic, pa.ID, batch); cerr != nil {
-				// Nothing of the batch may be assumed committed: read it
-				// again from the last committed offset, after a pause, so
-				// a full disk does not spin. The partition never stalls.
-				if errors.Is(cerr, store.ErrNoSpace) {
-					// Paused until there is room; look again at the first pace.
-					backoff = c.cfg.RetryBackoff
-					log.Warn().Err(cerr).Dur("retry_in", backoff).Msg("consumption paused: no room to commit")
-				} else {
-					log.Error().Err(cerr).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, 30*time.Second)
-				if err := r.SetOffset(batch[0].Offset); err != nil {
-					log.Error().Err(err).Msg("seeking back")
-					return
-				}
-				continue
-			}
-			backoff = c.cfg.RetryBackoff
-			last := batch[len(batch)-1]
-			c.metrics.lag.WithLabelValues(topic, partition).Set(float64(max(last.HighWaterMark-last.Offset-1, 0)))
+	ReadBatches(ctx, r, c.cfg, log, func(ctx context.Context, batch []kafkago.Message) error {
+		if err := c.commitBatch(ctx, gen, topic, pa.ID, batch); err != nil {
+			return err
 		}
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn().Err(err).Msg("fetching")
-			}
-			return
-		}
-	}
-}
-
-// fetchBatch waits for one message, then takes what else arrives within
-// BatchWait, up to BatchSize.
-func (c *Consumer) fetchBatch(ctx context.Context, r *kafkago.Reader) ([]kafkago.Message, error) {
-	first, err := r.FetchMessage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	batch := []kafkago.Message{first}
-	wait, cancel := context.WithTimeout(ctx, c.cfg.BatchWait)
-	defer cancel()
-	for len(batch) < c.cfg.BatchSize {
-		m, err := r.FetchMessage(wait)
-		if err != nil {
-			if ctx.Err() != nil {
-				return batch, ctx.Err()
-			}
-			break
-		}
-		batch = append(batch, m)
-	}
-	return batch, nil
+		last := batch[len(batch)-1]
+		c.metrics.lag.WithLabelValues(topic, partition).Set(float64(max(last.HighWaterMark-last.Offset-1, 0)))
+		return nil
+	})
 }
 
 // commitBatch counts a batch and commits its end position with the counts,
 // then tells the group.
 func (c *Consumer) commitBatch(ctx context.Context, gen *kafkago.Generation, topic string, partition int, batch []kafkago.Message) error {
 	start := time.Now()
-	type group struct {
-		origin aggregate.Origin
-		events []aggregate.Event
-	}
-	var groups []*group
-	byOrigin := map[aggregate.Origin]*group{}
+	var groups []*Group
+	byOrigin := map[aggregate.Origin]*Group{}
 	invalid := 0
 	for _, m := range batch {
 		d, reason := c.decoder.decode(m.Value)
@@ -332,11 +283,11 @@ func (c *Consumer) commitBatch(ctx context.Context, gen *kafkago.Generation, top
 		o.Cluster = firstNonEmpty(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
 		g := byOrigin[o]
 		if g == nil {
-			g = &group{origin: o}
+			g = &Group{Origin: o}
 			byOrigin[o] = g
 			groups = append(groups, g)
 		}
-		g.events = append(g.events, d.events...)
+		g.Events = append(g.Events, d.events...)
 	}
 	if invalid > 0 {
 		c.ingester.CountInvalid(Source, invalid)
@@ -344,7 +295,25 @@ func (c *Consumer) commitBatch(ctx context.Context, gen *kafkago.Generation, top
 	next := batch[len(batch)-1].Offset + 1
 	cursor := store.Cursor{Name: c.cursorName(topic, partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
 	if len(groups) == 0 {
-		groups = []*group{{origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+		groups = []*Group{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+	}
+	if err := c.ingest(ctx, groups, cursor); err != nil {
+		return err
+	}
+	if err := gen.CommitOffsets(map[string]map[int]int64{topic: {partition: next}}); err != nil {
+		// Not fatal: Sunset's own position is committed; the group's
+		// catches up with the next batch.
+		c.log.Warn().Err(err).Str("topic", topic).Int("partition", partition).Msg("committing the offset to the group")
+	}
+	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// ingest hands a batch's groups to the ingester, in one call when it takes
+// whole batches.
+func (c *Consumer) ingest(ctx context.Context, groups []*Group, cursor store.Cursor) error {
+	if bi, ok := c.ingester.(BatchIngester); ok {
+		return bi.IngestBatch(ctx, groups, cursor)
 	}
 	// The position goes with the last group: earlier groups committed
 	// without it are recognised as duplicates if the batch is re-read.
@@ -353,16 +322,10 @@ func (c *Consumer) commitBatch(ctx context.Context, gen *kafkago.Generation, top
 		if i == len(groups)-1 {
 			cursors = []store.Cursor{cursor}
 		}
-		if _, err := c.ingester.IngestAt(ctx, g.origin, g.events, cursors...); err != nil {
+		if _, err := c.ingester.IngestAt(ctx, g.Origin, g.Events, cursors...); err != nil {
 			return err
 		}
 	}
-	if err := gen.CommitOffsets(map[string]map[int]int64{topic: {partition: next}}); err != nil {
-		// Not fatal: Sunset's own position is committed; the group's
-		// catches up with the next batch.
-		c.log.Warn().Err(err).Str("topic", topic).Int("partition", partition).Msg("committing the offset to the group")
-	}
-	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	return nil
 }
 

@@ -39,6 +39,13 @@ func Topic(t testing.TB, brokers []string, prefix string, partitions int) string
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := prefix + "-" + hex.EncodeToString(b)
+	CreateTopic(t, brokers, name, partitions)
+	return name
+}
+
+// CreateTopic creates a topic of the given name.
+func CreateTopic(t testing.TB, brokers []string, name string, partitions int) {
+	t.Helper()
 	conn, err := kafkago.Dial("tcp", brokers[0])
 	if err != nil {
 		t.Fatalf("dialing %s: %v", brokers[0], err)
@@ -56,7 +63,6 @@ func Topic(t testing.TB, brokers []string, prefix string, partitions int) string
 	if err := cc.CreateTopics(kafkago.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("creating topic %s: %v", name, err)
 	}
-	return name
 }
 
 // Produce writes messages to topic; a message's Key picks its partition by
@@ -71,6 +77,9 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 		BatchSize:    1000,
 		RequiredAcks: kafkago.RequireAll,
 		Compression:  codec,
+		// Its own transport: the shared default caches metadata for
+		// seconds and would not yet know a topic created just before.
+		Transport: &kafkago.Transport{},
 	}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -78,4 +87,33 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		t.Fatalf("producing to %s: %v", topic, err)
 	}
+}
+
+// GroupCommitted reports whether group has committed the end of every
+// partition of topic, that is, it has consumed everything produced so far.
+func GroupCommitted(ctx context.Context, brokers []string, group, topic string, partitions int) (bool, error) {
+	client := &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 10 * time.Second}
+	ids := make([]int, partitions)
+	reqs := make([]kafkago.OffsetRequest, partitions)
+	for p := range partitions {
+		ids[p], reqs[p] = p, kafkago.LastOffsetOf(p)
+	}
+	ends, err := client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return false, err
+	}
+	committed, err := client.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err != nil {
+		return false, err
+	}
+	end := map[int]int64{}
+	for _, p := range ends.Topics[topic] {
+		end[p.Partition] = p.LastOffset
+	}
+	for _, p := range committed.Topics[topic] {
+		if p.CommittedOffset < end[p.Partition] {
+			return false, nil
+		}
+	}
+	return len(committed.Topics[topic]) == partitions, nil
 }

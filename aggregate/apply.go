@@ -1,0 +1,112 @@
+package aggregate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Classify decides which of events count, exactly as Ingest does, and
+// returns the requests Ingest would commit (those of APIs, then those of
+// field rules) without committing them; Summary tells what was skipped.
+// Together with Apply it lets a caller do something with the requests
+// between the two steps, such as sending them to other Sunset replicas.
+func (a *Aggregator) Classify(origin Origin, events []Event) ([]store.Request, Summary) {
+	var sum Summary
+	now := a.now()
+	reqs := make([]store.Request, 0, len(events))
+	var fields []store.Request
+	for i := range events {
+		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
+		req, res := a.classify(origin, &events[i], now)
+		if res != ResultCounted {
+			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
+			sum.skip(res)
+			continue
+		}
+		reqs = append(reqs, req)
+	}
+	return append(reqs, fields...), sum
+}
+
+// IsFieldRequest reports whether r counts a field rule's match rather than
+// a request to an API.
+func IsFieldRequest(r store.Request) bool { return strings.HasPrefix(r.Key.API, FieldRulePrefix) }
+
+// Apply commits requests that are already classified, by Classify here or
+// by another replica, with cursors in the same transaction, and returns
+// once they are durable. Requests whose hour has expired meanwhile are
+// skipped. Like Ingest, a non-nil error means nothing may be assumed
+// committed, and applying the same requests again is safe.
+func (a *Aggregator) Apply(ctx context.Context, source string, reqs []store.Request, cursors ...store.Cursor) (Summary, error) {
+	var sum Summary
+	now := a.now()
+	// API requests first, field matches after, as the commit loop counts
+	// the metrics of the first apiReqs.
+	var live, fields []store.Request
+	for _, r := range reqs {
+		switch {
+		case a.expired(r.Key.Hour, now):
+			a.metrics.events.WithLabelValues(source, string(ResultExpired)).Inc()
+			sum.skip(ResultExpired)
+		case IsFieldRequest(r):
+			fields = append(fields, r)
+		default:
+			live = append(live, r)
+		}
+	}
+	apiReqs := len(live)
+	live = append(live, fields...)
+	if len(live) == 0 && len(cursors) == 0 {
+		return sum, nil
+	}
+	j := &job{source: source, reqs: live, apiReqs: apiReqs, cursors: cursors, done: make(chan jobResult, 1)}
+	select {
+	case a.jobs <- j:
+	case <-a.stopped:
+		return sum, ErrStopped
+	case <-ctx.Done():
+		return sum, ctx.Err()
+	}
+	var r jobResult
+	select {
+	case r = <-j.done:
+	case <-ctx.Done():
+		// The commit still happens; a retry of these requests will be
+		// recognised as duplicates.
+		return sum, ctx.Err()
+	}
+	if r.err != nil {
+		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(live), r.err)
+	}
+	// The commit loop has counted the metrics (countCommitted).
+	for i, d := range r.dup {
+		switch {
+		case i >= apiReqs:
+			if !d {
+				sum.FieldMatches++
+			}
+		case d:
+			sum.Duplicates++
+		default:
+			sum.Counted++
+		}
+	}
+	return sum, nil
+}
+
+// Add adds o's tallies to s.
+func (s *Summary) Add(o Summary) {
+	s.Counted += o.Counted
+	s.Duplicates += o.Duplicates
+	s.FieldMatches += o.FieldMatches
+	s.Skipped += o.Skipped
+	for r, n := range o.SkippedBy {
+		if s.SkippedBy == nil {
+			s.SkippedBy = map[string]int{}
+		}
+		s.SkippedBy[r] += n
+	}
+}

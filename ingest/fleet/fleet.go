@@ -1,0 +1,147 @@
+// Package fleet makes every Sunset replica answer for a whole fleet of
+// clusters, exactly, with Kafka between them. Work is split in two steps,
+// as Kafka Streams repartitions:
+//
+//   - Filter: replicas consume the raw audit topics in one consumer group
+//     (package kafka does the consuming and decoding). Only the events
+//     that count become records: each is reduced to its count key and who
+//     was behind it, with no body, keyed by cluster and auditID, and
+//     produced to the fleet's topic. The raw offsets are committed to the
+//     group after the produce is acknowledged: at least once.
+//   - Count: every replica reads all partitions of the fleet's topic,
+//     outside any group, into its own store, with the store's dedupe and
+//     each partition's offset in the same commit as its counts: exactly
+//     once, so every replica holds the same full view.
+//
+// A Sunset fed by webhooks or files can forward what it counts to the same
+// topic through a durable outbox (Forwarder).
+//
+// The package does not decide what counts (aggregate does, once, in the
+// filter) and does not create topics.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Source is the value of the source label for requests counted from the
+// fleet's topic.
+const Source = "fleet"
+
+// Aggregator classifies events and commits classified requests.
+type Aggregator interface {
+	Classify(origin aggregate.Origin, events []aggregate.Event) ([]store.Request, aggregate.Summary)
+	Apply(ctx context.Context, source string, reqs []store.Request, cursors ...store.Cursor) (aggregate.Summary, error)
+	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
+	CountInvalid(source string, n int)
+	CountDecodeError(source, reason string, n int)
+}
+
+// Store reads committed positions and keeps the forwarding outbox.
+type Store interface {
+	kafka.CursorReader
+	CursorsWithPrefix(prefix string, limit int) ([]store.Cursor, error)
+	CountCursors(prefix string) (int, error)
+	DeleteCursors(names ...string) error
+}
+
+// Options configures New.
+type Options struct {
+	// Config is the kafka key; Config.Fleet.Topic must be set.
+	Config         kafka.Config
+	DefaultCluster string
+	Aggregator     Aggregator
+	Store          Store
+	Logger         zerolog.Logger
+	Registerer     prometheus.Registerer
+}
+
+// Fleet runs the roles the configuration asks for: filter (kafka.topics
+// set), count (kafka.fleet.count, on by default) and forward
+// (kafka.forward).
+type Fleet struct {
+	consumer  *kafka.Consumer
+	counter   *counter
+	forwarder *Forwarder
+	pub       *publisher
+}
+
+// New builds the roles; call Run.
+func New(o Options) (*Fleet, error) {
+	cfg := o.Config.WithDefaults()
+	if !cfg.Fleet.Enabled() {
+		return nil, errors.New("fleet: kafka.fleet.topic is not set")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d, err := cfg.Dialer()
+	if err != nil {
+		return nil, err
+	}
+	log := o.Logger.With().Str("component", "fleet").Logger()
+	m := newMetrics(o.Registerer)
+	f := &Fleet{pub: newPublisher(cfg, d, log, m)}
+	if len(cfg.Topics) > 0 {
+		f.consumer, err = kafka.New(kafka.Options{Config: cfg, DefaultCluster: o.DefaultCluster,
+			Ingester: &filter{agg: o.Aggregator, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Fleet.Counts() {
+		f.counter = &counter{cfg: cfg, dialer: d, agg: o.Aggregator, cursors: o.Store, log: log, metrics: m}
+	}
+	if cfg.Forward {
+		f.forwarder = newForwarder(o.Aggregator, o.Store, f.pub, log, m)
+	}
+	return f, nil
+}
+
+// Consumer is the filter role's consumer of the audit topics, for its
+// readiness and poison samples; nil without kafka.topics.
+func (f *Fleet) Consumer() *kafka.Consumer { return f.consumer }
+
+// Forwarder is the ingester that forwards, for the webhook and files; nil
+// without kafka.forward.
+func (f *Fleet) Forwarder() *Forwarder { return f.forwarder }
+
+// Ready reports whether the filter is in its group and the counter has
+// caught up with the fleet's topic, and why not.
+func (f *Fleet) Ready() (bool, string) {
+	if f.consumer != nil {
+		if ok, why := f.consumer.Ready(); !ok {
+			return false, "kafka: " + why
+		}
+	}
+	if f.counter != nil {
+		return f.counter.ready()
+	}
+	return true, ""
+}
+
+// Run runs every role until ctx is done. The forwarder's outbox keeps what
+// was not yet produced for the next start.
+func (f *Fleet) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if f.consumer != nil {
+		wg.Go(func() { _ = f.consumer.Run(ctx) })
+	}
+	if f.counter != nil {
+		wg.Go(func() { f.counter.run(ctx) })
+	}
+	if f.forwarder != nil {
+		wg.Go(func() { f.forwarder.drain(ctx) })
+	}
+	wg.Wait()
+	return f.pub.close()
+}

@@ -1,0 +1,113 @@
+package fleet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// recordVersion is the format of the records this build writes and reads.
+// A replica meeting a higher one is older than its peers and must be
+// upgraded; it skips those records as poison rather than guess.
+const recordVersion = 1
+
+// record is one request that counts, as it travels on the fleet's topic:
+// where it is counted and who was behind it, already classified, and never
+// any part of a request or response body. JSON keeps it readable with
+// kcat; the topic's compression takes the repeated names away.
+type record struct {
+	V              int       `json:"v"`
+	Cluster        string    `json:"cluster"`
+	ID             string    `json:"id"`
+	API            string    `json:"api"`
+	Subresource    string    `json:"subresource,omitempty"`
+	Hour           time.Time `json:"hour"`
+	Node           string    `json:"node"`
+	User           string    `json:"user"`
+	UserAgent      string    `json:"userAgent,omitempty"`
+	Verb           string    `json:"verb"`
+	DryRun         bool      `json:"dryRun,omitempty"`
+	Removed        bool      `json:"removed,omitempty"`
+	RemovedRelease string    `json:"removedRelease,omitempty"`
+	Seen           *seen     `json:"seen,omitempty"`
+}
+
+// seen is store.Sighting on the wire.
+type seen struct {
+	Pod            string    `json:"pod,omitempty"`
+	PodNode        string    `json:"podNode,omitempty"`
+	SourceIPs      []string  `json:"sourceIPs,omitempty"`
+	ImpersonatedBy string    `json:"impersonatedBy,omitempty"`
+	At             time.Time `json:"at"`
+}
+
+func toRecord(r store.Request) record {
+	k := r.Key
+	rec := record{V: recordVersion, Cluster: k.Cluster, ID: r.ID, API: k.API, Subresource: k.Subresource, Hour: k.Hour.UTC(),
+		Node: k.Node, User: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun, Removed: k.Removed,
+		RemovedRelease: r.RemovedRelease}
+	if s := r.Seen; s != nil {
+		rec.Seen = &seen{Pod: s.PodName, PodNode: s.PodNode, SourceIPs: s.SourceIPs, ImpersonatedBy: s.ImpersonatedBy, At: s.At}
+	}
+	return rec
+}
+
+func (rec record) request() store.Request {
+	r := store.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: store.CountKey{
+		Cluster: rec.Cluster, API: rec.API, Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
+		Username: rec.User, UserAgent: rec.UserAgent, Verb: rec.Verb, DryRun: rec.DryRun, Removed: rec.Removed,
+	}}
+	if s := rec.Seen; s != nil {
+		r.Seen = &store.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: s.SourceIPs, ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
+	}
+	return r
+}
+
+// Reasons a record is skipped. Values are metric labels.
+const (
+	reasonMalformed  = "malformed"
+	reasonNewVersion = "unknown_version"
+)
+
+var (
+	errMalformed  = errors.New("fleet: malformed record")
+	errNewVersion = errors.New("fleet: record from a newer Sunset; upgrade this replica")
+)
+
+// decodeRecord reads and checks one record.
+func decodeRecord(value []byte) (store.Request, error) {
+	var rec record
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return store.Request{}, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	switch {
+	case rec.V > recordVersion:
+		return store.Request{}, fmt.Errorf("%w (version %d)", errNewVersion, rec.V)
+	case rec.V < 1:
+		return store.Request{}, fmt.Errorf("%w: no version", errMalformed)
+	case rec.Cluster == "" || rec.ID == "" || rec.API == "":
+		return store.Request{}, fmt.Errorf("%w: cluster, id and api are required", errMalformed)
+	case rec.Hour.IsZero() || !rec.Hour.Equal(rec.Hour.Truncate(time.Hour)):
+		return store.Request{}, fmt.Errorf("%w: hour %s is not a whole hour", errMalformed, rec.Hour)
+	}
+	return rec.request(), nil
+}
+
+// message is a request as a Kafka message. The key is the cluster and the
+// request's auditID, so every record of one request (its API and its field
+// matches, and all re-sent copies) lands in one partition, in order.
+func message(r store.Request) (kafkago.Message, error) {
+	value, err := json.Marshal(toRecord(r))
+	if err != nil {
+		return kafkago.Message{}, err
+	}
+	id, _, _ := strings.Cut(r.ID, "#"+aggregate.FieldRulePrefix)
+	return kafkago.Message{Key: []byte(r.Key.Cluster + "/" + id), Value: value}, nil
+}

@@ -1,0 +1,64 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/store"
+)
+
+var hour = time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
+
+func TestFleetRecordRoundTrip(t *testing.T) {
+	req := store.Request{
+		ID: "0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b",
+		Key: store.CountKey{Cluster: "prod-eu", API: "volumeattributesclasses.v1beta1.storage.k8s.io", Hour: hour, Node: "master-1",
+			Subresource: "status", Username: "system:serviceaccount:csi:driver", UserAgent: "csi-resizer/v1.9.0", Verb: "patch", DryRun: true, Removed: true},
+		RemovedRelease: "1.37",
+		Seen: &store.Sighting{PodName: "csi-0", PodNode: "worker-2", SourceIPs: []string{"10.0.0.7", "fd00::7"},
+			ImpersonatedBy: "alice", At: hour.Add(17 * time.Minute)},
+	}
+	m, err := message(req)
+	require.NoError(t, err)
+	require.Equal(t, "prod-eu/0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b", string(m.Key))
+	require.JSONEq(t, `{"v":1,"cluster":"prod-eu","id":"0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b",
+		"api":"volumeattributesclasses.v1beta1.storage.k8s.io","subresource":"status","hour":"2026-11-21T19:00:00Z",
+		"node":"master-1","user":"system:serviceaccount:csi:driver","userAgent":"csi-resizer/v1.9.0","verb":"patch",
+		"dryRun":true,"removed":true,"removedRelease":"1.37",
+		"seen":{"pod":"csi-0","podNode":"worker-2","sourceIPs":["10.0.0.7","fd00::7"],"impersonatedBy":"alice","at":"2026-11-21T19:17:00Z"}}`, string(m.Value))
+	got, err := decodeRecord(m.Value)
+	require.NoError(t, err)
+	require.Equal(t, req, got)
+
+	// A field rule's match of the same request goes to the same partition.
+	field := store.Request{ID: req.ID + "#field:kube-proxy-version", Key: store.CountKey{Cluster: "prod-eu", API: "field:kube-proxy-version", Hour: hour, Node: "master-1", Verb: "patch"}}
+	fm, err := message(field)
+	require.NoError(t, err)
+	require.Equal(t, m.Key, fm.Key)
+	got, err = decodeRecord(fm.Value)
+	require.NoError(t, err)
+	require.Equal(t, field, got)
+}
+
+func TestFleetRecordRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        error
+		says        string
+	}{
+		{"not JSON", `nope`, errMalformed, "fleet: malformed record: invalid character 'o' in literal null (expecting 'u')"},
+		{"no version", `{"cluster":"c","id":"i","api":"a","hour":"2026-11-21T19:00:00Z"}`, errMalformed, "fleet: malformed record: no version"},
+		{"newer Sunset", `{"v":2,"cluster":"c"}`, errNewVersion, "fleet: record from a newer Sunset; upgrade this replica (version 2)"},
+		{"no cluster", `{"v":1,"id":"i","api":"a","hour":"2026-11-21T19:00:00Z"}`, errMalformed, "fleet: malformed record: cluster, id and api are required"},
+		{"no hour", `{"v":1,"cluster":"c","id":"i","api":"a"}`, errMalformed, "fleet: malformed record: hour 0001-01-01 00:00:00 +0000 UTC is not a whole hour"},
+		{"not a whole hour", `{"v":1,"cluster":"c","id":"i","api":"a","hour":"2026-11-21T19:05:00Z"}`, errMalformed, "fleet: malformed record: hour 2026-11-21 19:05:00 +0000 UTC is not a whole hour"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeRecord([]byte(tc.value))
+			require.ErrorIs(t, err, tc.want)
+			require.EqualError(t, err, tc.says)
+		})
+	}
+}
