@@ -355,13 +355,24 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	j := &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)}
+	r, err := a.submit(ctx, &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)})
+	if err != nil {
+		return sum, err
+	}
+	sum.Admission = a.admission.committed(origin, adm, r.admissionDup)
+	sum.tally(r.dup, apiReqs)
+	return sum, nil
+}
+
+// submit hands j to the commit loop and waits until it is durable. A
+// non-nil error means nothing may be assumed committed.
+func (a *Aggregator) submit(ctx context.Context, j *job) (jobResult, error) {
 	select {
 	case a.jobs <- j:
 	case <-a.stopped:
-		return sum, ErrStopped
+		return jobResult{}, ErrStopped
 	case <-ctx.Done():
-		return sum, ctx.Err()
+		return jobResult{}, ctx.Err()
 	}
 	var r jobResult
 	select {
@@ -369,25 +380,29 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	case <-ctx.Done():
 		// The commit still happens; a retry of these events will be
 		// recognised as duplicates.
-		return sum, ctx.Err()
+		return r, ctx.Err()
 	}
 	if r.err != nil {
-		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(reqs)+len(adm), r.err)
+		return r, fmt.Errorf("aggregate: committing %d requests: %w", len(j.reqs)+len(j.admission), r.err)
 	}
-	sum.Admission = a.admission.committed(origin, adm, r.admissionDup)
-	for i, d := range r.dup {
+	return r, nil
+}
+
+// tally adds the outcome of committed requests, the first apiReqs of them
+// API requests and the rest field matches.
+func (s *Summary) tally(dup []bool, apiReqs int) {
+	for i, d := range dup {
 		switch {
 		case i >= apiReqs:
 			if !d {
-				sum.FieldMatches++
+				s.FieldMatches++
 			}
 		case d:
-			sum.Duplicates++
+			s.Duplicates++
 		default:
-			sum.Counted++
+			s.Counted++
 		}
 	}
-	return sum, nil
 }
 
 // countRequest adds one committed request to sunset_deprecated_requests_total,

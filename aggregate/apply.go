@@ -2,7 +2,6 @@ package aggregate
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/kube-sunset/sunset/store"
@@ -62,38 +61,12 @@ func (a *Aggregator) Apply(ctx context.Context, source string, reqs []store.Requ
 	if len(live) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	j := &job{source: source, reqs: live, apiReqs: apiReqs, cursors: cursors, done: make(chan jobResult, 1)}
-	select {
-	case a.jobs <- j:
-	case <-a.stopped:
-		return sum, ErrStopped
-	case <-ctx.Done():
-		return sum, ctx.Err()
-	}
-	var r jobResult
-	select {
-	case r = <-j.done:
-	case <-ctx.Done():
-		// The commit still happens; a retry of these requests will be
-		// recognised as duplicates.
-		return sum, ctx.Err()
-	}
-	if r.err != nil {
-		return sum, fmt.Errorf("aggregate: committing %d requests: %w", len(live), r.err)
+	r, err := a.submit(ctx, &job{source: source, reqs: live, apiReqs: apiReqs, cursors: cursors, done: make(chan jobResult, 1)})
+	if err != nil {
+		return sum, err
 	}
 	// The commit loop has counted the metrics (countCommitted).
-	for i, d := range r.dup {
-		switch {
-		case i >= apiReqs:
-			if !d {
-				sum.FieldMatches++
-			}
-		case d:
-			sum.Duplicates++
-		default:
-			sum.Counted++
-		}
-	}
+	sum.tally(r.dup, apiReqs)
 	return sum, nil
 }
 
