@@ -35,6 +35,7 @@ import (
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/fieldrule"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/fleet"
 	"github.com/kube-sunset/sunset/ingest/kafka"
@@ -171,6 +172,10 @@ func New(cfg Config, opts Options) (*App, error) {
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
 	registerStoreMetrics(reg, st)
 
+	var prefilter *auditjson.Prefilter
+	if cfg.Decoder == DecoderPrefilter {
+		prefilter = auditjson.NewPrefilter(a.agg.Interest())
+	}
 	// What the webhook and files count also goes to the fleet's topic
 	// with kafka.forward.
 	var local interface {
@@ -199,7 +204,7 @@ func New(cfg Config, opts Options) (*App, error) {
 
 	if cfg.Kafka.Enabled() && a.fleet == nil {
 		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
-			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg})
+			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			_ = st.Close()
 			return nil, err
@@ -244,6 +249,7 @@ func New(cfg Config, opts Options) (*App, error) {
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxInFlight:       cfg.MaxInFlightBatches,
 		KeepRequestObject: a.agg.NeedsRequestObject,
+		Prefilter:         prefilter,
 	})
 	a.webhook.Register(hooks)
 	mux := http.NewServeMux()

@@ -78,6 +78,10 @@ type Config struct {
 	DefaultCluster string `mapstructure:"default-cluster"`
 	// UserAgent is "short" (up to the first space, as OpenShift) or "full".
 	UserAgent string `mapstructure:"user-agent"`
+	// Decoder is "prefilter" (events that cannot count are set aside from
+	// their bytes, undecoded) or "full" (every event decoded with
+	// encoding/json, the reference the prefilter is tested against).
+	Decoder string `mapstructure:"decoder"`
 	// MaxBodyBytes is the largest webhook body accepted.
 	MaxBodyBytes int64 `mapstructure:"max-body-bytes"`
 	// MaxInFlightBatches is how many webhook batches are handled at once;
@@ -202,6 +206,12 @@ func (c Config) ClusterVersions() map[string]catalog.Release {
 	return out
 }
 
+// Values of the decoder key.
+const (
+	DecoderPrefilter = "prefilter"
+	DecoderFull      = "full"
+)
+
 // DefaultConfig is the zero-configuration setup: data in ./sunset-data,
 // HTTP on 127.0.0.1:8080, open to local callers. Loopback, because the
 // webhook then needs no credentials and reads no authentication: nothing off
@@ -212,6 +222,7 @@ func DefaultConfig() Config {
 		Listen:                "127.0.0.1:8080",
 		DefaultCluster:        "default",
 		UserAgent:             string(aggregate.UserAgentShort),
+		Decoder:               DecoderPrefilter,
 		MaxBodyBytes:          webhook.DefaultMaxBodyBytes,
 		MaxInFlightBatches:    webhook.DefaultMaxInFlight,
 		Retention:             store.DefaultRetention,
@@ -305,6 +316,9 @@ func (c Config) Validate() error {
 	}
 	if c.UserAgent != string(aggregate.UserAgentShort) && c.UserAgent != string(aggregate.UserAgentFull) {
 		bad("user-agent", "%q is not one of short, full", c.UserAgent)
+	}
+	if c.Decoder != DecoderPrefilter && c.Decoder != DecoderFull {
+		bad("decoder", "%q is not one of %s, %s", c.Decoder, DecoderPrefilter, DecoderFull)
 	}
 	if c.MaxBodyBytes < minMaxBodyBytes {
 		bad("max-body-bytes", "%d is below the minimum of %d; kube-apiserver sends up to 400 events per batch", c.MaxBodyBytes, minMaxBodyBytes)

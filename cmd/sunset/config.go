@@ -47,6 +47,7 @@ func configFlags() *pflag.FlagSet {
 	fs.Bool("allow-unauthenticated", d.AllowUnauthenticated, "let anyone who reaches the port read, reset and scrape, even beyond loopback (logged as a warning)")
 	fs.String("default-cluster", d.DefaultCluster, "cluster name for webhook paths that name none")
 	fs.String("user-agent", d.UserAgent, "keep the user agent up to its first space (short) or whole (full)")
+	fs.String("decoder", d.Decoder, "prefilter (set aside events that cannot count without decoding them) or full (decode every event)")
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest webhook body accepted, in bytes")
 	fs.Int("max-inflight-batches", d.MaxInFlightBatches, "webhook batches handled at once; more get 429 with Retry-After")
 	fs.Duration("retention", d.Retention, "how long hourly counts and dedupe marks are kept")

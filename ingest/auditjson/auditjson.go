@@ -116,9 +116,31 @@ type wireEvent struct {
 	StageTimestamp           string                 `json:"stageTimestamp"`
 }
 
+// deprecationAnnotations reads the two deprecation annotations. Annotations
+// are a map in the audit types, so keys match exactly, not in any case as
+// struct fields would.
 type deprecationAnnotations struct {
-	Deprecated     string `json:"k8s.io/deprecated"`
-	RemovedRelease string `json:"k8s.io/removed-release"`
+	Deprecated     string
+	RemovedRelease string
+}
+
+func (a *deprecationAnnotations) UnmarshalJSON(b []byte) error {
+	if !mayNameDeprecation(b) {
+		// Valid JSON (the caller's decoder checked it) naming neither key.
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	for key, dst := range map[string]*string{AnnotationDeprecated: &a.Deprecated, AnnotationRemovedRelease: &a.RemovedRelease} {
+		if v, ok := m[key]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // listOf decodes a whole EventList in one pass, the fast path.

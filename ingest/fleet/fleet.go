@@ -44,6 +44,7 @@ type Aggregator interface {
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
+	CountPrefiltered(source string, p aggregate.Prefiltered)
 }
 
 // Store reads committed positions and keeps the forwarding outbox.

@@ -90,6 +90,12 @@ func (f *Forwarder) Plan(origin aggregate.Origin, events []aggregate.Event) ([]a
 // CountInvalid records events that could not be decoded.
 func (f *Forwarder) CountInvalid(source string, n int) { f.agg.CountInvalid(source, n) }
 
+// CountPrefiltered counts events set aside undecoded because they cannot
+// count.
+func (f *Forwarder) CountPrefiltered(source string, p aggregate.Prefiltered) {
+	f.agg.CountPrefiltered(source, p)
+}
+
 // CountDecodeError counts lines or bodies that were not audit events.
 func (f *Forwarder) CountDecodeError(source, reason string, n int) {
 	f.agg.CountDecodeError(source, reason, n)

@@ -59,6 +59,7 @@ type Ingester interface {
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
+	CountPrefiltered(source string, p aggregate.Prefiltered)
 }
 
 // Options configures New.
@@ -91,6 +92,9 @@ type Options struct {
 	// reads (field rules); the others are dropped as they are decoded, so
 	// that a batch of large objects is never held whole. Nil keeps all.
 	KeepRequestObject func(*aggregate.Event) bool
+	// Prefilter sets aside, undecoded, the events of a batch that cannot
+	// count; nil decodes every event.
+	Prefilter *auditjson.Prefilter
 }
 
 // Handler serves the webhook endpoints.
@@ -105,6 +109,7 @@ type Handler struct {
 	slots          chan struct{}
 	metrics        *metrics
 	keep           func(*aggregate.Event) bool
+	prefilter      *auditjson.Prefilter
 
 	// drainMu orders Drain against batches taking a slot: once draining is
 	// set no batch starts, and inFlight counts those that did.
@@ -138,6 +143,7 @@ func New(opts Options) *Handler {
 		requireCert:    opts.RequireClientCert,
 		metrics:        newMetrics(opts.Registerer),
 		keep:           opts.KeepRequestObject,
+		prefilter:      opts.Prefilter,
 	}
 }
 
@@ -291,11 +297,13 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, code, msg)
 		return
 	}
-	keep := h.keep
+	keep, prefilter := h.keep, h.prefilter
 	if dryRun {
-		keep = nil // a dry run never reads them
+		// A dry run never reads request objects, and tells what became
+		// of every event.
+		keep, prefilter = nil, nil
 	}
-	events, bad, err := auditjson.DecodeStream(body, keep)
+	events, bad, skipped, err := auditjson.DecodeStreamFiltered(body, keep, prefilter)
 	if err != nil {
 		var de *auditjson.Error
 		if errors.As(err, &de) {
@@ -324,6 +332,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			Str("cluster", origin.Cluster).Str("node", origin.Node).
 			Str("first_reason", string(bad[0].Err.Reason)).Msg("batch has malformed events; counting the others")
 	}
+	h.ingester.CountPrefiltered(Source, skipped)
 	ctx, cancel := requestContext(r)
 	defer cancel()
 	sum, err := h.ingester.Ingest(ctx, origin, events)
@@ -343,6 +352,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "the batch could not be stored; the sender should retry: "+err.Error())
 		return
 	}
+	sum.AddPrefiltered(skipped)
 	resp.Summary = sum
 	httpjson.Write(w, http.StatusOK, resp)
 }

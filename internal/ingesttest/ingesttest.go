@@ -47,6 +47,9 @@ func (f *Flaky) CountInvalid(string, int) {}
 // CountDecodeError implements the ingester interfaces; it records nothing.
 func (f *Flaky) CountDecodeError(string, string, int) {}
 
+// CountPrefiltered implements the ingester interfaces; it records nothing.
+func (f *Flaky) CountPrefiltered(string, aggregate.Prefiltered) {}
+
 // Cursor returns a cursor accepted earlier.
 func (f *Flaky) Cursor(name string) ([]byte, bool, error) {
 	f.mu.Lock()

@@ -1,0 +1,73 @@
+package aggregate
+
+// Interest tells ingest which completed requests may count, so that it can
+// set the others aside from their bytes alone, without decoding them.
+//
+// A completed request may count when it carries the k8s.io/deprecated
+// annotation, when it is a 404 (an API the catalog lists as removed), when
+// it carries admission webhook annotations, and as Interest says below.
+type Interest struct {
+	// AllCompleted means every completed request may count: a cluster's
+	// version is configured, so the catalog judges requests that carry no
+	// annotation.
+	AllCompleted bool
+	// Resources are those that field rules read request bodies of.
+	Resources []string
+}
+
+// Interest says which completed requests may count.
+func (a *Aggregator) Interest() Interest {
+	in := Interest{AllCompleted: len(a.versions) > 0}
+	if a.fieldRules != nil {
+		seen := map[string]bool{}
+		for _, r := range a.fieldRules.Rules() {
+			if !seen[r.Resource] {
+				seen[r.Resource] = true
+				in.Resources = append(in.Resources, r.Resource)
+			}
+		}
+	}
+	return in
+}
+
+// Prefiltered counts the events an ingest path set aside undecoded, by the
+// result Ingest would have given them.
+type Prefiltered struct {
+	OtherStage    int
+	NotDeprecated int
+}
+
+// Add records one event set aside with result r (ResultOtherStage or
+// ResultNotDeprecated).
+func (p *Prefiltered) Add(r Result) {
+	if r == ResultOtherStage {
+		p.OtherStage++
+	} else {
+		p.NotDeprecated++
+	}
+}
+
+// CountPrefiltered adds events set aside by an ingest path to the metrics,
+// as Ingest would have.
+func (a *Aggregator) CountPrefiltered(source string, p Prefiltered) {
+	if p.OtherStage > 0 {
+		a.metrics.events.WithLabelValues(source, string(ResultOtherStage)).Add(float64(p.OtherStage))
+	}
+	if p.NotDeprecated > 0 {
+		a.metrics.events.WithLabelValues(source, string(ResultNotDeprecated)).Add(float64(p.NotDeprecated))
+	}
+}
+
+// AddPrefiltered adds events set aside by an ingest path to s.
+func (s *Summary) AddPrefiltered(p Prefiltered) {
+	for r, n := range map[Result]int{ResultOtherStage: p.OtherStage, ResultNotDeprecated: p.NotDeprecated} {
+		if n == 0 {
+			continue
+		}
+		s.Skipped += n
+		if s.SkippedBy == nil {
+			s.SkippedBy = map[string]int{}
+		}
+		s.SkippedBy[string(r)] += n
+	}
+}

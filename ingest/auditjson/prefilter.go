@@ -1,0 +1,280 @@
+package auditjson
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+// Prefilter sets aside, from its bytes alone and without allocating, an
+// audit event that cannot count, so that only the few that may are decoded.
+//
+// It walks the event's top-level keys once, validating the JSON as it goes,
+// and is conservative: anything it cannot be sure of (an escaped or
+// non-ASCII top-level key, a repeated object field, an unexpected type) is
+// left to the decoder. An event is set aside only when encoding/json would
+// decode it to one that Ingest skips, and with the same result.
+type Prefilter struct {
+	allCompleted bool
+	// resources are quoted, as they appear in objectRef.
+	resources [][]byte
+}
+
+// NewPrefilter returns a Prefilter for what an aggregator may count.
+func NewPrefilter(in aggregate.Interest) *Prefilter {
+	p := &Prefilter{allCompleted: in.AllCompleted}
+	for _, r := range in.Resources {
+		p.resources = append(p.resources, []byte(`"`+r+`"`))
+	}
+	return p
+}
+
+var (
+	// A 404 from an API the catalog lists as removed counts; a number
+	// cannot be escaped, so a code of 404 always shows as these bytes.
+	markerNotFound = []byte(`404`)
+)
+
+// span is where a value lies in an event; end is 0 when it is absent.
+type span struct{ start, end int }
+
+func (s span) of(b []byte) []byte { return b[s.start:s.end] }
+
+// eventShape is what the prefilter reads from an event's top level.
+type eventShape struct {
+	kind, apiVersion, stage              span
+	annotations, objectRef, responseStat span
+	// deprecated is set when the annotations have the key
+	// k8s.io/deprecated.
+	deprecated bool
+	// unsure is set when a key or value the prefilter reads is not
+	// plainly what it seems; the event is then decoded.
+	unsure bool
+}
+
+// inspect walks the event object whose brace is at b[i], depth counting
+// it and the containers around it. It returns the offset after it, or -1
+// when the JSON is not valid.
+func inspect(b []byte, i, depth int, sh *eventShape) int {
+	return scanObject(b, i, depth, func(key []byte, flags stringFlags, start int) int {
+		end := skipValue(b, start, depth)
+		if end < 0 {
+			return -1
+		}
+		if !flags.plain() {
+			sh.unsure = true
+			return end
+		}
+		switch len(key) {
+		case 4:
+			if equalFoldASCII(key, "kind") {
+				sh.kind = plainString(b, start, end, sh)
+			}
+		case 5:
+			if equalFoldASCII(key, "stage") {
+				sh.stage = plainString(b, start, end, sh)
+			}
+		case 9:
+			if equalFoldASCII(key, "objectref") {
+				once(b, &sh.objectRef, start, end, sh)
+			}
+		case 10:
+			if equalFoldASCII(key, "apiversion") {
+				sh.apiVersion = plainString(b, start, end, sh)
+			}
+		case 11:
+			if equalFoldASCII(key, "annotations") {
+				once(b, &sh.annotations, start, end, sh)
+				if b[start] == '{' {
+					// Valid already: this reads the keys.
+					readAnnotations(b, start, depth+1, sh)
+				}
+			}
+		case 14:
+			if equalFoldASCII(key, "responsestatus") {
+				once(b, &sh.responseStat, start, end, sh)
+			}
+		}
+		return end
+	})
+}
+
+// readAnnotations reads the keys of the annotations object at b[start].
+// They are a map's keys: they match exactly, and only an escape can hide
+// one from the prefilter.
+func readAnnotations(b []byte, start, depth int, sh *eventShape) {
+	scanObject(b, start, depth, func(key []byte, flags stringFlags, start int) int {
+		if flags&flagEscaped != 0 {
+			sh.unsure = true
+		} else if string(key) == AnnotationDeprecated {
+			sh.deprecated = true
+		}
+		return skipValue(b, start, depth)
+	})
+}
+
+// plainString is the content of the string value at b[start:end], when it
+// is a string without escapes; encoding/json keeps the last of repeated
+// keys, and so does the caller.
+func plainString(b []byte, start, end int, sh *eventShape) span {
+	if b[start] != '"' || bytes.IndexByte(b[start:end], '\\') >= 0 {
+		sh.unsure = true
+		return span{}
+	}
+	return span{start + 1, end - 1}
+}
+
+// once records an object field's value; encoding/json merges a repeated
+// object field into the first, which the prefilter does not follow, and
+// fails on anything but an object or null.
+func once(b []byte, s *span, start, end int, sh *eventShape) {
+	if s.end != 0 || (b[start] != '{' && b[start] != 'n') {
+		sh.unsure = true
+	}
+	*s = span{start, end}
+}
+
+// Skip reports whether the event raw, one JSON value, cannot count, and the
+// result Ingest would give it. A nil Prefilter sets nothing aside.
+func (p *Prefilter) Skip(raw []byte) (aggregate.Result, bool) {
+	if p == nil {
+		return "", false
+	}
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return "", false
+	}
+	var sh eventShape
+	end := inspect(raw, i, 1, &sh)
+	if end < 0 || skipSpace(raw, end) != len(raw) {
+		return "", false
+	}
+	return p.judge(raw, &sh)
+}
+
+// judge decides from an event's shape.
+func (p *Prefilter) judge(b []byte, sh *eventShape) (aggregate.Result, bool) {
+	if p == nil || sh.unsure || sh.stage.end == sh.stage.start {
+		// Without a stage the event is invalid: the decoder says so.
+		return "", false
+	}
+	if sh.kind.end != 0 && string(sh.kind.of(b)) != KindEvent {
+		return "", false
+	}
+	if v := sh.apiVersion; v.end != 0 && string(v.of(b)) != APIVersion && string(v.of(b)) != APIVersionV1beta1 {
+		return "", false
+	}
+	// Webhook annotations are counted on their own, at any stage.
+	if sh.deprecated || admission.MayHave(sh.annotations.of(b)) {
+		return "", false
+	}
+	if stage := string(sh.stage.of(b)); stage != aggregate.StageResponseComplete && stage != aggregate.StagePanic {
+		return aggregate.ResultOtherStage, true
+	}
+	if p.allCompleted || bytes.Contains(sh.responseStat.of(b), markerNotFound) {
+		return "", false
+	}
+	if len(p.resources) > 0 {
+		ref := sh.objectRef.of(b)
+		if bytes.IndexByte(ref, '\\') >= 0 {
+			return "", false
+		}
+		for _, r := range p.resources {
+			if bytes.Contains(ref, r) {
+				return "", false
+			}
+		}
+	}
+	return aggregate.ResultNotDeprecated, true
+}
+
+// DecodeBodyFiltered is DecodeBody with the events that p sets aside left
+// undecoded and tallied in skipped. Its answer is DecodeBody's for every
+// other event, errors included: a body it cannot walk plainly (invalid
+// JSON, an unusual envelope) is handed to DecodeBody whole.
+func DecodeBodyFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad []ItemError, skipped aggregate.Prefiltered, err error) {
+	if p != nil {
+		if events, bad, skipped, ok := decodeListFiltered(body, p); ok {
+			return events, bad, skipped, nil
+		}
+	}
+	events, bad, err = DecodeBody(body)
+	return events, bad, aggregate.Prefiltered{}, err
+}
+
+// decodeListFiltered walks an EventList once. ok is false when the body is
+// anything else, or anything but plain: DecodeBody then has the last word.
+func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad []ItemError, skipped aggregate.Prefiltered, ok bool) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, nil, skipped, false
+	}
+	var kind, apiVersion span
+	unusual, listed := false, false
+	index := 0
+	item := func(start int) int {
+		defer func() { index++ }()
+		var end int
+		if start >= len(body) {
+			return -1
+		}
+		if body[start] == '{' {
+			var sh eventShape
+			if end = inspect(body, start, 3, &sh); end < 0 {
+				return -1
+			}
+			if r, skip := p.judge(body, &sh); skip {
+				skipped.Add(r)
+				return end
+			}
+		} else if end = skipValue(body, start, 2); end < 0 {
+			return -1
+		}
+		ev, err := DecodeEvent(body[start:end])
+		if err != nil {
+			var e *Error
+			errors.As(err, &e)
+			bad = append(bad, ItemError{Index: index, Err: e})
+			return end
+		}
+		events = append(events, ev)
+		return end
+	}
+	end := scanObject(body, i, 1, func(key []byte, flags stringFlags, start int) int {
+		switch {
+		case !flags.plain():
+			unusual = true
+		case string(key) == "items" && !listed && start < len(body) && body[start] == '[':
+			listed = true
+			return scanArray(body, start, 2, item)
+		case string(key) == "kind" && kind.end == 0:
+			return envelopeString(body, start, &kind, &unusual)
+		case string(key) == "apiVersion" && apiVersion.end == 0:
+			return envelopeString(body, start, &apiVersion, &unusual)
+		case equalFoldASCII(key, "kind") || equalFoldASCII(key, "apiversion") || equalFoldASCII(key, "items"):
+			// Repeated, or in another case, or not a list.
+			unusual = true
+		}
+		return skipValue(body, start, 1)
+	})
+	if end < 0 || unusual || !listed || skipSpace(body, end) != len(body) ||
+		string(kind.of(body)) != KindEventList || string(apiVersion.of(body)) != APIVersion {
+		return nil, nil, aggregate.Prefiltered{}, false
+	}
+	return events, bad, skipped, true
+}
+
+// envelopeString scans the envelope's string value at body[start] into s,
+// marking anything but a plain string unusual.
+func envelopeString(body []byte, start int, s *span, unusual *bool) int {
+	end := skipValue(body, start, 1)
+	if end < 0 {
+		return -1
+	}
+	var sh eventShape
+	*s = plainString(body, start, end, &sh)
+	*unusual = *unusual || sh.unsure
+	return end
+}

@@ -1,0 +1,300 @@
+package auditjson
+
+import "encoding/binary"
+
+// The scanner below walks JSON without decoding it: it finds where values
+// end and what an event's top-level keys are, so that an event that cannot
+// count is set aside without being decoded.
+//
+// It accepts only what encoding/json accepts (a stricter scanner would just
+// send more input down the exact path, a looser one would let invalid input
+// through), so every function returns -1 where encoding/json would fail, and
+// callers then hand the input to encoding/json for its exact error.
+
+// maxScanDepth is encoding/json's nesting limit.
+const maxScanDepth = 10000
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// stringFlags says what a string held that makes its raw bytes differ from
+// its decoded value, or that encoding/json may fold onto an ASCII key.
+type stringFlags uint8
+
+const (
+	flagEscaped stringFlags = 1 << iota
+	flagNonASCII
+)
+
+// plain is a string whose raw bytes are its value, all ASCII.
+func (f stringFlags) plain() bool { return f == 0 }
+
+// specialIn reports whether any of x's 8 bytes ends or escapes a string, or
+// is not allowed in one: a quote, a backslash or a control character.
+func specialIn(x uint64) bool {
+	quote := x ^ (lsb * '"')
+	backslash := x ^ (lsb * '\\')
+	// A zero byte in quote or backslash, or a byte of x below 0x20; each
+	// term is exact about whether such a byte exists (bytes of 0x80 and
+	// more are masked out by ^x).
+	return ((quote-lsb)&^quote|(backslash-lsb)&^backslash|(x-lsb*0x20)&^x)&msb != 0
+}
+
+// scanString returns the offset after the string whose opening quote is at
+// b[i], and what it held; -1 if it is not a valid string.
+func scanString(b []byte, i int) (int, stringFlags) {
+	i++
+	var flags stringFlags
+	var high uint64
+	for {
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if specialIn(x) {
+				break
+			}
+			high |= x
+			i += 8
+		}
+		if i >= len(b) {
+			return -1, 0
+		}
+		switch c := b[i]; {
+		case c == '"':
+			if high&msb != 0 {
+				flags |= flagNonASCII
+			}
+			return i + 1, flags
+		case c == '\\':
+			flags |= flagEscaped
+			if i+1 >= len(b) {
+				return -1, 0
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return -1, 0
+				}
+				i += 6
+			default:
+				return -1, 0
+			}
+		case c < 0x20:
+			return -1, 0
+		default:
+			high |= uint64(c)
+			i++
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// skipSpace returns the offset of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanNumber returns the offset after the number starting at b[i], or -1.
+func scanNumber(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == '0':
+		i++
+	case isDigit(b[i]):
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+// scanLiteral returns the offset after lit at b[i], or -1.
+func scanLiteral(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// skipValue returns the offset after the value that starts at b[i] (no
+// whitespace before it), or -1 if there is no valid value there. depth is
+// how many arrays and objects enclose it.
+func skipValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; c {
+	case '"':
+		end, _ := scanString(b, i)
+		return end
+	case '{':
+		return skipObject(b, i, depth+1)
+	case '[':
+		return skipArray(b, i, depth+1)
+	case 't':
+		return scanLiteral(b, i, "true")
+	case 'f':
+		return scanLiteral(b, i, "false")
+	case 'n':
+		return scanLiteral(b, i, "null")
+	default:
+		if c == '-' || isDigit(c) {
+			return scanNumber(b, i)
+		}
+		return -1
+	}
+}
+
+// skipObject returns the offset after the object whose brace is at b[i], or
+// -1; depth counts it and the containers around it.
+func skipObject(b []byte, i, depth int) int { return scanObject(b, i, depth, nil) }
+
+// scanObject is skipObject that hands each member to member, if not nil:
+// the key (raw, between its quotes), its flags and where the value starts.
+// member scans the value and returns the offset after it, or -1.
+func scanObject(b []byte, i, depth int, member func(key []byte, flags stringFlags, start int) int) int {
+	if depth > maxScanDepth {
+		return -1
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return -1
+		}
+		keyStart := i + 1
+		keyEnd, flags := scanString(b, i)
+		if keyEnd < 0 {
+			return -1
+		}
+		i = skipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return -1
+		}
+		start := skipSpace(b, i+1)
+		var end int
+		if member != nil {
+			end = member(b[keyStart:keyEnd-1], flags, start)
+		} else {
+			end = skipValue(b, start, depth)
+		}
+		if end < 0 {
+			return -1
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// skipArray returns the offset after the array whose bracket is at b[i], or
+// -1; depth counts it and the containers around it.
+func skipArray(b []byte, i, depth int) int { return scanArray(b, i, depth, nil) }
+
+// scanArray is skipArray that hands each element's start to element, if
+// not nil, which scans it and returns the offset after it, or -1.
+func scanArray(b []byte, i, depth int, element func(start int) int) int {
+	if depth > maxScanDepth {
+		return -1
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1
+	}
+	for {
+		var end int
+		if element != nil {
+			end = element(i)
+		} else {
+			end = skipValue(b, i, depth)
+		}
+		if end < 0 {
+			return -1
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// equalFoldASCII reports whether key, ASCII, equals lower (lowercase ASCII)
+// ignoring case, as encoding/json matches keys to fields.
+func equalFoldASCII(key []byte, lower string) bool {
+	if len(key) != len(lower) {
+		return false
+	}
+	for j := range len(lower) {
+		c := key[j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[j] {
+			return false
+		}
+	}
+	return true
+}
