@@ -6,14 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,58 +87,6 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric(float64(group.size*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
-}
-
-// batchBody is 400 deprecated ResponseComplete events with fresh auditIDs.
-func batchBody(seq int64, now time.Time) []byte {
-	var sb strings.Builder
-	sb.WriteString(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`)
-	for i := 0; i < 400; i++ {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, `{"level":"Metadata","auditID":"%d-%d","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/default/endpoints","verb":"list","user":{"username":"system:serviceaccount:ns%d:sa","groups":["system:authenticated"]},"sourceIPs":["10.0.0.1"],"userAgent":"controller/v1.2.3 (linux/amd64)","objectRef":{"resource":"endpoints","namespace":"ns%d","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":%q,"stageTimestamp":%q,"annotations":{"authorization.k8s.io/decision":"allow","k8s.io/deprecated":"true"}}`,
-			seq, i, i%20, i%20, now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
-	}
-	sb.WriteString(`]}`)
-	return []byte(sb.String())
-}
-
-func BenchmarkWebhook(b *testing.B) {
-	now := time.Now().UTC()
-	post := func(b *testing.B, url string) {
-		var seq atomic.Int64
-		b.SetParallelism(2) // 2 x GOMAXPROCS senders, like several apiservers
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				resp, err := http.Post(url, "application/json", bytes.NewReader(batchBody(seq.Add(1), now)))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(400*b.N)/b.Elapsed().Seconds(), "events/s")
-	}
-	b.Run("read-and-200", func(b *testing.B) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.WriteHeader(http.StatusOK)
-		}))
-		defer srv.Close()
-		post(b, srv.URL)
-	})
-	b.Run("sunset", func(b *testing.B) {
-		url, stop := startSunset(b, func(cfg *app.Config) { cfg.MaxInFlightBatches = 64 })
-		defer stop()
-		post(b, url+"/audit/webhook/n1")
-	})
 }
 
 // startSunset runs a server on a loopback port with a fresh data directory

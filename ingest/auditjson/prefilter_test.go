@@ -322,3 +322,20 @@ func FuzzPrefilter(f *testing.F) {
 		}
 	})
 }
+
+// Every special byte at every position of the eight-byte steps.
+func TestScannerFindsSpecialBytesAtEveryPosition(t *testing.T) {
+	for n := range 24 {
+		for _, special := range []string{`\"`, `\\`, `\u0041`, `\q`, "\n", "\x01", "\x1f", "\x7f", "\xc3\xa9", "\xff", `"`} {
+			s := `"` + strings.Repeat("a", n) + special + strings.Repeat("b", 24-n) + `"`
+			b := []byte(s)
+			end, flags := scanString(b, 0)
+			ok := end == len(b)
+			require.Equal(t, json.Valid(b), ok, "%q", s)
+			if ok {
+				require.Equal(t, strings.Contains(special, `\`), flags&flagEscaped != 0, "%q", s)
+				require.Equal(t, special[0] >= 0x80, flags&flagNonASCII != 0, "%q", s)
+			}
+		}
+	}
+}

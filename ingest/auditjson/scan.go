@@ -1,6 +1,9 @@
 package auditjson
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // The scanner below walks JSON without decoding it: it finds where values
 // end and what an event's top-level keys are, so that an event that cannot
@@ -31,15 +34,15 @@ const (
 // plain is a string whose raw bytes are its value, all ASCII.
 func (f stringFlags) plain() bool { return f == 0 }
 
-// specialIn reports whether any of x's 8 bytes ends or escapes a string, or
-// is not allowed in one: a quote, a backslash or a control character.
-func specialIn(x uint64) bool {
+// specials marks, in the high bit of its byte, each of x's 8 bytes that
+// ends or escapes a string or is not allowed in one: a quote, a backslash
+// or a control character. The lowest mark is exact; a borrow may add false
+// ones above it, which is why only the lowest is used.
+func specials(x uint64) uint64 {
 	quote := x ^ (lsb * '"')
 	backslash := x ^ (lsb * '\\')
-	// A zero byte in quote or backslash, or a byte of x below 0x20; each
-	// term is exact about whether such a byte exists (bytes of 0x80 and
-	// more are masked out by ^x).
-	return ((quote-lsb)&^quote|(backslash-lsb)&^backslash|(x-lsb*0x20)&^x)&msb != 0
+	// Bytes of 0x80 and more never mark: ^x masks them out.
+	return ((quote-lsb)&^quote | (backslash-lsb)&^backslash | (x-lsb*0x20)&^x) & msb
 }
 
 // scanString returns the offset after the string whose opening quote is at
@@ -49,13 +52,19 @@ func scanString(b []byte, i int) (int, stringFlags) {
 	var flags stringFlags
 	var high uint64
 	for {
+		// Eight bytes at a time up to the first special byte.
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
-			if specialIn(x) {
-				break
+			m := specials(x)
+			if m == 0 {
+				high |= x
+				i += 8
+				continue
 			}
-			high |= x
-			i += 8
+			n := bits.TrailingZeros64(m) / 8
+			high |= x & (1<<(8*n) - 1)
+			i += n
+			break
 		}
 		if i >= len(b) {
 			return -1, 0
