@@ -21,6 +21,7 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/client"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/report"
@@ -232,6 +233,11 @@ func replaySink(env cli, src *sourceFlags, cfg app.Config, origin aggregate.Orig
 type aggregatorSink struct {
 	agg    *aggregate.Aggregator
 	origin aggregate.Origin
+}
+
+// Prefilter lets replay set aside, undecoded, the lines that cannot count.
+func (s *aggregatorSink) Prefilter() *auditjson.Prefilter {
+	return auditjson.NewPrefilter(s.agg.Interest())
 }
 
 func (s *aggregatorSink) Send(ctx context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {

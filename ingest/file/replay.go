@@ -51,6 +51,14 @@ type Sink interface {
 	Send(ctx context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error)
 }
 
+// PrefilteringSink is a Sink that needs only the events that may count:
+// Replay sets the others aside by their bytes, undecoded, and tallies
+// them itself.
+type PrefilteringSink interface {
+	Sink
+	Prefilter() *auditjson.Prefilter
+}
+
 // Progress is updated while a replay runs; read it from another goroutine.
 type Progress struct {
 	// TotalBytes is the size of all inputs, 0 if unknown (stdin).
@@ -84,6 +92,17 @@ type Summary struct {
 	Elapsed             time.Duration `json:"-"`
 }
 
+// skip tallies one event set aside by the prefilter.
+func (s *Summary) skip(r aggregate.Result) { s.skipN(string(r), 1) }
+
+func (s *Summary) skipN(reason string, n int64) {
+	s.Skipped += n
+	if s.SkippedBy == nil {
+		s.SkippedBy = map[string]int64{}
+	}
+	s.SkippedBy[reason] += n
+}
+
 // Replay reads every input and sends its events to sink in batches.
 // Invalid lines are counted and the first few named; they never stop the
 // replay. A sink error does: what was sent before it is committed, and
@@ -113,15 +132,15 @@ func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 			sum.AdmissionCounted += int64(a.Counted)
 			sum.AdmissionDuplicates += int64(a.Duplicates)
 		}
-		sum.Skipped += int64(s.Skipped)
 		for r, n := range s.SkippedBy {
-			if sum.SkippedBy == nil {
-				sum.SkippedBy = map[string]int64{}
-			}
-			sum.SkippedBy[r] += int64(n)
+			sum.skipN(r, int64(n))
 		}
 		events, raw, bytes = events[:0], raw[:0], 0
 		return nil
+	}
+	var prefilter *auditjson.Prefilter
+	if ps, ok := sink.(PrefilteringSink); ok {
+		prefilter = ps.Prefilter()
 	}
 	invalid := func(l Line, reason, msg string) {
 		sum.Invalid++
@@ -133,6 +152,14 @@ func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 		err := ReadLines(in, stdin, &prog.Bytes, func(l Line) error {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if !l.TooLong {
+				if r, skip := prefilter.Skip(l.Bytes); skip {
+					sum.Events++
+					prog.Events.Add(1)
+					sum.skip(r)
+					return nil
+				}
 			}
 			ev, bad := DecodeLine(l)
 			if bad != nil {
