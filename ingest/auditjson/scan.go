@@ -233,22 +233,30 @@ func scanObject(b []byte, i, depth int, member func(key []byte, flags stringFlag
 		} else {
 			end = skipValue(b, start, depth)
 		}
-		if end < 0 {
-			return -1
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
+		var closed bool
+		if i, closed = afterMember(b, end, '}'); i < 0 || closed {
+			return i
 		}
 	}
+}
+
+// afterMember reads what follows a member or element that ends at end: a
+// comma (i is then the start of the next), or the container's closing
+// bracket (closed, and i is the offset after it). i is -1 on anything else.
+func afterMember(b []byte, end int, closing byte) (i int, closed bool) {
+	if end < 0 {
+		return -1, false
+	}
+	i = skipSpace(b, end)
+	switch {
+	case i >= len(b):
+		return -1, false
+	case b[i] == ',':
+		return skipSpace(b, i+1), false
+	case b[i] == closing:
+		return i + 1, true
+	}
+	return -1, false
 }
 
 // skipArray returns the offset after the array whose bracket is at b[i], or
@@ -272,20 +280,9 @@ func scanArray(b []byte, i, depth int, element func(start int) int) int {
 		} else {
 			end = skipValue(b, i, depth)
 		}
-		if end < 0 {
-			return -1
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1
-		default:
-			return -1
+		var closed bool
+		if i, closed = afterMember(b, end, ']'); i < 0 || closed {
+			return i
 		}
 	}
 }
@@ -293,17 +290,5 @@ func scanArray(b []byte, i, depth int, element func(start int) int) int {
 // equalFoldASCII reports whether key, ASCII, equals lower (lowercase ASCII)
 // ignoring case, as encoding/json matches keys to fields.
 func equalFoldASCII(key []byte, lower string) bool {
-	if len(key) != len(lower) {
-		return false
-	}
-	for j := range len(lower) {
-		c := key[j]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[j] {
-			return false
-		}
-	}
-	return true
+	return len(key) == len(lower) && hasPrefixFoldASCII(key, lower)
 }
