@@ -204,7 +204,7 @@ func New(cfg Config, opts Options) (*App, error) {
 
 	if cfg.Kafka.Enabled() && a.fleet == nil {
 		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
-			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg})
+			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			_ = st.Close()
 			return nil, err

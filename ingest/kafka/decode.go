@@ -20,11 +20,15 @@ const (
 // decoded is what one message holds.
 type decoded struct {
 	events []aggregate.Event
-	// node and cluster from the message's JSON, "" when absent.
+	// node and cluster from the message's JSON, "" when absent. They are
+	// read only for messages with events: the others count nothing.
 	node, cluster string
 	// invalid counts events inside an otherwise usable message that were
 	// not valid (an EventList item, an AKS record).
 	invalid int
+	// skipped counts events the pre-filter set aside undecoded: they
+	// cannot count.
+	skipped aggregate.Prefiltered
 }
 
 // decoder recognises the shapes shippers put audit events in.
@@ -32,16 +36,19 @@ type decoder struct {
 	envelopeFields []string
 	nodeField      []string
 	clusterField   []string
+	// prefilter sets aside, undecoded, events that cannot count; nil
+	// decodes every event.
+	prefilter *auditjson.Prefilter
 }
 
-func newDecoder(c Config) *decoder {
+func newDecoder(c Config, p *auditjson.Prefilter) *decoder {
 	split := func(s string) []string {
 		if s == "" {
 			return nil
 		}
 		return strings.Split(s, ".")
 	}
-	return &decoder{envelopeFields: c.EnvelopeFields, nodeField: split(c.NodeField), clusterField: split(c.ClusterField)}
+	return &decoder{envelopeFields: c.EnvelopeFields, nodeField: split(c.NodeField), clusterField: split(c.ClusterField), prefilter: p}
 }
 
 // aksRecord is one record of an Azure diagnostic-settings envelope.
@@ -61,67 +68,150 @@ type aksRecord struct {
 //   - {"kind":"EventList",...} (a whole webhook batch)
 //   - an Event, possibly with shipper fields (@timestamp, hostname, ...) beside its own
 //   - {"log":"<event>"} or {"message":"<event>"}: the configured envelope fields
+//
+// An Event as kube-apiserver writes it starts with "kind":"Event": that
+// first key is enough to tell its shape, and the message is then read at
+// most once (not at all when the pre-filter sets it aside). Other shapes
+// are told by a walk over the top-level keys that does not decode values.
 func (d *decoder) decode(value []byte) (decoded, string) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(value, &top); err != nil {
-		return decoded{}, ReasonMalformedJSON
-	}
-	out := decoded{node: stringAt(top, d.nodeField), cluster: stringAt(top, d.clusterField)}
-	if raw, ok := top["records"]; ok {
-		var recs []aksRecord
-		if err := json.Unmarshal(raw, &recs); err != nil {
+	top, null, ok := openTop(value)
+	if !ok {
+		if null {
 			return decoded{}, ReasonUnrecognizedShape
 		}
+		return decoded{}, ReasonMalformedJSON
+	}
+	key, esc, start, end, ok := top.next()
+	if ok && !esc && string(key) == "kind" && string(value[start:end]) == `"Event"` {
+		return d.event(value, value, true)
+	}
+	var shape struct{ records, properties, kind, stage span }
+	envelope := make([]span, len(d.envelopeFields))
+	for ; ok; key, esc, start, end, ok = top.next() {
+		name := keyName(key, esc)
+		sp := span{start, end}
+		switch name {
+		case "records":
+			shape.records = sp
+		case "properties":
+			shape.properties = sp
+		case "kind":
+			shape.kind = sp
+		case "stage":
+			shape.stage = sp
+		}
+		for i, f := range d.envelopeFields {
+			if name == f {
+				envelope[i] = sp
+			}
+		}
+	}
+	if top.bad {
+		return decoded{}, ReasonMalformedJSON
+	}
+	switch {
+	case shape.records.end != 0:
+		var recs []aksRecord
+		if err := json.Unmarshal(shape.records.of(value), &recs); err != nil {
+			return decoded{}, ReasonUnrecognizedShape
+		}
+		var out decoded
 		for _, r := range recs {
 			d.addAKS(&out, r)
 		}
-		return out, emptyReason(out)
-	}
-	if _, ok := top["properties"]; ok {
+		return d.checked(value, out, emptyReason(out))
+	case shape.properties.end != 0:
 		var r aksRecord
 		if err := json.Unmarshal(value, &r); err != nil || r.Properties.Log == "" {
 			return decoded{}, ReasonUnrecognizedShape
 		}
+		var out decoded
 		d.addAKS(&out, r)
-		return out, emptyReason(out)
-	}
-	if kind := stringAt(top, []string{"kind"}); kind == auditjson.KindEventList {
-		events, bad, err := auditjson.DecodeBody(value)
+		return d.checked(value, out, emptyReason(out))
+	case shape.kind.end != 0 && stringValue(shape.kind.of(value)) == auditjson.KindEventList:
+		events, bad, skipped, err := auditjson.DecodeBodyFiltered(value, d.prefilter)
 		if err != nil {
 			return decoded{}, ReasonInvalidEvent
 		}
-		out.events, out.invalid = events, len(bad)
-		return out, ""
+		return d.checked(value, decoded{events: events, invalid: len(bad), skipped: skipped}, "")
+	case shape.stage.end != 0:
+		return d.event(value, value, true)
 	}
-	if _, ok := top["stage"]; ok {
-		ev, err := auditjson.DecodeEvent(value)
-		if err != nil {
-			return decoded{}, ReasonInvalidEvent
-		}
-		out.events = []aggregate.Event{ev}
-		return out, ""
-	}
-	for _, f := range d.envelopeFields {
-		raw, ok := top[f]
-		if !ok {
+	for i := range d.envelopeFields {
+		if envelope[i].end == 0 {
 			continue
 		}
 		var inner string
-		if err := json.Unmarshal(raw, &inner); err != nil {
+		if err := json.Unmarshal(envelope[i].of(value), &inner); err != nil {
 			return decoded{}, ReasonUnrecognizedShape
 		}
 		inner = strings.TrimSpace(inner)
 		if inner == "" {
 			return decoded{}, ReasonEmptyEnvelope
 		}
-		ev, err := auditjson.DecodeEvent([]byte(inner))
-		if err != nil {
-			return decoded{}, ReasonInvalidEvent
-		}
-		out.events = []aggregate.Event{ev}
-		return out, ""
+		return d.event(value, []byte(inner), false)
 	}
 	return decoded{}, ReasonUnrecognizedShape
+}
+
+// event reads the one event raw that value holds: value itself when whole,
+// else from an envelope.
+func (d *decoder) event(value, raw []byte, whole bool) (decoded, string) {
+	var out decoded
+	if r, skip := d.prefilter.Skip(raw); skip {
+		out.skipped.Add(r)
+		return out, ""
+	}
+	ev, err := auditjson.DecodeEvent(raw)
+	if err != nil {
+		var e *auditjson.Error
+		if whole && errors.As(err, &e) && e.Reason == auditjson.ReasonMalformedJSON {
+			return decoded{}, ReasonMalformedJSON
+		}
+		return decoded{}, ReasonInvalidEvent
+	}
+	out.events = []aggregate.Event{ev}
+	if whole {
+		// Decoding it has validated the whole message.
+		return d.located(value, out), ""
+	}
+	return d.checked(value, out, "")
+}
+
+// checked completes a message whose events came out of part of it: one
+// with events to count must be valid JSON as a whole, as encoding/json
+// would have it, and then says where it came from.
+func (d *decoder) checked(value []byte, out decoded, reason string) (decoded, string) {
+	if reason != "" || len(out.events) == 0 {
+		return out, reason
+	}
+	if !json.Valid(value) {
+		return decoded{}, ReasonMalformedJSON
+	}
+	return d.located(value, out), ""
+}
+
+// located reads the node and cluster fields of a message with events.
+func (d *decoder) located(value []byte, out decoded) decoded {
+	if len(d.nodeField) > 0 || len(d.clusterField) > 0 {
+		out.node, out.cluster = stringAt(value, d.nodeField), stringAt(value, d.clusterField)
+	}
+	return out
+}
+
+// span is where a value lies in a message; end is 0 when it is absent.
+type span struct{ start, end int }
+
+func (s span) of(b []byte) []byte { return b[s.start:s.end] }
+
+// stringValue is the JSON string raw holds, or "" when it holds another
+// value.
+func stringValue(raw []byte) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // addAKS adds one AKS record's event; other categories (kube-apiserver
@@ -130,7 +220,12 @@ func (d *decoder) addAKS(out *decoded, r aksRecord) {
 	if r.Category != "" && r.Category != "kube-audit" && r.Category != "kube-audit-admin" {
 		return
 	}
-	ev, err := auditjson.DecodeEvent([]byte(r.Properties.Log))
+	raw := []byte(r.Properties.Log)
+	if res, skip := d.prefilter.Skip(raw); skip {
+		out.skipped.Add(res)
+		return
+	}
+	ev, err := auditjson.DecodeEvent(raw)
 	if err != nil {
 		out.invalid++
 		return
@@ -145,27 +240,54 @@ func emptyReason(d decoded) string {
 	return ""
 }
 
-// stringAt follows a path of object keys and returns the string there, or "".
-func stringAt(top map[string]json.RawMessage, path []string) string {
+// stringAt follows a path of object keys from the top of a message and
+// returns the string there, or "". Of repeated keys the last one counts,
+// as with encoding/json.
+func stringAt(value []byte, path []string) string {
 	if len(path) == 0 {
 		return ""
 	}
-	raw, ok := top[path[0]]
+	top, _, ok := openTop(value)
 	if !ok {
 		return ""
 	}
-	if len(path) == 1 {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return ""
+	var found span
+	for key, esc, start, end, ok := top.next(); ok; key, esc, start, end, ok = top.next() {
+		if keyName(key, esc) == path[0] {
+			found = span{start, end}
 		}
-		return s
 	}
-	var next map[string]json.RawMessage
-	if json.Unmarshal(raw, &next) != nil {
+	if found.end == 0 {
 		return ""
 	}
-	return stringAt(next, path[1:])
+	if len(path) == 1 {
+		return stringValue(found.of(value))
+	}
+	var next map[string]json.RawMessage
+	if json.Unmarshal(found.of(value), &next) != nil {
+		return ""
+	}
+	for _, key := range path[1 : len(path)-1] {
+		raw := next[key]
+		next = nil
+		if json.Unmarshal(raw, &next) != nil {
+			return ""
+		}
+	}
+	return stringValue(next[path[len(path)-1]])
+}
+
+// keyName is a key's value from its raw bytes.
+func keyName(raw []byte, escaped bool) string {
+	if !escaped {
+		return string(raw)
+	}
+	// Rare: the key is what encoding/json makes of it.
+	var name string
+	if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name) != nil {
+		return ""
+	}
+	return name
 }
 
 var errNoBrokers = errors.New("kafka: no broker reachable")

@@ -23,6 +23,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -52,6 +53,12 @@ type BatchIngester interface {
 	IngestBatch(ctx context.Context, groups []*Group, cursor store.Cursor) error
 }
 
+// PrefilterCounter is an Ingester that also tallies the events the
+// pre-filter set aside undecoded (the aggregator does).
+type PrefilterCounter interface {
+	CountPrefiltered(source string, p aggregate.Prefiltered)
+}
+
 // CursorReader reads a committed position back.
 type CursorReader interface {
 	Cursor(name string) ([]byte, bool, error)
@@ -65,6 +72,9 @@ type Options struct {
 	Cursors        CursorReader
 	Logger         zerolog.Logger
 	Registerer     prometheus.Registerer
+	// Prefilter sets aside, undecoded, the events that cannot count; nil
+	// decodes every event.
+	Prefilter *auditjson.Prefilter
 }
 
 // PoisonSample describes a skipped message without its content.
@@ -105,7 +115,7 @@ func New(o Options) (*Consumer, error) {
 	}
 	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
 		log: o.Logger.With().Str("component", "kafka").Logger(), metrics: newMetrics(o.Registerer),
-		decoder: newDecoder(cfg), dialer: d, lastErr: "not connected yet"}, nil
+		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet"}, nil
 }
 
 // Ready reports whether the consumer is in its group, and why not.
@@ -252,60 +262,128 @@ func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation
 		return
 	}
 	log.Debug().Int64("offset", start).Msg("consuming partition")
-	partition := strconv.Itoa(pa.ID)
-	ReadBatches(ctx, r, c.cfg, log, func(ctx context.Context, batch []kafkago.Message) error {
-		if err := c.commitBatch(ctx, gen, topic, pa.ID, batch); err != nil {
-			return err
-		}
-		last := batch[len(batch)-1]
-		c.metrics.lag.WithLabelValues(topic, partition).Set(float64(max(last.HighWaterMark-last.Offset-1, 0)))
-		return nil
-	})
+	p := &partition{c: c, gen: gen, topic: topic, id: pa.ID, label: strconv.Itoa(pa.ID), cursor: c.cursorName(topic, pa.ID)}
+	runPartition(ctx, r, c.cfg, log, stages[batch]{prepare: p.prepare, merge: mergeBatches, commit: p.commit, depth: commitQueueDepth})
 }
 
-// commitBatch counts a batch and commits its end position with the counts,
-// then tells the group.
-func (c *Consumer) commitBatch(ctx context.Context, gen *kafkago.Generation, topic string, partition int, batch []kafkago.Message) error {
-	start := time.Now()
-	var groups []*Group
-	byOrigin := map[aggregate.Origin]*Group{}
-	invalid := 0
-	for _, m := range batch {
+// commitQueueDepth is how many decoded batches of a partition may wait for
+// their commit before fetching waits too. A decoded batch holds only the
+// events that may count, so this is cheap.
+const commitQueueDepth = 32
+
+// partition is one partition being consumed in a generation.
+type partition struct {
+	c                    *Consumer
+	gen                  *kafkago.Generation
+	topic, label, cursor string
+	id                   int
+}
+
+// batch is what one or more consecutive fetched batches of a partition
+// hold once decoded: the events that may count, grouped by origin, and what
+// the rest were.
+type batch struct {
+	groups   []*Group
+	byOrigin map[aggregate.Origin]*Group
+	// next is the offset after the last message; lag what the broker
+	// still held after it.
+	next, lag int64
+	ok        int
+	invalid   int
+	skipped   aggregate.Prefiltered
+	poison    []PoisonSample
+}
+
+// prepare decodes a fetched batch; it runs as batches are fetched.
+func (p *partition) prepare(msgs []kafkago.Message) *batch {
+	c := p.c
+	b := &batch{}
+	for i := range msgs {
+		m := &msgs[i]
 		d, reason := c.decoder.decode(m.Value)
 		if reason != "" {
-			c.recordPoison(reason, m)
+			b.poison = append(b.poison, PoisonSample{Reason: reason, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: time.Now().UTC()})
 			continue
 		}
-		c.metrics.messages.WithLabelValues(m.Topic, "ok").Inc()
-		invalid += d.invalid
+		b.ok++
+		b.invalid += d.invalid
+		b.skipped.OtherStage += d.skipped.OtherStage
+		b.skipped.NotDeprecated += d.skipped.NotDeprecated
+		if len(d.events) == 0 {
+			continue
+		}
 		o := aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}
 		o.Node = firstNonEmpty(header(m, c.cfg.NodeHeader), d.node, o.Node)
 		o.Cluster = firstNonEmpty(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
-		g := byOrigin[o]
-		if g == nil {
-			g = &Group{Origin: o}
-			byOrigin[o] = g
-			groups = append(groups, g)
-		}
-		g.Events = append(g.Events, d.events...)
+		b.add(o, d.events)
 	}
-	if invalid > 0 {
-		c.ingester.CountInvalid(Source, invalid)
+	last := msgs[len(msgs)-1]
+	b.next = last.Offset + 1
+	b.lag = max(last.HighWaterMark-b.next, 0)
+	return b
+}
+
+// add appends events of origin o.
+func (b *batch) add(o aggregate.Origin, events []aggregate.Event) {
+	if b.byOrigin == nil {
+		b.byOrigin = map[aggregate.Origin]*Group{}
 	}
-	next := batch[len(batch)-1].Offset + 1
-	cursor := store.Cursor{Name: c.cursorName(topic, partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
+	g := b.byOrigin[o]
+	if g == nil {
+		g = &Group{Origin: o}
+		b.byOrigin[o] = g
+		b.groups = append(b.groups, g)
+	}
+	g.Events = append(g.Events, events...)
+}
+
+// mergeBatches appends next, the batch that follows, to into.
+func mergeBatches(into, next *batch) {
+	for _, g := range next.groups {
+		into.add(g.Origin, g.Events)
+	}
+	into.next, into.lag = next.next, next.lag
+	into.ok += next.ok
+	into.invalid += next.invalid
+	into.skipped.OtherStage += next.skipped.OtherStage
+	into.skipped.NotDeprecated += next.skipped.NotDeprecated
+	into.poison = append(into.poison, next.poison...)
+}
+
+// commit counts a batch and commits its end position with the counts,
+// then tells the group. What the batch's messages were is told (metrics,
+// poison samples) once it is committed, so a batch read again after a
+// failed commit is not told twice.
+func (p *partition) commit(ctx context.Context, b *batch) error {
+	c := p.c
+	start := time.Now()
+	cursor := store.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
+	groups := b.groups
 	if len(groups) == 0 {
 		groups = []*Group{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
 	}
 	if err := c.ingest(ctx, groups, cursor); err != nil {
 		return err
 	}
-	if err := gen.CommitOffsets(map[string]map[int]int64{topic: {partition: next}}); err != nil {
+	if b.invalid > 0 {
+		c.ingester.CountInvalid(Source, b.invalid)
+	}
+	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (aggregate.Prefiltered{}) {
+		pc.CountPrefiltered(Source, b.skipped)
+	}
+	if b.ok > 0 {
+		c.metrics.messages.WithLabelValues(p.topic, "ok").Add(float64(b.ok))
+	}
+	for _, ps := range b.poison {
+		c.recordPoison(ps)
+	}
+	if err := p.gen.CommitOffsets(map[string]map[int]int64{p.topic: {p.id: b.next}}); err != nil {
 		// Not fatal: Sunset's own position is committed; the group's
 		// catches up with the next batch.
-		c.log.Warn().Err(err).Str("topic", topic).Int("partition", partition).Msg("committing the offset to the group")
+		c.log.Warn().Err(err).Str("topic", p.topic).Int("partition", p.id).Msg("committing the offset to the group")
 	}
 	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	c.metrics.lag.WithLabelValues(p.topic, p.label).Set(float64(b.lag))
 	return nil
 }
 
@@ -329,17 +407,17 @@ func (c *Consumer) ingest(ctx context.Context, groups []*Group, cursor store.Cur
 	return nil
 }
 
-func (c *Consumer) recordPoison(reason string, m kafkago.Message) {
-	c.metrics.messages.WithLabelValues(m.Topic, reason).Inc()
+func (c *Consumer) recordPoison(p PoisonSample) {
+	c.metrics.messages.WithLabelValues(p.Topic, p.Reason).Inc()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.poison) == maxPoisonSamples {
 		c.poison = c.poison[1:]
 	}
-	c.poison = append(c.poison, PoisonSample{Reason: reason, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: time.Now().UTC()})
+	c.poison = append(c.poison, p)
 }
 
-func header(m kafkago.Message, name string) string {
+func header(m *kafkago.Message, name string) string {
 	if name == "" {
 		return ""
 	}

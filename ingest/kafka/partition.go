@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,62 +16,180 @@ import (
 const maxRetryBackoff = 30 * time.Second
 
 // ReadBatches reads r in batches of up to cfg.BatchSize messages, waiting up
-// to cfg.BatchWait for one to fill, and hands each to commit, until ctx is
+// to cfg.BatchWait for one to fill, and hands them to commit, until ctx is
 // done or fetching fails. commit gets a context that is not cancelled, so a
 // batch that was fetched is committed even while the partition is being
 // given up: the next reader starts after it.
+//
+// Fetching goes on while a batch is committed: batches fetched meanwhile
+// wait (up to 4 of them) and are then handed to commit together, in order,
+// as one slice.
 //
 // When commit fails nothing of the batch may be assumed committed, so the
 // batch is read again from its first offset after a pause (cfg.RetryBackoff,
 // doubling up to 30s), so that a full disk does not spin: the partition
 // neither stalls nor skips.
 func ReadBatches(ctx context.Context, r *kafkago.Reader, cfg Config, log zerolog.Logger, commit func(context.Context, []kafkago.Message) error) {
+	runPartition(ctx, r, cfg, log, stages[[]kafkago.Message]{
+		depth: 4,
+		prepare: func(batch []kafkago.Message) *[]kafkago.Message {
+			b := slices.Clone(batch)
+			return &b
+		},
+		merge:  func(into, next *[]kafkago.Message) { *into = append(*into, *next...) },
+		commit: func(ctx context.Context, b *[]kafkago.Message) error { return commit(ctx, *b) },
+	})
+}
+
+// stages are what a partition does with the batches it fetches.
+type stages[B any] struct {
+	// prepare turns a batch into what is committed; it runs as batches are
+	// fetched and must not keep the slice, which is reused.
+	prepare func([]kafkago.Message) *B
+	// merge appends the batch that follows into; commit then commits both.
+	merge func(into, next *B)
+	// commit commits, in fetch order, with a context that is not
+	// cancelled; an error means nothing of it may be assumed committed.
+	commit func(context.Context, *B) error
+	// depth is how many prepared batches may wait for their commit before
+	// fetching waits too.
+	depth int
+}
+
+// staged is a prepared batch on its way to its commit.
+type staged[B any] struct {
+	first int64 // the batch's first offset
+	batch *B
+}
+
+// maxMerged bounds how many waiting batches one commit takes.
+const maxMerged = 64
+
+// runPartition fetches and prepares batches in this goroutine while another
+// commits them, so that fetching, decoding and committing overlap and a
+// slow commit does not stall fetching until st.depth batches wait. Batches
+// that wait for a commit in progress are merged into the next one.
+//
+// A failed commit stops the epoch: the batches behind it are dropped,
+// fetching stops, and after a pause the partition is read again from the
+// failed batch's first offset.
+func runPartition[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log zerolog.Logger, st stages[B]) {
 	backoff := cfg.RetryBackoff
+	buf := make([]kafkago.Message, 0, cfg.BatchSize)
 	for {
-		batch, err := fetchBatch(ctx, r, cfg.BatchSize, cfg.BatchWait)
-		if len(batch) > 0 {
-			if cerr := commit(context.WithoutCancel(ctx), batch); cerr != nil {
-				// Nothing of the batch may be assumed committed: read it
-				// again from the last committed offset, after a pause, so
-				// a full disk does not spin. The partition never stalls.
-				if errors.Is(cerr, store.ErrNoSpace) {
-					// Paused until there is room; look again at the first pace.
-					backoff = cfg.RetryBackoff
-					log.Warn().Err(cerr).Dur("retry_in", backoff).Msg("consumption paused: no room to commit")
-				} else {
-					log.Error().Err(cerr).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, maxRetryBackoff)
-				if err := r.SetOffset(batch[0].Offset); err != nil {
-					log.Error().Err(err).Msg("seeking back")
-					return
-				}
-				continue
-			}
+		failure, committed, err := runEpoch(ctx, r, cfg, st, &buf)
+		if committed {
 			backoff = cfg.RetryBackoff
 		}
-		if err != nil {
-			if ctx.Err() == nil {
+		if failure == nil {
+			if err != nil && ctx.Err() == nil {
 				log.Warn().Err(err).Msg("fetching")
 			}
+			return
+		}
+		// Nothing of the failed batch may be assumed committed: read it
+		// again from its first offset, after a pause, so a full disk does
+		// not spin. The partition never stalls.
+		if errors.Is(failure.err, store.ErrNoSpace) {
+			// Paused until there is room; look again at the first pace.
+			backoff = cfg.RetryBackoff
+			log.Warn().Err(failure.err).Dur("retry_in", backoff).Msg("consumption paused: no room to commit")
+		} else {
+			log.Error().Err(failure.err).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxRetryBackoff)
+		if err := r.SetOffset(failure.first); err != nil {
+			log.Error().Err(err).Msg("seeking back")
 			return
 		}
 	}
 }
 
+// commitFailure is a failed commit and where to read again from.
+type commitFailure struct {
+	first int64
+	err   error
+}
+
+// runEpoch fetches and commits until ctx is done, fetching fails (err) or
+// a commit fails (failure). committed reports whether any commit went
+// through. Once ctx is done, what was fetched is still committed before it
+// returns.
+func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, st stages[B], buf *[]kafkago.Message) (failure *commitFailure, committed bool, err error) {
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	queue := make(chan staged[B], st.depth)
+	failed := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		failure, committed = commitQueue(context.WithoutCancel(ctx), queue, st)
+		if failure != nil {
+			close(failed)
+			stopFetching()
+		}
+	}()
+	for {
+		batch, ferr := fetchBatch(fetchCtx, r, (*buf)[:0], cfg.BatchSize, cfg.BatchWait)
+		*buf = batch[:0]
+		if len(batch) > 0 {
+			select {
+			case <-failed:
+			default:
+				s := staged[B]{first: batch[0].Offset, batch: st.prepare(batch)}
+				select {
+				case queue <- s:
+				case <-failed:
+				}
+			}
+		}
+		if ferr != nil {
+			err = ferr
+			break
+		}
+	}
+	close(queue)
+	<-done
+	return failure, committed, err
+}
+
+// commitQueue commits the batches of queue in order, each with those that
+// wait behind it, until queue is closed or a commit fails.
+func commitQueue[B any](ctx context.Context, queue <-chan staged[B], st stages[B]) (failure *commitFailure, committed bool) {
+	for s := range queue {
+	merge:
+		for n := 1; n < maxMerged; n++ {
+			select {
+			case next, ok := <-queue:
+				if !ok {
+					break merge
+				}
+				st.merge(s.batch, next.batch)
+			default:
+				break merge
+			}
+		}
+		if err := st.commit(ctx, s.batch); err != nil {
+			return &commitFailure{first: s.first, err: err}, committed
+		}
+		committed = true
+	}
+	return nil, committed
+}
+
 // fetchBatch waits for one message, then takes what else arrives within
-// wait, up to size.
-func fetchBatch(ctx context.Context, r *kafkago.Reader, size int, wait time.Duration) ([]kafkago.Message, error) {
+// wait, up to size, appending to buf.
+func fetchBatch(ctx context.Context, r *kafkago.Reader, buf []kafkago.Message, size int, wait time.Duration) ([]kafkago.Message, error) {
 	first, err := r.FetchMessage(ctx)
 	if err != nil {
-		return nil, err
+		return buf, err
 	}
-	batch := []kafkago.Message{first}
+	batch := append(buf, first)
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for len(batch) < size {
