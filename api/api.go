@@ -203,7 +203,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable
 		return
 	}
 	if !table {
-		httpjson.Write(w, http.StatusOK, obj)
+		httpjson.WriteFor(w, r, http.StatusOK, obj)
 		return
 	}
 	include, err := includeObject(r)
@@ -216,7 +216,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable
 		h.internalError(w, err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, t)
+	httpjson.WriteFor(w, r, http.StatusOK, t)
 }
 
 // selectors are a list's labelSelector and fieldSelector.

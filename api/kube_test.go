@@ -31,6 +31,9 @@ func (c fixedCounts) APIs() []store.APIInfo {
 }
 
 func (c fixedCounts) ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
+	if hour := buildNow.Truncate(time.Hour); hour.Before(from) || hour.After(to) {
+		return nil
+	}
 	for user, n := range c[api] {
 		if err := fn(store.CountKey{Cluster: cluster, API: api, Hour: buildNow.Truncate(time.Hour), Node: "master-0", Username: user, UserAgent: "kubectl", Verb: "list"}, n); err != nil {
 			return err
@@ -39,7 +42,7 @@ func (c fixedCounts) ScanCounts(cluster, api string, from, to time.Time, fn func
 	return nil
 }
 
-func (c fixedCounts) Workloads(string, string) (map[store.ClientID]store.Workload, error) {
+func (c fixedCounts) WorkloadsOf(string, string, []store.ClientID) (map[store.ClientID]store.Workload, error) {
 	return nil, nil
 }
 
@@ -139,9 +142,23 @@ func TestTable(t *testing.T) {
 	require.NoError(t, json.Unmarshal(table.Rows[0].Object.Raw, &obj))
 	require.Equal(t, int64(7), obj.Status.RequestCount)
 
+	// Programs get compact JSON, people indented JSON, as from
+	// kube-apiserver.
 	code, body = get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", "")
 	require.Equal(t, 200, code, body)
-	require.Contains(t, body, `"kind": "APIRequestCount"`)
+	require.True(t, strings.HasPrefix(body, `{"kind":"APIRequestCount",`), body)
+	code, body = get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?pretty=true", "")
+	require.Equal(t, 200, code, body)
+	require.True(t, strings.HasPrefix(body, "{\n  \"kind\": \"APIRequestCount\",\n"), body)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/apis/sunset.dev/v1/apirequestcounts", nil)
+	require.NoError(t, err)
+	req.Header.Set("User-Agent", "curl/8.14.1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.True(t, strings.HasPrefix(string(raw), "{\n  \"kind\": \"APIRequestCountList\",\n"), string(raw))
 	code, body = get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts", "application/vnd.kubernetes.protobuf")
 	require.Equal(t, http.StatusNotAcceptable, code, body)
 }

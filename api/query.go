@@ -144,7 +144,7 @@ func (q Query) Values() url.Values {
 }
 
 // matches applies the list filters to a built object.
-func (q Query) matches(obj APIRequestCount, users map[string]bool) bool {
+func (q Query) matches(obj APIRequestCount, calledBy func(username string) bool) bool {
 	st := obj.Status
 	removedIn, _ := catalog.ParseRelease(st.RemovedInRelease)
 	switch {
@@ -156,7 +156,7 @@ func (q Query) matches(obj APIRequestCount, users map[string]bool) bool {
 		return false
 	case q.State == StateDeprecated && st.RequestCount-st.RemovedRequestCount == 0:
 		return false
-	case q.User != "" && !users[q.User]:
+	case q.User != "" && !calledBy(q.User):
 		return false
 	}
 	return true

@@ -2,8 +2,10 @@ package api
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,11 +19,14 @@ import (
 // ErrNotFound is returned by Service.Get for an API without counts.
 var ErrNotFound = errors.New("api: not found")
 
-// Querier reads counts. *store.Store implements it.
+// Querier reads counts. *store.Store implements it. ScanCounts may be
+// called concurrently, over different hours.
 type Querier interface {
 	APIs() []store.APIInfo
 	ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error
-	Workloads(cluster, api string) (map[store.ClientID]store.Workload, error)
+	// WorkloadsOf reads the workload records of the given clients of one
+	// API; clients without one are left out.
+	WorkloadsOf(cluster, api string, clients []store.ClientID) (map[store.ClientID]store.Workload, error)
 }
 
 // Service builds APIRequestCount objects from counts. The HTTP handler
@@ -67,7 +72,7 @@ func (s *Service) List(q Query) (APIRequestCountList, error) {
 		if err != nil {
 			return out, err
 		}
-		if found && q.matches(obj, b.usernames) {
+		if found && q.matches(obj, b.calledBy) {
 			out.Items = append(out.Items, obj)
 		}
 		start = end
@@ -117,20 +122,25 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 		for node := range info.Nodes {
 			b.nodes[nodeID{info.Cluster, node}] = true
 		}
-		if err := s.q.ScanCounts(info.Cluster, info.API, from, to, b.add); err != nil {
+		if err := s.scan(b, info.Cluster, info.API, from, to); err != nil {
 			return APIRequestCount{}, nil, false, err
 		}
-		w, err := s.q.Workloads(info.Cluster, info.API)
-		if err != nil {
-			return APIRequestCount{}, nil, false, err
-		}
-		b.workloads[info.Cluster] = w
 	}
 	users := q.Users
 	if users == 0 {
 		users = DefaultUsersToReport
 	}
 	st := b.status(removedIn.String(), users)
+	// Workload records are read for the clients shown only, once each.
+	records := map[string]map[store.ClientID]store.Workload{}
+	for cluster, clients := range b.shownClients() {
+		w, err := s.q.WorkloadsOf(cluster, name, clients)
+		if err != nil {
+			return APIRequestCount{}, nil, false, err
+		}
+		records[cluster] = w
+	}
+	st.Workloads = b.workloads(records)
 	if entry, ok := s.lookup(name); ok {
 		if st.RemovedInRelease == "" {
 			st.RemovedInRelease = entry.RemovedIn
@@ -191,4 +201,81 @@ func (s *Service) Field(name string, q Query) (FieldRequestCount, error) {
 	st.RemovedInRelease, st.DeprecatedInRelease, st.Warning = rule.RemovedIn, rule.DeprecatedIn, rule.Message
 	return FieldRequestCount{TypeMeta: typeMeta("FieldRequestCount"), Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
 		Spec: FieldRequestCountSpec{NumberOfUsersToReport: obj.Spec.NumberOfUsersToReport, Rule: rule}, Status: st}, nil
+}
+
+// counted is one count read by a scan.
+type counted struct {
+	k store.CountKey
+	n uint64
+}
+
+// Bounds of a parallel scan: the parts it reads at once, and the counts
+// one part hands over at a time.
+const (
+	maxScanParts = 4
+	scanBatch    = 512
+)
+
+// scan adds the counts of one API in one cluster over the hours [from,
+// to] to b. Reading badger costs several times what adding costs, so
+// with more than one core the hours are read in parts at once, and this
+// goroutine adds what they hand over, in whatever order it comes.
+func (s *Service) scan(b *builder, cluster, api string, from, to time.Time) error {
+	hours := int(to.Sub(from)/time.Hour) + 1
+	parts := min(runtime.GOMAXPROCS(0), maxScanParts, hours)
+	if parts <= 1 {
+		return s.q.ScanCounts(cluster, api, from, to, b.add)
+	}
+	batches := make(chan []counted, 2*parts)
+	free := make(chan []counted, 3*parts)
+	newBatch := func() []counted {
+		select {
+		case batch := <-free:
+			return batch[:0]
+		default:
+			return make([]counted, 0, scanBatch)
+		}
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	start := from
+	for p := range parts {
+		end := start.Add(time.Duration(hours/parts-1) * time.Hour)
+		if p == parts-1 {
+			end = to
+		}
+		from, to := start, end
+		wg.Go(func() {
+			batch := newBatch()
+			errs[p] = s.q.ScanCounts(cluster, api, from, to, func(k store.CountKey, n uint64) error {
+				batch = append(batch, counted{k, n})
+				if len(batch) == scanBatch {
+					batches <- batch
+					batch = newBatch()
+				}
+				return nil
+			})
+			if len(batch) > 0 {
+				batches <- batch
+			}
+		})
+		start = end.Add(time.Hour)
+	}
+	go func() {
+		wg.Wait()
+		close(batches)
+	}()
+	var addErr error
+	for batch := range batches {
+		for _, c := range batch {
+			if addErr == nil {
+				addErr = b.add(c.k, c.n)
+			}
+		}
+		select {
+		case free <- batch:
+		default:
+		}
+	}
+	return errors.Join(append(errs, addErr)...)
 }

@@ -76,6 +76,11 @@ type APIRequestCountStatus struct {
 	// DryRunCount is how many of RequestCount were server-side dry runs
 	// (dryRun=All): validation, not use. Every level has one.
 	DryRunCount int64 `json:"dryRunCount,omitempty"`
+	// Workloads describe, once per client listed in some byUser, what
+	// runs behind it and who impersonated it, rather than in every hour
+	// and node the client appears in. Clients with nothing known are left
+	// out. Sorted by cluster, username and user agent.
+	Workloads []ClientWorkload `json:"workloads,omitempty"`
 	// Window summarises a longer or shorter period than last24h; present
 	// only when ?since= is given.
 	Window *Window `json:"window,omitempty"`
@@ -178,11 +183,22 @@ type PerUserAPIRequestCount struct {
 	// to the API after its removal.
 	RemovedRequestCount int64 `json:"removedRequestCount,omitempty"`
 	DryRunCount         int64 `json:"dryRunCount,omitempty"`
-	// Workload is Sunset's addition: what runs behind this client.
+}
+
+// ClientWorkload is what is known about one client of an API: the entry
+// of status.workloads that byUser entries with the same cluster, username
+// and user agent refer to.
+type ClientWorkload struct {
+	// Cluster is the cluster of the apiservers that saw the client, as in
+	// byNode[].cluster.
+	Cluster   string `json:"cluster,omitempty"`
+	UserName  string `json:"username"`
+	UserAgent string `json:"userAgent"`
+	// Workload is what runs behind the client.
 	Workload *Workload `json:"workload,omitempty"`
-	// ImpersonatedBy is Sunset's addition: the real callers who made
-	// requests as this user through impersonation, most recent first, at
-	// most 10. The counts are the impersonated user's, as on OpenShift.
+	// ImpersonatedBy are the real callers who made requests as this user
+	// through impersonation, most recent first, at most 10. The counts are
+	// the impersonated user's, as on OpenShift.
 	ImpersonatedBy []Impersonator `json:"impersonatedBy,omitempty"`
 }
 

@@ -165,8 +165,11 @@ func requireGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {
+		// Indented, so that a change reads as a diff.
+		var pretty bytes.Buffer
+		require.NoError(t, json.Indent(&pretty, got, "", "  "))
 		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, got, 0o644))
+		require.NoError(t, os.WriteFile(path, append(bytes.TrimRight(pretty.Bytes(), "\n"), '\n'), 0o644))
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "run go test ./app -update to create %s", path)

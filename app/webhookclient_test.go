@@ -155,10 +155,11 @@ func TestRealAuditWebhookClient(t *testing.T) {
 	require.Equal(t, int64(200), fs.Status.Last24h[19].RequestCount)
 	require.Equal(t, []api.PerNodeAPIRequestLog{{NodeName: "node-a", Cluster: "default", RequestCount: 200,
 		ByUser: []api.PerUserAPIRequestCount{{UserName: "bob", UserAgent: "bob-script/2.0", RequestCount: 200,
-			ByVerb: []api.PerVerbAPIRequestCount{{Verb: "get", RequestCount: 200}}}}}}, withoutWorkloads(fs.Status.Last24h[19].ByNode))
-	// The source address, last seen at bob's 200th request.
-	require.Equal(t, &api.Workload{SourceIPs: []api.SourceIP{{IP: "10.1.2.3", LastSeen: at.Add(199 * time.Millisecond)}}},
-		fs.Status.Last24h[19].ByNode[0].ByUser[0].Workload)
+			ByVerb: []api.PerVerbAPIRequestCount{{Verb: "get", RequestCount: 200}}}}}}, fs.Status.Last24h[19].ByNode)
+	// The source address, last seen at bob's 200th request, once.
+	require.Equal(t, []api.ClientWorkload{{Cluster: "default", UserName: "bob", UserAgent: "bob-script/2.0",
+		Workload: &api.Workload{SourceIPs: []api.SourceIP{{IP: "10.1.2.3", LastSeen: at.Add(199 * time.Millisecond)}}}}},
+		fs.Status.Workloads)
 
 	code, _ := s.get("/apis/sunset.dev/v1/apirequestcounts/pods.v1")
 	require.Equal(t, 404, code)

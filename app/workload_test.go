@@ -46,10 +46,12 @@ func TestWorkloadAttribution(t *testing.T) {
 	require.Equal(t, 200, code)
 
 	obj := getAPI(t, s, "endpoints.v1")
+	require.Len(t, obj.Status.CurrentHour.ByNode[0].ByUser, 3)
 	byUser := map[string]*api.Workload{}
-	for _, u := range obj.Status.CurrentHour.ByNode[0].ByUser {
-		byUser[u.UserName] = u.Workload
+	for _, cw := range workloadsOf(t, obj) {
+		byUser[cw.UserName] = cw.Workload
 	}
+	require.Len(t, byUser, 3, "one workload per client")
 	dep := byUser["system:serviceaccount:apps:legacy-sync"]
 	require.NotNil(t, dep)
 	require.Equal(t, "apps", dep.Namespace)
@@ -73,13 +75,34 @@ func TestWorkloadAttribution(t *testing.T) {
 	require.Equal(t, 200, code)
 	s = s.restart()
 	obj = getAPI(t, s, "endpoints.v1")
-	for _, u := range obj.Status.CurrentHour.ByNode[0].ByUser {
-		if u.UserName == "system:serviceaccount:apps:legacy-sync" {
-			require.Equal(t, &api.Owner{Kind: "Deployment", Name: "legacy-sync"}, u.Workload.Owner)
-			require.Equal(t, api.WorkloadPod{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)}, u.Workload.Pods[0])
-			require.Len(t, u.Workload.Pods, 10)
+	dep = workloadsOf(t, obj)["system:serviceaccount:apps:legacy-sync"].Workload
+	require.Equal(t, &api.Owner{Kind: "Deployment", Name: "legacy-sync"}, dep.Owner)
+	require.Equal(t, api.WorkloadPod{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)}, dep.Pods[0])
+	require.Len(t, dep.Pods, 10)
+}
+
+// workloadsOf indexes status.workloads by username, checking that each
+// client is listed once and only if byUser lists it.
+func workloadsOf(t *testing.T, obj api.APIRequestCount) map[string]api.ClientWorkload {
+	t.Helper()
+	listed := map[[3]string]bool{}
+	for _, h := range obj.Status.Last24h {
+		for _, n := range h.ByNode {
+			for _, u := range n.ByUser {
+				listed[[3]string{n.Cluster, u.UserName, u.UserAgent}] = true
+			}
 		}
 	}
+	out := map[string]api.ClientWorkload{}
+	seen := map[[3]string]bool{}
+	for _, cw := range obj.Status.Workloads {
+		key := [3]string{cw.Cluster, cw.UserName, cw.UserAgent}
+		require.False(t, seen[key], "%v is listed twice", key)
+		require.True(t, listed[key], "%v is not in any byUser", key)
+		seen[key] = true
+		out[cw.UserName] = cw
+	}
+	return out
 }
 
 // A request made with impersonation (kubectl --as) counts under the user
@@ -117,17 +140,18 @@ func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
 	for user, n := range want {
 		require.Equal(t, n, got[user].RequestCount, user)
 	}
-	imp := got[legacy].ImpersonatedBy
+	workloads := workloadsOf(t, obj)
+	imp := workloads[legacy].ImpersonatedBy
 	require.Len(t, imp, store.MaxImpersonators, "the callers are capped")
 	require.Equal(t, api.Impersonator{UserName: callers[len(callers)-1], LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}, imp[0], "newest first")
 	require.Equal(t, callers[2], imp[len(imp)-1].UserName, "the two oldest callers were dropped")
 	require.Equal(t, []api.WorkloadPod{{Name: "legacy-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}},
-		got[legacy].Workload.Pods, "the impersonated user's pod-bound claims")
+		workloads[legacy].Workload.Pods, "the impersonated user's pod-bound claims")
 
 	require.True(t, got["system:kube-scheduler"].System, "system classification follows the impersonated user")
-	require.Equal(t, []api.Impersonator{{UserName: "alice", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}, got["system:kube-scheduler"].ImpersonatedBy)
+	require.Equal(t, []api.Impersonator{{UserName: "alice", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}, workloads["system:kube-scheduler"].ImpersonatedBy)
 	require.Equal(t, want["system:kube-scheduler"], obj.Status.SystemRequestCount)
-	require.Empty(t, got["alice"].ImpersonatedBy)
+	require.Empty(t, workloads["alice"].ImpersonatedBy)
 
 	// The ?user= filter follows the impersonated user too.
 	for user, apis := range map[string]int{legacy: 1, "admin-03": 0} {

@@ -165,6 +165,36 @@ func (k usageKey) values() []string {
 
 type apiKey struct{ cluster, group, version, resource, removed string }
 
+// rawSeries is what tells apart the usage series of one API, before the
+// values are bounded into labels.
+type rawSeries struct {
+	subresource, verb       string
+	dryRun, system, removed bool
+}
+
+// systemCache remembers IsSystem per username for one scrape: a scan
+// meets the same clients in every hour and node.
+type systemCache struct {
+	isSystem func(string) bool
+	known    map[string]bool
+	last     string
+	lastIs   bool
+	haveLast bool
+}
+
+func (c *systemCache) of(username string) bool {
+	if c.haveLast && username == c.last {
+		return c.lastIs
+	}
+	is, ok := c.known[username]
+	if !ok {
+		is = c.isSystem(username)
+		c.known[username] = is
+	}
+	c.last, c.lastIs, c.haveLast = username, is, true
+	return is
+}
+
 // usage is one series of the usage gauge while it is computed.
 type usage struct {
 	value float64
@@ -185,6 +215,7 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 	inUse := map[apiKey]bool{}
 	g := c.o.Labels
 	clusters := map[string]string{} // label value by cluster, asked once per refresh
+	system := systemCache{isSystem: c.o.IsSystem, known: map[string]bool{}}
 	for _, info := range c.o.Querier.APIs() {
 		if strings.HasPrefix(info.API, aggregate.FieldRulePrefix) {
 			continue // field rules are not APIs
@@ -193,15 +224,35 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 		known := g.Known(origGroup, origVersion, origResource)
 		group, version, resource := g.API(origGroup, origVersion, origResource)
 		removed := cardinality.Release(info.RemovedRelease)
+		cluster, ok := clusters[info.Cluster]
+		if !ok {
+			cluster = g.Cluster(usageName, info.Cluster)
+			clusters[info.Cluster] = cluster
+		}
+		// A scan meets each series of the API many times (every hour,
+		// node and client): it adds up by the few raw fields that vary
+		// first, and the labels are made once per series after it.
+		series := map[rawSeries]*float64{}
 		err := c.o.Querier.ScanCounts(info.Cluster, info.API, graceStart, cur, func(k store.CountKey, n uint64) error {
-			cluster, ok := clusters[k.Cluster]
-			if !ok {
-				cluster = g.Cluster(usageName, k.Cluster)
-				clusters[k.Cluster] = cluster
+			rk := rawSeries{subresource: k.Subresource, verb: k.Verb, dryRun: k.DryRun, system: system.of(k.Username), removed: k.Removed}
+			v := series[rk]
+			if v == nil {
+				v = new(float64)
+				series[rk] = v
 			}
-			key := usageKey{cluster: cluster, group: group, version: version, resource: resource, subresource: cardinality.Subresource(k.Subresource),
-				removed: removed, verb: cardinality.Verb(k.Verb), dryRun: boolString(k.DryRun), system: boolString(c.o.IsSystem(k.Username)), state: StateDeprecated}
-			if k.Removed {
+			if k.Hour.Before(windowStart) {
+				return nil // seen in the grace period: shown as 0
+			}
+			*v += float64(n)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for rk, v := range series {
+			key := usageKey{cluster: cluster, group: group, version: version, resource: resource, subresource: cardinality.Subresource(rk.subresource),
+				removed: removed, verb: cardinality.Verb(rk.verb), dryRun: boolString(rk.dryRun), system: boolString(rk.system), state: StateDeprecated}
+			if rk.removed {
 				key.state = StateRemoved
 			}
 			u := usages[key]
@@ -210,15 +261,10 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 				usages[key] = u
 			}
 			u.known = u.known || known
-			if k.Hour.Before(windowStart) {
-				return nil // seen in the grace period: shown as 0
+			u.value += *v
+			if *v > 0 {
+				inUse[apiKey{cluster, group, version, resource, removed}] = true
 			}
-			u.value += float64(n)
-			inUse[apiKey{cluster, group, version, resource, removed}] = true
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
 	}
 	usages = c.boundUsage(usages)

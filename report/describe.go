@@ -113,6 +113,15 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 	nodeTotals := map[[2]string]int64{}
 	users := map[[2]string]*userTotal{}
 	var unlisted int64 // requests of users that byUser left out
+	// Workloads are listed once per client; a client seen in several
+	// clusters shows the first cluster's.
+	workloads := map[[2]string]*api.Workload{}
+	for _, cw := range st.Workloads {
+		key := [2]string{cw.UserName, cw.UserAgent}
+		if workloads[key] == nil {
+			workloads[key] = cw.Workload
+		}
+	}
 	for _, h := range st.Last24h {
 		for _, n := range h.ByNode {
 			nodeTotal := n.RequestCount
@@ -137,7 +146,7 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 				ut.total += u.RequestCount
 				ut.removed += u.RemovedRequestCount
 				if ut.workload == nil {
-					ut.workload = u.Workload
+					ut.workload = workloads[key]
 				}
 				for _, v := range u.ByVerb {
 					ut.verbs[v.Verb] += v.RequestCount

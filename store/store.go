@@ -522,24 +522,25 @@ func (s *Store) APIs() []APIInfo {
 }
 
 // ScanCounts calls fn for every count of one API in one cluster whose hour is
-// in [from, to], in key order (hour first).
+// in [from, to], in key order (hour first). The strings of the keys fn gets
+// are shared between keys: equal values are one string.
 func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(CountKey, uint64) error) error {
-	return s.scanHours(apiPrefix(cluster, api), from, to, func(item *badger.Item) error {
-		k, err := decodeCountKey(item.Key())
+	in := newInterner()
+	var buf [8]byte
+	prefix := apiPrefix(cluster, api)
+	return s.scanHours(prefix, from, to, func(item *badger.Item) error {
+		k := CountKey{Cluster: cluster, API: api}
+		if err := in.decodeCountKeyAfter(item.Key()[len(prefix):], &k); err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(buf[:0])
 		if err != nil {
 			return err
 		}
-		var n uint64
-		if err := item.Value(func(v []byte) error {
-			if len(v) != 8 {
-				return errCorruptKey
-			}
-			n = binary.BigEndian.Uint64(v)
-			return nil
-		}); err != nil {
-			return err
+		if len(v) != 8 {
+			return errCorruptKey
 		}
-		return fn(k, n)
+		return fn(k, binary.BigEndian.Uint64(v))
 	})
 }
 
@@ -553,7 +554,9 @@ func (s *Store) scanHours(prefix []byte, from, to time.Time, fn func(*badger.Ite
 	start := appendHour(slices.Clone(prefix), from.Truncate(time.Hour))
 	end := appendHour(slices.Clone(prefix), to.Truncate(time.Hour).Add(time.Hour))
 	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+		// No value prefetch: it starts a goroutine per item, and every
+		// value here is a few bytes that live in the LSM tree beside its key.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Seek(start); it.Valid(); it.Next() {
 			item := it.Item()

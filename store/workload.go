@@ -156,7 +156,8 @@ func (s *Store) Workloads(cluster, api string) (map[ClientID]Workload, error) {
 	prefix := encodeWorkloadPrefix(cluster, api)
 	out := map[ClientID]Workload{}
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		// No value prefetch: it starts a goroutine per record.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			rest := it.Item().Key()[len(prefix):]
@@ -173,6 +174,31 @@ func (s *Store) Workloads(cluster, api string) (map[ClientID]Workload, error) {
 				return err
 			}
 			out[ClientID{user, ua}] = w
+		}
+		return nil
+	})
+	return out, err
+}
+
+// WorkloadsOf returns the workload records of the given clients of one
+// API; clients without one are left out. A query shows a few clients of
+// an API that may have thousands: it reads only theirs.
+func (s *Store) WorkloadsOf(cluster, api string, clients []ClientID) (map[ClientID]Workload, error) {
+	out := make(map[ClientID]Workload, len(clients))
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, c := range clients {
+			item, err := txn.Get(encodeWorkloadKey(CountKey{Cluster: cluster, API: api, Username: c.Username, UserAgent: c.UserAgent}))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: reading workload: %w", err)
+			}
+			var w Workload
+			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &w) }); err != nil {
+				return fmt.Errorf("store: reading workload: %w", err)
+			}
+			out[c] = w
 		}
 		return nil
 	})

@@ -11,6 +11,8 @@ package httpjson
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,13 +50,41 @@ const (
 	ReasonServiceUnavailable   = metav1.StatusReasonServiceUnavailable    // 503
 )
 
-// Write writes v as JSON with the given code.
+// Write writes v as indented JSON with the given code.
 func Write(w http.ResponseWriter, code int, v any) {
+	write(w, code, v, true)
+}
+
+// WriteFor writes v as JSON with the given code, indented only for a
+// reader: when the request says ?pretty=true, or, without ?pretty, comes
+// from curl or Wget, as kube-apiserver decides (which also counts
+// browsers: Sunset's own page reads the API with fetch). Programs get it
+// compact, as from kube-apiserver: the indentation of a day of nodes and
+// users is more than half the bytes.
+func WriteFor(w http.ResponseWriter, r *http.Request, code int, v any) {
+	write(w, code, v, Pretty(r))
+}
+
+// Pretty reports whether r asks for indented JSON (see WriteFor).
+func Pretty(r *http.Request) bool {
+	if r.URL != nil && strings.Contains(r.URL.RawQuery, "pretty") {
+		if p := r.URL.Query().Get("pretty"); p != "" {
+			b, _ := strconv.ParseBool(p)
+			return b
+		}
+	}
+	ua := r.UserAgent()
+	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget")
+}
+
+func write(w http.ResponseWriter, code int, v any, indent bool) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if indent {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
 }
 

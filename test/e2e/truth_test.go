@@ -188,6 +188,18 @@ type requestCount struct {
 		RemovedRequestCount int64     `json:"removedRequestCount"`
 		SystemRequestCount  int64     `json:"systemRequestCount"`
 		Last24h             []hourLog `json:"last24h"`
+		// Workloads lists each client of byUser once.
+		Workloads []struct {
+			Username string `json:"username"`
+			Workload *struct {
+				Namespace      string `json:"namespace"`
+				ServiceAccount string `json:"serviceAccount"`
+				Pods           []struct {
+					Name string `json:"name"`
+					Node string `json:"node"`
+				} `json:"pods"`
+			} `json:"workload"`
+		} `json:"workloads"`
 	} `json:"status"`
 }
 
@@ -208,14 +220,6 @@ type hourLog struct {
 				RequestCount int64  `json:"requestCount"`
 				DryRunCount  int64  `json:"dryRunCount"`
 			} `json:"byVerb"`
-			Workload *struct {
-				Namespace      string `json:"namespace"`
-				ServiceAccount string `json:"serviceAccount"`
-				Pods           []struct {
-					Name string `json:"name"`
-					Node string `json:"node"`
-				} `json:"pods"`
-			} `json:"workload"`
 		} `json:"byUser"`
 	} `json:"byNode"`
 }
@@ -249,11 +253,13 @@ func sunsetTally(t *testing.T, list requestCountList) tally {
 						c := got.byClient[key]
 						got.byClient[key] = counts{c.Requests + v.RequestCount, c.DryRuns + v.DryRunCount}
 					}
-					if u.Workload != nil {
-						for _, p := range u.Workload.Pods {
-							got.workloads[u.Username] = addSorted(got.workloads[u.Username], p.Name+"@"+p.Node)
-						}
-					}
+				}
+			}
+		}
+		for _, cw := range st.Workloads {
+			if cw.Workload != nil {
+				for _, p := range cw.Workload.Pods {
+					got.workloads[cw.Username] = addSorted(got.workloads[cw.Username], p.Name+"@"+p.Node)
 				}
 			}
 		}

@@ -519,6 +519,7 @@
     const users = new Map();
     const nodes = new Map();
     const verbs = new Map();
+    const known = workloadsByClient(status);
     for (const hour of status.last24h || []) {
       for (const node of hour.byNode || []) {
         const nk = `${node.cluster || ''}/${node.nodeName}`;
@@ -533,14 +534,19 @@
           const key = `${u.username}\n${u.userAgent}`;
           const e = users.get(key) || {
             username: u.username, userAgent: u.userAgent, system: Boolean(u.system), requests: 0, dryRuns: 0,
-            removed: 0, verbs: new Map(), workload: null, impersonatedBy: [],
+            removed: 0, verbs: new Map(), workload: null, impersonatedBy: [], seen: new Set(),
           };
           e.requests += u.requestCount;
           e.dryRuns += u.dryRunCount || 0;
           e.removed += u.removedRequestCount || 0;
-          e.workload = e.workload || u.workload || null;
-          for (const imp of u.impersonatedBy || []) {
-            if (!e.impersonatedBy.includes(imp.username)) e.impersonatedBy.push(imp.username);
+          const cw = known.get(`${node.cluster || ''}\n${key}`);
+          if (cw && !e.seen.has(cw)) {
+            // status.workloads lists each client once per cluster.
+            e.seen.add(cw);
+            e.workload = e.workload || cw.workload || null;
+            for (const imp of cw.impersonatedBy || []) {
+              if (!e.impersonatedBy.includes(imp.username)) e.impersonatedBy.push(imp.username);
+            }
           }
           for (const v of u.byVerb || []) {
             e.verbs.set(v.verb, (e.verbs.get(v.verb) || 0) + v.requestCount);
@@ -559,6 +565,14 @@
       .sort((a, b) => (a.cluster + a.node < b.cluster + b.node ? -1 : 1));
     const verbList = [...verbs.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
     return { users: userList, nodes: nodeList, verbs: verbList };
+  }
+
+  // workloadsByClient indexes status.workloads by cluster, username and
+  // user agent, the keys byUser entries share with it.
+  function workloadsByClient(status) {
+    const out = new Map();
+    for (const cw of status.workloads || []) out.set(`${cw.cluster || ''}\n${cw.username}\n${cw.userAgent}`, cw);
+    return out;
   }
 
   function workloadCell(w) {
@@ -661,12 +675,8 @@
     for (const it of list.items.slice().sort(byUrgency)) {
       const mine = (it.status.window.byUser || []).find((u) => u.username === st.user);
       system = system || Boolean(mine && mine.system);
-      for (const hour of it.status.last24h || []) {
-        for (const node of hour.byNode || []) {
-          for (const u of node.byUser || []) {
-            if (u.username === st.user && u.workload && !workload) workload = u.workload;
-          }
-        }
+      for (const cw of it.status.workloads || []) {
+        if (cw.username === st.user && cw.workload && !workload) workload = cw.workload;
       }
       rows.push(h('tr', { 'data-api': it.metadata.name },
         h('td', { class: 'name' }, nav(href({ api: it.metadata.name, user: '' }), it.metadata.name), removalBadges(it.status)),
