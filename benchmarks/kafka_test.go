@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,19 +93,14 @@ func kafkaBaselinePass(b *testing.B, cfg kafka.Config, topic string, total int) 
 		}
 		wg.Go(func() {
 			defer r.Close()
-			n := 0
 			for {
 				if _, err := r.FetchMessage(ctx); err != nil {
 					if ctx.Err() == nil {
 						errs <- err
 					}
-					progress.Add(int64(n))
 					return
 				}
-				if n++; n == 64 {
-					progress.Add(64)
-					n = 0
-				}
+				progress.Add(1)
 			}
 		})
 	}
@@ -146,6 +142,7 @@ func kafkaSunsetPass(b *testing.B, cfg kafka.Config, topic string, total, counte
 
 	s := &steadyRate{total: int64(total), warm: int64(float64(total) * kafkaWarmup)}
 	deadline := time.Now().Add(10 * time.Minute)
+	profile, profiling := os.Getenv("SUNSET_BENCH_KAFKA_CPUPROFILE"), false
 	for {
 		consumed, countedNow := kafkaProgress(b, reg)
 		// The end is when every message is consumed and every count is
@@ -153,7 +150,23 @@ func kafkaSunsetPass(b *testing.B, cfg kafka.Config, topic string, total, counte
 		if countedNow < float64(counted) {
 			consumed = min(consumed, float64(total-1))
 		}
-		if s.observe(int64(consumed), time.Now()) {
+		end := s.observe(int64(consumed), time.Now())
+		// SUNSET_BENCH_KAFKA_CPUPROFILE profiles the steady state only.
+		switch {
+		case end && profiling:
+			pprof.StopCPUProfile()
+		case profile != "" && !profiling && !s.t0.IsZero():
+			f, err := os.Create(profile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			profiling = true
+		}
+		if end {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,6 +1,8 @@
 package test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -55,7 +57,11 @@ func userCounts(t *testing.T, url string) map[string]int64 {
 
 // A stream of 20,000 messages (5% deprecated, some delivered twice) is
 // consumed while sunset is killed with SIGKILL at random points, at least
-// five times. The counts must come out exact.
+// five times. The counts must come out exact. A tenth of the other
+// requests are at stage RequestReceived and a third of all messages come
+// in a fluent-bit envelope, so that events set aside undecoded by the
+// pre-filter and events read out of envelopes both share batches, and
+// commits, with counted ones.
 func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the binary")
@@ -76,10 +82,19 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 			want[fmt.Sprintf("user-%d", user)]++
 		}
 		id := fmt.Sprintf("crash-%d", i)
-		msgs = append(msgs, kafkago.Message{Key: []byte(id), Value: kafkaEvent(id, user, deprecated, now)})
+		value := kafkaEvent(id, user, deprecated, now)
+		if !deprecated && i%10 == 9 {
+			value = bytes.Replace(value, []byte(`"stage":"ResponseComplete"`), []byte(`"stage":"RequestReceived"`), 1)
+		}
+		if i%3 == 1 {
+			enveloped, err := json.Marshal(map[string]string{"log": string(value) + "\n", "stream": "stdout"})
+			require.NoError(t, err)
+			value = enveloped
+		}
+		msgs = append(msgs, kafkago.Message{Key: []byte(id), Value: value})
 		if deprecated && i%100 == 0 {
 			// The shipper delivered this one twice, at a later offset.
-			msgs = append(msgs, kafkago.Message{Key: []byte(id + "-again"), Value: kafkaEvent(id, user, deprecated, now)})
+			msgs = append(msgs, kafkago.Message{Key: []byte(id + "-again"), Value: value})
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))

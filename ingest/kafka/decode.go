@@ -86,11 +86,18 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		return d.event(value, value, true)
 	}
 	var shape struct{ records, properties, kind, stage span }
-	envelope := make([]span, len(d.envelopeFields))
+	var spans [4]span
+	envelope := spans[:0]
+	if len(d.envelopeFields) > len(spans) {
+		envelope = make([]span, 0, len(d.envelopeFields))
+	}
+	envelope = envelope[:len(d.envelopeFields)]
 	for ; ok; key, esc, start, end, ok = top.next() {
-		name := keyName(key, esc)
+		if esc {
+			key = []byte(keyName(key, esc))
+		}
 		sp := span{start, end}
-		switch name {
+		switch string(key) {
 		case "records":
 			shape.records = sp
 		case "properties":
@@ -101,7 +108,7 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 			shape.stage = sp
 		}
 		for i, f := range d.envelopeFields {
-			if name == f {
+			if string(key) == f {
 				envelope[i] = sp
 			}
 		}
@@ -253,7 +260,10 @@ func stringAt(value []byte, path []string) string {
 	}
 	var found span
 	for key, esc, start, end, ok := top.next(); ok; key, esc, start, end, ok = top.next() {
-		if keyName(key, esc) == path[0] {
+		if esc {
+			key = []byte(keyName(key, esc))
+		}
+		if string(key) == path[0] {
 			found = span{start, end}
 		}
 	}

@@ -97,6 +97,10 @@ type Consumer struct {
 	decoder        *decoder
 	dialer         *kafkago.Dialer
 
+	// prepared, if set, is called each time a fetched batch is decoded
+	// and handed to its commit: a hook for tests.
+	prepared func(topic string, partition int, next int64)
+
 	mu        sync.Mutex
 	connected bool
 	lastErr   string
@@ -216,10 +220,12 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 		}
 		c.setState(true, nil)
 		assigned := 0
+		oc := newOffsetCommitter(gen, c.log)
+		gen.Start(oc.run)
 		for topic, parts := range gen.Assignments {
 			for _, pa := range parts {
 				assigned++
-				gen.Start(func(ctx context.Context) { c.consumePartition(ctx, gen, topic, pa) })
+				gen.Start(func(ctx context.Context) { c.consumePartition(ctx, oc, topic, pa) })
 			}
 		}
 		c.log.Info().Int32("generation", gen.ID).Int("partitions", assigned).Msg("joined consumer group")
@@ -248,7 +254,7 @@ func (c *Consumer) startOffset(topic string, pa kafkago.PartitionAssignment) (in
 	return pa.Offset, nil
 }
 
-func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation, topic string, pa kafkago.PartitionAssignment) {
+func (c *Consumer) consumePartition(ctx context.Context, oc *offsetCommitter, topic string, pa kafkago.PartitionAssignment) {
 	log := c.log.With().Str("topic", topic).Int("partition", pa.ID).Logger()
 	start, err := c.startOffset(topic, pa)
 	if err != nil {
@@ -262,8 +268,11 @@ func (c *Consumer) consumePartition(ctx context.Context, gen *kafkago.Generation
 		return
 	}
 	log.Debug().Int64("offset", start).Msg("consuming partition")
-	p := &partition{c: c, gen: gen, topic: topic, id: pa.ID, label: strconv.Itoa(pa.ID), cursor: c.cursorName(topic, pa.ID)}
+	p := &partition{c: c, offsets: oc, topic: topic, id: pa.ID, label: strconv.Itoa(pa.ID), cursor: c.cursorName(topic, pa.ID)}
 	runPartition(ctx, r, c.cfg, log, stages[batch]{prepare: p.prepare, merge: mergeBatches, commit: p.commit, depth: commitQueueDepth})
+	// The group learns where this member stopped before the partition
+	// can go to another one.
+	oc.flush()
 }
 
 // commitQueueDepth is how many decoded batches of a partition may wait for
@@ -274,7 +283,7 @@ const commitQueueDepth = 32
 // partition is one partition being consumed in a generation.
 type partition struct {
 	c                    *Consumer
-	gen                  *kafkago.Generation
+	offsets              *offsetCommitter
 	topic, label, cursor string
 	id                   int
 }
@@ -320,6 +329,9 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 	last := msgs[len(msgs)-1]
 	b.next = last.Offset + 1
 	b.lag = max(last.HighWaterMark-b.next, 0)
+	if c.prepared != nil {
+		c.prepared(p.topic, p.id, b.next)
+	}
 	return b
 }
 
@@ -377,14 +389,88 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	for _, ps := range b.poison {
 		c.recordPoison(ps)
 	}
-	if err := p.gen.CommitOffsets(map[string]map[int]int64{p.topic: {p.id: b.next}}); err != nil {
-		// Not fatal: Sunset's own position is committed; the group's
-		// catches up with the next batch.
-		c.log.Warn().Err(err).Str("topic", p.topic).Int("partition", p.id).Msg("committing the offset to the group")
-	}
+	p.offsets.note(p.topic, p.id, b.next)
 	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	c.metrics.lag.WithLabelValues(p.topic, p.label).Set(float64(b.lag))
 	return nil
+}
+
+// offsetCommitter tells the group the positions committed to badger, for
+// every partition of a generation in one request at a time: requests from
+// each partition at once would share the coordinator connection, on which
+// kafka-go spins waiting for its own response.
+type offsetCommitter struct {
+	gen *kafkago.Generation
+	log zerolog.Logger
+
+	mu      sync.Mutex
+	pending map[string]map[int]int64
+	kick    chan struct{}
+	// sending serialises the requests.
+	sending sync.Mutex
+}
+
+func newOffsetCommitter(gen *kafkago.Generation, log zerolog.Logger) *offsetCommitter {
+	return &offsetCommitter{gen: gen, log: log, pending: map[string]map[int]int64{}, kick: make(chan struct{}, 1)}
+}
+
+// note records that a partition is committed up to next, to be told to
+// the group soon.
+func (o *offsetCommitter) note(topic string, partition int, next int64) {
+	o.mu.Lock()
+	if o.pending[topic] == nil {
+		o.pending[topic] = map[int]int64{}
+	}
+	o.pending[topic][partition] = next
+	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run tells the group what is noted, as it is noted, until the generation
+// ends.
+func (o *offsetCommitter) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			o.flush()
+			return
+		case <-o.kick:
+			o.flush()
+		}
+	}
+}
+
+// flush tells the group what is noted, and returns once it has answered.
+func (o *offsetCommitter) flush() {
+	o.sending.Lock()
+	defer o.sending.Unlock()
+	o.mu.Lock()
+	offsets := o.pending
+	o.pending = map[string]map[int]int64{}
+	o.mu.Unlock()
+	if len(offsets) == 0 {
+		return
+	}
+	if err := o.gen.CommitOffsets(offsets); err != nil {
+		// Not fatal: Sunset's own positions are committed. The group's
+		// are tried again with the next ones.
+		o.log.Warn().Err(err).Msg("committing offsets to the group")
+		o.mu.Lock()
+		for topic, parts := range offsets {
+			for p, next := range parts {
+				if _, newer := o.pending[topic][p]; !newer {
+					if o.pending[topic] == nil {
+						o.pending[topic] = map[int]int64{}
+					}
+					o.pending[topic][p] = next
+				}
+			}
+		}
+		o.mu.Unlock()
+	}
 }
 
 // ingest hands a batch's groups to the ingester, in one call when it takes
