@@ -17,14 +17,12 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/access"
@@ -32,16 +30,15 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/cardinality"
-	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/exporter"
-	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/fleet"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/httpjson"
-	"github.com/kube-sunset/sunset/noise"
+	"github.com/kube-sunset/sunset/lifecycle"
+	"github.com/kube-sunset/sunset/ops"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/web"
 )
@@ -85,6 +82,7 @@ type App struct {
 	kafka     *kafka.Consumer
 	fleet     *fleet.Fleet
 	log       zerolog.Logger
+	parts     *Parts
 	store     *store.Store
 	agg       *aggregate.Aggregator
 	srv       *http.Server
@@ -98,7 +96,7 @@ type App struct {
 
 // New opens the store and binds the listener, so that Addr is known and a
 // port conflict or a locked data directory fails here, before Run.
-func New(cfg Config, opts Options) (*App, error) {
+func New(cfg Config, opts Options) (_ *App, err error) {
 	if err := errors.Join(cfg.Validate(), cfg.ValidateListen()); err != nil {
 		return nil, err
 	}
@@ -112,34 +110,18 @@ func New(cfg Config, opts Options) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: opts.Logger, starting: opts.Starting, draining: opts.Draining}
 
-	st, err := store.Open(store.Options{
-		Dir:        cfg.DataDir,
-		Retention:  cfg.Retention,
-		Logger:     opts.Logger.With().Str("component", "badger").Logger(),
-		Now:        opts.Now,
-		MaxClients: cfg.MaxClientsPerNodeHour,
-	})
+	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger.With().Str("component", "badger").Logger(), Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	a.store = st
-	cat, err := catalog.New(cfg.Catalog.Extra)
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	system := noise.New(cfg.SystemUsers)
-	rules, err := fieldrule.New(cfg.FieldRules)
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	classes, err := admission.NewClasses(cfg.Admission.ClassMap())
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	admissionLabels := admission.NewLabels(admission.LabelOptions{Classes: classes, Webhooks: cfg.Admission.Webhooks,
+	// Whatever fails below leaves the data directory unlocked.
+	defer func() {
+		if err != nil {
+			_ = parts.Close()
+		}
+	}()
+	a.parts, a.store = parts, parts.Store
+	admissionLabels := admission.NewLabels(admission.LabelOptions{Classes: parts.Classes, Webhooks: cfg.Admission.Webhooks,
 		MaxResources: cfg.Admission.Metrics.MaxResources, MaxWebhooks: cfg.Admission.Metrics.MaxWebhooks,
 		OnFirstFold: func(kind string) {
 			opts.Logger.Warn().Str("component", "admission").Str("kind", kind).
@@ -148,30 +130,43 @@ func New(cfg Config, opts Options) (*App, error) {
 	// One guard for every metric, so that they agree on which clusters
 	// keep their names.
 	labels := cardinality.New(cardinality.Options{MaxSeries: cfg.Metrics.MaxSeries, MaxClusters: cfg.Metrics.MaxClusters,
-		Clusters: cfg.ClusterNames(), Catalog: cat, Registerer: reg, Logger: opts.Logger})
-	a.agg = aggregate.New(aggregate.Options{
-		Labels:          labels,
-		Retention:       cfg.Retention,
-		Store:           st,
-		Logger:          opts.Logger,
-		Registerer:      reg,
-		UserAgent:       aggregate.UserAgentMode(cfg.UserAgent),
-		Now:             opts.Now,
-		Catalog:         cat,
-		ClusterVersions: cfg.ClusterVersions(),
-		IsSystem:        system.IsSystem,
-		FieldRules:      rules,
-		Admission:       aggregate.AdmissionOptions{Labels: admissionLabels, Resolver: admission.NewResolver(cfg.Admission.Webhooks)},
+		Clusters: cfg.ClusterNames(), Catalog: parts.Catalog, Registerer: reg, Logger: opts.Logger})
+	a.agg = parts.Aggregator(aggregate.Options{
+		Labels:     labels,
+		Logger:     opts.Logger,
+		Registerer: reg,
+		Admission:  aggregate.AdmissionOptions{Labels: admissionLabels, Resolver: admission.NewResolver(cfg.Admission.Webhooks)},
 	})
 	reg.MustRegister(exporter.New(exporter.Options{
-		Querier: st, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
-		IsSystem: system.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
+		Querier: a.store, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
+		IsSystem: parts.System.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
 		Labels: labels,
 	}))
-	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: st, Labels: admissionLabels,
+	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: a.store, Labels: admissionLabels,
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
-	registerStoreMetrics(reg, st)
+	registerStoreMetrics(reg, a.store)
 
+	if err := a.buildInputs(reg); err != nil {
+		return nil, err
+	}
+	if a.access, err = access.New(context.Background(), cfg.Access()); err != nil {
+		return nil, err
+	}
+	if a.srv, err = a.buildServer(reg, opts); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s (set --listen to a free address): %w", cfg.Listen, err)
+	}
+	a.listener = ln
+	return a, nil
+}
+
+// buildInputs builds what feeds the aggregator: the webhook, the followed
+// files, and the Kafka consumer or the fleet.
+func (a *App) buildInputs(reg *prometheus.Registry) error {
+	cfg, st := a.cfg, a.store
 	var prefilter *auditjson.Prefilter
 	if cfg.Decoder == DecoderPrefilter {
 		prefilter = auditjson.NewPrefilter(a.agg.Interest())
@@ -183,31 +178,29 @@ func New(cfg Config, opts Options) (*App, error) {
 		file.CursorIngester
 	} = a.agg
 	if cfg.Kafka.Fleet.Enabled() {
+		var err error
 		a.fleet, err = fleet.New(fleet.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
-			Aggregator: a.agg, Store: st, Logger: opts.Logger, Registerer: reg})
+			Aggregator: a.agg, Store: st, Logger: a.log, Registerer: reg})
 		if err != nil {
-			_ = st.Close()
-			return nil, err
+			return err
 		}
 		a.kafka = a.fleet.Consumer()
 		if fw := a.fleet.Forwarder(); fw != nil {
 			local = fw
 		}
 	}
-
 	for _, ff := range cfg.Ingest.Files {
 		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{
 			Path: ff.Path, Node: ff.Node, Cluster: cmp.Or(ff.Cluster, cfg.DefaultCluster),
-			Ingester: local, Cursors: st, Logger: opts.Logger,
+			Ingester: local, Cursors: st, Logger: a.log,
 		}))
 	}
-
 	if cfg.Kafka.Enabled() && a.fleet == nil {
+		var err error
 		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
-			Ingester: a.agg, Cursors: st, Logger: opts.Logger, Registerer: reg, Prefilter: prefilter})
+			Ingester: a.agg, Cursors: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
-			_ = st.Close()
-			return nil, err
+			return err
 		}
 	}
 
@@ -215,35 +208,30 @@ func New(cfg Config, opts Options) (*App, error) {
 	if cfg.WebhookTokenFile != "" {
 		raw, err := os.ReadFile(cfg.WebhookTokenFile)
 		if err != nil {
-			_ = st.Close()
-			return nil, fmt.Errorf("webhook-token-file: %w", err)
+			return fmt.Errorf("webhook-token-file: %w", err)
 		}
 		if token = strings.TrimSpace(string(raw)); token == "" {
-			_ = st.Close()
-			return nil, fmt.Errorf("webhook-token-file %s is empty", cfg.WebhookTokenFile)
+			return fmt.Errorf("webhook-token-file %s is empty", cfg.WebhookTokenFile)
 		}
 	}
-
 	var tokens webhook.Tokens
 	if cfg.WebhookTokenAuthFile != "" {
+		var err error
 		if tokens, err = webhook.LoadTokenFile(cfg.WebhookTokenAuthFile, cfg.DefaultCluster); err != nil {
-			_ = st.Close()
-			return nil, err
+			return err
 		}
 	}
 	if !cfg.WebhookAuthenticated() && !LoopbackListen(cfg.Listen) {
 		// Validate let this through only because it was asked for.
-		opts.Logger.Warn().Str("listen", cfg.Listen).
+		a.log.Warn().Str("listen", cfg.Listen).
 			Msg("the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts")
 	}
-
-	hooks := http.NewServeMux()
 	a.webhook = webhook.New(webhook.Options{
 		Token:             token,
 		Tokens:            tokens,
 		RequireClientCert: cfg.TLSClientCAFile != "",
 		Ingester:          local,
-		Logger:            opts.Logger,
+		Logger:            a.log,
 		Registerer:        reg,
 		DefaultCluster:    cfg.DefaultCluster,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
@@ -251,17 +239,20 @@ func New(cfg Config, opts Options) (*App, error) {
 		KeepRequestObject: a.agg.NeedsRequestObject,
 		Prefilter:         prefilter,
 	})
+	return nil
+}
+
+// buildServer routes the webhook, the read API, the ops endpoints and the
+// page, each behind its own credentials.
+func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server, error) {
+	cfg := a.cfg
+	hooks := http.NewServeMux()
 	a.webhook.Register(hooks)
 	mux := http.NewServeMux()
-	api.New(api.Options{Querier: st, Logger: opts.Logger, Now: opts.Now, Catalog: cat, IsSystem: system.IsSystem, Retention: cfg.Retention, Deleter: st, FieldRules: rules,
-		Webhooks: api.NewWebhookService(st, classes, opts.Now)}).Register(mux)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("Sunset is healthy.\n"))
-	})
-	mux.HandleFunc("/-/ready", a.serveReady)
-	mux.HandleFunc("/debug/kafka/poison", func(w http.ResponseWriter, _ *http.Request) {
+	api.New(api.Options{Querier: a.store, Logger: a.log, Now: opts.Now, Catalog: a.parts.Catalog, IsSystem: a.parts.System.IsSystem,
+		Retention: cfg.Retention, Deleter: a.store, FieldRules: a.parts.Rules, Webhooks: a.parts.WebhookService()}).Register(mux)
+	ops.Register(mux, ops.Options{Registry: reg, Ready: a.readiness})
+	mux.HandleFunc("GET /debug/kafka/poison", func(w http.ResponseWriter, _ *http.Request) {
 		samples := []kafka.PoisonSample{}
 		if a.kafka != nil {
 			samples = a.kafka.Poison()
@@ -270,11 +261,6 @@ func New(cfg Config, opts Options) (*App, error) {
 	})
 	// The webhook keeps its own credentials; everything else is read
 	// access, decided by package access.
-	a.access, err = access.New(context.Background(), cfg.Access())
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
 	top := http.NewServeMux()
 	var hookHandler http.Handler = hooks
 	top.Handle("/", a.access.Wrap(mux))
@@ -300,20 +286,20 @@ func New(cfg Config, opts Options) (*App, error) {
 		return 0
 	})
 
-	a.srv = &http.Server{
+	srv := &http.Server{
 		Handler:           top,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A full 64 MiB batch over a slow link still fits.
 		ReadTimeout:  2 * time.Minute,
 		WriteTimeout: 2 * time.Minute,
 		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     zerologStdLogger(opts.Logger.With().Str("component", "http").Logger()),
+		ErrorLog:     zerologStdLogger(a.log.With().Str("component", "http").Logger()),
 	}
 	if cfg.TLSCertFile != "" {
 		var hookCAs *x509.CertPool
 		if cfg.TLSClientCAFile != "" {
+			var err error
 			if hookCAs, err = loadCertPool(cfg.TLSClientCAFile); err != nil {
-				_ = st.Close()
 				return nil, fmt.Errorf("tls-client-ca-file: %w", err)
 			}
 			// A certificate from a reader's CA must not pass as an
@@ -322,20 +308,13 @@ func New(cfg Config, opts Options) (*App, error) {
 		}
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
-			_ = st.Close()
 			return nil, fmt.Errorf("tls-cert-file and tls-key-file: %w", err)
 		}
-		a.srv.TLSConfig = clientCertTLS(cert, hookCAs, a.access)
+		srv.TLSConfig = clientCertTLS(cert, hookCAs, a.access)
 	}
 	top.Handle("/audit/webhook", hookHandler)
 	top.Handle("/audit/webhook/", hookHandler)
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = st.Close()
-		return nil, fmt.Errorf("listening on %s (set --listen to a free address): %w", cfg.Listen, err)
-	}
-	a.listener = ln
-	return a, nil
+	return srv, nil
 }
 
 // Addr is the address the server listens on, useful with port 0.
@@ -343,16 +322,6 @@ func (a *App) Addr() net.Addr { return a.listener.Addr() }
 
 // TLS reports whether the server speaks HTTPS.
 func (a *App) TLS() bool { return a.cfg.TLSCertFile != "" }
-
-func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
-	if ok, why := a.readiness(); !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("Sunset is not ready: " + why + "\n"))
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte("Sunset is ready.\n"))
-}
 
 // readiness says whether Sunset accepts and commits events, and if not why.
 func (a *App) readiness() (bool, string) {
@@ -378,107 +347,88 @@ func (a *App) readiness() (bool, string) {
 	return true, ""
 }
 
-// Run serves until ctx is done, then shuts down in order: not ready, refuse
-// new batches with 503 while the ones in flight finish (they wait for their
-// commits), stop HTTP, stop the followers and the Kafka consumer, let the
-// aggregator commit what it accepted, close badger. /-/ready answers 503
-// from the start until every part runs, and again from the first step of
-// shutdown. It returns the first error that stopped it or that shutdown
-// met.
+// Run serves until ctx is done or a component fails, then stops every
+// component in the reverse order of start (see package lifecycle):
+//
+//  1. HTTP: not ready, new batches refused with 503 while the ones in
+//     flight finish (they wait for their commits), then the server stops;
+//  2. the followed files and the Kafka consumer (or fleet), so that their
+//     last batch commits;
+//  3. the aggregator, which commits what it accepted, and the store's
+//     maintenance;
+//  4. the cluster's client CA watch;
+//  5. badger is closed.
+//
+// /-/ready answers 503 from the start until every part runs, and again
+// from the first step of shutdown. Run returns the error of the component
+// that failed, joined with any that stopping met.
 func (a *App) Run(ctx context.Context) error {
-	accessCtx, stopAccess := context.WithCancel(context.Background())
-	defer stopAccess()
-	go a.access.Run(accessCtx)
-
-	serveErr := make(chan error, 1)
-	go func() {
-		var err error
-		if a.TLS() {
-			err = a.srv.ServeTLS(a.listener, "", "")
-		} else {
-			err = a.srv.Serve(a.listener)
+	var g lifecycle.Group
+	g.Add("store", func(ctx context.Context) error {
+		<-ctx.Done()
+		if err := a.parts.Close(); err != nil {
+			return fmt.Errorf("closing: %w", err)
 		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		serveErr <- err
-	}()
-
-	aggCtx, stopAgg := context.WithCancel(context.Background())
-	aggDone := make(chan struct{})
-	go func() {
-		defer close(aggDone)
-		a.agg.Run(aggCtx)
-	}()
-	maintainDone := make(chan struct{})
-	go func() {
-		defer close(maintainDone)
-		a.store.Maintain(aggCtx, maintenanceInterval)
-	}()
-
-	// Followers and the Kafka consumer stop before the aggregator, so their
-	// last batch commits.
-	followCtx, stopFollowers := context.WithCancel(context.Background())
-	followersDone := make(chan struct{})
-	followErr := make(chan error, len(a.followers))
-	go func() {
-		defer close(followersDone)
-		var wg sync.WaitGroup
-		for _, f := range a.followers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := f.Run(followCtx); err != nil && !errors.Is(err, context.Canceled) {
-					followErr <- err
-				}
-			}()
-		}
-		switch {
-		case a.fleet != nil:
-			// Runs the filter's consumer too.
-			wg.Go(func() {
-				if err := a.fleet.Run(followCtx); err != nil {
-					a.log.Warn().Err(err).Msg("closing the fleet's producer")
-				}
-			})
-		case a.kafka != nil:
-			wg.Go(func() { _ = a.kafka.Run(followCtx) })
-		}
-		wg.Wait()
-	}()
-
-	if a.starting != nil {
-		a.starting()
+		return nil
+	}, nil)
+	g.Add("access", func(ctx context.Context) error { a.access.Run(ctx); return nil }, nil)
+	g.Add("aggregator", func(ctx context.Context) error { a.agg.Run(ctx); return nil }, nil)
+	g.Add("maintenance", func(ctx context.Context) error { a.store.Maintain(ctx, maintenanceInterval); return nil }, nil)
+	for _, f := range a.followers {
+		g.Add("follow", f.Run, nil)
 	}
-	a.state.Store(int32(stateReady))
-	a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).
-		Bool("open_to_anyone", a.access.Open()).Msg("sunset is serving")
-	if a.access.Open() && !LoopbackListen(a.cfg.Listen) {
-		a.log.Warn().Str("listen", a.cfg.Listen).Msg("allow-unauthenticated is set: anyone who reaches this address can read usernames, workloads and source addresses, and reset counts")
+	switch {
+	case a.fleet != nil:
+		// Runs the filter's consumer too.
+		g.Add("fleet", a.fleet.Run, nil)
+	case a.kafka != nil:
+		g.Add("kafka", a.kafka.Run, nil)
 	}
+	g.Add("http", a.serve, a.drain)
 
-	var errs []error
-	select {
-	case <-ctx.Done():
-		a.log.Info().Msg("shutting down: draining in-flight batches")
-	case err := <-serveErr:
-		if err != nil {
-			errs = append(errs, fmt.Errorf("serving HTTP: %w", err))
+	err := g.Run(ctx, func() {
+		if a.starting != nil {
+			a.starting()
 		}
-	case err := <-followErr:
-		errs = append(errs, err)
+		a.state.Store(int32(stateReady))
+		a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).
+			Bool("open_to_anyone", a.access.Open()).Msg("sunset is serving")
+		if a.access.Open() && !LoopbackListen(a.cfg.Listen) {
+			a.log.Warn().Str("listen", a.cfg.Listen).Msg("allow-unauthenticated is set: anyone who reaches this address can read usernames, workloads and source addresses, and reset counts")
+		}
+	})
+	a.log.Info().Msg("sunset stopped")
+	return err
+}
+
+// serve serves HTTP until drain shuts the server down.
+func (a *App) serve(context.Context) error {
+	var err error
+	if a.TLS() {
+		err = a.srv.ServeTLS(a.listener, "", "")
+	} else {
+		err = a.srv.Serve(a.listener)
 	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// drain turns the server not ready, refuses new batches, waits for those
+// in flight up to the shutdown timeout and shuts the HTTP server down.
+func (a *App) drain() {
+	a.log.Info().Msg("shutting down: draining in-flight batches")
 	a.state.Store(int32(stateDraining))
 	a.webhook.Drain()
 	if a.draining != nil {
 		a.draining()
 	}
-	// A fresh context: ctx is already done and would cut the drain short.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
-	err := a.webhook.Wait(shutdownCtx)
+	err := a.webhook.Wait(ctx)
 	if err == nil {
-		err = a.srv.Shutdown(shutdownCtx)
+		err = a.srv.Shutdown(ctx)
 	}
 	if err != nil {
 		// Clients that keep connections open (an apiserver's HTTP/2
@@ -487,16 +437,6 @@ func (a *App) Run(ctx context.Context) error {
 		a.log.Warn().Err(err).Dur("shutdown_timeout", a.cfg.ShutdownTimeout).Msg("connections still open after the shutdown timeout; closing them")
 		_ = a.srv.Close()
 	}
-	stopFollowers()
-	<-followersDone
-	stopAgg()
-	<-aggDone
-	<-maintainDone
-	if err := a.store.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("closing store: %w", err))
-	}
-	a.log.Info().Msg("sunset stopped")
-	return errors.Join(errs...)
 }
 
 // maintenanceInterval is how often the store runs value-log GC, and looks

@@ -200,3 +200,20 @@ func WriteObject(w io.Writer, v any, f Format) error {
 	_, err = w.Write(b)
 	return err
 }
+
+// Kept is list with only the APIs that rows show, for the outputs that
+// print objects rather than rows.
+func Kept(list api.APIRequestCountList, rows []Row) api.APIRequestCountList {
+	kept := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		kept[r.Name] = true
+	}
+	filtered := list
+	filtered.Items = []api.APIRequestCount{}
+	for _, it := range list.Items {
+		if kept[it.Metadata.Name] {
+			filtered.Items = append(filtered.Items, it)
+		}
+	}
+	return filtered
+}

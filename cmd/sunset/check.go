@@ -7,11 +7,12 @@ import (
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/source"
 )
 
 func newCheckCommand(env cli) *cobra.Command {
 	var (
-		src              sourceFlags
+		src              source.Flags
 		lf               listFlags
 		target, output   string
 		warningsAsErrors bool
@@ -46,7 +47,7 @@ Exit codes:
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q is not one of text, json", output)
 			}
-			s, closeSource, err := src.open(env.now)
+			s, closeSource, err := src.Open(env.now)
 			if err != nil {
 				return err
 			}
@@ -59,7 +60,7 @@ Exit codes:
 			res := report.Check(list, report.CheckOptions{Target: rel, Since: lf.since, ExcludeSystem: lf.excludeSystem, WarningsAsErrors: warningsAsErrors})
 			if len(res.Findings) == 0 {
 				// Safe, but say so when the window misses what the store holds.
-				if msg, hinted := noRequests(s, q, list, report.Options{ExcludeSystem: lf.excludeSystem, Since: lf.since}); hinted {
+				if msg, hinted := source.NoRequests(s, q, list, report.Options{ExcludeSystem: lf.excludeSystem, Since: lf.since}); hinted {
 					fmt.Fprintln(cmd.ErrOrStderr(), msg)
 				}
 			}
@@ -77,7 +78,7 @@ Exit codes:
 			return nil
 		},
 	}
-	src.add(cmd.Flags())
+	src.AddFlags(cmd.Flags())
 	lf.add(cmd)
 	cmd.Flags().StringVar(&target, "target-version", "", "the Kubernetes release to upgrade to, e.g. 1.37")
 	cmd.Flags().BoolVar(&warningsAsErrors, "warnings-as-errors", false, "exit 2 when deprecated (not yet removed) APIs were requested")

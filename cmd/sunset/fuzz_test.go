@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kube-sunset/sunset/app"
 )
 
 // FuzzConfigFile loads arbitrary config files the way `sunset serve
@@ -39,8 +41,8 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := loadConfig(configFlags(), path)
-		again, err2 := loadConfig(configFlags(), path)
+		cfg, err := app.LoadConfig(app.Flags(), path)
+		again, err2 := app.LoadConfig(app.Flags(), path)
 		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
 			t.Fatalf("the same file loaded twice:\n%v\n%v", err, err2)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/source"
 )
 
 // listFlags are the filters report and check share.
@@ -43,7 +44,7 @@ func (f *listFlags) query() api.Query {
 
 func newReportCommand(env cli) *cobra.Command {
 	var (
-		src                       sourceFlags
+		src                       source.Flags
 		lf                        listFlags
 		output, removedIn, before string
 		noHeaders                 bool
@@ -58,7 +59,7 @@ func newReportCommand(env cli) *cobra.Command {
 cronjobs.v1beta1.batch or endpoints.v1) it shows that API's breakdown: per
 node, per user with workload and verbs, and the last 24 hours hour by hour.
 
-It reads a running server (--server, default ` + defaultServer + `) or a data
+It reads a running server (--server, default ` + source.DefaultServer + `) or a data
 directory directly (--data-dir, read-only).`,
 		Example: `  sunset report
   sunset report -o wide --removed-before 1.37
@@ -67,7 +68,7 @@ directory directly (--data-dir, read-only).`,
   sunset report --data-dir /var/lib/sunset -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			printer, err := objectPrinter(output, noHeaders)
+			printer, err := report.ObjectPrinter(output, noHeaders)
 			if err != nil {
 				return err
 			}
@@ -101,7 +102,7 @@ directory directly (--data-dir, read-only).`,
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
-			s, closeSource, err := src.open(env.now)
+			s, closeSource, err := src.Open(env.now)
 			if err != nil {
 				return err
 			}
@@ -117,7 +118,7 @@ directory directly (--data-dir, read-only).`,
 					return err
 				}
 				if printer != nil {
-					return printObject(out, printer, obj)
+					return report.PrintObject(out, printer, obj)
 				}
 				if format == report.FormatJSON || format == report.FormatYAML {
 					return report.WriteObject(out, obj, format)
@@ -131,24 +132,14 @@ directory directly (--data-dir, read-only).`,
 			rows := report.Rows(list, o)
 			switch {
 			case printer != nil || format == report.FormatJSON || format == report.FormatYAML:
-				kept := map[string]bool{}
-				for _, r := range rows {
-					kept[r.Name] = true
-				}
-				filtered := list
-				filtered.Items = []api.APIRequestCount{}
-				for _, it := range list.Items {
-					if kept[it.Metadata.Name] {
-						filtered.Items = append(filtered.Items, it)
-					}
-				}
+				filtered := report.Kept(list, rows)
 				if printer != nil {
-					return printObject(out, printer, filtered)
+					return report.PrintObject(out, printer, filtered)
 				}
 				return report.WriteObject(out, filtered, format)
 			}
 			if len(rows) == 0 {
-				msg, _ := noRequests(s, q, list, o)
+				msg, _ := source.NoRequests(s, q, list, o)
 				fmt.Fprintln(cmd.ErrOrStderr(), msg)
 				return nil
 			}
@@ -156,7 +147,7 @@ directory directly (--data-dir, read-only).`,
 			return report.WriteTable(out, rows, o, format == report.FormatWide)
 		},
 	}
-	src.add(cmd.Flags())
+	src.AddFlags(cmd.Flags())
 	lf.add(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:.path,...")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the header line of table, wide and custom-columns")
@@ -166,21 +157,4 @@ directory directly (--data-dir, read-only).`,
 	cmd.Flags().StringVar(&lf.user, "user", "", "only APIs this username called")
 	cmd.AddCommand(newReportWebhooksCommand(env))
 	return cmd
-}
-
-// noRequests explains an empty window with what the source holds within
-// its retention, read through the same API with the same filters.
-func noRequests(s source, q api.Query, window api.APIRequestCountList, o report.Options) (string, bool) {
-	var retained *api.APIRequestCountList
-	var retention time.Duration
-	// A server too old to describe itself gets no hint.
-	if info, err := s.Info(); err == nil {
-		if retention, err = time.ParseDuration(info.Retention); err == nil && retention > q.Since {
-			q.Since = retention
-			if list, err := s.List(q); err == nil {
-				retained = &list
-			}
-		}
-	}
-	return report.NoRequests(window, retained, retention, o)
 }

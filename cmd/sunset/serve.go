@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"os"
-	"strings"
 
 	"github.com/mattn/go-isatty"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/kube-sunset/sunset/app"
@@ -16,7 +14,7 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var configFile string
-	keys := configFlags()
+	keys := app.Flags()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Receive audit events and serve counts (the daemon)",
@@ -34,12 +32,12 @@ Every flag can also be set in the --config file (same key) or as an
 environment variable (SUNSET_ + key in upper case, dashes as underscores).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(keys, configFile)
+			cfg, err := app.LoadConfig(keys, configFile)
 			// Every problem at once, serving's own included.
 			if err := errors.Join(err, cfg.ValidateListen()); err != nil {
 				return err
 			}
-			logger := newLogger(cfg)
+			logger := app.NewLogger(cfg, os.Stderr, isatty.IsTerminal(os.Stderr.Fd()))
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			a, err := app.New(cfg, app.Options{Logger: logger, Registry: reg, Build: buildInfo()})
@@ -54,19 +52,4 @@ environment variable (SUNSET_ + key in upper case, dashes as underscores).`,
 	// that viper binds.
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file with the same keys as the flags")
 	return cmd
-}
-
-func newLogger(cfg app.Config) zerolog.Logger {
-	level, err := zerolog.ParseLevel(strings.ToLower(cfg.LogLevel))
-	if err != nil {
-		level = zerolog.InfoLevel
-	}
-	var l zerolog.Logger
-	console := cfg.LogFormat == "console" || (cfg.LogFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()))
-	if console {
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"})
-	} else {
-		l = zerolog.New(os.Stderr)
-	}
-	return l.Level(level).With().Timestamp().Logger()
 }

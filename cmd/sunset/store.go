@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kube-sunset/sunset/report"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -49,7 +49,7 @@ Exit codes:
 				fmt.Fprintln(env.stderr, "Error:", err)
 				return &exitError{code: exitVerifyFailed, err: err}
 			}
-			printVerify(env.stdout, r)
+			report.WriteVerify(env.stdout, r)
 			if !r.Healthy() {
 				fmt.Fprintf(env.stderr, "Error: %s is damaged; keep a copy of it and see \"Recovering a damaged store\" in the README\n", dataDir)
 				return &exitError{code: exitVerifyDamaged, err: errors.New("damaged")}
@@ -60,29 +60,4 @@ Exit codes:
 	cmd.Flags().StringVar(&dataDir, "data-dir", "./sunset-data", "the data directory to check")
 	cmd.Flags().BoolVar(&quick, "quick", false, "read only the tables' indexes and end blocks, as serve does at startup")
 	return cmd
-}
-
-func printVerify(w io.Writer, r store.Report) {
-	fmt.Fprintf(w, "data directory: %s\n", r.Dir)
-	if r.Empty {
-		fmt.Fprintln(w, "holds no store yet: serve creates one")
-		return
-	}
-	if r.ManifestRead {
-		levels := "levels"
-		if r.Levels == 1 {
-			levels = "level"
-		}
-		fmt.Fprintf(w, "tables: %d on %d %s, %.1f MiB\n", r.Tables, r.Levels, levels, float64(r.TableBytes)/(1<<20))
-	}
-	fmt.Fprintf(w, "logs: %d write-ahead, %d value\n", r.Logs, r.ValueLogs)
-	for _, l := range r.Leftovers {
-		fmt.Fprintf(w, "leftover: %s is not in the MANIFEST (a flush or compaction cut short); badger deletes it at the next start\n", l)
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "DAMAGED: %s\n", p)
-	}
-	if r.Healthy() {
-		fmt.Fprintln(w, "healthy")
-	}
 }

@@ -10,18 +10,12 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/source"
 )
-
-// webhookSource reads WebhookCounts: *client.Client and the data
-// directory source implement it.
-type webhookSource interface {
-	Webhooks(api.WebhookQuery) (api.WebhookCountList, error)
-	Webhook(string, api.WebhookQuery) (api.WebhookCount, error)
-}
 
 func newReportWebhooksCommand(env cli) *cobra.Command {
 	var (
-		src            sourceFlags
+		src            source.Flags
 		cluster, class string
 		output         string
 		since          time.Duration
@@ -61,12 +55,12 @@ validating webhook leaves a trace only when it fails open.`,
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
-			s, closeSource, err := src.open(env.now)
+			s, closeSource, err := src.Open(env.now)
 			if err != nil {
 				return err
 			}
 			defer closeSource()
-			ws, ok := s.(webhookSource)
+			ws, ok := s.(source.WebhookSource)
 			if !ok {
 				return errors.New("this source cannot read webhook counts")
 			}
@@ -97,7 +91,7 @@ validating webhook leaves a trace only when it fails open.`,
 			return report.WriteWebhookTables(out, list, format == report.FormatWide)
 		},
 	}
-	src.add(cmd.Flags())
+	src.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
 	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back to look, in whole hours (up to the retention)")
 	cmd.Flags().StringVar(&class, "class", "", "only resources of this class: critical, security or virtual")

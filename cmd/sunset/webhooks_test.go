@@ -100,7 +100,7 @@ admission:
   metrics:
     max-resources: 20
 `), 0o600))
-	cfg, err := loadConfig(configFlags(), path)
+	cfg, err := app.LoadConfig(app.Flags(), path)
 	require.NoError(t, err)
 	d := admission.DefaultClasses()
 	require.Equal(t, app.AdmissionConfig{
@@ -112,12 +112,12 @@ admission:
 	// The environment beats the file.
 	t.Setenv("SUNSET_ADMISSION_CLASSES_VIRTUAL", "bindings,*reviews,pods/binding")
 	t.Setenv("SUNSET_ADMISSION_METRICS_MAX_WEBHOOKS", "7")
-	cfg, err = loadConfig(configFlags(), path)
+	cfg, err = app.LoadConfig(app.Flags(), path)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bindings", "*reviews", "pods/binding"}, cfg.Admission.Classes.Virtual)
 	require.Equal(t, 7, cfg.Admission.Metrics.MaxWebhooks)
 
 	require.NoError(t, os.WriteFile(path, []byte("admission:\n  classes:\n    hot: [pods]\n"), 0o600))
-	_, err = loadConfig(configFlags(), path)
+	_, err = app.LoadConfig(app.Flags(), path)
 	require.ErrorContains(t, err, "unknown keys admission.classes.hot")
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -12,15 +12,14 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
-	"github.com/kube-sunset/sunset/app"
 )
 
 const envPrefix = "SUNSET"
 
-// configFlags declares one flag per config key, with the defaults of
-// app.DefaultConfig.
-func configFlags() *pflag.FlagSet {
-	d := app.DefaultConfig()
+// Flags declares one flag per config key, with the defaults of
+// DefaultConfig.
+func Flags() *pflag.FlagSet {
+	d := DefaultConfig()
 	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
 	fs.String("data-dir", d.DataDir, "badger data directory")
 	fs.String("listen", d.Listen, "HTTP(S) listen address for the webhook, the API and /metrics; beyond loopback, readers must authenticate and the webhook needs credentials (or --allow-unauthenticated, --webhook-allow-unauthenticated)")
@@ -59,25 +58,25 @@ func configFlags() *pflag.FlagSet {
 	return fs
 }
 
-// loadConfig merges, from lowest to highest precedence, defaults, the config
+// LoadConfig merges, from lowest to highest precedence, defaults, the config
 // file, SUNSET_* environment variables and flags that were set. Unknown keys
 // in the file or the environment are errors, and so are invalid values; all
 // problems are reported together.
-func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
+func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
 	v.AutomaticEnv()
 	if err := v.BindPFlags(flags); err != nil {
-		return app.Config{}, err
+		return Config{}, err
 	}
-	keys := configKeys(reflect.TypeFor[app.Config](), "")
+	keys := configKeys(reflect.TypeFor[Config](), "")
 	for _, k := range keys {
 		// Nested keys (kafka.sasl.password) come from the environment
 		// only when bound; map entries (clusters.*) cannot.
 		if !strings.Contains(k, "*") {
 			if err := v.BindEnv(k); err != nil {
-				return app.Config{}, err
+				return Config{}, err
 			}
 		}
 	}
@@ -86,11 +85,11 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 		// viper's not-found error is unreliable for an explicit file
 		// (spf13/viper#1783), so check it ourselves.
 		if _, err := os.Stat(configFile); err != nil {
-			return app.Config{}, fmt.Errorf("config file: %w", err)
+			return Config{}, fmt.Errorf("config file: %w", err)
 		}
 		v.SetConfigFile(configFile)
 		if err := v.ReadInConfig(); err != nil {
-			return app.Config{}, fmt.Errorf("reading config file %s: %w", configFile, err)
+			return Config{}, fmt.Errorf("reading config file %s: %w", configFile, err)
 		}
 		var unknown []string
 		for _, key := range fileKeys(v) {
@@ -106,11 +105,11 @@ func loadConfig(flags *pflag.FlagSet, configFile string) (app.Config, error) {
 	errs = append(errs, unknownEnv(os.Environ(), keys)...)
 	if len(errs) > 0 {
 		// Values are checked once the keys are right.
-		return app.Config{}, errors.Join(errs...)
+		return Config{}, errors.Join(errs...)
 	}
 	// Decode over the defaults: nested keys (metrics.window) have no flag
 	// to carry theirs.
-	cfg := app.DefaultConfig()
+	cfg := DefaultConfig()
 	if err := v.UnmarshalExact(&cfg); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}

@@ -1,0 +1,112 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/fieldrule"
+	"github.com/kube-sunset/sunset/noise"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Parts are what every command that counts or reads counts is built from,
+// so that serve, report --data-dir and replay judge events alike: the
+// lifecycle catalog, the field rules, the system users, the admission
+// classes and the store.
+type Parts struct {
+	Config  Config
+	Catalog *catalog.Catalog
+	Rules   *fieldrule.Set
+	System  *noise.Classifier
+	Classes *admission.Classes
+	// Store is nil when PartsOptions.NoStore was set.
+	Store *store.Store
+	now   func() time.Time
+}
+
+// PartsOptions say how the store is opened.
+type PartsOptions struct {
+	// DataDir, if set, replaces Config.DataDir.
+	DataDir string
+	// NoStore builds everything but the store: a client-side dry run.
+	NoStore bool
+	// ReadOnly opens the store without its write lock, for reports.
+	ReadOnly bool
+	// Hint is added to the error when the store cannot be opened, to say
+	// what to do instead (a running server holds the directory).
+	Hint   string
+	Logger zerolog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// OpenParts builds the parts from cfg. The configuration is checked before
+// the store is opened, so a bad one leaves nothing to close.
+func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	p := &Parts{Config: cfg, System: noise.New(cfg.SystemUsers), now: o.Now}
+	var err error
+	if p.Catalog, err = catalog.New(cfg.Catalog.Extra); err != nil {
+		return nil, err
+	}
+	if p.Rules, err = fieldrule.New(cfg.FieldRules); err != nil {
+		return nil, err
+	}
+	if p.Classes, err = admission.NewClasses(cfg.Admission.ClassMap()); err != nil {
+		return nil, err
+	}
+	if o.NoStore {
+		return p, nil
+	}
+	dir := cfg.DataDir
+	if o.DataDir != "" {
+		dir = o.DataDir
+	}
+	p.Store, err = store.Open(store.Options{Dir: dir, ReadOnly: o.ReadOnly, Retention: cfg.Retention,
+		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour})
+	if err != nil {
+		if o.Hint != "" {
+			return nil, fmt.Errorf("%w\n%s", err, o.Hint)
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close closes the store, if any.
+func (p *Parts) Close() error {
+	if p.Store == nil {
+		return nil
+	}
+	return p.Store.Close()
+}
+
+// Aggregator is an aggregator over the parts. o gives what only a server
+// has (metrics, labels, the admission counter's labels); the rest comes
+// from the parts and their configuration.
+func (p *Parts) Aggregator(o aggregate.Options) *aggregate.Aggregator {
+	o.Store, o.Catalog, o.FieldRules, o.IsSystem = p.Store, p.Catalog, p.Rules, p.System.IsSystem
+	o.UserAgent = aggregate.UserAgentMode(p.Config.UserAgent)
+	o.ClusterVersions = p.Config.ClusterVersions()
+	o.Retention = p.Config.Retention
+	o.Now = p.now
+	return aggregate.New(o)
+}
+
+// Service reads APIRequestCounts from the store.
+func (p *Parts) Service() *api.Service {
+	return api.NewService(p.Store, p.Catalog, p.Rules, p.System.IsSystem, p.now)
+}
+
+// WebhookService reads WebhookCounts from the store.
+func (p *Parts) WebhookService() *api.WebhookService {
+	return api.NewWebhookService(p.Store, p.Classes, p.now)
+}

@@ -1,0 +1,63 @@
+package ops
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEndpointsAnswerGetAndHeadOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "ops_test_total", Help: "A counter."}))
+	ready, why := false, "starting"
+	mux := http.NewServeMux()
+	Register(mux, Options{Registry: reg, Ready: func() (bool, string) { return ready, why }})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	do := func(method, path string) (int, string, http.Header) {
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	for _, path := range []string{"/-/healthy", "/livez"} {
+		code, body, _ := do(http.MethodGet, path)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Equal(t, "Sunset is healthy.\n", body, path)
+	}
+	for _, path := range []string{"/-/ready", "/readyz"} {
+		code, body, _ := do(http.MethodGet, path)
+		require.Equal(t, http.StatusServiceUnavailable, code, path)
+		require.Equal(t, "Sunset is not ready: starting\n", body, path)
+	}
+	ready = true
+	for _, path := range []string{"/-/ready", "/readyz"} {
+		code, body, _ := do(http.MethodGet, path)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Equal(t, "Sunset is ready.\n", body, path)
+		code, body, _ = do(http.MethodHead, path)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Empty(t, body, path)
+	}
+	code, body, _ := do(http.MethodGet, "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, strings.Split(body, "\n"), "ops_test_total 0")
+
+	for _, path := range []string{"/-/healthy", "/livez", "/-/ready", "/readyz", "/metrics"} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			code, _, h := do(method, path)
+			require.Equal(t, http.StatusMethodNotAllowed, code, "%s %s", method, path)
+			require.Equal(t, "GET, HEAD", h.Get("Allow"), "%s %s", method, path)
+		}
+	}
+}
