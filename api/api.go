@@ -434,14 +434,14 @@ func readDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxDeleteOptionsBytes+1))
 	switch {
 	case err != nil:
-		return opts, fmt.Errorf("reading the DeleteOptions body: %v", err)
+		return opts, fmt.Errorf("reading the DeleteOptions body: %w", err)
 	case len(body) > maxDeleteOptionsBytes:
 		return opts, fmt.Errorf("the DeleteOptions body is over %d bytes", maxDeleteOptionsBytes)
 	case len(strings.TrimSpace(string(body))) == 0:
 		return opts, nil
 	}
 	if err := json.Unmarshal(body, &opts); err != nil {
-		return opts, fmt.Errorf("the body is not a DeleteOptions object: %v", err)
+		return opts, fmt.Errorf("the body is not a DeleteOptions object: %w", err)
 	}
 	return opts, nil
 }

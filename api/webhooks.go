@@ -197,7 +197,7 @@ func (s *WebhookService) Webhook(name string, q WebhookQuery) (WebhookCount, err
 		return WebhookCount{}, err
 	}
 	w := rd.webhooks[name]
-	if w == nil || !(w.day.seen || w.window.seen) {
+	if w == nil || (!w.day.seen && !w.window.seen) {
 		return WebhookCount{}, ErrNotFound
 	}
 	return s.render(rd, w, q), nil

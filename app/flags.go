@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-
 )
 
 const envPrefix = "SUNSET"

@@ -194,9 +194,13 @@ func decodeBody[T any, P interface {
 			if errors.Is(err, errNeedRaw) {
 				return decodeItems(body)
 			}
-			if err != nil {
-				bad = append(bad, ItemError{Index: i, Err: err.(*Error)})
+			var itemErr *Error
+			if errors.As(err, &itemErr) {
+				bad = append(bad, ItemError{Index: i, Err: itemErr})
 				continue
+			}
+			if err != nil {
+				return nil, nil, err
 			}
 			events = append(events, ev)
 		}

@@ -58,7 +58,7 @@ func ParseTokens(r io.Reader, defaultCluster string) (Tokens, error) {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
 				// Not err itself: its text can quote the line.
-				return nil, fmt.Errorf("line %d: not valid CSV (%v)", pe.Line, pe.Err)
+				return nil, fmt.Errorf("line %d: not valid CSV (%v)", pe.Line, pe.Err) //nolint:errorlint // Not wrapped: its text can quote the line.
 			}
 			return nil, err
 		}
