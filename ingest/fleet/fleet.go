@@ -134,8 +134,9 @@ func (f *Fleet) Ready() (bool, string) {
 // was not yet produced for the next start.
 func (f *Fleet) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
+	var consumerErr error
 	if f.consumer != nil {
-		wg.Go(func() { _ = f.consumer.Run(ctx) })
+		wg.Go(func() { consumerErr = f.consumer.Run(ctx) })
 	}
 	if f.counter != nil {
 		wg.Go(func() { f.counter.run(ctx) })
@@ -144,5 +145,5 @@ func (f *Fleet) Run(ctx context.Context) error {
 		wg.Go(func() { f.forwarder.drain(ctx) })
 	}
 	wg.Wait()
-	return f.pub.close()
+	return errors.Join(consumerErr, f.pub.close())
 }
