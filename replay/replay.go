@@ -228,15 +228,22 @@ type serverSink struct {
 }
 
 func (s *serverSink) Send(_ context.Context, _ []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
-	body, err := s.c.PostEvents(s.path, eventList(raw), false)
-	if err != nil {
-		return aggregate.Summary{}, err
-	}
 	var resp webhook.Response
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return aggregate.Summary{}, fmt.Errorf("reading the webhook's answer: %w", err)
+	err := post(s.c, s.path, raw, false, &resp)
+	return resp.Summary, err
+}
+
+// post sends raw event lines to a server's webhook, as a dry run or not,
+// and reads its answer into resp.
+func post(c *client.Client, path string, raw [][]byte, dryRun bool, resp any) error {
+	body, err := c.PostEvents(path, eventList(raw), dryRun)
+	if err != nil {
+		return err
 	}
-	return resp.Summary, nil
+	if err := json.Unmarshal(body, resp); err != nil {
+		return fmt.Errorf("reading the webhook's answer: %w", err)
+	}
+	return nil
 }
 
 // planSink is a dry run, local or on the server. It remembers what would be
@@ -252,13 +259,9 @@ type planSink struct {
 func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
 	var planned []webhook.PlannedEvent
 	if s.server != nil {
-		body, err := s.server.PostEvents(s.path, eventList(raw), true)
-		if err != nil {
-			return aggregate.Summary{}, err
-		}
 		var resp webhook.DryRunResponse
-		if err := json.Unmarshal(body, &resp); err != nil {
-			return aggregate.Summary{}, fmt.Errorf("reading the webhook's dry-run answer: %w", err)
+		if err := post(s.server, s.path, raw, true, &resp); err != nil {
+			return aggregate.Summary{}, err
 		}
 		planned = resp.Events
 	} else {
