@@ -110,8 +110,21 @@ lint: $(GOLANGCI_LINT) ## Vet, check formatting, and run golangci-lint (.golangc
 format: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
-update-golden: ## Rewrite golden files after an intended change; review the diff.
-	$(GO) test ./app/ -run 'TestReplay' -update
+# The files tests compare with or generate, rewritten from what the tests
+# produce (the one -update flag, internal/golden); review the diff:
+#   app/testdata/*.golden.json  the JSON API (TestReplayCapturedBodies,
+#     TestDuplicateDeliveryCountsOnceAcrossRestart, TestWebhookCountsThroughTheServer);
+#   cmd/sunset/testdata/*  report, check and replay output (TestReportFormatsGolden,
+#     TestCheckExitCodes, TestReportWebhooksGolden, TestReplayThirdPartySamplesAndHugeLines,
+#     TestReplayThroughServerAndDryRuns);
+#   deploy/kubernetes/base/prometheusrule.yaml  from deploy/prometheus/sunset-rules.yaml
+#     (test: TestPrometheusRuleMatchesRulesFile);
+#   docs/page-*.png  the README's screenshots of the page (web: TestPageInBrowser;
+#     needs chromium, skipped without it).
+# Only these packages define -update, so they are named, not ./... .
+update-golden: ## Rewrite the golden files, the generated PrometheusRule and the README's screenshots after an intended change; review the diff.
+	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./test/ ./web/ -update -run \
+		'^(TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestPageInBrowser)$$'
 
 clean:
 	rm -rf bin

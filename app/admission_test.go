@@ -14,6 +14,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/golden"
 )
 
 // craftedBatch is admission/testdata/crafted-events.jsonl as the webhook
@@ -62,7 +63,7 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 	code, body := s.get("/apis/sunset.dev/v1/webhookcounts")
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.NoError(t, json.Unmarshal(body, &list))
-	requireGolden(t, "webhookcounts.golden.json", body)
+	golden.AssertJSON(t, "testdata/webhookcounts.golden.json", body)
 
 	var names []string
 	for _, it := range list.Items {

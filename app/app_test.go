@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/golden"
 )
 
 // The 8 captured bodies hold 66 deprecated requests (ResponseComplete with
@@ -22,7 +23,7 @@ func TestReplayCapturedBodies(t *testing.T) {
 
 	code, body := s.get("/apis/sunset.dev/v1/apirequestcounts")
 	require.Equal(t, http.StatusOK, code)
-	requireGolden(t, "captured-list.golden.json", body)
+	golden.AssertJSON(t, "testdata/captured-list.golden.json", body)
 
 	var list api.APIRequestCountList
 	require.NoError(t, json.Unmarshal(body, &list))
@@ -39,7 +40,7 @@ func TestReplayCapturedBodies(t *testing.T) {
 
 	code, body = s.get("/apis/sunset.dev/v1/apirequestcounts/widgets.v1beta1.e2e.example.com?users=2")
 	require.Equal(t, http.StatusOK, code)
-	requireGolden(t, "captured-widgets-users2.golden.json", body)
+	golden.AssertJSON(t, "testdata/captured-widgets-users2.golden.json", body)
 }
 
 func TestDuplicateDeliveryCountsOnceAcrossRestart(t *testing.T) {
@@ -53,7 +54,7 @@ func TestDuplicateDeliveryCountsOnceAcrossRestart(t *testing.T) {
 	require.Equal(t, 0, s.postCaptured("/audit/webhook/master-0"))
 	_, after := s.get("/apis/sunset.dev/v1/apirequestcounts")
 	require.JSONEq(t, string(before), string(after))
-	requireGolden(t, "captured-list.golden.json", after)
+	golden.AssertJSON(t, "testdata/captured-list.golden.json", after)
 }
 
 func TestRestartServesIdenticalJSON(t *testing.T) {

@@ -2,9 +2,7 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -21,9 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // testNow is the fixed clock of these tests: 23 minutes after the last
 // captured event (testdata/README.md).
@@ -31,7 +28,8 @@ var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
 
 const capturedDir = "../testdata/apiserver-v1.36/webhook-metadata-batch"
 
-// server is a running Sunset on a random loopback port.
+// server is a running Sunset on a random loopback port
+// (internal/testserver), with helpers for its HTTP API.
 type server struct {
 	t    *testing.T
 	app  *app.App
@@ -43,12 +41,10 @@ type server struct {
 	client *http.Client
 }
 
+// testConfig is testserver.Config with JSON logs.
 func testConfig(t *testing.T) app.Config {
-	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
+	cfg := testserver.Config(t)
 	cfg.LogFormat = "json"
-	cfg.ShutdownTimeout = 5 * time.Second
 	return cfg
 }
 
@@ -67,35 +63,15 @@ func startLogging(t *testing.T, cfg app.Config, logger zerolog.Logger) *server {
 // startWith is start with options changed by opt.
 func startWith(t *testing.T, cfg app.Config, opt func(*app.Options)) *server {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	opts := app.Options{
-		Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-		Registry: reg,
+		Logger:   testserver.Logger(t),
+		Registry: prometheus.NewRegistry(),
 		Now:      func() time.Time { return testNow },
 		Build:    app.BuildInfo{Version: "test", Revision: "abc"},
 	}
 	opt(&opts)
-	a, err := app.New(cfg, opts)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	scheme := "http"
-	if a.TLS() {
-		scheme = "https"
-	}
-	s := &server{t: t, app: a, url: scheme + "://" + a.Addr().String(), reg: reg, cfg: cfg, client: http.DefaultClient}
-	stopped := false
-	s.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		require.NoError(t, <-done)
-	}
-	t.Cleanup(s.stop)
-	return s
+	ts := testserver.Start(t, cfg, opts)
+	return &server{t: t, app: ts.App, url: ts.URL, reg: ts.Registry, stop: ts.Stop, cfg: ts.Config, client: http.DefaultClient}
 }
 
 // restart stops s and starts a new server on the same data directory.
@@ -158,22 +134,6 @@ func capturedBodies(t *testing.T) [][]byte {
 		require.NoError(t, err)
 	}
 	return out
-}
-
-// requireGolden compares got with testdata/name, or rewrites it with -update.
-func requireGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		// Indented, so that a change reads as a diff.
-		var pretty bytes.Buffer
-		require.NoError(t, json.Indent(&pretty, got, "", "  "))
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, append(bytes.TrimRight(pretty.Bytes(), "\n"), '\n'), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./app -update to create %s", path)
-	require.JSONEq(t, string(want), string(got))
 }
 
 func runtimeVersion() string { return runtime.Version() }

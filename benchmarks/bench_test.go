@@ -4,7 +4,6 @@ package benchmarks
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/testserver"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -93,16 +93,8 @@ func BenchmarkCommit(b *testing.B) {
 // and returns its URL and a function that stops it.
 func startSunset(b *testing.B, configure func(*app.Config)) (string, func()) {
 	b.Helper()
-	cfg := app.DefaultConfig()
-	cfg.DataDir = b.TempDir()
-	cfg.Listen = "127.0.0.1:0"
+	cfg := testserver.Config(b)
 	configure(&cfg)
-	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	return "http://" + a.Addr().String(), func() { cancel(); <-done }
+	s := testserver.Start(b, cfg, app.Options{})
+	return s.URL, s.Stop
 }

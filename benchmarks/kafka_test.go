@@ -23,6 +23,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/auditgen"
 	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
 // Shape of the Kafka benchmark's topic. SUNSET_BENCH_KAFKA_MESSAGES
@@ -123,22 +124,14 @@ func kafkaBaselinePass(b *testing.B, cfg kafka.Config, topic string, total int) 
 // and group until it has consumed and committed all of topic, checks that
 // the counts are exact, and returns the steady-state window.
 func kafkaSunsetPass(b *testing.B, cfg kafka.Config, topic string, total, counted int) *steadyRate {
-	c := app.DefaultConfig()
-	c.DataDir = b.TempDir()
-	c.Listen = "127.0.0.1:0"
+	c := testserver.Config(b)
 	c.Kafka = cfg
 	c.Kafka.GroupID = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	// Only Sunset's own metrics: gathering them is how progress is seen.
 	reg := prometheus.NewRegistry()
-	a, err := app.New(c, app.Options{Logger: zerolog.Nop(), Registry: reg})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + a.Addr().String()
+	sunset := testserver.Start(b, c, app.Options{Registry: reg})
+	defer sunset.Stop()
+	url := sunset.URL
 
 	s := &steadyRate{total: int64(total), warm: int64(float64(total) * kafkaWarmup)}
 	deadline := time.Now().Add(10 * time.Minute)

@@ -233,9 +233,6 @@ func BenchmarkWebhookLoad(b *testing.B) {
 					}
 				})
 				defer stop()
-				if tlsOn {
-					url = "https" + url[len("http"):]
-				}
 				batches := newLoadBatches(now)
 				c := client()
 				res := drive(b, c, url+"/audit/webhook/n1", batches, pace)

@@ -1,9 +1,7 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,18 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/internal/golden"
 	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
-
-var update = flag.Bool("update", false, "rewrite generated deploy files")
 
 const (
 	rulesFile          = "../deploy/prometheus/sunset-rules.yaml"
@@ -81,7 +77,7 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 	require.NoError(t, err)
 	var rules map[string]any
 	require.NoError(t, yaml.Unmarshal(raw, &rules))
-	if *update {
+	if golden.Update() {
 		manifest := map[string]any{
 			"apiVersion": "monitoring.coreos.com/v1",
 			"kind":       "PrometheusRule",
@@ -168,19 +164,10 @@ func ruleAndDashboardExprs(t *testing.T) []string {
 func TestEveryQueriedMetricExists(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "audit-metrics", 1)
-	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
+	cfg := testserver.Config(t)
 	cfg.Clusters = map[string]app.ClusterConfig{"default": {Version: "1.36"}}
 	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
-	reg := prometheus.NewRegistry()
-	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: reg})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + a.Addr().String()
+	url := testserver.Start(t, cfg, app.Options{}).URL
 
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[

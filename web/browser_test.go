@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -21,9 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/golden"
 )
-
-var update = flag.Bool("update", false, "copy the screenshots to ../docs for the README")
 
 // front is what stands between a browser and Sunset in a cluster: a proxy
 // that serves it under a path prefix (as `kubectl proxy` does), that may
@@ -106,7 +104,8 @@ func saveScreenshot(t *testing.T, dir, name string, png []byte) {
 	require.Equal(t, "\x89PNG\r\n\x1a\n", string(png[:8]), name)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 	t.Logf("screenshot %s", filepath.Join(dir, name))
-	if *update {
+	if golden.Update() {
+		// The README shows them.
 		require.NoError(t, os.WriteFile(filepath.Join("..", "docs", name), png, 0o644))
 	}
 }

@@ -3,7 +3,6 @@ package web_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
 // testNow is the fixed clock of the server: 23 minutes after the last
@@ -46,21 +44,8 @@ type server struct {
 //     (made here: the captures have no pod-bound tokens).
 func startFilled(t *testing.T) *server {
 	t.Helper()
-	cfg := app.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ShutdownTimeout = 5 * time.Second
-	a, err := app.New(cfg, app.Options{Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-		Registry: prometheus.NewRegistry(), Now: func() time.Time { return testNow }})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	s := &server{t: t, url: "http://" + a.Addr().String()}
+	ts := testserver.Start(t, testserver.Config(t), app.Options{Logger: testserver.Logger(t), Now: func() time.Time { return testNow }})
+	s := &server{t: t, url: ts.URL}
 
 	bodies, err := filepath.Glob(filepath.Join(captured, "webhook-metadata-batch", "*.body"))
 	require.NoError(t, err)

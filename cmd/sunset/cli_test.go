@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // testNow is 23 minutes after the last captured event.
 var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
@@ -59,25 +56,10 @@ func fixture(t *testing.T) (url, dataDir string, stop func()) {
 // test ends or stop is called.
 func startServer(t *testing.T, now time.Time, dataDir string) (url, _ string, stop func()) {
 	t.Helper()
-	cfg := app.DefaultConfig()
+	cfg := testserver.Config(t)
 	cfg.DataDir = dataDir
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ShutdownTimeout = 5 * time.Second
-	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop(), Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			require.NoError(t, <-done)
-		}
-	}
-	t.Cleanup(stop)
-	return "http://" + a.Addr().String(), cfg.DataDir, stop
+	s := testserver.Start(t, cfg, app.Options{Now: func() time.Time { return now }})
+	return s.URL, cfg.DataDir, s.Stop
 }
 
 // runCLI runs sunset with args and returns stdout, stderr and the exit code.
@@ -104,18 +86,6 @@ func runCLIWith(now time.Time, stdin string, args ...string) (string, string, in
 	return out.String(), errOut.String(), code
 }
 
-func requireGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./cmd/sunset -update")
-	require.Equal(t, string(want), got)
-}
-
 func TestReportFormatsGolden(t *testing.T) {
 	url, dataDir, stop := fixture(t)
 	cases := map[string][]string{
@@ -136,22 +106,22 @@ func TestReportFormatsGolden(t *testing.T) {
 		"report-describe-name.golden":  {"report", "endpoints.v1", "-o", "name"},
 	}
 	outputs := map[string]string{}
-	for golden, args := range cases {
-		t.Run(golden, func(t *testing.T) {
+	for file, args := range cases {
+		t.Run(file, func(t *testing.T) {
 			out, errOut, code := runCLI(append(args, "--server", url)...)
 			require.Equal(t, 0, code, errOut)
 			require.Empty(t, errOut)
-			requireGolden(t, golden, out)
-			outputs[golden] = out
+			golden.Assert(t, "testdata/"+file, []byte(out))
+			outputs[file] = out
 		})
 	}
 
 	// A data directory gives the same answers, once the server has let go.
 	stop()
-	for golden, args := range cases {
+	for file, args := range cases {
 		out, errOut, code := runCLI(append(args, "--data-dir", dataDir)...)
 		require.Equal(t, 0, code, errOut)
-		require.Equal(t, outputs[golden], out, golden)
+		require.Equal(t, outputs[file], out, file)
 	}
 }
 
@@ -175,7 +145,7 @@ func TestCheckExitCodes(t *testing.T) {
 			out, errOut, code := runCLI(append([]string{"check", "--server", url}, tc.args...)...)
 			require.Equal(t, tc.code, code, errOut)
 			require.Empty(t, errOut)
-			requireGolden(t, tc.golden, out)
+			golden.Assert(t, "testdata/"+tc.golden, []byte(out))
 		})
 	}
 

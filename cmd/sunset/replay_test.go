@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/golden"
 )
 
 const capturedLog = "../../testdata/apiserver-v1.36/webhook-metadata-batch/audit-log-file.jsonl"
@@ -61,7 +63,7 @@ func TestReplayThirdPartySamplesAndHugeLines(t *testing.T) {
 	out, errOut, code = runCLI("replay", samples+"falco-k8s_audit-trace_files.jsonl", "--cluster", "minikube", "--node", "minikube",
 		"--config", cfg, "--dry-run=client")
 	require.Equal(t, 0, code, errOut)
-	requireGolden(t, "replay-falco-1.15.golden", out)
+	golden.Assert(t, "testdata/replay-falco-1.15.golden", []byte(out))
 
 	// A RequestResponse event of 1 MiB, far past bufio.Scanner's 64 KiB.
 	big := filepath.Join(t.TempDir(), "big.log")
@@ -82,7 +84,7 @@ func TestReplayThroughServerAndDryRuns(t *testing.T) {
 
 	out, errOut, code = runCLI("replay", capturedLog, "--node", "master-9", "--cluster", "lab", "--server", url, "--dry-run=server")
 	require.Equal(t, 0, code, errOut)
-	requireGolden(t, "replay-dry-run.golden", out)
+	golden.Assert(t, "testdata/replay-dry-run.golden", []byte(out))
 	require.Equal(t, "Dry run (server): read 1393 events from 1 input in T: 66 would be counted, 0 duplicates, 1327 skipped (611 not_deprecated, 716 skipped_stage), 0 invalid lines.\n", summary(errOut))
 	outClient, _, _ := runCLI("replay", capturedLog, "--node", "master-9", "--dry-run=client")
 	require.Equal(t, out, outClient, "client and server dry runs agree")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/golden"
 )
 
 // webhookFixture is fixture's server with the crafted admission shapes
@@ -56,7 +57,7 @@ func TestReportWebhooksGolden(t *testing.T) {
 	for _, tc := range cases {
 		out, errOut, code := runCLI(append(tc.args, "--server", url)...)
 		require.Equal(t, 0, code, errOut)
-		requireGolden(t, tc.golden, out)
+		golden.Assert(t, "testdata/"+tc.golden, []byte(out))
 		fromServer[tc.golden] = out
 	}
 	out, errOut, code := runCLI("report", "webhooks", "--server", url, "-o", "json")
