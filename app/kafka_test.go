@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -173,9 +174,17 @@ func TestKafkaTwoReplicasShareTheWork(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &obj))
 		return obj.Status.RequestCount
 	}
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && total(a)+total(b) < 1200; time.Sleep(50 * time.Millisecond) {
+	// Done when the group has committed the end of every partition: a
+	// replica commits its counts before it tells the group, and a
+	// partition that moves resumes from there, so nothing is left to be
+	// counted, once or twice.
+	committed := func() bool {
+		ok, err := kafkatest.GroupCommitted(context.Background(), brokers, group, topic, 6)
+		return err == nil && ok
 	}
-	time.Sleep(500 * time.Millisecond)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !committed(); time.Sleep(50 * time.Millisecond) {
+	}
+	require.True(t, committed(), "the group did not commit the end of every partition within 60s")
 	ta, tb := total(a), total(b)
 	require.Equal(t, int64(1200), ta+tb, "replica a counted %d, b %d", ta, tb)
 	t.Logf("replica a counted %d, replica b %d", ta, tb)

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -68,7 +69,8 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 	}
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "audit-crash", 4)
-	cfg := writeKafkaConfig(t, brokers, topic, "crash-"+topic)
+	group := "crash-" + topic
+	cfg := writeKafkaConfig(t, brokers, topic, group)
 	dataDir := t.TempDir()
 	now := time.Now().UTC()
 
@@ -120,7 +122,16 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 		}
 	}
 	require.Equal(t, want, got)
-	time.Sleep(time.Second)
+	// Once the group has committed the end of every partition, nothing is
+	// left to be read again: Sunset commits its counts before it tells the
+	// group, and resumes from the later of the two.
+	committed := func() bool {
+		ok, err := kafkatest.GroupCommitted(context.Background(), brokers, group, topic, 4)
+		return err == nil && ok
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !committed(); time.Sleep(50 * time.Millisecond) {
+	}
+	require.True(t, committed(), "the group did not commit the end of every partition within 30s")
 	require.Equal(t, want, userCounts(t, p.url), "no late double counts")
 	var sum int64
 	for _, n := range want {

@@ -1,10 +1,12 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,9 @@ type followEnv struct {
 	st   *store.Store
 	agg  *aggregate.Aggregator
 	path string
+	// committed is the offset of the running follower's last commit, -1
+	// before its first.
+	committed atomic.Int64
 }
 
 func newFollowEnv(t *testing.T, dataDir string) *followEnv {
@@ -38,7 +43,10 @@ func newFollowEnv(t *testing.T, dataDir string) *followEnv {
 
 // start runs a follower of path until the returned stop is called.
 func (e *followEnv) start(path string) (*Follower, func()) {
-	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.agg, Cursors: e.st, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond})
+	e.path = path
+	e.committed.Store(-1)
+	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.agg, Cursors: e.st, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond,
+		OnCommit: func(offset int64) { e.committed.Store(offset) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
@@ -58,16 +66,26 @@ func (e *followEnv) total() uint64 {
 	return n
 }
 
-// waitFor waits until the store holds want requests, and then checks that
-// no more arrive for a little while.
+// waitFor waits until the follower has committed every complete line of
+// the file it follows, and then requires that the store holds want
+// requests: with nothing left to read, nothing more can arrive.
 func (e *followEnv) waitFor(want uint64) {
 	e.t.Helper()
+	atEnd := func() bool { return e.committed.Load() == completeLines(e.t, e.path) }
 	deadline := time.Now().Add(10 * time.Second)
-	for e.total() < want && time.Now().Before(deadline) {
+	for !atEnd() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond)
+	require.True(e.t, atEnd(), "the follower committed up to %d, the file's complete lines end at %d", e.committed.Load(), completeLines(e.t, e.path))
 	require.Equal(e.t, want, e.total())
+}
+
+// completeLines is the offset just past the last complete line of path.
+func completeLines(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return int64(bytes.LastIndexByte(b, '\n') + 1)
 }
 
 func appendEvents(t *testing.T, path string, from, n int) {
@@ -108,7 +126,8 @@ func TestFollowCopyTruncate(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path+".1", data, 0o600))
 	require.NoError(t, os.Truncate(path, 0))
-	time.Sleep(20 * time.Millisecond)
+	// Fewer lines than before: the follower sees the file shrink whenever
+	// it looks, before or after these are written.
 	appendEvents(t, path, 4, 2)
 	e.waitFor(6)
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -30,15 +31,27 @@ func TestFailedCommitsAreRetried(t *testing.T) {
 	kafkatest.Produce(t, brokers, topic, kafkago.Compression(0), msgs...)
 
 	ing := &ingesttest.Flaky{Failures: 2}
-	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "retry-" + topic, SessionTimeout: 2 * time.Second,
+	group := "retry-" + topic
+	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
 		BatchSize: 4, RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && len(ing.Accepted()) < 10; time.Sleep(10 * time.Millisecond) {
+	// Done when the group has committed the end of the partition: the
+	// consumer tells the group only what it has committed, and resumes
+	// from there, so nothing is left to be taken again.
+	committed := func() bool {
+		ok, err := kafkatest.GroupCommitted(context.Background(), brokers, group, topic, 1)
+		return err == nil && ok
 	}
-	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !committed(); time.Sleep(10 * time.Millisecond) {
+	}
+	require.True(t, committed(), "the group did not commit the end of the partition within 20s")
+	pos, ok, err := ing.Cursor(c.cursorName(topic, 0))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(len(msgs)), binary.BigEndian.Uint64(pos), "the committed position is the end")
 	cancel()
 	require.NoError(t, <-done)
 	require.Equal(t, want, ing.Accepted())
