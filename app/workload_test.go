@@ -45,40 +45,57 @@ func TestWorkloadAttribution(t *testing.T) {
 	code, _ := s.post("/audit/webhook/master-0", "application/json", eventList(items...))
 	require.Equal(t, 200, code)
 
+	// Every request is in the 19:00 hour on master-0; the user agent is
+	// kept up to its first space.
+	const agent = "kubectl/v1.32.4"
 	obj := getAPI(t, s, "endpoints.v1")
-	require.Len(t, obj.Status.CurrentHour.ByNode[0].ByUser, 3)
-	byUser := map[string]*api.Workload{}
-	for _, cw := range workloadsOf(t, obj) {
-		byUser[cw.UserName] = cw.Workload
+	list := func(n int64) []api.PerVerbAPIRequestCount {
+		return []api.PerVerbAPIRequestCount{{Verb: "list", RequestCount: n}}
 	}
-	require.Len(t, byUser, 3, "one workload per client")
-	dep := byUser["system:serviceaccount:apps:legacy-sync"]
-	require.NotNil(t, dep)
-	require.Equal(t, "apps", dep.Namespace)
-	require.Equal(t, "legacy-sync", dep.ServiceAccount)
-	require.Equal(t, &api.Owner{Kind: "Pod", Name: "legacy-sync-7d9f8b6c5-pod11"}, dep.Owner, "pod11 is not a generated suffix: the heuristic keeps the pod")
-	require.Len(t, dep.Pods, 10)
-	require.Equal(t, api.WorkloadPod{Name: "legacy-sync-7d9f8b6c5-pod11", Node: "worker-2", LastSeen: time.Date(2026, 11, 21, 19, 11, 0, 0, time.UTC)}, dep.Pods[0])
-	require.Equal(t, "legacy-sync-7d9f8b6c5-pod02", dep.Pods[9].Name, "the two oldest pods were dropped")
-	require.Len(t, dep.SourceIPs, 10)
-	require.Equal(t, "10.244.11.7", dep.SourceIPs[0].IP)
+	require.Equal(t, []api.PerNodeAPIRequestLog{{NodeName: "master-0", Cluster: "default", RequestCount: 14, ByUser: []api.PerUserAPIRequestCount{
+		{UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, RequestCount: 12, ByVerb: list(12)},
+		{UserName: "alice", UserAgent: agent, RequestCount: 1, ByVerb: list(1)},
+		{UserName: "system:serviceaccount:ci:deployer", UserAgent: agent, RequestCount: 1, ByVerb: list(1)},
+	}}}, obj.Status.CurrentHour.ByNode)
 
-	require.Equal(t, &api.Workload{Namespace: "ci", ServiceAccount: "deployer",
-		SourceIPs: []api.SourceIP{{IP: "192.0.2.10", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}}, byUser["system:serviceaccount:ci:deployer"])
-	require.Equal(t, &api.Workload{SourceIPs: []api.SourceIP{
-		{IP: "198.51.100.4", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)},
-		{IP: "10.0.0.1", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}}, byUser["alice"])
+	// The newest 10 pods and addresses, newest first: pod11 down to
+	// pod02, the two oldest dropped.
+	var pods []api.WorkloadPod
+	var ips []api.SourceIP
+	for i := 11; i >= 2; i-- {
+		at := time.Date(2026, 11, 21, 19, i, 0, 0, time.UTC)
+		pods = append(pods, api.WorkloadPod{Name: fmt.Sprintf("legacy-sync-7d9f8b6c5-pod%02d", i), Node: fmt.Sprintf("worker-%d", i%3), LastSeen: at})
+		ips = append(ips, api.SourceIP{IP: fmt.Sprintf("10.244.%d.7", i), LastSeen: at})
+	}
+	defaultAt := time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC) // ev's requestReceivedTimestamp
+	require.Equal(t, []api.ClientWorkload{
+		{Cluster: "default", UserName: "alice", UserAgent: agent, Workload: &api.Workload{SourceIPs: []api.SourceIP{
+			{IP: "198.51.100.4", LastSeen: defaultAt}, {IP: "10.0.0.1", LastSeen: defaultAt}}}},
+		{Cluster: "default", UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, Workload: &api.Workload{
+			Namespace: "apps", ServiceAccount: "legacy-sync",
+			// pod11 is not a generated suffix: the heuristic keeps the pod.
+			Owner: &api.Owner{Kind: "Pod", Name: "legacy-sync-7d9f8b6c5-pod11"},
+			Pods:  pods, SourceIPs: ips}},
+		{Cluster: "default", UserName: "system:serviceaccount:ci:deployer", UserAgent: agent, Workload: &api.Workload{
+			Namespace: "ci", ServiceAccount: "deployer", SourceIPs: []api.SourceIP{{IP: "192.0.2.10", LastSeen: defaultAt}}}},
+	}, obj.Status.Workloads, "one entry per client, sorted by username")
+	require.Len(t, workloadsOf(t, obj), 3, "each listed in some byUser, once")
 
 	// A real generated name is recognised; the record survives a restart.
+	newAt := time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)
 	code, _ = s.post("/audit/webhook/master-0", "application/json", eventList(
-		ev("dep-new", "user", podToken("apps", "legacy-sync", "legacy-sync-7d9f8b6c5-x2kqz", "worker-9"), "requestReceivedTimestamp", "2026-11-21T19:30:00Z")))
+		ev("dep-new", "user", podToken("apps", "legacy-sync", "legacy-sync-7d9f8b6c5-x2kqz", "worker-9"), "requestReceivedTimestamp", newAt.Format(time.RFC3339))))
 	require.Equal(t, 200, code)
 	s = s.restart()
 	obj = getAPI(t, s, "endpoints.v1")
-	dep = workloadsOf(t, obj)["system:serviceaccount:apps:legacy-sync"].Workload
-	require.Equal(t, &api.Owner{Kind: "Deployment", Name: "legacy-sync"}, dep.Owner)
-	require.Equal(t, api.WorkloadPod{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)}, dep.Pods[0])
-	require.Len(t, dep.Pods, 10)
+	require.Equal(t, api.PerUserAPIRequestCount{UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, RequestCount: 13, ByVerb: list(13)},
+		obj.Status.CurrentHour.ByNode[0].ByUser[0])
+	// The new pod and its address (ev's 10.0.0.7) first; pod02 is
+	// dropped in its turn.
+	pods = append([]api.WorkloadPod{{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: newAt}}, pods[:9]...)
+	ips = append([]api.SourceIP{{IP: "10.0.0.7", LastSeen: newAt}}, ips[:9]...)
+	require.Equal(t, &api.Workload{Namespace: "apps", ServiceAccount: "legacy-sync", Owner: &api.Owner{Kind: "Deployment", Name: "legacy-sync"},
+		Pods: pods, SourceIPs: ips}, workloadsOf(t, obj)["system:serviceaccount:apps:legacy-sync"].Workload)
 }
 
 // workloadsOf indexes status.workloads by username, checking that each
