@@ -65,9 +65,10 @@ func benchStore(b *testing.B) *store.Store {
 		}
 		start := time.Now()
 		corpus.requests, corpus.series, corpus.err = querybench.Fill(corpus.s, corpus.size, time.Now())
-		lsm, vlog := corpus.s.Size()
-		fmt.Fprintf(os.Stderr, "query corpus: %+v, %d requests, %d series-hours, written in %s (lsm %d MB, vlog %d MB)\n",
-			corpus.size, corpus.requests, corpus.series, time.Since(start).Round(time.Second), lsm>>20, vlog>>20)
+		// Badger's own Size is refreshed once a minute: the files tell.
+		_, allocated, _, _ := dirBytes(corpus.dir)
+		fmt.Fprintf(os.Stderr, "query corpus: %+v, %d requests, %d series-hours, written in %s (data directory %d MB on disk, memtables included)\n",
+			corpus.size, corpus.requests, corpus.series, time.Since(start).Round(time.Second), allocated>>20)
 	})
 	if corpus.err != nil {
 		b.Fatal(corpus.err)
@@ -119,6 +120,17 @@ func measure(b *testing.B, name string, h http.Handler, path string, check func(
 	}
 }
 
+// queryHandlers are the read API and /metrics (its cache off) over s, as
+// the server builds them.
+func queryHandlers(s *store.Store) (apiHandler, metrics http.Handler) {
+	classifier := noise.New(nil)
+	mux := http.NewServeMux()
+	api.New(api.Options{Querier: s, Logger: zerolog.Nop(), IsSystem: classifier.IsSystem}).Register(mux)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(exporter.New(exporter.Options{Querier: s, IsSystem: classifier.IsSystem}))
+	return mux, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
 // BenchmarkQuery measures the read side on the corpus, each query
 // beside a bare scan of the same keys through Store.ScanCounts:
 //
@@ -129,13 +141,7 @@ func measure(b *testing.B, name string, h http.Handler, path string, check func(
 func BenchmarkQuery(b *testing.B) {
 	s := benchStore(b)
 	now := time.Now()
-	classifier := noise.New(nil)
-	h := api.New(api.Options{Querier: s, Logger: zerolog.Nop(), IsSystem: classifier.IsSystem})
-	mux := http.NewServeMux()
-	h.Register(mux)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(exporter.New(exporter.Options{Querier: s, IsSystem: classifier.IsSystem}))
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux, metrics := queryHandlers(s)
 
 	cur := now.UTC().Truncate(time.Hour)
 	day := cur.Add(-23 * time.Hour)
