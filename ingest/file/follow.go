@@ -2,7 +2,6 @@ package file
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -253,7 +252,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 	if _, err := file.Seek(pos.Offset, io.SeekStart); err != nil {
 		return pos, err
 	}
-	sc := newLineScanner(bufio.NewReaderSize(file, 1<<20), MaxLineBytes)
+	sc := newLineScanner(bufio.NewReaderSize(file, readBufferBytes), MaxLineBytes)
 	var (
 		events []aggregate.Event
 		bad    map[auditjson.Reason]int
@@ -297,8 +296,8 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 		at := offset
 		offset += l.size
 		f.Lines.Add(1)
-		if l.tooLong || len(bytes.TrimSpace(l.bytes)) > 0 {
-			ev, e := DecodeLine(Line{Bytes: bytes.TrimSpace(l.bytes), TooLong: l.tooLong})
+		if line, ok := l.line(); ok {
+			ev, e := DecodeLine(line)
 			if e != nil {
 				if bad == nil {
 					bad, first = map[auditjson.Reason]int{}, at

@@ -25,6 +25,10 @@ import (
 // a few MiB; anything far larger is not an audit event.
 const MaxLineBytes = 64 << 20
 
+// readBufferBytes is the read buffer of replay and follow alike; a longer
+// line is gathered past it.
+const readBufferBytes = 1 << 20
+
 // Stdin is the path that means standard input.
 const Stdin = "-"
 
@@ -127,14 +131,14 @@ func readLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, limit int, fn
 	if bytesRead == nil {
 		bytesRead = &atomic.Int64{}
 	}
-	br := bufio.NewReaderSize(countingReader{src, bytesRead}, 1<<20)
+	br := bufio.NewReaderSize(countingReader{src, bytesRead}, readBufferBytes)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return fmt.Errorf("%s: not valid gzip: %w", in.Name, err)
 		}
 		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 1<<20)
+		br = bufio.NewReaderSize(zr, readBufferBytes)
 	}
 	sc := newLineScanner(br, limit)
 	number := 0
@@ -149,12 +153,9 @@ func readLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, limit int, fn
 		// A last line without a newline is still a line: the file is
 		// complete when it is replayed.
 		number++
-		if l.tooLong {
-			if ferr := fn(Line{Input: in.Name, Number: number, TooLong: true}); ferr != nil {
-				return ferr
-			}
-		} else if trimmed := bytes.TrimSpace(l.bytes); len(trimmed) > 0 {
-			if ferr := fn(Line{Input: in.Name, Number: number, Bytes: trimmed}); ferr != nil {
+		if line, ok := l.line(); ok {
+			line.Input, line.Number = in.Name, number
+			if ferr := fn(line); ferr != nil {
 				return ferr
 			}
 		}
@@ -174,6 +175,18 @@ type scanned struct {
 	tooLong bool
 	// complete is false for a last line that has no newline (yet).
 	complete bool
+}
+
+// line is what replay and follow both hand to DecodeLine: the line without
+// the white space around it (a CRLF's CR included), or, for a line over the
+// limit, a Line marked TooLong. ok is false for a blank line, which is
+// numbered and passed over. Input and Number are the caller's to set.
+func (l scanned) line() (_ Line, ok bool) {
+	if l.tooLong {
+		return Line{TooLong: true}, true
+	}
+	trimmed := bytes.TrimSpace(l.bytes)
+	return Line{Bytes: trimmed}, len(trimmed) > 0
 }
 
 // lineScanner splits a reader into lines of at most limit bytes. A longer
