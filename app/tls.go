@@ -3,25 +3,14 @@ package app
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net/http"
-	"os"
 
 	"github.com/kube-sunset/sunset/access"
+	"github.com/kube-sunset/sunset/internal/tlsutil"
 )
 
 // loadCertPool reads a PEM CA bundle.
-func loadCertPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
-}
+func loadCertPool(path string) (*x509.CertPool, error) { return tlsutil.LoadCertPool(path) }
 
 // clientCertTLS asks clients for a certificate and verifies it against the
 // webhook's CA and the readers' CAs, whichever signed it. The readers' CAs

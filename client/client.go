@@ -6,19 +6,18 @@ package client
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/httpjson"
+	"github.com/kube-sunset/sunset/internal/tlsutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -76,13 +75,9 @@ func New(o Options) (*Client, error) {
 	}
 	tlsCfg := &tls.Config{InsecureSkipVerify: o.InsecureSkipVerify} //nolint:gosec // the user asked for it
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pool, err := tlsutil.LoadCertPool(o.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("reading --certificate-authority: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--certificate-authority %s holds no PEM certificate", o.CAFile)
 		}
 		tlsCfg.RootCAs = pool
 	}

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/kube-sunset/sunset/internal/tlsutil"
 )
 
 // Config is the kafka key. Consumption is on when Brokers and Topics are
@@ -219,13 +220,9 @@ func (c Config) Dialer() (*kafkago.Dialer, error) {
 	if c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
 		tc := &tls.Config{InsecureSkipVerify: c.TLS.InsecureSkipVerify} //nolint:gosec // configured by the admin
 		if c.TLS.CAFile != "" {
-			pem, err := os.ReadFile(c.TLS.CAFile)
+			pool, err := tlsutil.LoadCertPool(c.TLS.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("kafka.tls.caFile: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("kafka.tls.caFile %s holds no PEM certificate", c.TLS.CAFile)
 			}
 			tc.RootCAs = pool
 		}
