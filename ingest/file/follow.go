@@ -17,6 +17,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -102,7 +103,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			return fmt.Errorf("follow %s: corrupt position: %w", f.opts.Path, err)
 		}
 	}
-	backoff := f.opts.RetryBackoff
+	retry := backoff.New(f.opts.RetryBackoff, 30*time.Second)
 	for {
 		file, fi, err := f.open(ctx)
 		if err != nil {
@@ -134,20 +135,17 @@ func (f *Follower) Run(ctx context.Context) error {
 			// read again from there after a pause.
 			if errors.Is(err, store.ErrNoSpace) {
 				// Paused until there is room; look again at the first pace.
-				backoff = f.opts.RetryBackoff
-				f.log.Warn().Err(err).Int64("offset", pos.Offset).Dur("retry_in", backoff).Msg("following paused: no room to commit")
+				retry.Reset()
+				f.log.Warn().Err(err).Int64("offset", pos.Offset).Dur("retry_in", retry.Peek()).Msg("following paused: no room to commit")
 			} else {
-				f.log.Error().Err(err).Int64("offset", pos.Offset).Dur("retry_in", backoff).Msg("following failed; retrying from the last committed line")
+				f.log.Error().Err(err).Int64("offset", pos.Offset).Dur("retry_in", retry.Peek()).Msg("following failed; retrying from the last committed line")
 			}
-			select {
-			case <-ctx.Done():
+			if !retry.Wait(ctx) {
 				return ctx.Err()
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
-		backoff = f.opts.RetryBackoff
+		retry.Reset()
 	}
 }
 

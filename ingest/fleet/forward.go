@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -105,7 +106,7 @@ func (f *Forwarder) CountDecodeError(source, reason string, n int) {
 // to 30s while Kafka fails. What is left when it stops stays in the store
 // for the next start.
 func (f *Forwarder) drain(ctx context.Context) {
-	backoff := time.Second
+	retry := backoff.New(time.Second, 30*time.Second)
 	for {
 		sent, err := f.drainOnce(ctx)
 		if n, cerr := f.store.CountCursors(outboxPrefix); cerr == nil {
@@ -114,13 +115,13 @@ func (f *Forwarder) drain(ctx context.Context) {
 		var wait <-chan time.Time
 		switch {
 		case err != nil && ctx.Err() == nil:
-			f.log.Error().Err(err).Dur("retry_in", backoff).Msg("forwarding requests to the fleet's topic failed; they stay in the outbox")
-			wait = time.After(backoff)
-			backoff = min(2*backoff, 30*time.Second)
+			pause := retry.Next()
+			f.log.Error().Err(err).Dur("retry_in", pause).Msg("forwarding requests to the fleet's topic failed; they stay in the outbox")
+			wait = time.After(pause)
 		case err == nil && sent == outboxBatch:
 			continue // more is waiting
 		default:
-			backoff = time.Second
+			retry.Reset()
 		}
 		select {
 		case <-ctx.Done():

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -154,7 +155,7 @@ func (c *Consumer) setState(connected bool, err error) {
 // Run consumes until ctx is done. Connection and authentication failures
 // are logged, shown by Ready, and retried with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
-	backoff := time.Second
+	retry := backoff.New(time.Second, 30*time.Second)
 	for {
 		err := c.runGroup(ctx)
 		if ctx.Err() != nil {
@@ -162,13 +163,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		c.setState(false, err)
-		c.log.Error().Err(err).Strs("brokers", c.cfg.Brokers).Dur("retry_in", backoff).Msg("kafka consumer failed; check kafka.brokers, kafka.tls and kafka.sasl")
-		select {
-		case <-ctx.Done():
+		c.log.Error().Err(err).Strs("brokers", c.cfg.Brokers).Dur("retry_in", retry.Peek()).Msg("kafka consumer failed; check kafka.brokers, kafka.tls and kafka.sasl")
+		if !retry.Wait(ctx) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 

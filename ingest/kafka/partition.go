@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/store"
 	kafkago "github.com/segmentio/kafka-go"
 )
@@ -74,12 +75,12 @@ const maxMerged = 64
 // fetching stops, and after a pause the partition is read again from the
 // failed batch's first offset.
 func runPartition[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log zerolog.Logger, st stages[B]) {
-	backoff := cfg.RetryBackoff
+	retry := backoff.New(cfg.RetryBackoff, maxRetryBackoff)
 	buf := make([]kafkago.Message, 0, cfg.BatchSize)
 	for {
 		failure, committed, err := runEpoch(ctx, r, cfg, st, &buf)
 		if committed {
-			backoff = cfg.RetryBackoff
+			retry.Reset()
 		}
 		if failure == nil {
 			if err != nil && ctx.Err() == nil {
@@ -92,17 +93,14 @@ func runPartition[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log
 		// not spin. The partition never stalls.
 		if errors.Is(failure.err, store.ErrNoSpace) {
 			// Paused until there is room; look again at the first pace.
-			backoff = cfg.RetryBackoff
-			log.Warn().Err(failure.err).Dur("retry_in", backoff).Msg("consumption paused: no room to commit")
+			retry.Reset()
+			log.Warn().Err(failure.err).Dur("retry_in", retry.Peek()).Msg("consumption paused: no room to commit")
 		} else {
-			log.Error().Err(failure.err).Dur("retry_in", backoff).Msg("committing a batch failed; reading it again")
+			log.Error().Err(failure.err).Dur("retry_in", retry.Peek()).Msg("committing a batch failed; reading it again")
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxRetryBackoff)
 		if err := r.SetOffset(failure.first); err != nil {
 			log.Error().Err(err).Msg("seeking back")
 			return
