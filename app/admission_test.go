@@ -14,6 +14,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/auditcount"
 	"github.com/kube-sunset/sunset/internal/golden"
 )
 
@@ -52,18 +53,30 @@ func admissionConfig(t *testing.T) app.Config {
 // (checked against the hand count of aggregate's test) and /metrics, with
 // caps small enough to fold labels.
 func TestWebhookCountsThroughTheServer(t *testing.T) {
-	s := start(t, admissionConfig(t))
+	cfg := admissionConfig(t)
+	s := start(t, cfg)
 	batch := craftedBatch(t)
+	// The numbers, counted independently of Sunset.
+	validating := map[string]string{}
+	for _, w := range cfg.Admission.Webhooks {
+		validating[w.Webhook] = w.Configuration
+	}
+	want := auditcount.New(auditcount.Options{ValidatingConfigurations: validating})
 	for range 2 {
 		code, body := s.post("/audit/webhook/prod/master-0", "application/json", batch)
 		require.Equal(t, http.StatusOK, code, string(body))
+		want.AddList(t, "prod", "master-0", batch)
 	}
+	goldenBody, err := os.ReadFile("testdata/webhookcounts.golden.json")
+	require.NoError(t, err)
+	want.RequireWebhookCounts(t, testNow, goldenBody)
 
 	var list api.WebhookCountList
 	code, body := s.get("/apis/sunset.dev/v1/webhookcounts")
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.NoError(t, json.Unmarshal(body, &list))
 	golden.AssertJSON(t, "testdata/webhookcounts.golden.json", body)
+	want.RequireWebhookCounts(t, testNow, body)
 
 	var names []string
 	for _, it := range list.Items {

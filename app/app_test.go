@@ -3,27 +3,57 @@ package app_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/auditcount"
 	"github.com/kube-sunset/sunset/internal/golden"
 )
 
 // The 8 captured bodies hold 66 deprecated requests (ResponseComplete with
 // k8s.io/deprecated: "true"): 2 componentstatuses.v1, 35 endpoints.v1,
 // 1 widgets.v1alpha1 and 28 widgets.v1beta1 of e2e.example.com. The golden
-// files were checked by hand against client-output.txt.
+// files were checked by hand against client-output.txt, and their numbers
+// are checked against capturedCount.
 const capturedDeprecated = 66
 
+// capturedCount counts the captured bodies as master-0 of cluster default
+// sends them, independently of Sunset (internal/auditcount).
+func capturedCount(t *testing.T) *auditcount.Counter {
+	t.Helper()
+	c := auditcount.New(auditcount.Options{SystemUsers: app.DefaultConfig().SystemUsers, Lifecycle: auditcount.BuiltinLifecycle(t)})
+	for _, b := range capturedBodies(t) {
+		c.AddList(t, "default", "master-0", b)
+	}
+	require.Equal(t, int64(capturedDeprecated), c.Count(nil))
+	return c
+}
+
+// requireGoldenCounts requires the numbers of a golden file of
+// APIRequestCounts to be those of the independent count.
+func requireGoldenCounts(t *testing.T, name string, c *auditcount.Counter) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	c.RequireAPIRequestCounts(t, testNow, nil, b)
+}
+
 func TestReplayCapturedBodies(t *testing.T) {
+	want := capturedCount(t)
+	requireGoldenCounts(t, "captured-list.golden.json", want)
+	requireGoldenCounts(t, "captured-widgets-users2.golden.json", want)
+
 	s := start(t, testConfig(t))
 	require.Equal(t, capturedDeprecated, s.postCaptured("/audit/webhook/master-0"))
 
 	code, body := s.get("/apis/sunset.dev/v1/apirequestcounts")
 	require.Equal(t, http.StatusOK, code)
 	golden.AssertJSON(t, "testdata/captured-list.golden.json", body)
+	want.RequireAPIRequestCounts(t, testNow, nil, body)
 
 	var list api.APIRequestCountList
 	require.NoError(t, json.Unmarshal(body, &list))
@@ -37,6 +67,7 @@ func TestReplayCapturedBodies(t *testing.T) {
 		"widgets.v1alpha1.e2e.example.com": 1,
 		"widgets.v1beta1.e2e.example.com":  28,
 	}, totals)
+	require.Equal(t, want.ByAPI(nil), totals)
 
 	code, body = s.get("/apis/sunset.dev/v1/apirequestcounts/widgets.v1beta1.e2e.example.com?users=2")
 	require.Equal(t, http.StatusOK, code)
@@ -55,6 +86,7 @@ func TestDuplicateDeliveryCountsOnceAcrossRestart(t *testing.T) {
 	_, after := s.get("/apis/sunset.dev/v1/apirequestcounts")
 	require.JSONEq(t, string(before), string(after))
 	golden.AssertJSON(t, "testdata/captured-list.golden.json", after)
+	capturedCount(t).RequireAPIRequestCounts(t, testNow, nil, after)
 }
 
 func TestRestartServesIdenticalJSON(t *testing.T) {

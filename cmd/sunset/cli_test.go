@@ -22,33 +22,52 @@ import (
 // testNow is 23 minutes after the last captured event.
 var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
 
-// fixture starts a server with a fixed data set: the captured bodies on
-// master-0 of cluster default, a storage v1beta1 client (removed in 1.37) on
-// master-2, and on master-1 of cluster prod an already-removed
-// batch/v1beta1 CronJob client.
+// fixtureBatch is one webhook body of the fixture and the path it is
+// posted to.
+type fixtureBatch struct {
+	cluster, node string
+	body          []byte
+}
+
+// fixtureBatches are the fixture's data: the captured bodies on master-0 of
+// cluster default, a storage v1beta1 client (removed in 1.37) on master-2,
+// and on master-1 of cluster prod an already-removed batch/v1beta1 CronJob
+// client.
+func fixtureBatches(t *testing.T) []fixtureBatch {
+	t.Helper()
+	names, err := filepath.Glob("../../testdata/apiserver-v1.36/webhook-metadata-batch/*.body")
+	require.NoError(t, err)
+	require.Len(t, names, 8)
+	sort.Strings(names)
+	var out []fixtureBatch
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		require.NoError(t, err)
+		out = append(out, fixtureBatch{"default", "master-0", b})
+	}
+	return append(out,
+		fixtureBatch{"prod", "master-1", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+		{"auditID":"cj-1","stage":"ResponseComplete","verb":"list","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T18:05:00Z"},
+		{"auditID":"cj-2","stage":"ResponseComplete","verb":"create","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T19:05:00Z"}]}`)},
+		fixtureBatch{"default", "master-2", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+		{"auditID":"vac-1","stage":"ResponseComplete","verb":"get","user":{"username":"carol"},"userAgent":"terraform/1.9.0","objectRef":{"resource":"volumeattributesclasses","apiGroup":"storage.k8s.io","apiVersion":"v1beta1"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-21T07:00:00Z","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}}]}`)},
+	)
+}
+
+// fixture starts a server with fixtureBatches.
 func fixture(t *testing.T) (url, dataDir string, stop func()) {
 	t.Helper()
 	url, dataDir, stop = startServer(t, testNow, t.TempDir())
-
-	names, err := filepath.Glob("../../testdata/apiserver-v1.36/webhook-metadata-batch/*.body")
-	require.NoError(t, err)
-	sort.Strings(names)
-	post := func(path string, body []byte) {
-		resp, err := http.Post(url+path, "application/json", bytes.NewReader(body))
+	for _, b := range fixtureBatches(t) {
+		path := "/audit/webhook/" + b.node
+		if b.cluster != "default" {
+			path = "/audit/webhook/" + b.cluster + "/" + b.node
+		}
+		resp, err := http.Post(url+path, "application/json", bytes.NewReader(b.body))
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode)
 	}
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		require.NoError(t, err)
-		post("/audit/webhook/master-0", b)
-	}
-	post("/audit/webhook/prod/master-1", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
-		{"auditID":"cj-1","stage":"ResponseComplete","verb":"list","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T18:05:00Z"},
-		{"auditID":"cj-2","stage":"ResponseComplete","verb":"create","user":{"username":"system:serviceaccount:ci:deployer"},"userAgent":"helm/v3.14.0 (linux)","objectRef":{"resource":"cronjobs","apiGroup":"batch","apiVersion":"v1beta1","namespace":"ci"},"responseStatus":{"code":404},"requestReceivedTimestamp":"2026-11-21T19:05:00Z"}]}`))
-	post("/audit/webhook/master-2", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
-		{"auditID":"vac-1","stage":"ResponseComplete","verb":"get","user":{"username":"carol"},"userAgent":"terraform/1.9.0","objectRef":{"resource":"volumeattributesclasses","apiGroup":"storage.k8s.io","apiVersion":"v1beta1"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-21T07:00:00Z","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}}]}`))
 	return url, dataDir, stop
 }
 
@@ -112,6 +131,7 @@ func TestReportFormatsGolden(t *testing.T) {
 			require.Equal(t, 0, code, errOut)
 			require.Empty(t, errOut)
 			golden.Assert(t, "testdata/"+file, []byte(out))
+			requireGoldenNumbers(t, file, out)
 			outputs[file] = out
 		})
 	}
@@ -146,6 +166,7 @@ func TestCheckExitCodes(t *testing.T) {
 			require.Equal(t, tc.code, code, errOut)
 			require.Empty(t, errOut)
 			golden.Assert(t, "testdata/"+tc.golden, []byte(out))
+			requireGoldenNumbers(t, tc.golden, out)
 		})
 	}
 

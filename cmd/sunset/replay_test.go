@@ -64,6 +64,7 @@ func TestReplayThirdPartySamplesAndHugeLines(t *testing.T) {
 		"--config", cfg, "--dry-run=client")
 	require.Equal(t, 0, code, errOut)
 	golden.Assert(t, "testdata/replay-falco-1.15.golden", []byte(out))
+	requireGoldenNumbers(t, "replay-falco-1.15.golden", out)
 
 	// A RequestResponse event of 1 MiB, far past bufio.Scanner's 64 KiB.
 	big := filepath.Join(t.TempDir(), "big.log")
@@ -85,6 +86,7 @@ func TestReplayThroughServerAndDryRuns(t *testing.T) {
 	out, errOut, code = runCLI("replay", capturedLog, "--node", "master-9", "--cluster", "lab", "--server", url, "--dry-run=server")
 	require.Equal(t, 0, code, errOut)
 	golden.Assert(t, "testdata/replay-dry-run.golden", []byte(out))
+	requireGoldenNumbers(t, "replay-dry-run.golden", out)
 	require.Equal(t, "Dry run (server): read 1393 events from 1 input in T: 66 would be counted, 0 duplicates, 1327 skipped (611 not_deprecated, 716 skipped_stage), 0 invalid lines.\n", summary(errOut))
 	outClient, _, _ := runCLI("replay", capturedLog, "--node", "master-9", "--dry-run=client")
 	require.Equal(t, out, outClient, "client and server dry runs agree")

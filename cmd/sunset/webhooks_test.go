@@ -58,6 +58,7 @@ func TestReportWebhooksGolden(t *testing.T) {
 		out, errOut, code := runCLI(append(tc.args, "--server", url)...)
 		require.Equal(t, 0, code, errOut)
 		golden.Assert(t, "testdata/"+tc.golden, []byte(out))
+		requireGoldenNumbers(t, tc.golden, out)
 		fromServer[tc.golden] = out
 	}
 	out, errOut, code := runCLI("report", "webhooks", "--server", url, "-o", "json")
