@@ -410,9 +410,9 @@ func (s *Summary) tally(dup []bool, apiReqs int) {
 func (a *Aggregator) countRequest(r store.Request) {
 	k := r.Key
 	group, version, resource := a.labels.API(SplitAPIName(k.API))
-	state := "deprecated"
+	state := catalog.StateDeprecated
 	if k.Removed {
-		state = "removed"
+		state = catalog.StateRemoved
 	}
 	a.metrics.requests.WithLabelValues(a.series.Labels([]string{a.labels.Cluster(requestsMetric, k.Cluster), group, version, resource,
 		cardinality.Subresource(k.Subresource), cardinality.Release(r.RemovedRelease), cardinality.Verb(k.Verb),

@@ -24,8 +24,8 @@ const (
 
 // Severity of a finding.
 const (
-	SeverityRemoved    = "removed"
-	SeverityDeprecated = "deprecated"
+	SeverityRemoved    = catalog.StateRemoved
+	SeverityDeprecated = catalog.StateDeprecated
 )
 
 // CheckOptions configure Check.

@@ -19,8 +19,8 @@ const (
 
 // Values of ?state=.
 const (
-	StateDeprecated = "deprecated"
-	StateRemoved    = "removed"
+	StateDeprecated = catalog.StateDeprecated
+	StateRemoved    = catalog.StateRemoved
 )
 
 // Query holds the parameters of a read: the same for the HTTP API and for

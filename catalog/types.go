@@ -28,3 +28,12 @@ type Ref struct {
 	Kind     string `json:"kind"`
 	Resource string `json:"resource"`
 }
+
+// States of a deprecated API: StateRemoved once the release that removes it
+// has come (in the cluster, or at an upgrade's target), StateDeprecated
+// before. They are the values of the state metric label, of ?state= and of
+// a check finding's severity.
+const (
+	StateDeprecated = "deprecated"
+	StateRemoved    = "removed"
+)

@@ -55,12 +55,6 @@ type Options struct {
 	Labels *cardinality.Guard
 }
 
-// Label values of state.
-const (
-	StateDeprecated = "deprecated"
-	StateRemoved    = "removed"
-)
-
 var usageLabels = []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}
 
 // Metric names, as the overflow metric names them.
@@ -251,9 +245,9 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 		}
 		for rk, v := range series {
 			key := usageKey{cluster: cluster, group: group, version: version, resource: resource, subresource: cardinality.Subresource(rk.subresource),
-				removed: removed, verb: cardinality.Verb(rk.verb), dryRun: boolString(rk.dryRun), system: boolString(rk.system), state: StateDeprecated}
+				removed: removed, verb: cardinality.Verb(rk.verb), dryRun: boolString(rk.dryRun), system: boolString(rk.system), state: catalog.StateDeprecated}
 			if rk.removed {
-				key.state = StateRemoved
+				key.state = catalog.StateRemoved
 			}
 			u := usages[key]
 			if u == nil {
