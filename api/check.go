@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
 // Exit codes of an upgrade check; `sunset check` exits with them.
@@ -174,22 +175,15 @@ func (r CheckResult) verdict() string {
 	switch {
 	case removed > 0:
 		return fmt.Sprintf("NOT SAFE to upgrade to %s: %d API%s removed in or before %s %s requested in the last %s%s.",
-			r.TargetVersion, removed, pluralS(removed), r.TargetVersion, wasWere(removed), r.Since, system)
+			r.TargetVersion, removed, plural.S(removed), r.TargetVersion, wasWere(removed), r.Since, system)
 	case r.ExitCode == ExitDeprecated:
 		return fmt.Sprintf("FAILED (--warnings-as-errors): no API removed in or before %s was requested in the last %s%s, but %d deprecated API%s %s.",
-			r.TargetVersion, r.Since, system, deprecated, pluralS(deprecated), wasWere(deprecated))
+			r.TargetVersion, r.Since, system, deprecated, plural.S(deprecated), wasWere(deprecated))
 	case deprecated > 0:
 		return fmt.Sprintf("Safe to upgrade to %s: no API removed in or before it was requested in the last %s%s; %d deprecated API%s %s requested.",
-			r.TargetVersion, r.Since, system, deprecated, pluralS(deprecated), wasWere(deprecated))
+			r.TargetVersion, r.Since, system, deprecated, plural.S(deprecated), wasWere(deprecated))
 	}
 	return fmt.Sprintf("Safe to upgrade to %s: no deprecated API was requested in the last %s%s.", r.TargetVersion, r.Since, system)
-}
-
-func pluralS(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 func wasWere(n int) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
 // Exit codes of `sunset check`.
@@ -60,17 +61,10 @@ func (r CheckResult) WriteText(w io.Writer) error {
 			already = " [already removed: clients get 404]"
 		}
 		if _, err := fmt.Fprintf(w, "Warning: %s (%d request%s in %s by %d client%s: %s%s)%s\n",
-			f.Warning, f.Requests, pluralS(int(f.Requests)), r.Since, f.ClientCount, pluralS(f.ClientCount), strings.Join(clients, ", "), more, already); err != nil {
+			f.Warning, f.Requests, plural.S(int(f.Requests)), r.Since, f.ClientCount, plural.S(f.ClientCount), strings.Join(clients, ", "), more, already); err != nil {
 			return err
 		}
 	}
 	_, err := fmt.Fprintln(w, r.Message)
 	return err
-}
-
-func pluralS(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

@@ -10,37 +10,31 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
 var sparks = []rune(" ▁▂▃▄▅▆▇█")
 
 // Sparkline draws counts as bars, highest = full block, zero = blank.
 func Sparkline(counts []int64) string {
-	var max int64
+	var top int64
 	for _, c := range counts {
-		max = maxInt(max, c)
+		top = max(top, c)
 	}
 	var b strings.Builder
 	for _, c := range counts {
 		switch {
 		case c == 0:
 			b.WriteRune(sparks[0])
-		case max == 1:
+		case top == 1:
 			b.WriteRune(sparks[len(sparks)-1])
 		default:
 			// Any request shows at least the lowest bar; the peak is full.
-			i := 1 + int((c-1)*int64(len(sparks)-2)/(max-1))
+			i := 1 + int((c-1)*int64(len(sparks)-2)/(top-1))
 			b.WriteRune(sparks[i])
 		}
 	}
 	return b.String()
-}
-
-func maxInt(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // hourly returns last24h oldest first, ending at the hour of now.
@@ -77,18 +71,18 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", obj.Metadata.Name)
-	removed := dash(st.RemovedInRelease)
+	removed := Dash(st.RemovedInRelease)
 	if st.Removed {
 		removed += fmt.Sprintf(" (already removed: %d requests got 404 in the last 24h)", st.RemovedRequestCount)
 	}
 	fmt.Fprintf(tw, "Removed in:\t%s\n", removed)
-	fmt.Fprintf(tw, "Deprecated in:\t%s\n", dash(st.DeprecatedInRelease))
+	fmt.Fprintf(tw, "Deprecated in:\t%s\n", Dash(st.DeprecatedInRelease))
 	if r := st.Replacement; r != nil {
 		fmt.Fprintf(tw, "Replacement:\t%s %s\n", groupVersion(r.Group, r.Version), r.Kind)
 	} else {
 		fmt.Fprintf(tw, "Replacement:\t-\n")
 	}
-	fmt.Fprintf(tw, "Warning:\t%s\n", dash(st.Warning))
+	fmt.Fprintf(tw, "Warning:\t%s\n", Dash(st.Warning))
 	sys := ""
 	if o.ExcludeSystem && st.SystemRequestCount > 0 {
 		sys = fmt.Sprintf(" (%d more from system users, not shown)", st.SystemRequestCount)
@@ -104,9 +98,9 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 	fmt.Fprintf(w, "\nLast 24h, per UTC hour from %02d:00 to %02d:00:\n  %s\n", first, now.UTC().Hour(), Sparkline(counts))
 	var peak int64
 	for _, c := range counts {
-		peak = maxInt(peak, c)
+		peak = max(peak, c)
 	}
-	fmt.Fprintf(w, "  peak %d request%s in an hour\n", peak, pluralS(int(peak)))
+	fmt.Fprintf(w, "  peak %d request%s in an hour\n", peak, plural.S(int(peak)))
 
 	// Node totals come from the nodes' own counts, which include every
 	// user; byUser lists only the top users of each node and hour.
@@ -191,7 +185,7 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 		if u.system {
 			name += " (system)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, dash(u.userAgent), dash(describeWorkload(u.username, u.workload)), u.total, strings.Join(verbs, " "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, Dash(u.userAgent), Dash(describeWorkload(u.username, u.workload)), u.total, strings.Join(verbs, " "))
 	}
 	if unlisted > 0 {
 		// Per user, only the top users of each node and hour are known.
@@ -207,5 +201,5 @@ func describeWorkload(username string, w *api.Workload) string {
 	if w == nil || w.Owner == nil {
 		return s
 	}
-	return fmt.Sprintf("%s (%s %s, %d pod%s)", s, w.Owner.Kind, w.Owner.Name, len(w.Pods), pluralS(len(w.Pods)))
+	return fmt.Sprintf("%s (%s %s, %d pod%s)", s, w.Owner.Kind, w.Owner.Name, len(w.Pods), plural.S(len(w.Pods)))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
 // NoRequests says that window, a list read with Since set, holds no
@@ -34,9 +35,9 @@ func NoRequests(window api.APIRequestCountList, retained *api.APIRequestCountLis
 		}
 		switch {
 		case older > 0:
-			hints = append(hints, fmt.Sprintf("%d older one%s within the %s retention; try --since %s", older, pluralS(int(older)), since, since))
+			hints = append(hints, fmt.Sprintf("%d older one%s within the %s retention; try --since %s", older, plural.S(int(older)), since, since))
 		case olderSys > 0:
-			hints = append(hints, fmt.Sprintf("%d older one%s by system users within the %s retention; try --since %s --exclude-system=false", olderSys, pluralS(int(olderSys)), since, since))
+			hints = append(hints, fmt.Sprintf("%d older one%s by system users within the %s retention; try --since %s --exclude-system=false", olderSys, plural.S(int(olderSys)), since, since))
 		}
 	}
 	msg = "No deprecated API requests in the last " + FormatDuration(o.Since)

@@ -143,7 +143,8 @@ func Workload(username string) string {
 // 24h, 168h, 90m.
 func FormatDuration(d time.Duration) string { return api.FormatDuration(d) }
 
-func dash(s string) string {
+// Dash is s, or "-" in place of an empty s, for a table's cell.
+func Dash(s string) string {
 	if s == "" {
 		return "-"
 	}
@@ -167,7 +168,7 @@ func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
 	}
 	for _, r := range rows {
-		removed := dash(r.RemovedIn)
+		removed := Dash(r.RemovedIn)
 		if r.Removed {
 			removed += " (removed)"
 		}
@@ -175,9 +176,9 @@ func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 		if windowed {
 			cols = append(cols, fmt.Sprint(r.Window))
 		}
-		cols = append(cols, dash(r.TopUser), dash(r.TopUserAgent))
+		cols = append(cols, Dash(r.TopUser), Dash(r.TopUserAgent))
 		if wide {
-			cols = append(cols, dash(r.Replacement), dash(strings.Join(r.Nodes, ",")), dash(r.Workload))
+			cols = append(cols, Dash(r.Replacement), Dash(strings.Join(r.Nodes, ",")), Dash(r.Workload))
 		}
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}

@@ -51,14 +51,14 @@ func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error
 	if len(list.Resources) > 0 {
 		writeHeader(tw, wide, "RESOURCE", "CLASS")
 		for _, r := range list.Resources {
-			writeRow(tw, wide, r, resourceName(r), dash(strings.Join(r.Classes, ",")))
+			writeRow(tw, wide, r, resourceName(r), Dash(strings.Join(r.Classes, ",")))
 		}
 		fmt.Fprintln(tw)
 	}
 	writeHeader(tw, wide, "WEBHOOK", "TYPE", "RESOURCE", "CLASS")
 	for _, row := range WebhookRows(list) {
 		r := row.Resource
-		writeRow(tw, wide, r, row.Webhook, row.Types, resourceName(r), dash(strings.Join(r.Classes, ",")))
+		writeRow(tw, wide, r, row.Webhook, row.Types, resourceName(r), Dash(strings.Join(r.Classes, ",")))
 	}
 	return tw.Flush()
 }

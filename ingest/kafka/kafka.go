@@ -10,6 +10,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -320,8 +321,8 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 			continue
 		}
 		o := aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}
-		o.Node = firstNonEmpty(header(m, c.cfg.NodeHeader), d.node, o.Node)
-		o.Cluster = firstNonEmpty(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
+		o.Node = cmp.Or(header(m, c.cfg.NodeHeader), d.node, o.Node)
+		o.Cluster = cmp.Or(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
 		b.add(o, d.events)
 	}
 	last := msgs[len(msgs)-1]
@@ -508,15 +509,6 @@ func header(m *kafkago.Message, name string) string {
 	for _, h := range m.Headers {
 		if h.Key == name {
 			return string(h.Value)
-		}
-	}
-	return ""
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
 		}
 	}
 	return ""
