@@ -89,7 +89,7 @@ e2e: build e2e-peers ## A real kube-apiserver sends its audit webhook to bin/sun
 # issue 12 once per run (a minute or two); SUNSET_BENCH_DAYS=2 (and
 # _USERS, _NODES, _APIS) make it smaller.
 bench: ## Run benchmarks, each beside its baseline.
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m ./benchmarks/ ./store/ ./ingest/... ./api/
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m ./benchmarks/ ./store/ ./aggregate/ ./ingest/... ./api/
 
 # golangci-lint at the version pinned here, built from the Go module proxy
 # into bin/ on first use (a few minutes on 2 cores) and reused after.
