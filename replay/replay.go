@@ -25,6 +25,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
+	"github.com/kube-sunset/sunset/internal/plural"
 	"github.com/kube-sunset/sunset/report"
 	"github.com/kube-sunset/sunset/source"
 )
@@ -306,16 +307,9 @@ func (s *planSink) write(w io.Writer) error {
 		if k.AlreadyRemoved {
 			api += " (removed)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, k.Hour, k.Node, k.Username, dash(k.UserAgent), k.Verb, s.counts[k])
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, k.Hour, k.Node, k.Username, report.Dash(k.UserAgent), k.Verb, s.counts[k])
 	}
 	return tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // showProgress draws a progress line on a terminal until the returned
@@ -365,7 +359,7 @@ func writeSummary(w io.Writer, sum file.Summary, dryRun string) {
 		why = " (" + strings.Join(reasons, ", ") + ")"
 	}
 	fmt.Fprintf(w, "%s %d events from %d input%s in %s: %d %s, %d duplicates, %d skipped%s, %d invalid lines.\n",
-		verb, sum.Events, sum.Inputs, plural(sum.Inputs), sum.Elapsed.Round(time.Millisecond), sum.Counted, counted, sum.Duplicates, sum.Skipped, why, sum.Invalid)
+		verb, sum.Events, sum.Inputs, plural.S(sum.Inputs), sum.Elapsed.Round(time.Millisecond), sum.Counted, counted, sum.Duplicates, sum.Skipped, why, sum.Invalid)
 	if sum.AdmissionCounted+sum.AdmissionDuplicates > 0 {
 		fmt.Fprintf(w, "Admission webhooks: %d requests %s, %d duplicates (sunset report webhooks).\n", sum.AdmissionCounted, counted, sum.AdmissionDuplicates)
 	}
@@ -375,11 +369,4 @@ func writeSummary(w io.Writer, sum file.Summary, dryRun string) {
 			fmt.Fprintf(w, "  %s:%d: %s: %s\n", ex.Input, ex.Line, ex.Reason, ex.Message)
 		}
 	}
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
