@@ -23,10 +23,9 @@ const (
 type Event struct {
 	// ID is the auditID, or a digest of the raw event when it has none, so
 	// that re-sent events still deduplicate.
-	ID         string
-	Stage      string
-	Verb       string
-	RequestURI string
+	ID    string
+	Stage string
+	Verb  string
 	// Username is the user the request was made as: the impersonated user
 	// when there is one, as OpenShift counts it.
 	Username string
@@ -44,9 +43,9 @@ type Event struct {
 	StageTime       time.Time
 	// DryRun marks a server-side dry run (dryRun=All).
 	DryRun bool
-	// PodName, PodUID and PodNode come from a pod-bound service account
-	// token (user.extra): the workload behind the request.
-	PodName, PodUID, PodNode string
+	// PodName and PodNode come from a pod-bound service account token
+	// (user.extra): the workload behind the request.
+	PodName, PodNode string
 	// SourceIPs are the client addresses the apiserver saw.
 	SourceIPs []string
 	// RequestObject is the raw request body at Request level or above, for

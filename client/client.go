@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -179,6 +178,3 @@ func (c *Client) do(req *http.Request) ([]byte, error) {
 	}
 	return nil, &StatusError{Code: resp.StatusCode, Message: msg}
 }
-
-// IsNotFound reports whether err means the API has no counts.
-func IsNotFound(err error) bool { return errors.Is(err, api.ErrNotFound) }

@@ -81,7 +81,9 @@ type wireObjectRef struct {
 // wireUser is an audit event's user or impersonatedUser.
 type wireUser struct {
 	Username string `json:"username"`
-	// Only the pod-bound token's keys are decoded.
+	// Only the pod-bound token's keys are decoded. PodUID is decoded for
+	// its type alone (a malformed one makes a malformed event); Sunset keeps
+	// no pod UID.
 	Extra struct {
 		PodName  []string `json:"authentication.kubernetes.io/pod-name"`
 		PodUID   []string `json:"authentication.kubernetes.io/pod-uid"`
@@ -309,12 +311,10 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		ID:             w.AuditID,
 		Stage:          w.Stage,
 		Verb:           w.Verb,
-		RequestURI:     w.RequestURI,
 		Username:       as.Username,
 		ImpersonatedBy: impersonatedBy,
 		UserAgent:      w.UserAgent,
 		PodName:        first(as.Extra.PodName),
-		PodUID:         first(as.Extra.PodUID),
 		PodNode:        first(as.Extra.NodeName),
 		SourceIPs:      w.SourceIPs,
 		RequestObject:  w.RequestObject,
