@@ -13,8 +13,8 @@ func TestDoublesUpToMaxAndResets(t *testing.T) {
 	b := New(time.Second, 30*time.Second)
 	var got []time.Duration
 	for range 7 {
-		require.Equal(t, b.Peek(), b.Peek(), "Peek takes nothing")
 		p := b.Peek()
+		require.Equal(t, p, b.Peek(), "Peek takes nothing")
 		require.Equal(t, p, b.Next())
 		got = append(got, p)
 	}
