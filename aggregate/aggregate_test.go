@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/store"
@@ -53,7 +54,7 @@ func TestConcurrentIngestCountsEachRequestOnce(t *testing.T) {
 					events = append(events, deprecatedEvent(fmt.Sprintf("id-%d", s*25+i), fmt.Sprintf("u%d", (s*25+i)%4)))
 				}
 				sum, err := a.Ingest(context.Background(), Origin{Source: "test", Cluster: "c", Node: "n"}, events)
-				require.NoError(t, err)
+				assert.NoError(t, err)
 				mu.Lock()
 				total.Counted += sum.Counted
 				total.Duplicates += sum.Duplicates
@@ -90,7 +91,7 @@ func TestIngestAfterStopFails(t *testing.T) {
 func TestTruncateKeepsWholeCharacters(t *testing.T) {
 	require.Equal(t, "ab", Truncate("ab", 5))
 	require.Equal(t, "é", Truncate("éé", 3))
-	require.Equal(t, "", Truncate("é", 1))
+	require.Empty(t, Truncate("é", 1))
 	require.Equal(t, "endpoints.v1", APIName("", "v1", "endpoints"))
 	require.Equal(t, "cronjobs.v1beta1.batch", APIName("batch", "v1beta1", "cronjobs"))
 }

@@ -55,7 +55,7 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 	events, bad := falcoEvents(t)
 	// 38 without apiVersion, 4 audit.k8s.io/v1 and 9 v1beta1 events
 	// decode; the malformed line does not.
-	require.Equal(t, 51, len(events))
+	require.Len(t, events, 51)
 	require.Equal(t, 1, bad)
 	now := time.Date(2018, 10, 27, 0, 0, 0, 0, time.UTC)
 	origin := aggregate.Origin{Source: "file", Cluster: "minikube", Node: "minikube"}

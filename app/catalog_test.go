@@ -68,7 +68,7 @@ func TestAlreadyRemovedAPIsAndListFilters(t *testing.T) {
 	// A CRD described in catalog.extra gets its replacement and warning.
 	w := getAPI(t, s, "widgets.v1beta1.e2e.example.com")
 	require.Equal(t, "e2e.example.com/v1beta1 Widget is deprecated in v1.30+; use e2e.example.com/v1 Widget", w.Status.Warning)
-	require.Equal(t, "", w.Status.RemovedInRelease)
+	require.Empty(t, w.Status.RemovedInRelease)
 
 	all := []string{"componentstatuses.v1", "cronjobs.v1beta1.batch", "endpoints.v1", "ingresses.v1beta1.extensions",
 		"volumeattributesclasses.v1beta1.storage.k8s.io", "widgets.v1alpha1.e2e.example.com", "widgets.v1beta1.e2e.example.com"}

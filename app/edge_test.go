@@ -63,7 +63,7 @@ func TestStagesAndEdgeCases(t *testing.T) {
 	require.Equal(t, int64(2), cstat.Status.RequestCount)
 	require.Equal(t, int64(1), cstat.Status.Last24h[18].RequestCount)
 	require.Equal(t, int64(1), cstat.Status.Last24h[19].RequestCount)
-	require.Equal(t, "", cstat.Status.RemovedInRelease)
+	require.Empty(t, cstat.Status.RemovedInRelease)
 
 	v := getAPI(t, s, "volumeattributesclasses.v1beta1.storage.k8s.io")
 	require.Equal(t, "1.37", v.Status.RemovedInRelease)

@@ -39,10 +39,10 @@ func TestLabelValues(t *testing.T) {
 		require.Equal(t, tc.want, g+"/"+v+"/"+r, tc)
 	}
 
-	require.Equal(t, "", Subresource(""))
+	require.Empty(t, Subresource(""))
 	require.Equal(t, "status", Subresource("status"))
 	require.Equal(t, Other, Subresource("Status!"))
-	require.Equal(t, "", Release(""))
+	require.Empty(t, Release(""))
 	require.Equal(t, "1.37", Release("v1.37.2"))
 	require.Equal(t, Other, Release("soon"))
 }

@@ -138,6 +138,6 @@ func TestExtraEntryReleasesAreNormalised(t *testing.T) {
 	require.Equal(t, "1.24", e.RemovedIn)
 	require.Equal(t, "cert-manager.io/v1alpha2 Certificate is deprecated in v1.20+, unavailable in v1.24+", e.Warning())
 	require.Equal(t, "1.37", NormalizeRelease("v1.37.2"))
-	require.Equal(t, "", NormalizeRelease(""))
+	require.Empty(t, NormalizeRelease(""))
 	require.Equal(t, "soon", NormalizeRelease("soon"))
 }

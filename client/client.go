@@ -14,11 +14,12 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/internal/tlsutil"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 )
 
 // Options configures New.
@@ -160,7 +161,7 @@ func (c *Client) do(req *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Sunset at %s (is `sunset serve` running there? or read a data directory with --data-dir): %w", c.base, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer of %s: %w", c.base, err)

@@ -99,7 +99,7 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		defer r.Close()
+		defer func() { _ = r.Close() }()
 		stdin = r
 	}
 	origin := aggregate.Origin{Source: "file", Cluster: o.Cluster, Node: o.Node}
@@ -140,7 +140,7 @@ func readNewest(ctx context.Context, o Options, inputs []file.Input, open func()
 	if err != nil {
 		return time.Time{}, err
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	prog := newProgress(inputs)
 	stopProgress := showProgress(o, prog)
 	defer stopProgress()

@@ -16,8 +16,8 @@ func TestSparkline(t *testing.T) {
 
 func TestWorkloadAndDuration(t *testing.T) {
 	require.Equal(t, "ci/deployer", Workload("system:serviceaccount:ci:deployer"))
-	require.Equal(t, "", Workload("alice"))
-	require.Equal(t, "", Workload("system:serviceaccount:broken"))
+	require.Empty(t, Workload("alice"))
+	require.Empty(t, Workload("system:serviceaccount:broken"))
 	require.Equal(t, "24h", FormatDuration(24*time.Hour))
 	require.Equal(t, "168h", FormatDuration(7*24*time.Hour))
 	require.Equal(t, "1h30m", FormatDuration(90*time.Minute))

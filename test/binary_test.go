@@ -63,7 +63,6 @@ type process struct {
 // test waits on what the server says it did rather than on time.
 type messageLog struct {
 	mu    sync.Mutex
-	seen  map[string]bool
 	count map[string]int
 	// lastCommit is the last of "commit started" and "commit finished",
 	// which the server logs at debug level around each badger commit.
@@ -322,7 +321,7 @@ func TestSigtermDrainsInFlightBatches(t *testing.T) {
 
 func TestUnknownConfigIsRejected(t *testing.T) {
 	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
-	require.NoError(t, os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nlisten-adress: oops\nretention: 1h\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:0\nlisten-adress: oops\nretention: 1h\n"), 0o600)) //nolint:misspell // The unknown key under test.
 	cmd := exec.Command(sunsetBin, "serve", "--config", cfgFile, "--user-agent", "medium")
 	cmd.Env = append(os.Environ(), "SUNSET_DATADIR=/tmp/x")
 	out, err := cmd.CombinedOutput()
@@ -331,7 +330,7 @@ func TestUnknownConfigIsRejected(t *testing.T) {
 	require.Equal(t, 1, ee.ExitCode())
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Len(t, lines, 2, string(out))
-	require.True(t, strings.HasPrefix(lines[0], "Error: config file "+cfgFile+": unknown keys listen-adress; known keys are data-dir, listen, "), lines[0])
+	require.True(t, strings.HasPrefix(lines[0], "Error: config file "+cfgFile+": unknown keys listen-adress; known keys are data-dir, listen, "), lines[0]) //nolint:misspell // The unknown key under test.
 	for _, key := range []string{"clusters.*.version", "kafka.sasl.password", "metrics.removal-horizon", "ingest.files"} {
 		require.Contains(t, lines[0], key)
 	}

@@ -29,7 +29,7 @@ func FuzzConfigFile(f *testing.F) {
 		"ingest:\n  files:\n    - path: /var/log/kubernetes/audit/audit.log\n      node: master-0\n      cluster: prod\n",
 		"metrics:\n  window: 48h\n  grace: 2h\n  removal-horizon: 3\n  max-series: 500\n  max-clusters: 4\nmax-clients-per-node-hour: 20\nwebhook-allow-unauthenticated: true\nlisten: 0.0.0.0:8080\n",
 		"kafka:\n  brokers: [kafka-0:9093]\n  topics: [k8s-audit]\n  startOffset: latest\n  nodeField: hostname\n  sasl:\n    mechanism: scram-sha-512\n    username: sunset\n  tls:\n    enabled: true\n",
-		"listen-adress: oops\nretention: 1h\n",
+		"listen-adress: oops\nretention: 1h\n", //nolint:misspell // The unknown key under test.
 		"tls-cert-file: /nonexistent/a\ntls-key-file: /nonexistent/b\ntls-client-ca-file: /nonexistent/c\nwebhook-token-file: /nonexistent/d\nwebhook-token-auth-file: /nonexistent/e\n",
 		"retention: [1, 2]\nmetrics: 5\n",
 	} {

@@ -119,9 +119,9 @@ func TestReplayShiftToNowKeepsGapsFromStdin(t *testing.T) {
 not an event
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"b","stage":"ResponseComplete","verb":"get","user":{"username":"erin"},"objectRef":{"resource":"endpoints","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-20T05:25:00Z","annotations":{"k8s.io/deprecated":"true"}}
 `
-	_, errOut, code := runCLIWith(shiftNow, log, "replay", "-", "--shift-to-now", "--node", "n", "--data-dir", dir, "--exclude-system=false")
+	_, _, code := runCLIWith(shiftNow, log, "replay", "-", "--shift-to-now", "--node", "n", "--data-dir", dir, "--exclude-system=false")
 	require.Equal(t, 1, code, "replay has no --exclude-system")
-	_, errOut, code = runCLIWith(shiftNow, log, "replay", "-", "--shift-to-now", "--node", "n", "--data-dir", dir)
+	_, errOut, code := runCLIWith(shiftNow, log, "replay", "-", "--shift-to-now", "--node", "n", "--data-dir", dir)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "Shifted every timestamp 80h later, so the newest event (2026-11-20 05:25:00 UTC) falls in the current hour.\n"+
 		"Replayed 2 events from 1 input in T: 2 counted, 0 duplicates, 0 skipped, 1 invalid lines.\n"+

@@ -1,6 +1,7 @@
 package auditjson
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,8 +82,8 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, bad, err := DecodeBody(b)
 		if err != nil {
-			e, ok := err.(*Error)
-			if !ok || e.Reason == "" || e.Message == "" {
+			var e *Error
+			if !errors.As(err, &e) || e.Reason == "" || e.Message == "" {
 				t.Fatalf("error without reason: %v", err)
 			}
 		}

@@ -12,7 +12,7 @@ func TestShiftMovesTimestampsAndKeepsIdentity(t *testing.T) {
 	raw := []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a1","stage":"ResponseComplete","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","verb":"list","user":{"username":"alice"},"requestReceivedTimestamp":"2026-11-21T19:18:03.123456Z","stageTimestamp":"2026-11-21T19:18:03.200001Z","annotations":{"k8s.io/deprecated":"true"}}`)
 	out, err := Shift(raw, 42*time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, `{"annotations":{"k8s.io/deprecated":"true"},"apiVersion":"audit.k8s.io/v1","auditID":"a1","kind":"Event","requestReceivedTimestamp":"2026-11-23T13:18:03.123456Z","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","stage":"ResponseComplete","stageTimestamp":"2026-11-23T13:18:03.200001Z","user":{"username":"alice"},"verb":"list"}`, string(out))
+	require.Equal(t, `{"annotations":{"k8s.io/deprecated":"true"},"apiVersion":"audit.k8s.io/v1","auditID":"a1","kind":"Event","requestReceivedTimestamp":"2026-11-23T13:18:03.123456Z","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","stage":"ResponseComplete","stageTimestamp":"2026-11-23T13:18:03.200001Z","user":{"username":"alice"},"verb":"list"}`, string(out)) //nolint:testifylint // Byte for byte: shifting keeps everything but the times as it was.
 	before, err := DecodeEvent(raw)
 	require.NoError(t, err)
 	after, err := DecodeEvent(out)

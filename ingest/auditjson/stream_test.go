@@ -97,7 +97,7 @@ func sameAsDecodeBody(t *testing.T, body []byte, r io.Reader) {
 	}
 	require.NoError(t, err)
 	require.Equal(t, wantBad, bad)
-	require.Equal(t, len(wantEvents), len(events))
+	require.Len(t, events, len(wantEvents))
 	for i := range events {
 		require.Equal(t, wantEvents[i], events[i], "event %d", i)
 	}

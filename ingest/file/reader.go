@@ -125,7 +125,7 @@ func readLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, limit int, fn
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		src = f
 	}
 	if bytesRead == nil {
@@ -137,7 +137,7 @@ func readLines(in Input, stdin io.Reader, bytesRead *atomic.Int64, limit int, fn
 		if err != nil {
 			return fmt.Errorf("%s: not valid gzip: %w", in.Name, err)
 		}
-		defer zr.Close()
+		defer func() { _ = zr.Close() }()
 		br = bufio.NewReaderSize(zr, readBufferBytes)
 	}
 	sc := newLineScanner(br, limit)

@@ -25,7 +25,6 @@ type gated struct {
 	release chan struct{}
 	held    chan int
 	calls   chan int
-	once    sync.Once
 	mu      sync.Mutex
 	n       int
 }

@@ -32,7 +32,7 @@ func LoadTokenFile(path, defaultCluster string) (Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook-token-auth-file: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tokens, err := ParseTokens(f, defaultCluster)
 	if err != nil {
 		return nil, fmt.Errorf("webhook-token-auth-file %s: %w", path, err)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
 // Codecs encode the metav1 objects Sunset answers with besides its own:
@@ -29,7 +30,7 @@ var Codecs = newCodecs()
 func newCodecs() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	metav1.AddMetaToScheme(scheme)
+	utilruntime.Must(metav1.AddMetaToScheme(scheme))
 	return serializer.NewCodecFactory(scheme)
 }
 

@@ -50,7 +50,7 @@ func CreateTopic(t testing.TB, brokers []string, name string, partitions int) {
 	if err != nil {
 		t.Fatalf("dialing %s: %v", brokers[0], err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	ctrl, err := conn.Controller()
 	if err != nil {
 		t.Fatalf("finding the controller: %v", err)
@@ -59,7 +59,7 @@ func CreateTopic(t testing.TB, brokers []string, name string, partitions int) {
 	if err != nil {
 		t.Fatalf("dialing the controller: %v", err)
 	}
-	defer cc.Close()
+	defer func() { _ = cc.Close() }()
 	if err := cc.CreateTopics(kafkago.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("creating topic %s: %v", name, err)
 	}
@@ -81,7 +81,7 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 		// seconds and would not yet know a topic created just before.
 		Transport: &kafkago.Transport{},
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {

@@ -101,7 +101,7 @@ func writeAtomically(path string, write func(io.Writer) error) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	defer func() { _ = os.Remove(tmp.Name()) }() // fails harmlessly once renamed
 	if err := write(tmp); err != nil {
 		return 0, errors.Join(err, tmp.Close())
 	}

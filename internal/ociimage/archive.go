@@ -159,7 +159,7 @@ func writeLayer(tw *tar.Writer, layer v1.Layer, mtime time.Time) error {
 	if err != nil {
 		return fmt.Errorf("ociimage: layer %s: %w", digest, err)
 	}
-	defer blob.Close()
+	defer func() { _ = blob.Close() }()
 	return writeFile(tw, blobPath(digest), mtime, blob, size)
 }
 

@@ -112,7 +112,7 @@ func checkStaticLinux(binary []byte, arch string) error {
 	if err != nil {
 		return fmt.Errorf("not a linux executable: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if f.Machine != want {
 		return fmt.Errorf("built for %s, not %s (set GOARCH=%s when building)", f.Machine, arch, arch)
 	}

@@ -192,7 +192,7 @@ users:
 `), 0o600); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	return webhook.NewBackend(kubeconfig, auditv1.SchemeGroupVersion, retry, nil)
 }
 
