@@ -109,7 +109,7 @@ type Aggregator struct {
 
 type job struct {
 	source string
-	reqs   []store.Request
+	reqs   []Request
 	// apiReqs is how many of reqs, first, are API requests; field
 	// matches follow.
 	apiReqs   int
@@ -196,7 +196,7 @@ collect:
 			break collect
 		}
 	}
-	all := make([]store.Request, 0, n)
+	all := make([]Request, 0, n)
 	var cursors []store.Cursor
 	var adm []store.AdmissionRequest
 	for _, j := range group {
@@ -220,7 +220,10 @@ collect:
 		admDup, err = a.store.ApplyAdmission(adm)
 	}
 	if err == nil {
-		dup, err = a.store.Apply(all, cursors...)
+		var d store.Duplicates
+		if d, err = a.store.Commit(batch(all, cursors)); err == nil {
+			dup = duplicates(all, d)
+		}
 	}
 	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	switch {
@@ -330,8 +333,8 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...store.Cursor) (Summary, error) {
 	var sum Summary
 	now := a.now()
-	reqs := make([]store.Request, 0, len(events))
-	var fields []store.Request
+	reqs := make([]Request, 0, len(events))
+	var fields []Request
 	var adm []store.AdmissionRequest
 	for i := range events {
 		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
@@ -407,7 +410,7 @@ func (s *Summary) tally(dup []bool, apiReqs int) {
 
 // countRequest adds one committed request to sunset_deprecated_requests_total,
 // its label values bounded: they come from the sender.
-func (a *Aggregator) countRequest(r store.Request) {
+func (a *Aggregator) countRequest(r Request) {
 	k := r.Key
 	group, version, resource := a.labels.API(SplitAPIName(k.API))
 	state := catalog.StateDeprecated

@@ -2,7 +2,6 @@ package aggregate
 
 import (
 	"context"
-	"strings"
 
 	"github.com/kube-sunset/sunset/store"
 )
@@ -12,11 +11,11 @@ import (
 // field rules) without committing them; Summary tells what was skipped.
 // Together with Apply it lets a caller do something with the requests
 // between the two steps, such as sending them to other Sunset replicas.
-func (a *Aggregator) Classify(origin Origin, events []Event) ([]store.Request, Summary) {
+func (a *Aggregator) Classify(origin Origin, events []Event) ([]Request, Summary) {
 	var sum Summary
 	now := a.now()
-	reqs := make([]store.Request, 0, len(events))
-	var fields []store.Request
+	reqs := make([]Request, 0, len(events))
+	var fields []Request
 	for i := range events {
 		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
 		req, res := a.classify(origin, &events[i], now)
@@ -30,27 +29,23 @@ func (a *Aggregator) Classify(origin Origin, events []Event) ([]store.Request, S
 	return append(reqs, fields...), sum
 }
 
-// IsFieldRequest reports whether r counts a field rule's match rather than
-// a request to an API.
-func IsFieldRequest(r store.Request) bool { return strings.HasPrefix(r.Key.API, FieldRulePrefix) }
-
 // Apply commits requests that are already classified, by Classify here or
 // by another replica, with cursors in the same transaction, and returns
 // once they are durable. Requests whose hour has expired meanwhile are
 // skipped. Like Ingest, a non-nil error means nothing may be assumed
 // committed, and applying the same requests again is safe.
-func (a *Aggregator) Apply(ctx context.Context, source string, reqs []store.Request, cursors ...store.Cursor) (Summary, error) {
+func (a *Aggregator) Apply(ctx context.Context, source string, reqs []Request, cursors ...store.Cursor) (Summary, error) {
 	var sum Summary
 	now := a.now()
 	// API requests first, field matches after, as the commit loop counts
 	// the metrics of the first apiReqs.
-	var live, fields []store.Request
+	var live, fields []Request
 	for _, r := range reqs {
 		switch {
 		case a.expired(r.Key.Hour, now):
 			a.metrics.events.WithLabelValues(source, string(ResultExpired)).Inc()
 			sum.skip(ResultExpired)
-		case IsFieldRequest(r):
+		case r.FieldRule != "":
 			fields = append(fields, r)
 		default:
 			live = append(live, r)

@@ -118,26 +118,26 @@ func (e *Event) Hour() (hour time.Time, ok bool) {
 	return time.Time{}, false
 }
 
-func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (store.Request, Result) {
+func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Result) {
 	if e.Stage != StageResponseComplete && e.Stage != StagePanic {
-		return store.Request{}, ResultOtherStage
+		return Request{}, ResultOtherStage
 	}
 	if e.ObjectRef == nil || e.ObjectRef.Resource == "" || e.ObjectRef.Version == "" {
 		if e.Deprecated {
-			return store.Request{}, ResultNoObjectRef
+			return Request{}, ResultNoObjectRef
 		}
-		return store.Request{}, ResultNotDeprecated
+		return Request{}, ResultNotDeprecated
 	}
 	ref := e.ObjectRef
 	removedRelease, removed, counts := a.lifecycle(o.Cluster, e)
 	if !counts {
-		return store.Request{}, ResultNotDeprecated
+		return Request{}, ResultNotDeprecated
 	}
 	hour, res := a.countedHour(e, now)
 	if res != ResultCounted {
-		return store.Request{}, res
+		return Request{}, res
 	}
-	return store.Request{
+	return Request{
 		ID: e.ID,
 		Key: store.CountKey{
 			Cluster:     o.Cluster,
@@ -174,10 +174,6 @@ func (a *Aggregator) countedHour(e *Event, now time.Time) (time.Time, Result) {
 	return hour, ResultCounted
 }
 
-// FieldRulePrefix starts the stored name of a field rule's counts, so they
-// never mix with APIs (API names hold no colon).
-const FieldRulePrefix = "field:"
-
 // NeedsRequestObject reports whether Ingest reads e's request object: only
 // for a completed request that a field rule selects. Decoders keep the
 // object only then, so that a batch of large objects is not held whole.
@@ -191,7 +187,7 @@ func (a *Aggregator) NeedsRequestObject(e *Event) bool {
 
 // fieldRequests counts the deprecated fields a completed request sets, each
 // once per request like an API.
-func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []store.Request {
+func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request {
 	if a.fieldRules == nil || e.ObjectRef == nil || len(e.RequestObject) == 0 ||
 		(e.Stage != StageResponseComplete && e.Stage != StagePanic) {
 		return nil
@@ -205,14 +201,15 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []store.Re
 	if res != ResultCounted {
 		return nil
 	}
-	out := make([]store.Request, 0, len(matches))
+	out := make([]Request, 0, len(matches))
 	for _, r := range matches {
-		out = append(out, store.Request{
-			ID: e.ID + "#" + FieldRulePrefix + r.Name,
+		out = append(out, Request{
+			ID: fieldRuleID(e.ID, r.Name),
 			Key: store.CountKey{
-				Cluster: o.Cluster, API: FieldRulePrefix + r.Name, Hour: hour, Node: o.Node, Subresource: ref.Subresource,
+				Cluster: o.Cluster, Hour: hour, Node: o.Node, Subresource: ref.Subresource,
 				Username: Truncate(e.Username, MaxUsernameBytes), UserAgent: a.userAgent(e.UserAgent), Verb: cardinality.Verb(e.Verb), DryRun: e.DryRun,
 			},
+			FieldRule:      r.Name,
 			RemovedRelease: r.RemovedIn,
 			Seen:           sighting(e, now),
 		})

@@ -27,10 +27,16 @@ const infoPath = "/apis/" + APIVersion + "/serverinfo"
 // Info describes the service; retention is what the store keeps.
 func (s *Service) Info(retention time.Duration) ServerInfo {
 	out := ServerInfo{APIVersion: APIVersion, Kind: "ServerInfo", Time: s.now().UTC(), Retention: retention.String(), Clusters: []string{}}
-	for _, info := range s.q.APIs() {
-		if !slices.Contains(out.Clusters, info.Cluster) {
-			out.Clusters = append(out.Clusters, info.Cluster)
+	add := func(cluster string) {
+		if !slices.Contains(out.Clusters, cluster) {
+			out.Clusters = append(out.Clusters, cluster)
 		}
+	}
+	for _, info := range s.q.APIs() {
+		add(info.Cluster)
+	}
+	for _, info := range s.q.FieldRules() {
+		add(info.Cluster)
 	}
 	slices.Sort(out.Clusters)
 	return out

@@ -46,6 +46,16 @@ func (c fixedCounts) WorkloadsOf(string, string, []store.ClientID) (map[store.Cl
 	return nil, nil
 }
 
+func (fixedCounts) FieldRules() []store.FieldRuleInfo { return nil }
+
+func (fixedCounts) ScanFieldRuleCounts(string, string, time.Time, time.Time, func(store.FieldRuleKey, uint64) error) error {
+	return nil
+}
+
+func (fixedCounts) FieldRuleWorkloadsOf(string, string, []store.ClientID) (map[store.ClientID]store.Workload, error) {
+	return nil, nil
+}
+
 func kubeServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	h := New(Options{Querier: fixedCounts{

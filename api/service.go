@@ -19,14 +19,19 @@ import (
 // ErrNotFound is returned by Service.Get for an API without counts.
 var ErrNotFound = errors.New("api: not found")
 
-// Querier reads counts. *store.Store implements it. ScanCounts may be
-// called concurrently, over different hours.
+// Querier reads counts. *store.Store implements it. ScanCounts and
+// ScanFieldRuleCounts may be called concurrently, over different hours.
 type Querier interface {
 	APIs() []store.APIInfo
 	ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error
 	// WorkloadsOf reads the workload records of the given clients of one
 	// API; clients without one are left out.
 	WorkloadsOf(cluster, api string, clients []store.ClientID) (map[store.ClientID]store.Workload, error)
+	// FieldRules, ScanFieldRuleCounts and FieldRuleWorkloadsOf read the
+	// counts of field rules as the others read those of APIs.
+	FieldRules() []store.FieldRuleInfo
+	ScanFieldRuleCounts(cluster, rule string, from, to time.Time, fn func(store.FieldRuleKey, uint64) error) error
+	FieldRuleWorkloadsOf(cluster, rule string, clients []store.ClientID) (map[store.ClientID]store.Workload, error)
 }
 
 // Service builds APIRequestCount objects from counts. The HTTP handler
@@ -62,13 +67,13 @@ func NewService(q Querier, cat *catalog.Catalog, rules *fieldrule.Set, isSystem 
 func (s *Service) List(q Query) (APIRequestCountList, error) {
 	now := s.now()
 	out := APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []APIRequestCount{}}
-	infos := slices.DeleteFunc(s.q.APIs(), func(i store.APIInfo) bool { return strings.HasPrefix(i.API, aggregate.FieldRulePrefix) })
+	infos := s.q.APIs()
 	for start := 0; start < len(infos); {
 		end := start + 1
 		for end < len(infos) && infos[end].API == infos[start].API {
 			end++
 		}
-		obj, b, found, err := s.build(infos[start].API, infos[start:end], q, now)
+		obj, b, found, err := s.build(s.apiSource(infos[start].API), apiSubjects(infos[start:end]), q, now)
 		if err != nil {
 			return out, err
 		}
@@ -82,16 +87,13 @@ func (s *Service) List(q Query) (APIRequestCountList, error) {
 
 // Get returns one API, or ErrNotFound.
 func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
-	if strings.HasPrefix(name, aggregate.FieldRulePrefix) {
-		return APIRequestCount{}, ErrNotFound
-	}
 	var infos []store.APIInfo
 	for _, info := range s.q.APIs() {
 		if info.API == name {
 			infos = append(infos, info)
 		}
 	}
-	obj, _, found, err := s.build(name, infos, q, s.now())
+	obj, _, found, err := s.build(s.apiSource(name), apiSubjects(infos), q, s.now())
 	if err != nil {
 		return obj, err
 	}
@@ -101,8 +103,57 @@ func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
 	return obj, nil
 }
 
-// build renders one API from the clusters in infos that match q.
-func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Time) (APIRequestCount, *builder, bool, error) {
+// source reads the counts and workload records of one API or field rule.
+type source struct {
+	name string
+	// catalogued is true for an API: the lifecycle catalog describes it.
+	catalogued  bool
+	scan        func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error
+	workloadsOf func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error)
+}
+
+func (s *Service) apiSource(api string) source {
+	return source{name: api, catalogued: true,
+		scan: func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
+			return s.q.ScanCounts(cluster, api, from, to, fn)
+		},
+		workloadsOf: func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error) {
+			return s.q.WorkloadsOf(cluster, api, clients)
+		}}
+}
+
+func (s *Service) fieldRuleSource(rule string) source {
+	return source{name: rule,
+		scan: func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
+			return s.q.ScanFieldRuleCounts(cluster, rule, from, to, func(k store.FieldRuleKey, n uint64) error {
+				return fn(store.CountKey{Cluster: k.Cluster, Hour: k.Hour, Node: k.Node, Subresource: k.Subresource,
+					Username: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun}, n)
+			})
+		},
+		workloadsOf: func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error) {
+			return s.q.FieldRuleWorkloadsOf(cluster, rule, clients)
+		}}
+}
+
+// subject is what build needs of an API's or a field rule's metadata in
+// one cluster.
+type subject struct {
+	cluster, removedRelease string
+	nodes                   map[string]time.Time
+}
+
+func apiSubjects(infos []store.APIInfo) []subject {
+	out := make([]subject, len(infos))
+	for i, info := range infos {
+		out[i] = subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes}
+	}
+	return out
+}
+
+// build renders one API or field rule from the clusters in subjects that
+// match q.
+func (s *Service) build(src source, subjects []subject, q Query, now time.Time) (APIRequestCount, *builder, bool, error) {
+	name := src.name
 	b := newBuilder(now, q.Since, s.isSystem)
 	if q.Hourly {
 		b.listHours()
@@ -110,19 +161,22 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 	from, to := b.scanRange()
 	var removedIn catalog.Release
 	found := false
-	for _, info := range infos {
-		if q.Cluster != "" && info.Cluster != q.Cluster {
+	for _, sub := range subjects {
+		if q.Cluster != "" && sub.cluster != q.Cluster {
 			continue
 		}
 		found = true
 		// Clusters may announce different releases; the earliest matters.
-		if r, err := catalog.ParseRelease(info.RemovedRelease); err == nil && (removedIn.IsZero() || r.Less(removedIn)) {
+		if r, err := catalog.ParseRelease(sub.removedRelease); err == nil && (removedIn.IsZero() || r.Less(removedIn)) {
 			removedIn = r
 		}
-		for node := range info.Nodes {
-			b.nodes[nodeID{info.Cluster, node}] = true
+		for node := range sub.nodes {
+			b.nodes[nodeID{sub.cluster, node}] = true
 		}
-		if err := s.scan(b, info.Cluster, info.API, from, to); err != nil {
+		scan := func(from, to time.Time, fn func(store.CountKey, uint64) error) error {
+			return src.scan(sub.cluster, from, to, fn)
+		}
+		if err := s.scan(b, scan, from, to); err != nil {
 			return APIRequestCount{}, nil, false, err
 		}
 	}
@@ -134,21 +188,24 @@ func (s *Service) build(name string, infos []store.APIInfo, q Query, now time.Ti
 	// Workload records are read for the clients shown only, once each.
 	records := map[string]map[store.ClientID]store.Workload{}
 	for cluster, clients := range b.shownClients() {
-		w, err := s.q.WorkloadsOf(cluster, name, clients)
+		w, err := src.workloadsOf(cluster, clients)
 		if err != nil {
 			return APIRequestCount{}, nil, false, err
 		}
 		records[cluster] = w
 	}
 	st.Workloads = b.workloads(records)
-	if entry, ok := s.lookup(name); ok {
-		if st.RemovedInRelease == "" {
-			st.RemovedInRelease = entry.RemovedIn
-		}
-		st.DeprecatedInRelease = entry.DeprecatedIn
-		st.Warning = entry.Warning()
-		if r := entry.Replacement; r != nil {
-			st.Replacement = &Replacement{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource}
+	// Only APIs are in the catalog.
+	if src.catalogued {
+		if entry, ok := s.lookup(name); ok {
+			if st.RemovedInRelease == "" {
+				st.RemovedInRelease = entry.RemovedIn
+			}
+			st.DeprecatedInRelease = entry.DeprecatedIn
+			st.Warning = entry.Warning()
+			if r := entry.Replacement; r != nil {
+				st.Replacement = &Replacement{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource}
+			}
 		}
 	}
 	obj := APIRequestCount{
@@ -187,13 +244,13 @@ func (s *Service) Field(name string, q Query) (FieldRequestCount, error) {
 	if !ok {
 		return FieldRequestCount{}, ErrNotFound
 	}
-	var infos []store.APIInfo
-	for _, info := range s.q.APIs() {
-		if info.API == aggregate.FieldRulePrefix+name {
-			infos = append(infos, info)
+	var subjects []subject
+	for _, info := range s.q.FieldRules() {
+		if info.Rule == name {
+			subjects = append(subjects, subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes})
 		}
 	}
-	obj, _, _, err := s.build(aggregate.FieldRulePrefix+name, infos, q, s.now())
+	obj, _, _, err := s.build(s.fieldRuleSource(name), subjects, q, s.now())
 	if err != nil {
 		return FieldRequestCount{}, err
 	}
@@ -216,15 +273,16 @@ const (
 	scanBatch    = 512
 )
 
-// scan adds the counts of one API in one cluster over the hours [from,
-// to] to b. Reading badger costs several times what adding costs, so
-// with more than one core the hours are read in parts at once, and this
-// goroutine adds what they hand over, in whatever order it comes.
-func (s *Service) scan(b *builder, cluster, api string, from, to time.Time) error {
+// scan adds the counts that scanCounts reads, those of one API or field
+// rule in one cluster, over the hours [from, to] to b. Reading badger
+// costs several times what adding costs, so with more than one core the
+// hours are read in parts at once, and this goroutine adds what they hand
+// over, in whatever order it comes.
+func (s *Service) scan(b *builder, scanCounts func(from, to time.Time, fn func(store.CountKey, uint64) error) error, from, to time.Time) error {
 	hours := int(to.Sub(from)/time.Hour) + 1
 	parts := min(runtime.GOMAXPROCS(0), maxScanParts, hours)
 	if parts <= 1 {
-		return s.q.ScanCounts(cluster, api, from, to, b.add)
+		return scanCounts(from, to, b.add)
 	}
 	batches := make(chan []counted, 2*parts)
 	free := make(chan []counted, 3*parts)
@@ -247,7 +305,7 @@ func (s *Service) scan(b *builder, cluster, api string, from, to time.Time) erro
 		from, to := start, end
 		wg.Go(func() {
 			batch := newBatch()
-			errs[p] = s.q.ScanCounts(cluster, api, from, to, func(k store.CountKey, n uint64) error {
+			errs[p] = scanCounts(from, to, func(k store.CountKey, n uint64) error {
 				batch = append(batch, counted{k, n})
 				if len(batch) == scanBatch {
 					batches <- batch

@@ -15,7 +15,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -211,9 +210,6 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 	clusters := map[string]string{} // label value by cluster, asked once per refresh
 	system := systemCache{isSystem: c.o.IsSystem, known: map[string]bool{}}
 	for _, info := range c.o.Querier.APIs() {
-		if strings.HasPrefix(info.API, aggregate.FieldRulePrefix) {
-			continue // field rules are not APIs
-		}
 		origGroup, origVersion, origResource := aggregate.SplitAPIName(info.API)
 		known := g.Known(origGroup, origVersion, origResource)
 		group, version, resource := g.API(origGroup, origVersion, origResource)

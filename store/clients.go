@@ -20,10 +20,10 @@ const OtherClient = "other"
 // past it the cache starts over, and cells are read again from badger.
 const maxCachedClients = 1 << 16
 
-// cell is the prefix of every count of one API, hour and node: a cell of
-// the client cap.
-func cellPrefix(k CountKey) string {
-	b := apiPrefix(k.Cluster, k.API)
+// cellPrefix is the prefix of every count of one subject (an API or a
+// field rule), hour and node: a cell of the client cap.
+func cellPrefix(sub *subject, k CountKey) string {
+	b := sub.countPrefix(k.Cluster, k.API)
 	b = appendHour(b, k.Hour)
 	return string(appendString(b, k.Node))
 }
@@ -53,11 +53,11 @@ func (c *clientCap) close() {
 
 // key returns k as it is counted: unchanged when its client already has
 // rows in the cell or the cell has room, else with OtherClient.
-func (c *clientCap) key(k CountKey) (CountKey, error) {
+func (c *clientCap) key(sub *subject, k CountKey) (CountKey, error) {
 	if k.Username == OtherClient && k.UserAgent == OtherClient {
 		return k, nil
 	}
-	cell := cellPrefix(k)
+	cell := cellPrefix(sub, k)
 	id := ClientID{Username: k.Username, UserAgent: k.UserAgent}
 	known, ok := c.s.clients[cell]
 	if !ok {
@@ -65,7 +65,7 @@ func (c *clientCap) key(k CountKey) (CountKey, error) {
 	}
 	if !ok {
 		var err error
-		if known, err = c.load(cell, k); err != nil {
+		if known, err = c.load(sub, cell, k); err != nil {
 			return k, err
 		}
 	}
@@ -88,13 +88,13 @@ func (c *clientCap) key(k CountKey) (CountKey, error) {
 
 // load reads the clients of a cell from badger, as a pending read: it is
 // published with the commit, so the cache never holds what a failed commit
-// would have added. A cell the API's metadata shows to be empty (a new API,
-// node or hour, the usual case) is not read.
-func (c *clientCap) load(cell string, k CountKey) (map[ClientID]bool, error) {
+// would have added. A cell the subject's metadata shows to be empty (a new
+// API, node or hour, the usual case) is not read.
+func (c *clientCap) load(sub *subject, cell string, k CountKey) (map[ClientID]bool, error) {
 	set := map[ClientID]bool{}
 	c.loaded[cell] = set
 	c.s.metaMu.RLock()
-	last, ok := c.s.meta[string(encodeMetaKey(k.Cluster, k.API))].Nodes[k.Node]
+	last, ok := c.s.meta[string(sub.metaKey(k.Cluster, k.API))].Nodes[k.Node]
 	c.s.metaMu.RUnlock()
 	if !ok || k.Hour.After(last) {
 		return set, nil

@@ -15,7 +15,33 @@ const (
 	// prefixCursor keys input positions (file offsets, Kafka offsets)
 	// committed with the counts they produced.
 	prefixCursor byte = 0x04
+	// Field rules' counts, metadata and workload records: the layouts of
+	// an API's, with the rule's name in place of the API's.
+	prefixFieldRuleCount    byte = 0x06
+	prefixFieldRuleMeta     byte = 0x07
+	prefixFieldRuleWorkload byte = 0x08
 )
+
+// subject is a kind of thing requests are counted against: APIs, or field
+// rules. Each kind keeps its counts, metadata and workload records under
+// prefix bytes of its own, so that neither can be mistaken for the other,
+// and shares everything else: dedupe marks, the client cap, expiry.
+type subject struct {
+	count, meta, workload byte
+}
+
+var (
+	apiSubject       = &subject{count: prefixCount, meta: prefixMeta, workload: prefixWorkload}
+	fieldRuleSubject = &subject{count: prefixFieldRuleCount, meta: prefixFieldRuleMeta, workload: prefixFieldRuleWorkload}
+)
+
+// subjectOfMeta returns the kind whose metadata records start with b.
+func subjectOfMeta(b byte) *subject {
+	if b == prefixFieldRuleMeta {
+		return fieldRuleSubject
+	}
+	return apiSubject
+}
 
 func encodeCursorKey(name string) []byte {
 	return append([]byte{prefixCursor}, name...)
@@ -94,16 +120,24 @@ func appendHour(b []byte, hour time.Time) []byte {
 }
 
 // apiPrefix is the prefix of every count of one API in one cluster.
-func apiPrefix(cluster, api string) []byte {
-	b := make([]byte, 0, 1+len(cluster)+len(api)+4)
-	b = append(b, prefixCount)
+func apiPrefix(cluster, api string) []byte { return apiSubject.countPrefix(cluster, api) }
+
+// countPrefix is the prefix of every count of one subject (an API or a
+// field rule) in one cluster.
+func (sub *subject) countPrefix(cluster, name string) []byte {
+	b := make([]byte, 0, 1+len(cluster)+len(name)+4)
+	b = append(b, sub.count)
 	b = appendString(b, cluster)
-	return appendString(b, api)
+	return appendString(b, name)
 }
 
-func encodeCountKey(k CountKey) []byte {
+func encodeCountKey(k CountKey) []byte { return apiSubject.countKey(k) }
+
+// countKey encodes the key of a count; for a field rule, k.API holds the
+// rule's name.
+func (sub *subject) countKey(k CountKey) []byte {
 	b := make([]byte, 0, 48+len(k.Cluster)+len(k.API)+len(k.Node)+len(k.Subresource)+len(k.Username)+len(k.UserAgent)+len(k.Verb))
-	b = append(b, prefixCount)
+	b = append(b, sub.count)
 	b = appendString(b, k.Cluster)
 	b = appendString(b, k.API)
 	b = appendHour(b, k.Hour)
@@ -122,9 +156,11 @@ func encodeCountKey(k CountKey) []byte {
 	return append(b, flags)
 }
 
+// decodeCountKey decodes the key of a count of either subject; for a field
+// rule, API holds the rule's name.
 func decodeCountKey(b []byte) (CountKey, error) {
 	var k CountKey
-	if len(b) == 0 || b[0] != prefixCount {
+	if len(b) == 0 || (b[0] != prefixCount && b[0] != prefixFieldRuleCount) {
 		return k, errCorruptKey
 	}
 	b = b[1:]
@@ -160,15 +196,16 @@ func encodeMarkKey(cluster, id string) []byte {
 	return append(b, id...)
 }
 
-func encodeMetaKey(cluster, api string) []byte {
-	b := make([]byte, 0, 5+len(cluster)+len(api))
-	b = append(b, prefixMeta)
+func (sub *subject) metaKey(cluster, name string) []byte {
+	b := make([]byte, 0, 5+len(cluster)+len(name))
+	b = append(b, sub.meta)
 	b = appendString(b, cluster)
-	return appendString(b, api)
+	return appendString(b, name)
 }
 
+// decodeMetaKey decodes the key of either subject's metadata.
 func decodeMetaKey(b []byte) (cluster, api string, err error) {
-	if len(b) == 0 || b[0] != prefixMeta {
+	if len(b) == 0 || (b[0] != prefixMeta && b[0] != prefixFieldRuleMeta) {
 		return "", "", errCorruptKey
 	}
 	if cluster, b, err = readString(b[1:]); err != nil {

@@ -2,7 +2,9 @@
 //
 // It records three things: counts (one uint64 per CountKey), dedupe marks (one
 // per counted request, so a re-sent request is never counted twice) and a
-// small metadata record per API. A request's mark and its count are always
+// small metadata record per API. Field rules, which count requests that set
+// a deprecated field, have counts and metadata of their own kind, in the
+// same layouts (fieldrule.go). A request's mark and its count are always
 // written in the same badger transaction, which is what makes counting exact
 // across crashes and retries. Everything expires after the retention period
 // through badger's TTL; Maintain deletes what expired, so that compactions
@@ -120,7 +122,10 @@ type Store struct {
 	applyMu sync.Mutex // serialises writers so read-modify-write never conflicts
 
 	metaMu sync.RWMutex
-	meta   map[string]APIInfo // by string(encodeMetaKey)
+	meta   map[string]APIInfo // of APIs and field rules, by string(subject.metaKey)
+	// legacy names, by the metadata key of a field rule, the API an older
+	// version stored its records under, while they are still there.
+	legacy map[string]string
 
 	// The client cap. clients caches, by cellPrefix, the clients with
 	// rows in each cell; only Apply and DeleteAPI use it, under applyMu.
@@ -173,6 +178,10 @@ func Open(opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := s.adoptLegacyFieldRules(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -205,25 +214,39 @@ func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
 // Retention returns how long counts are kept.
 func (s *Store) Retention() time.Duration { return s.retention }
 
+// loadMeta reads the metadata of every API and field rule.
 func (s *Store) loadMeta() error {
 	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixMeta}, PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			cluster, api, err := decodeMetaKey(item.Key())
-			if err != nil {
-				return fmt.Errorf("store: reading API metadata: %w", err)
+		for _, prefix := range []byte{prefixMeta, prefixFieldRuleMeta} {
+			if err := s.loadMetaOf(txn, prefix); err != nil {
+				return err
 			}
-			var info APIInfo
-			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &info) }); err != nil {
-				return fmt.Errorf("store: reading API metadata of %s: %w", api, err)
-			}
-			info.Cluster, info.API = cluster, api
-			s.meta[string(item.KeyCopy(nil))] = info
 		}
 		return nil
 	})
+}
+
+func (s *Store) loadMetaOf(txn *badger.Txn, prefix byte) error {
+	what := "API"
+	if prefix == prefixFieldRuleMeta {
+		what = "field rule"
+	}
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefix}, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		cluster, name, err := decodeMetaKey(item.Key())
+		if err != nil {
+			return fmt.Errorf("store: reading %s metadata: %w", what, err)
+		}
+		var info APIInfo
+		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &info) }); err != nil {
+			return fmt.Errorf("store: reading %s metadata of %s: %w", what, name, err)
+		}
+		info.Cluster, info.API = cluster, name
+		s.meta[string(item.KeyCopy(nil))] = info
+	}
+	return nil
 }
 
 // expiresAt is when badger may drop records of the given hour.
@@ -246,21 +269,67 @@ func (s *Store) Expired(hour time.Time) bool {
 // filtered out by the caller. Below the disk reserve it writes nothing and
 // returns an error that matches ErrNoSpace.
 func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
+	d, err := s.Commit(Batch{Requests: reqs, Cursors: cursors})
+	return d.Requests, err
+}
+
+// Batch is what one Commit writes.
+type Batch struct {
+	// Requests count against APIs, FieldRules against field rules. Their
+	// IDs share one space of dedupe marks per cluster.
+	Requests   []Request
+	FieldRules []FieldRuleRequest
+	// Cursors are written with the last requests.
+	Cursors []Cursor
+}
+
+// Duplicates says, request by request, which requests of a Batch had been
+// counted before.
+type Duplicates struct {
+	Requests, FieldRules []bool
+}
+
+// Commit counts a batch as Apply counts its requests: every request once,
+// durable when it returns, cursors never ahead of the counts.
+func (s *Store) Commit(b Batch) (Duplicates, error) {
 	if s.readOnly {
-		return nil, errors.New("store: opened read-only")
+		return Duplicates{}, errors.New("store: opened read-only")
+	}
+	entries := make([]entry, 0, len(b.Requests)+len(b.FieldRules))
+	for _, r := range b.Requests {
+		entries = append(entries, entry{apiSubject, r})
+	}
+	for _, r := range b.FieldRules {
+		entries = append(entries, entry{fieldRuleSubject, r.request()})
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	dup := make([]bool, len(reqs))
-	if len(reqs) == 0 && len(cursors) > 0 {
-		if err := s.guardSpace(); err != nil {
-			return nil, err
-		}
-		return dup, s.spaceError(s.applyChunk(nil, nil, cursors))
+	dup := make([]bool, len(entries))
+	if err := s.apply(entries, dup, b.Cursors); err != nil {
+		return Duplicates{}, err
 	}
-	err := inChunks(len(reqs), func(lo, hi int) error {
+	return Duplicates{Requests: dup[:len(b.Requests)], FieldRules: dup[len(b.Requests):]}, nil
+}
+
+// entry is one request to count against its subject. For a field rule,
+// Key.API holds the rule's name.
+type entry struct {
+	sub *subject
+	Request
+}
+
+// apply commits entries in chunks and cursors with the last; the caller
+// holds applyMu.
+func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor) error {
+	if len(entries) == 0 && len(cursors) > 0 {
+		if err := s.guardSpace(); err != nil {
+			return err
+		}
+		return s.spaceError(s.applyChunk(nil, nil, cursors))
+	}
+	return inChunks(len(entries), func(lo, hi int) error {
 		var last []Cursor
-		if hi == len(reqs) {
+		if hi == len(entries) {
 			last = cursors
 		}
 		// Each chunk is its own transaction: check before each, so that
@@ -268,20 +337,21 @@ func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 		if err := s.guardSpace(); err != nil {
 			return err
 		}
-		return s.spaceError(s.applyChunk(reqs[lo:hi], dup[lo:hi], last))
+		return s.spaceError(s.applyChunk(entries[lo:hi], dup[lo:hi], last))
 	})
-	if err != nil {
-		return nil, err
-	}
-	return dup, nil
 }
 
 // inChunks calls apply on consecutive ranges of n items, each in its own
 // transaction: at most maxChunk, halved while badger finds the transaction
 // too big.
 func inChunks(n int, apply func(lo, hi int) error) error {
+	return chunked(n, maxChunk, apply)
+}
+
+// chunked is inChunks with chunks of at most limit items.
+func chunked(n, limit int, apply func(lo, hi int) error) error {
 	for start := 0; start < n; {
-		size := min(maxChunk, n-start)
+		size := min(limit, n-start)
 		for {
 			err := apply(start, start+size)
 			if errors.Is(err, badger.ErrTxnTooBig) && size > 1 {
@@ -315,7 +385,7 @@ func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, er
 	return false, nil
 }
 
-func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
+func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -326,9 +396,9 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 	seen := map[string]struct{}{}
 	cc := newClientCap(s)
 	defer cc.close()
-	var capped []Request // reqs with capped keys, copied once one changes
-	for i, r := range reqs {
-		mk := encodeMarkKey(r.Key.Cluster, r.ID)
+	var capped []entry // entries with capped keys, copied once one changes
+	for i, e := range entries {
+		mk := encodeMarkKey(e.Key.Cluster, e.ID)
 		d, err := isDuplicate(txn, mk, seen)
 		if err != nil {
 			return err
@@ -336,30 +406,30 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 		if dup[i] = d; d {
 			continue
 		}
-		k, err := cc.key(r.Key)
+		k, err := cc.key(e.sub, e.Key)
 		if err != nil {
 			return err
 		}
-		if k != r.Key {
+		if k != e.Key {
 			// The caller's requests stay as they were. A folded request
 			// keeps no sighting: the workload of "other" means nothing.
 			if capped == nil {
-				capped = slices.Clone(reqs)
+				capped = slices.Clone(entries)
 			}
 			capped[i].Key, capped[i].Seen = k, nil
-			r = capped[i]
+			e = capped[i]
 		}
-		exp := s.expiresAt(r.Key.Hour)
+		exp := s.expiresAt(e.Key.Hour)
 		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
 			return err
 		}
-		ck := string(encodeCountKey(r.Key))
+		ck := string(e.sub.countKey(e.Key))
 		if _, ok := deltas[ck]; !ok {
 			order = append(order, ck)
 		}
 		deltas[ck]++
 		expiry[ck] = exp
-		s.noteMeta(metaUpdates, r)
+		s.noteMeta(metaUpdates, e)
 	}
 	for _, ck := range order {
 		key := []byte(ck)
@@ -367,13 +437,7 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 		item, err := txn.Get(key)
 		switch {
 		case err == nil:
-			if err := item.Value(func(v []byte) error {
-				if len(v) != 8 {
-					return fmt.Errorf("store: count value of %d bytes", len(v))
-				}
-				current = binary.BigEndian.Uint64(v)
-				return nil
-			}); err != nil {
+			if current, err = countValue(item); err != nil {
 				return err
 			}
 		case !errors.Is(err, badger.ErrKeyNotFound):
@@ -394,9 +458,9 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 		}
 	}
 	if capped != nil {
-		reqs = capped
+		entries = capped
 	}
-	if err := s.applySightings(txn, reqs, dup); err != nil {
+	if err := s.applySightings(txn, entries, dup); err != nil {
 		return err
 	}
 	for _, c := range cursors {
@@ -416,9 +480,24 @@ func (s *Store) applyChunk(reqs []Request, dup []bool, cursors []Cursor) error {
 	return nil
 }
 
-// noteMeta records in updates how r changes its API's metadata, if at all.
-func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
-	mk := string(encodeMetaKey(r.Key.Cluster, r.Key.API))
+// countValue reads the value of a count record.
+func countValue(item *badger.Item) (uint64, error) {
+	var n uint64
+	err := item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("store: count value of %d bytes", len(v))
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, err
+}
+
+// noteMeta records in updates how e changes its subject's metadata, if at
+// all.
+func (s *Store) noteMeta(updates map[string]APIInfo, e entry) {
+	r := e.Request
+	mk := string(e.sub.metaKey(r.Key.Cluster, r.Key.API))
 	info, ok := updates[mk]
 	if !ok {
 		s.metaMu.RLock()
@@ -429,19 +508,14 @@ func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
 		}
 	}
 	changed := !ok
+	if rel := s.mergeRelease(info.RemovedRelease, info.LastHour, r.RemovedRelease, r.Key.Hour); rel != info.RemovedRelease {
+		info.RemovedRelease, changed = rel, true
+	}
 	if r.Key.Hour.After(info.LastHour) {
 		info.LastHour, changed = r.Key.Hour, true
-		// The newest hour decides the removed release: an upgraded
-		// apiserver may announce a different one.
-		if r.RemovedRelease != "" && r.RemovedRelease != info.RemovedRelease {
-			info.RemovedRelease = r.RemovedRelease
-		}
 	}
 	if r.Key.Hour.Before(info.FirstHour) {
 		info.FirstHour, changed = r.Key.Hour, true
-	}
-	if info.RemovedRelease == "" && r.RemovedRelease != "" {
-		info.RemovedRelease, changed = r.RemovedRelease, true
 	}
 	if last, ok := info.Nodes[r.Key.Node]; !ok || r.Key.Hour.After(last) {
 		// The map is shared with s.meta until the commit publishes the
@@ -457,6 +531,20 @@ func (s *Store) noteMeta(updates map[string]APIInfo, r Request) {
 		updates[mk] = info
 	}
 }
+
+// mergeRelease is the removed release a subject keeps once a request of
+// hour that announces given (maybe empty) is added to its metadata, which
+// holds stored and whose last hour so far is last. The newest hour decides:
+// an upgraded apiserver may announce a different release.
+func (s *Store) mergeRelease(stored string, last time.Time, given string, hour time.Time) string {
+	if given != "" && (stored == "" || hour.After(last)) {
+		return given
+	}
+	return stored
+}
+
+// addSighting merges a sighting into a workload record.
+func (s *Store) addSighting(w *Workload, sg Sighting) { w.add(sg) }
 
 // Cursor reads a committed cursor.
 func (s *Store) Cursor(name string) (value []byte, ok bool, err error) {
@@ -500,11 +588,15 @@ func (s *Store) seen(ids []string, markKey func(id string) []byte) ([]bool, erro
 }
 
 // APIs lists the APIs that have unexpired counts, sorted by cluster and name.
-func (s *Store) APIs() []APIInfo {
+func (s *Store) APIs() []APIInfo { return s.infos(prefixMeta) }
+
+// infos lists the unexpired metadata of one subject, sorted by name and
+// cluster.
+func (s *Store) infos(metaPrefix byte) []APIInfo {
 	s.metaMu.RLock()
 	out := make([]APIInfo, 0, len(s.meta))
-	for _, info := range s.meta {
-		if s.Expired(info.LastHour) {
+	for mk, info := range s.meta {
+		if mk[0] != metaPrefix || s.Expired(info.LastHour) {
 			continue
 		}
 		info.Nodes = maps.Clone(info.Nodes)
@@ -525,11 +617,16 @@ func (s *Store) APIs() []APIInfo {
 // in [from, to], in key order (hour first). The strings of the keys fn gets
 // are shared between keys: equal values are one string.
 func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(CountKey, uint64) error) error {
+	return s.scanCounts(apiSubject.countPrefix(cluster, api), cluster, api, from, to, fn)
+}
+
+// scanCounts is ScanCounts over the counts under prefix, those of one
+// subject, named name, in one cluster.
+func (s *Store) scanCounts(prefix []byte, cluster, name string, from, to time.Time, fn func(CountKey, uint64) error) error {
 	in := newInterner()
 	var buf [8]byte
-	prefix := apiPrefix(cluster, api)
 	return s.scanHours(prefix, from, to, func(item *badger.Item) error {
-		k := CountKey{Cluster: cluster, API: api}
+		k := CountKey{Cluster: cluster, API: name}
 		if err := in.decodeCountKeyAfter(item.Key()[len(prefix):], &k); err != nil {
 			return err
 		}
@@ -581,6 +678,11 @@ func expiringEntry(key, val []byte, expiresAt uint64) *badger.Entry {
 // cluster, and returns how many requests they held. Dedupe marks stay, so
 // re-sent old events are still recognised. With dryRun nothing is removed.
 func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
+	return s.deleteSubject(apiSubject, cluster, api, dryRun)
+}
+
+// deleteSubject is DeleteAPI for the subject sub, named name.
+func (s *Store) deleteSubject(sub *subject, cluster, name string, dryRun bool) (uint64, error) {
 	if s.readOnly {
 		return 0, errors.New("store: opened read-only")
 	}
@@ -589,12 +691,12 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 	var requests uint64
 	var keys [][]byte
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, prefix := range [][]byte{apiPrefix(cluster, api), encodeWorkloadPrefix(cluster, api)} {
+		for _, prefix := range [][]byte{sub.countPrefix(cluster, name), sub.workloadPrefix(cluster, name)} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 			for it.Rewind(); it.Valid(); it.Next() {
 				item := it.Item()
 				keys = append(keys, item.KeyCopy(nil))
-				if item.Key()[0] == prefixCount {
+				if item.Key()[0] == sub.count {
 					if err := item.Value(func(v []byte) error {
 						if len(v) == 8 {
 							requests += binary.BigEndian.Uint64(v)
@@ -616,17 +718,17 @@ func (s *Store) DeleteAPI(cluster, api string, dryRun bool) (uint64, error) {
 	if err := s.guardSpace(); err != nil {
 		return 0, err
 	}
-	metaKey := encodeMetaKey(cluster, api)
+	metaKey := sub.metaKey(cluster, name)
 	keys = append(keys, metaKey)
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {
 		if err := wb.Delete(k); err != nil {
-			return 0, fmt.Errorf("store: deleting %s: %w", api, err)
+			return 0, fmt.Errorf("store: deleting %s: %w", name, err)
 		}
 	}
 	if err := wb.Flush(); err != nil {
-		return 0, s.spaceError(fmt.Errorf("store: deleting %s: %w", api, err))
+		return 0, s.spaceError(fmt.Errorf("store: deleting %s: %w", name, err))
 	}
 	if !s.noSync {
 		if err := s.db.Sync(); err != nil {

@@ -64,14 +64,18 @@ type IPSeen struct {
 // ClientID names a client of an API.
 type ClientID struct{ Username, UserAgent string }
 
-func encodeWorkloadPrefix(cluster, api string) []byte {
-	b := []byte{prefixWorkload}
+// workloadPrefix is the prefix of the workload records of one subject (an
+// API or a field rule) in one cluster.
+func (sub *subject) workloadPrefix(cluster, name string) []byte {
+	b := []byte{sub.workload}
 	b = appendString(b, cluster)
-	return appendString(b, api)
+	return appendString(b, name)
 }
 
-func encodeWorkloadKey(k CountKey) []byte {
-	b := encodeWorkloadPrefix(k.Cluster, k.API)
+// workloadKey is the key of the workload record of k's client; for a field
+// rule, k.API holds the rule's name.
+func (sub *subject) workloadKey(k CountKey) []byte {
+	b := sub.workloadPrefix(k.Cluster, k.API)
 	b = appendString(b, k.Username)
 	return appendString(b, k.UserAgent)
 }
@@ -112,15 +116,15 @@ func (w *Workload) add(s Sighting) {
 
 // applySightings merges the sightings of counted requests into their
 // workload records within txn.
-func (s *Store) applySightings(txn *badger.Txn, reqs []Request, dup []bool) error {
+func (s *Store) applySightings(txn *badger.Txn, entries []entry, dup []bool) error {
 	records := map[string]*Workload{}
 	expiry := map[string]uint64{}
 	var order []string
-	for i, r := range reqs {
+	for i, r := range entries {
 		if dup[i] || r.Seen == nil {
 			continue
 		}
-		key := string(encodeWorkloadKey(r.Key))
+		key := string(r.sub.workloadKey(r.Key))
 		w, ok := records[key]
 		if !ok {
 			w = &Workload{}
@@ -136,7 +140,7 @@ func (s *Store) applySightings(txn *badger.Txn, reqs []Request, dup []bool) erro
 			records[key] = w
 			order = append(order, key)
 		}
-		w.add(*r.Seen)
+		s.addSighting(w, *r.Seen)
 		expiry[key] = max(expiry[key], s.expiresAt(r.Key.Hour))
 	}
 	for _, key := range order {
@@ -153,7 +157,12 @@ func (s *Store) applySightings(txn *badger.Txn, reqs []Request, dup []bool) erro
 
 // Workloads returns the workload records of every client of one API.
 func (s *Store) Workloads(cluster, api string) (map[ClientID]Workload, error) {
-	prefix := encodeWorkloadPrefix(cluster, api)
+	return s.workloads(apiSubject.workloadPrefix(cluster, api))
+}
+
+// workloads reads every workload record under prefix, those of one
+// subject in one cluster.
+func (s *Store) workloads(prefix []byte) (map[ClientID]Workload, error) {
 	out := map[ClientID]Workload{}
 	err := s.db.View(func(txn *badger.Txn) error {
 		// No value prefetch: it starts a goroutine per record.
@@ -184,10 +193,21 @@ func (s *Store) Workloads(cluster, api string) (map[ClientID]Workload, error) {
 // API; clients without one are left out. A query shows a few clients of
 // an API that may have thousands: it reads only theirs.
 func (s *Store) WorkloadsOf(cluster, api string, clients []ClientID) (map[ClientID]Workload, error) {
-	out := make(map[ClientID]Workload, len(clients))
+	return s.workloadsOf(apiSubject, cluster, api, clients, nil)
+}
+
+// workloadsOf is WorkloadsOf for the subject sub, named name. Clients
+// already in out are not read again.
+func (s *Store) workloadsOf(sub *subject, cluster, name string, clients []ClientID, out map[ClientID]Workload) (map[ClientID]Workload, error) {
+	if out == nil {
+		out = make(map[ClientID]Workload, len(clients))
+	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, c := range clients {
-			item, err := txn.Get(encodeWorkloadKey(CountKey{Cluster: cluster, API: api, Username: c.Username, UserAgent: c.UserAgent}))
+			if _, ok := out[c]; ok {
+				continue
+			}
+			item, err := txn.Get(sub.workloadKey(CountKey{Cluster: cluster, API: name, Username: c.Username, UserAgent: c.UserAgent}))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -220,7 +221,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 	log.Debug().Int64("offset", start).Int64("end", end).Msg("counting partition")
 	label := strconv.Itoa(partition)
 	kafka.ReadBatches(ctx, r, c.cfg, log, func(ctx context.Context, batch []kafkago.Message) error {
-		reqs := make([]store.Request, 0, len(batch))
+		reqs := make([]aggregate.Request, 0, len(batch))
 		for _, m := range batch {
 			req, err := decodeRecord(m.Value)
 			if err != nil {

@@ -22,7 +22,7 @@ var _ kafka.BatchIngester = (*filter)(nil)
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
 func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.Group, _ store.Cursor) error {
-	var reqs []store.Request
+	var reqs []aggregate.Request
 	for _, g := range groups {
 		r, _ := f.agg.Classify(g.Origin, g.Events)
 		reqs = append(reqs, r...)

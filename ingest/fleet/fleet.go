@@ -39,8 +39,8 @@ const Source = "fleet"
 
 // Aggregator classifies events and commits classified requests.
 type Aggregator interface {
-	Classify(origin aggregate.Origin, events []aggregate.Event) ([]store.Request, aggregate.Summary)
-	Apply(ctx context.Context, source string, reqs []store.Request, cursors ...store.Cursor) (aggregate.Summary, error)
+	Classify(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Request, aggregate.Summary)
+	Apply(ctx context.Context, source string, reqs []aggregate.Request, cursors ...store.Cursor) (aggregate.Summary, error)
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)

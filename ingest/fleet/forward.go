@@ -139,7 +139,7 @@ func (f *Forwarder) drainOnce(ctx context.Context) (int, error) {
 	if err != nil || len(entries) == 0 {
 		return 0, err
 	}
-	var reqs []store.Request
+	var reqs []aggregate.Request
 	names := make([]string, len(entries))
 	for i, e := range entries {
 		names[i] = e.Name

@@ -9,8 +9,8 @@ import (
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // lingerTime is how long the producer waits for more records to share a
@@ -47,7 +47,7 @@ func newPublisher(cfg kafka.Config, d *kafkago.Dialer, log zerolog.Logger, m *me
 // publish produces one record per request. A nil error means all of them
 // are acknowledged; otherwise any may have been written, and the caller
 // sends them all again (counting replicas drop the copies).
-func (p *publisher) publish(ctx context.Context, role string, reqs []store.Request) error {
+func (p *publisher) publish(ctx context.Context, role string, reqs []aggregate.Request) error {
 	if len(reqs) == 0 {
 		return nil
 	}

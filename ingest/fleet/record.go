@@ -39,6 +39,11 @@ type record struct {
 	Seen           *seen     `json:"seen,omitempty"`
 }
 
+// wireFieldRulePrefix starts the api of a field rule's match on the wire,
+// followed by the rule's name: records keep the format of replicas that
+// stored field rules as APIs so named.
+const wireFieldRulePrefix = "field:"
+
 // seen is store.Sighting on the wire.
 type seen struct {
 	Pod            string    `json:"pod,omitempty"`
@@ -48,9 +53,13 @@ type seen struct {
 	At             time.Time `json:"at"`
 }
 
-func toRecord(r store.Request) record {
+func toRecord(r aggregate.Request) record {
 	k := r.Key
-	rec := record{V: recordVersion, Cluster: k.Cluster, ID: r.ID, API: k.API, Subresource: k.Subresource, Hour: k.Hour.UTC(),
+	api := k.API
+	if r.FieldRule != "" {
+		api = wireFieldRulePrefix + r.FieldRule
+	}
+	rec := record{V: recordVersion, Cluster: k.Cluster, ID: r.ID, API: api, Subresource: k.Subresource, Hour: k.Hour.UTC(),
 		Node: k.Node, User: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun, Removed: k.Removed,
 		RemovedRelease: r.RemovedRelease}
 	if s := r.Seen; s != nil {
@@ -59,11 +68,14 @@ func toRecord(r store.Request) record {
 	return rec
 }
 
-func (rec record) request() store.Request {
-	r := store.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: store.CountKey{
+func (rec record) request() aggregate.Request {
+	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: store.CountKey{
 		Cluster: rec.Cluster, API: rec.API, Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
 		Username: rec.User, UserAgent: rec.UserAgent, Verb: rec.Verb, DryRun: rec.DryRun, Removed: rec.Removed,
 	}}
+	if rule, ok := strings.CutPrefix(rec.API, wireFieldRulePrefix); ok && rule != "" {
+		r.FieldRule, r.Key.API = rule, ""
+	}
 	if s := rec.Seen; s != nil {
 		r.Seen = &store.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: s.SourceIPs, ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
 	}
@@ -82,20 +94,20 @@ var (
 )
 
 // decodeRecord reads and checks one record.
-func decodeRecord(value []byte) (store.Request, error) {
+func decodeRecord(value []byte) (aggregate.Request, error) {
 	var rec record
 	if err := json.Unmarshal(value, &rec); err != nil {
-		return store.Request{}, fmt.Errorf("%w: %w", errMalformed, err)
+		return aggregate.Request{}, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	switch {
 	case rec.V > recordVersion:
-		return store.Request{}, fmt.Errorf("%w (version %d)", errNewVersion, rec.V)
+		return aggregate.Request{}, fmt.Errorf("%w (version %d)", errNewVersion, rec.V)
 	case rec.V < 1:
-		return store.Request{}, fmt.Errorf("%w: no version", errMalformed)
+		return aggregate.Request{}, fmt.Errorf("%w: no version", errMalformed)
 	case rec.Cluster == "" || rec.ID == "" || rec.API == "":
-		return store.Request{}, fmt.Errorf("%w: cluster, id and api are required", errMalformed)
+		return aggregate.Request{}, fmt.Errorf("%w: cluster, id and api are required", errMalformed)
 	case rec.Hour.IsZero() || !rec.Hour.Equal(rec.Hour.Truncate(time.Hour)):
-		return store.Request{}, fmt.Errorf("%w: hour %s is not a whole hour", errMalformed, rec.Hour)
+		return aggregate.Request{}, fmt.Errorf("%w: hour %s is not a whole hour", errMalformed, rec.Hour)
 	}
 	return rec.request(), nil
 }
@@ -103,11 +115,10 @@ func decodeRecord(value []byte) (store.Request, error) {
 // message is a request as a Kafka message. The key is the cluster and the
 // request's auditID, so every record of one request (its API and its field
 // matches, and all re-sent copies) lands in one partition, in order.
-func message(r store.Request) (kafkago.Message, error) {
+func message(r aggregate.Request) (kafkago.Message, error) {
 	value, err := json.Marshal(toRecord(r))
 	if err != nil {
 		return kafkago.Message{}, err
 	}
-	id, _, _ := strings.Cut(r.ID, "#"+aggregate.FieldRulePrefix)
-	return kafkago.Message{Key: []byte(r.Key.Cluster + "/" + id), Value: value}, nil
+	return kafkago.Message{Key: []byte(r.Key.Cluster + "/" + r.EventID()), Value: value}, nil
 }

@@ -6,13 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/store"
 )
 
 var hour = time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
 
 func TestFleetRecordRoundTrip(t *testing.T) {
-	req := store.Request{
+	req := aggregate.Request{
 		ID: "0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b",
 		Key: store.CountKey{Cluster: "prod-eu", API: "volumeattributesclasses.v1beta1.storage.k8s.io", Hour: hour, Node: "master-1",
 			Subresource: "status", Username: "system:serviceaccount:csi:driver", UserAgent: "csi-resizer/v1.9.0", Verb: "patch", DryRun: true, Removed: true},
@@ -33,10 +34,14 @@ func TestFleetRecordRoundTrip(t *testing.T) {
 	require.Equal(t, req, got)
 
 	// A field rule's match of the same request goes to the same partition.
-	field := store.Request{ID: req.ID + "#field:kube-proxy-version", Key: store.CountKey{Cluster: "prod-eu", API: "field:kube-proxy-version", Hour: hour, Node: "master-1", Verb: "patch"}}
+	field := aggregate.Request{ID: req.ID + "#field:kube-proxy-version", FieldRule: "kube-proxy-version",
+		Key: store.CountKey{Cluster: "prod-eu", Hour: hour, Node: "master-1", Verb: "patch"}}
 	fm, err := message(field)
 	require.NoError(t, err)
 	require.Equal(t, m.Key, fm.Key)
+	require.JSONEq(t, `{"v":1,"cluster":"prod-eu","id":"0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b#field:kube-proxy-version",
+		"api":"field:kube-proxy-version","hour":"2026-11-21T19:00:00Z","node":"master-1","user":"","verb":"patch"}`, string(fm.Value),
+		"the format of replicas that stored field rules as APIs")
 	got, err = decodeRecord(fm.Value)
 	require.NoError(t, err)
 	require.Equal(t, field, got)

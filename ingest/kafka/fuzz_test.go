@@ -14,7 +14,6 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // FuzzDecodeMessage gives the message decoder arbitrary values and checks
@@ -80,7 +79,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	d := newDecoder(cfg, auditjson.NewPrefilter(agg.Interest()))
 	unfiltered := newDecoder(cfg, nil)
 	reasons := []string{ReasonMalformedJSON, ReasonUnrecognizedShape, ReasonInvalidEvent, ReasonEmptyEnvelope}
-	counted := func(out decoded) []store.Request {
+	counted := func(out decoded) []aggregate.Request {
 		reqs, _ := agg.Classify(aggregate.Origin{Source: Source, Node: out.node, Cluster: out.cluster}, out.events)
 		return reqs
 	}
