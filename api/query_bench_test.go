@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/internal/querybench"
@@ -59,7 +60,7 @@ func benchStore(b *testing.B) *store.Store {
 		}
 		// More clients per node and hour than the default cap, as the
 		// issue's store had.
-		corpus.s, corpus.err = store.Open(store.Options{Dir: corpus.dir, NoSync: true, Logger: zerolog.Nop(), MaxClients: 2 * corpus.size.Users})
+		corpus.s, corpus.err = store.Open(store.Options{Dir: corpus.dir, NoSync: true, Logger: zerolog.Nop(), MaxClients: 2 * corpus.size.Users, Merge: aggregate.StoreMerge()})
 		if corpus.err != nil {
 			return
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/querybench"
@@ -90,7 +91,7 @@ func serverConfig() app.Config {
 // store.Open gets from its configuration (app.OpenParts).
 func openAsServer(cfg app.Config) (*store.Store, error) {
 	return store.Open(store.Options{Dir: cfg.DataDir, Retention: cfg.Retention, Logger: zerolog.Nop(),
-		MaxClients: cfg.MaxClientsPerNodeHour})
+		MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge()})
 }
 
 // startUntilReady builds and runs a server over cfg's data directory and
@@ -258,7 +259,7 @@ func BenchmarkResources(b *testing.B) {
 			b.Fatal(err)
 		}
 
-		if corpus.s, err = store.Open(store.Options{Dir: corpus.dir, NoSync: true, Logger: zerolog.Nop(), MaxClients: 2 * corpus.size.Users}); err != nil {
+		if corpus.s, err = store.Open(store.Options{Dir: corpus.dir, NoSync: true, Logger: zerolog.Nop(), MaxClients: 2 * corpus.size.Users, Merge: aggregate.StoreMerge()}); err != nil {
 			b.Fatal(err)
 		}
 		if err := queryPass(corpus.s); err != nil {

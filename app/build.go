@@ -71,7 +71,7 @@ func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
 		dir = o.DataDir
 	}
 	p.Store, err = store.Open(store.Options{Dir: dir, ReadOnly: o.ReadOnly, Retention: cfg.Retention,
-		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour})
+		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge()})
 	if err != nil {
 		if o.Hint != "" {
 			return nil, fmt.Errorf("%w\n%s", err, o.Hint)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // podToken is user info as kube-apiserver audits a pod-bound service
@@ -131,7 +131,7 @@ func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
 	var items []map[string]any
 	want := map[string]int64{}
 	var callers []string
-	for i := range store.MaxImpersonators + 2 {
+	for i := range aggregate.MaxImpersonators + 2 {
 		caller := fmt.Sprintf("admin-%02d", i)
 		callers = append(callers, caller)
 		items = append(items, ev(fmt.Sprintf("imp-%d", i),
@@ -159,7 +159,7 @@ func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
 	}
 	workloads := workloadsOf(t, obj)
 	imp := workloads[legacy].ImpersonatedBy
-	require.Len(t, imp, store.MaxImpersonators, "the callers are capped")
+	require.Len(t, imp, aggregate.MaxImpersonators, "the callers are capped")
 	require.Equal(t, api.Impersonator{UserName: callers[len(callers)-1], LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}, imp[0], "newest first")
 	require.Equal(t, callers[2], imp[len(imp)-1].UserName, "the two oldest callers were dropped")
 	require.Equal(t, []api.WorkloadPod{{Name: "legacy-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}},

@@ -220,7 +220,7 @@ func (s *Store) mergeRecord(kind byte, cur *badger.Item, val []byte, exp uint64)
 // of b together.
 func (s *Store) mergeInfo(a, b APIInfo) APIInfo {
 	out := a
-	out.RemovedRelease = s.mergeRelease(a.RemovedRelease, a.LastHour, b.RemovedRelease, b.LastHour)
+	out.RemovedRelease = s.merge.RemovedRelease(a.RemovedRelease, a.LastHour, b.RemovedRelease, b.LastHour)
 	if b.FirstHour.Before(out.FirstHour) {
 		out.FirstHour = b.FirstHour
 	}
@@ -242,12 +242,12 @@ func (s *Store) mergeInfo(a, b APIInfo) APIInfo {
 // mergeWorkload adds what b saw to a, as sightings.
 func (s *Store) mergeWorkload(a *Workload, b Workload) {
 	for _, p := range b.Pods {
-		s.addSighting(a, Sighting{PodName: p.Name, PodNode: p.Node, At: p.LastSeen})
+		s.merge.Sighting(a, Sighting{PodName: p.Name, PodNode: p.Node, At: p.LastSeen})
 	}
 	for _, ip := range b.SourceIPs {
-		s.addSighting(a, Sighting{SourceIPs: []string{ip.IP}, At: ip.LastSeen})
+		s.merge.Sighting(a, Sighting{SourceIPs: []string{ip.IP}, At: ip.LastSeen})
 	}
 	for _, c := range b.ImpersonatedBy {
-		s.addSighting(a, Sighting{ImpersonatedBy: c.Username, At: c.LastSeen})
+		s.merge.Sighting(a, Sighting{ImpersonatedBy: c.Username, At: c.LastSeen})
 	}
 }

@@ -69,6 +69,42 @@ type Options struct {
 	// per apiserver node and hour; requests of further clients are counted
 	// under OtherClient. Zero means DefaultMaxClients.
 	MaxClients int
+	// Merge says how what a request brings is merged into the records it
+	// updates. Sunset's rules are aggregate.StoreMerge; the zero value
+	// keeps what the store was given last.
+	Merge Merge
+}
+
+// Merge holds the rules by which the store merges what a counted request
+// brings (its removed release, who was behind it) into the records it
+// updates. The store applies them and decides none of them.
+type Merge struct {
+	// RemovedRelease returns the removed release an API or field rule
+	// keeps once a request of hour that announces given (maybe empty) is
+	// added to its metadata, which holds stored and whose last hour so
+	// far is last (the request's own hour for a new one). Nil keeps the
+	// last non-empty release given.
+	RemovedRelease func(stored string, last time.Time, given string, hour time.Time) string
+	// Sighting merges one sighting into a client's workload record, empty
+	// for a new one, and keeps it within whatever bounds it chooses. Nil
+	// keeps the last sighting alone.
+	Sighting func(w *Workload, s Sighting)
+}
+
+// withDefaults fills the rules m leaves nil.
+func (m Merge) withDefaults() Merge {
+	if m.RemovedRelease == nil {
+		m.RemovedRelease = func(stored string, _ time.Time, given string, _ time.Time) string {
+			if given != "" {
+				return given
+			}
+			return stored
+		}
+	}
+	if m.Sighting == nil {
+		m.Sighting = lastSighting
+	}
+	return m
 }
 
 // Request is one audit request to count once.
@@ -118,6 +154,7 @@ type Store struct {
 	now       func() time.Time
 	readOnly  bool
 	noSync    bool
+	merge     Merge
 
 	applyMu sync.Mutex // serialises writers so read-modify-write never conflicts
 
@@ -172,7 +209,7 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, retention: opts.Retention, now: opts.Now,
-		readOnly: opts.ReadOnly, noSync: opts.NoSync, meta: map[string]APIInfo{},
+		readOnly: opts.ReadOnly, noSync: opts.NoSync, merge: opts.Merge.withDefaults(), meta: map[string]APIInfo{},
 		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: opts.Logger.With().Str("component", "store").Logger()}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
@@ -508,7 +545,7 @@ func (s *Store) noteMeta(updates map[string]APIInfo, e entry) {
 		}
 	}
 	changed := !ok
-	if rel := s.mergeRelease(info.RemovedRelease, info.LastHour, r.RemovedRelease, r.Key.Hour); rel != info.RemovedRelease {
+	if rel := s.merge.RemovedRelease(info.RemovedRelease, info.LastHour, r.RemovedRelease, r.Key.Hour); rel != info.RemovedRelease {
 		info.RemovedRelease, changed = rel, true
 	}
 	if r.Key.Hour.After(info.LastHour) {
@@ -531,20 +568,6 @@ func (s *Store) noteMeta(updates map[string]APIInfo, e entry) {
 		updates[mk] = info
 	}
 }
-
-// mergeRelease is the removed release a subject keeps once a request of
-// hour that announces given (maybe empty) is added to its metadata, which
-// holds stored and whose last hour so far is last. The newest hour decides:
-// an upgraded apiserver may announce a different release.
-func (s *Store) mergeRelease(stored string, last time.Time, given string, hour time.Time) string {
-	if given != "" && (stored == "" || hour.After(last)) {
-		return given
-	}
-	return stored
-}
-
-// addSighting merges a sighting into a workload record.
-func (s *Store) addSighting(w *Workload, sg Sighting) { w.add(sg) }
 
 // Cursor reads a committed cursor.
 func (s *Store) Cursor(name string) (value []byte, ok bool, err error) {

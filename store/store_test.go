@@ -170,3 +170,44 @@ func TestAPIsListEachAPIsNodesWithinRetention(t *testing.T) {
 	require.Len(t, apis, 1)
 	require.Equal(t, map[string]time.Time{"busy": hour19}, apis[0].Nodes)
 }
+
+// The store decides nothing of how requests merge into its records: it
+// applies Options.Merge, and without one keeps what it was given last.
+func TestMergeRulesComeFromOptions(t *testing.T) {
+	key := CountKey{Cluster: "c", API: "a.v1", Hour: hour19, Node: "n1", Username: "u", Verb: "get"}
+	earlier := key
+	earlier.Hour = hour19.Add(-time.Hour)
+	reqs := []Request{
+		{ID: "1", Key: key, RemovedRelease: "1.40", Seen: &Sighting{PodName: "p1", At: hour19}},
+		{ID: "2", Key: earlier, RemovedRelease: "1.38", Seen: &Sighting{PodName: "p2", SourceIPs: []string{"10.0.0.1"}, At: earlier.Hour}},
+		{ID: "3", Key: key},
+	}
+	for _, tc := range []struct {
+		name    string
+		merge   Merge
+		release string
+		pods    []string
+	}{
+		{"last given", Merge{}, "1.38", []string{"p2"}},
+		{"the options'", Merge{
+			RemovedRelease: func(stored string, _ time.Time, given string, _ time.Time) string { return stored + given },
+			Sighting:       func(w *Workload, s Sighting) { w.Pods = append(w.Pods, PodSeen{Name: s.PodName}) },
+		}, "1.401.38", []string{"p1", "p2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }, Merge: tc.merge})
+			require.NoError(t, err)
+			defer s.Close()
+			_, err = s.Apply(reqs)
+			require.NoError(t, err)
+			require.Equal(t, tc.release, s.APIs()[0].RemovedRelease)
+			w, err := s.Workloads("c", "a.v1")
+			require.NoError(t, err)
+			var pods []string
+			for _, p := range w[ClientID{"u", ""}].Pods {
+				pods = append(pods, p.Name)
+			}
+			require.Equal(t, tc.pods, pods)
+		})
+	}
+}

@@ -1,24 +1,12 @@
 package store
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
-)
-
-// Caps on what a workload record keeps, so memory and disk stay bounded
-// however many pods a client runs.
-const (
-	MaxPods      = 10
-	MaxSourceIPs = 10
-	// MaxImpersonators bounds the real callers kept for a client that was
-	// impersonated.
-	MaxImpersonators = 10
 )
 
 // prefixWorkload keys workload records.
@@ -35,7 +23,8 @@ type Sighting struct {
 }
 
 // Workload is what was seen behind one client (username and user agent) of
-// one API: the most recent pods and source addresses, each capped.
+// one API or field rule: pods, source addresses and impersonators, as
+// Options.Merge keeps them.
 type Workload struct {
 	Pods           []PodSeen    `json:"pods,omitempty"`
 	SourceIPs      []IPSeen     `json:"sourceIPs,omitempty"`
@@ -80,37 +69,18 @@ func (sub *subject) workloadKey(k CountKey) []byte {
 	return appendString(b, k.UserAgent)
 }
 
-// add merges a sighting, keeping the most recent entries within the caps.
-func (w *Workload) add(s Sighting) {
+// lastSighting makes w what s saw: the store's own rule, when Options.Merge
+// gives none.
+func lastSighting(w *Workload, s Sighting) {
+	*w = Workload{}
 	if s.PodName != "" {
-		i := slices.IndexFunc(w.Pods, func(p PodSeen) bool { return p.Name == s.PodName })
-		if i < 0 {
-			w.Pods = append(w.Pods, PodSeen{Name: s.PodName, Node: s.PodNode, LastSeen: s.At})
-		} else if s.At.After(w.Pods[i].LastSeen) {
-			w.Pods[i].LastSeen, w.Pods[i].Node = s.At, cmp.Or(s.PodNode, w.Pods[i].Node)
-		}
-		slices.SortStableFunc(w.Pods, func(a, b PodSeen) int { return b.LastSeen.Compare(a.LastSeen) })
-		w.Pods = w.Pods[:min(len(w.Pods), MaxPods)]
+		w.Pods = []PodSeen{{Name: s.PodName, Node: s.PodNode, LastSeen: s.At}}
 	}
 	for _, ip := range s.SourceIPs {
-		i := slices.IndexFunc(w.SourceIPs, func(e IPSeen) bool { return e.IP == ip })
-		if i < 0 {
-			w.SourceIPs = append(w.SourceIPs, IPSeen{IP: ip, LastSeen: s.At})
-		} else if s.At.After(w.SourceIPs[i].LastSeen) {
-			w.SourceIPs[i].LastSeen = s.At
-		}
+		w.SourceIPs = append(w.SourceIPs, IPSeen{IP: ip, LastSeen: s.At})
 	}
-	slices.SortStableFunc(w.SourceIPs, func(a, b IPSeen) int { return b.LastSeen.Compare(a.LastSeen) })
-	w.SourceIPs = w.SourceIPs[:min(len(w.SourceIPs), MaxSourceIPs)]
 	if s.ImpersonatedBy != "" {
-		i := slices.IndexFunc(w.ImpersonatedBy, func(c CallerSeen) bool { return c.Username == s.ImpersonatedBy })
-		if i < 0 {
-			w.ImpersonatedBy = append(w.ImpersonatedBy, CallerSeen{Username: s.ImpersonatedBy, LastSeen: s.At})
-		} else if s.At.After(w.ImpersonatedBy[i].LastSeen) {
-			w.ImpersonatedBy[i].LastSeen = s.At
-		}
-		slices.SortStableFunc(w.ImpersonatedBy, func(a, b CallerSeen) int { return b.LastSeen.Compare(a.LastSeen) })
-		w.ImpersonatedBy = w.ImpersonatedBy[:min(len(w.ImpersonatedBy), MaxImpersonators)]
+		w.ImpersonatedBy = []CallerSeen{{Username: s.ImpersonatedBy, LastSeen: s.At}}
 	}
 }
 
@@ -140,7 +110,7 @@ func (s *Store) applySightings(txn *badger.Txn, entries []entry, dup []bool) err
 			records[key] = w
 			order = append(order, key)
 		}
-		s.addSighting(w, *r.Seen)
+		s.merge.Sighting(w, *r.Seen)
 		expiry[key] = max(expiry[key], s.expiresAt(r.Key.Hour))
 	}
 	for _, key := range order {

@@ -7,13 +7,14 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/store"
 )
 
 // The store holds what the generator's rules say, counted apart from it.
 func TestFillWritesTheCorpus(t *testing.T) {
 	size := Size{Days: 2, Users: 30, Nodes: 2, APIs: 4}
-	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop()})
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Merge: aggregate.StoreMerge()})
 	require.NoError(t, err)
 	defer s.Close()
 	now := time.Now()
