@@ -140,7 +140,7 @@ func lockDir(dir string, shared bool) (func(), error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
-		return nil, inUse(dir, fmt.Errorf("Cannot acquire directory lock on %q: %w", dir, err))
+		return nil, inUse(dir, fmt.Errorf("Cannot acquire directory lock on %q: %w", dir, err)) //nolint:staticcheck // badger's own words, which isLocked recognises.
 	}
 	return func() { _ = f.Close() }, nil
 }
@@ -283,7 +283,7 @@ func readManifest(dir string) (badger.Manifest, string, error) {
 	if err != nil {
 		return badger.Manifest{}, "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
 		return badger.Manifest{}, "", err
@@ -355,7 +355,7 @@ func checkLog(path string) string {
 	if err != nil {
 		return fmt.Sprintf("cannot be read: %v", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Sprintf("cannot be read: %v", err)

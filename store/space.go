@@ -115,7 +115,7 @@ func (s *Store) guardSpace() error {
 // *SpaceError, so callers treat it as "retry later", not as a fault.
 func (s *Store) spaceError(err error) error {
 	// Badger wraps some errors as text only; the message is the kernel's.
-	if err == nil || !(errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), syscall.ENOSPC.Error())) {
+	if err == nil || (!errors.Is(err, syscall.ENOSPC) && !strings.Contains(err.Error(), syscall.ENOSPC.Error())) {
 		return err
 	}
 	s.refused.Add(1)

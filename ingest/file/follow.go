@@ -195,7 +195,7 @@ func (f *Follower) finishRotated(ctx context.Context, pos position) error {
 			if err != nil {
 				return fmt.Errorf("follow %s: %w", f.opts.Path, err)
 			}
-			defer old.Close()
+			defer func() { _ = old.Close() }()
 			f.log.Info().Str("rotated_to", e.Name()).Int64("offset", pos.Offset).Msg("reading the rest of the rotated file")
 			_, err = f.readToEnd(ctx, old, pos)
 			return err

@@ -208,7 +208,7 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: joining group %s: %w", c.cfg.GroupID, err)
 	}
-	defer group.Close()
+	defer func() { _ = group.Close() }()
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -261,7 +261,7 @@ func (c *Consumer) consumePartition(ctx context.Context, oc *offsetCommitter, to
 		return
 	}
 	r := NewPartitionReader(c.cfg, c.dialer, topic, pa.ID, log)
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	if err := r.SetOffset(start); err != nil {
 		log.Error().Err(err).Int64("offset", start).Msg("seeking")
 		return

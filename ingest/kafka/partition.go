@@ -8,9 +8,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	kafkago "github.com/segmentio/kafka-go"
+
 	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/store"
-	kafkago "github.com/segmentio/kafka-go"
 )
 
 // maxRetryBackoff caps the pause between attempts to commit one batch.
