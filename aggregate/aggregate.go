@@ -206,7 +206,6 @@ collect:
 		// the last value written per name.
 		cursors = append(cursors, j.cursors...)
 	}
-	start := time.Now()
 	// The two debug lines bracket the badger commits, so that a crash test
 	// can tell a kill during a commit from one between commits. Admission
 	// counts commit before the transaction that carries the cursors, so a
@@ -214,27 +213,20 @@ collect:
 	// the input is read again and the admission counter sees only
 	// duplicates.
 	a.log.Debug().Int("requests", n).Msg("commit started")
+	b := batch(all, cursors)
+	b.Admission = adm
+	d, err := a.store.Commit(b)
 	var admDup, dup []bool
-	var err error
-	if len(adm) > 0 {
-		admDup, err = a.store.ApplyAdmission(adm)
-	}
 	if err == nil {
-		var d store.Duplicates
-		if d, err = a.store.Commit(batch(all, cursors)); err == nil {
-			dup = duplicates(all, d)
-		}
+		admDup, dup = d.Admission, duplicates(all, d)
 	}
-	a.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	switch {
 	case errors.Is(err, store.ErrNoSpace):
-		a.metrics.commitErrors.Inc()
 		if !a.noSpace {
 			a.noSpace = true
 			a.log.Warn().Err(err).Msg("not committing: the data directory is short of space; senders get 503 and retry, Kafka and followed files pause")
 		}
 	case err != nil:
-		a.metrics.commitErrors.Inc()
 		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
 	default:
 		a.log.Debug().Msg("commit finished")

@@ -12,11 +12,9 @@ const requestsMetric = "sunset_deprecated_requests_total"
 var requestsLabels = []string{"cluster", "group", "version", "resource", "subresource", "removed_release", "verb", "dry_run", "system", "state"}
 
 type metrics struct {
-	events         *prometheus.CounterVec
-	requests       *prometheus.CounterVec
-	commitDuration prometheus.Histogram
-	commitErrors   prometheus.Counter
-	decodeErrors   *prometheus.CounterVec
+	events       *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	decodeErrors *prometheus.CounterVec
 }
 
 // newMetrics registers the aggregator's metrics on reg; a nil reg gives
@@ -32,15 +30,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: requestsMetric,
 			Help: "Requests to deprecated or removed APIs counted since start (duplicates excluded). state is deprecated or removed (the client got a 404).",
 		}, requestsLabels),
-		commitDuration: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    "sunset_store_commit_duration_seconds",
-			Help:    "Time to commit one group of requests to badger, fsync included.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}),
-		commitErrors: f.NewCounter(prometheus.CounterOpts{
-			Name: "sunset_store_commit_errors_total",
-			Help: "Commits to badger that failed; their senders got an error.",
-		}),
 		decodeErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_ingest_decode_errors_total",
 			Help: "Bodies and events that could not be decoded, by source and reason.",

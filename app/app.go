@@ -110,7 +110,7 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 	}
 	a := &App{cfg: cfg, log: opts.Logger, starting: opts.Starting, draining: opts.Draining}
 
-	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger.With().Str("component", "badger").Logger(), Now: opts.Now})
+	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger.With().Str("component", "badger").Logger(), Now: opts.Now, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,6 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 	}))
 	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: a.store, Labels: admissionLabels,
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
-	registerStoreMetrics(reg, a.store)
 
 	if err := a.buildInputs(reg); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/admission"
@@ -44,6 +45,8 @@ type PartsOptions struct {
 	Logger zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Registerer receives the store's metrics; nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // OpenParts builds the parts from cfg. The configuration is checked before
@@ -71,7 +74,7 @@ func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
 		dir = o.DataDir
 	}
 	p.Store, err = store.Open(store.Options{Dir: dir, ReadOnly: o.ReadOnly, Retention: cfg.Retention,
-		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge()})
+		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge(), Registerer: o.Registerer})
 	if err != nil {
 		if o.Hint != "" {
 			return nil, fmt.Errorf("%w\n%s", err, o.Hint)

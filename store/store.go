@@ -35,6 +35,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -73,6 +74,9 @@ type Options struct {
 	// updates. Sunset's rules are aggregate.StoreMerge; the zero value
 	// keeps what the store was given last.
 	Merge Merge
+	// Registerer receives the store's metrics (sunset_store_*); nil
+	// registers none.
+	Registerer prometheus.Registerer
 }
 
 // Merge holds the rules by which the store merges what a counted request
@@ -155,6 +159,7 @@ type Store struct {
 	readOnly  bool
 	noSync    bool
 	merge     Merge
+	metrics   *metrics
 
 	applyMu sync.Mutex // serialises writers so read-modify-write never conflicts
 
@@ -219,6 +224,7 @@ func Open(opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.metrics = s.newMetrics(opts.Registerer)
 	return s, nil
 }
 
@@ -306,12 +312,14 @@ func (s *Store) Expired(hour time.Time) bool {
 // filtered out by the caller. Below the disk reserve it writes nothing and
 // returns an error that matches ErrNoSpace.
 func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: cursors})
+	d, err := s.commit(Batch{Requests: reqs, Cursors: cursors})
 	return d.Requests, err
 }
 
 // Batch is what one Commit writes.
 type Batch struct {
+	// Admission are admission webhook counts (see ApplyAdmission).
+	Admission []AdmissionRequest
 	// Requests count against APIs, FieldRules against field rules. Their
 	// IDs share one space of dedupe marks per cluster.
 	Requests   []Request
@@ -323,14 +331,34 @@ type Batch struct {
 // Duplicates says, request by request, which requests of a Batch had been
 // counted before.
 type Duplicates struct {
-	Requests, FieldRules []bool
+	Admission, Requests, FieldRules []bool
 }
 
-// Commit counts a batch as Apply counts its requests: every request once,
-// durable when it returns, cursors never ahead of the counts.
+// Commit is one group commit, timed and counted in the store's metrics:
+// the admission counts as ApplyAdmission commits them, then the requests
+// as Apply commits them, every request once, durable when it returns, with
+// the cursors in the last transaction, so that a cursor is never ahead of
+// either. A non-nil error means nothing may be assumed committed.
 func (s *Store) Commit(b Batch) (Duplicates, error) {
+	start := time.Now()
+	d, err := s.commit(b)
+	s.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.metrics.commitErrors.Inc()
+	}
+	return d, err
+}
+
+func (s *Store) commit(b Batch) (Duplicates, error) {
 	if s.readOnly {
 		return Duplicates{}, errors.New("store: opened read-only")
+	}
+	var admission []bool
+	if len(b.Admission) > 0 {
+		var err error
+		if admission, err = s.ApplyAdmission(b.Admission); err != nil {
+			return Duplicates{}, err
+		}
 	}
 	entries := make([]entry, 0, len(b.Requests)+len(b.FieldRules))
 	for _, r := range b.Requests {
@@ -345,7 +373,7 @@ func (s *Store) Commit(b Batch) (Duplicates, error) {
 	if err := s.apply(entries, dup, b.Cursors); err != nil {
 		return Duplicates{}, err
 	}
-	return Duplicates{Requests: dup[:len(b.Requests)], FieldRules: dup[len(b.Requests):]}, nil
+	return Duplicates{Admission: admission, Requests: dup[:len(b.Requests)], FieldRules: dup[len(b.Requests):]}, nil
 }
 
 // entry is one request to count against its subject. For a field rule,

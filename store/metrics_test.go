@@ -1,0 +1,65 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+// The store registers its own metrics, and times each Commit (admission
+// counts and requests together) as one group commit.
+func TestStoreRegistersItsMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := Open(Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }, Registerer: reg})
+	require.NoError(t, err)
+	defer s.Close()
+	adm := AdmissionRequest{ID: "a", Cluster: "c", Hour: hour19,
+		Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Version: "v1", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}}
+	d, err := s.Commit(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: CountKey{Cluster: "c", API: "a.v1", Hour: hour19}}}})
+	require.NoError(t, err)
+	require.Equal(t, Duplicates{Admission: []bool{false, true}, Requests: []bool{false}, FieldRules: []bool{}}, d)
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	require.Equal(t, []string{
+		"sunset_store_clients_overflow_total",
+		"sunset_store_commit_duration_seconds",
+		"sunset_store_commit_errors_total",
+		"sunset_store_disk_full",
+		"sunset_store_disk_reserve_bytes",
+		"sunset_store_expired_records_deleted_total",
+		"sunset_store_filesystem_free_bytes",
+		"sunset_store_filesystem_size_bytes",
+		"sunset_store_size_bytes",
+		"sunset_store_writes_refused_total",
+	}, names)
+	require.Equal(t, uint64(1), histogramCount(t, reg, "sunset_store_commit_duration_seconds"))
+	require.Zero(t, testutil.ToFloat64(s.metrics.commitErrors))
+
+	s.readOnly = true
+	_, err = s.Commit(Batch{Requests: []Request{{ID: "b"}}})
+	require.Error(t, err)
+	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.commitErrors))
+	require.Equal(t, uint64(2), histogramCount(t, reg, "sunset_store_commit_duration_seconds"))
+}
+
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}
