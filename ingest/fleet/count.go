@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -72,7 +73,7 @@ func (c *counter) ready() (bool, string) {
 func (c *counter) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	backoff := time.Second
+	retry := backoff.New(time.Second, 30*time.Second)
 	for {
 		wait := partitionRefresh
 		parts, err := c.partitions(ctx)
@@ -101,11 +102,10 @@ func (c *counter) run(ctx context.Context) {
 		}
 		c.mu.Unlock()
 		if err != nil {
-			c.log.Error().Err(err).Dur("retry_in", backoff).Msg("looking up the fleet's topic; check kafka.fleet.topic and kafka.brokers")
-			wait = backoff
-			backoff = min(2*backoff, 30*time.Second)
+			wait = retry.Next()
+			c.log.Error().Err(err).Dur("retry_in", wait).Msg("looking up the fleet's topic; check kafka.fleet.topic and kafka.brokers")
 		} else {
-			backoff = time.Second
+			retry.Reset()
 		}
 		select {
 		case <-ctx.Done():
@@ -178,7 +178,7 @@ func (c *counter) startOffset(ctx context.Context, partition int) (start, end in
 // pause whenever the reader cannot start.
 func (c *counter) consume(ctx context.Context, partition int) {
 	log := c.log.With().Str("topic", c.cfg.Fleet.Topic).Int("partition", partition).Logger()
-	backoff := time.Second
+	retry := backoff.New(time.Second, 30*time.Second)
 	for {
 		err := c.consumeFrom(ctx, partition, log)
 		if ctx.Err() != nil {
@@ -186,16 +186,13 @@ func (c *counter) consume(ctx context.Context, partition int) {
 		}
 		// Never from a guessed offset: that could count records twice
 		// or skip them.
-		log.Error().Err(err).Dur("retry_in", backoff).Msg("finding where to count the partition from")
+		log.Error().Err(err).Dur("retry_in", retry.Peek()).Msg("finding where to count the partition from")
 		c.mu.Lock()
 		c.partErr = fmt.Sprintf("fleet: partition %d: %v", partition, err)
 		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 
