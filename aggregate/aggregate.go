@@ -101,7 +101,6 @@ type Aggregator struct {
 	series     *cardinality.Series
 	jobs       chan *job
 	stopped    chan struct{}
-	runCalled  bool
 	// noSpace is set while commits are refused for lack of disk space, so
 	// that the condition is logged once, not at every retried batch.
 	noSpace bool

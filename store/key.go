@@ -35,14 +35,6 @@ var (
 	fieldRuleSubject = &subject{count: prefixFieldRuleCount, meta: prefixFieldRuleMeta, workload: prefixFieldRuleWorkload}
 )
 
-// subjectOfMeta returns the kind whose metadata records start with b.
-func subjectOfMeta(b byte) *subject {
-	if b == prefixFieldRuleMeta {
-		return fieldRuleSubject
-	}
-	return apiSubject
-}
-
 func encodeCursorKey(name string) []byte {
 	return append([]byte{prefixCursor}, name...)
 }

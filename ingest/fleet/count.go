@@ -204,7 +204,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 		return err
 	}
 	r := kafka.NewPartitionReader(c.cfg, c.dialer, c.cfg.Fleet.Topic, partition, log)
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	if err := r.SetOffset(start); err != nil {
 		return err
 	}
