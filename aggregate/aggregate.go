@@ -113,7 +113,7 @@ type job struct {
 	// matches follow.
 	apiReqs   int
 	admission []store.AdmissionRequest
-	cursors   []store.Cursor
+	cursors   []Cursor
 	done      chan jobResult
 }
 
@@ -196,7 +196,7 @@ collect:
 		}
 	}
 	all := make([]Request, 0, n)
-	var cursors []store.Cursor
+	var cursors []Cursor
 	var adm []store.AdmissionRequest
 	for _, j := range group {
 		all = append(all, j.reqs...)
@@ -220,7 +220,7 @@ collect:
 		admDup, dup = d.Admission, duplicates(all, d)
 	}
 	switch {
-	case errors.Is(err, store.ErrNoSpace):
+	case errors.Is(err, ErrNoSpace):
 		if !a.noSpace {
 			a.noSpace = true
 			a.log.Warn().Err(err).Msg("not committing: the data directory is short of space; senders get 503 and retry, Kafka and followed files pause")
@@ -321,7 +321,7 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 
 // IngestAt is Ingest that also commits input positions (cursors) in the same
 // transaction as the counts of events, even when none of them counts.
-func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...store.Cursor) (Summary, error) {
+func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...Cursor) (Summary, error) {
 	var sum Summary
 	now := a.now()
 	reqs := make([]Request, 0, len(events))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/cardinality"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // Audit stages that end a request. Only these carry the deprecation
@@ -139,7 +138,7 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Resul
 	}
 	return Request{
 		ID: e.ID,
-		Key: store.CountKey{
+		Key: CountKey{
 			Cluster:     o.Cluster,
 			API:         APIName(ref.Group, ref.Version, ref.Resource),
 			Hour:        hour,
@@ -205,7 +204,7 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 	for _, r := range matches {
 		out = append(out, Request{
 			ID: fieldRuleID(e.ID, r.Name),
-			Key: store.CountKey{
+			Key: CountKey{
 				Cluster: o.Cluster, Hour: hour, Node: o.Node, Subresource: ref.Subresource,
 				Username: Truncate(e.Username, MaxUsernameBytes), UserAgent: a.userAgent(e.UserAgent), Verb: cardinality.Verb(e.Verb), DryRun: e.DryRun,
 			},
@@ -280,7 +279,7 @@ func (a *Aggregator) expired(hour, now time.Time) bool {
 }
 
 // sighting is who was behind a request, for workload attribution.
-func sighting(e *Event, now time.Time) *store.Sighting {
+func sighting(e *Event, now time.Time) *Sighting {
 	if e.PodName == "" && len(e.SourceIPs) == 0 && e.ImpersonatedBy == "" {
 		return nil
 	}
@@ -288,6 +287,6 @@ func sighting(e *Event, now time.Time) *store.Sighting {
 	if at.IsZero() {
 		at = cmp.Or(e.StageTime, now)
 	}
-	return &store.Sighting{PodName: e.PodName, PodNode: e.PodNode, SourceIPs: e.SourceIPs,
+	return &Sighting{PodName: e.PodName, PodNode: e.PodNode, SourceIPs: e.SourceIPs,
 		ImpersonatedBy: Truncate(e.ImpersonatedBy, MaxUsernameBytes), At: at.UTC()}
 }

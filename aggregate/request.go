@@ -6,6 +6,27 @@ import (
 	"github.com/kube-sunset/sunset/store"
 )
 
+// CountKey is where a request is counted: the store's key of one count.
+type CountKey = store.CountKey
+
+// Sighting is who was behind one counted request.
+type Sighting = store.Sighting
+
+// Cursor is a position in an input, such as a file or Kafka offset,
+// committed in the same transaction as the counts read up to it: after a
+// crash, reading resumes exactly where the committed counts end. A cursor
+// can hold any small value that must commit with counts: the fleet's
+// outbox keeps requests waiting to be sent to Kafka this way.
+type Cursor struct {
+	Name  string
+	Value []byte
+}
+
+// ErrNoSpace is matched by the errors of commits that the store refused
+// for lack of disk space: nothing was committed, and retrying once there
+// is room is safe.
+var ErrNoSpace = store.ErrNoSpace
+
 // Request is one request that counts, as Classify returns it and Apply
 // commits it: a request to a deprecated or removed API, or, with FieldRule
 // set, a request that set a deprecated field.
@@ -16,13 +37,13 @@ type Request struct {
 	ID string
 	// Key is where the request is counted. A field rule's match is
 	// counted under its rule: Key.API is empty.
-	Key store.CountKey
+	Key CountKey
 	// FieldRule names the field rule whose match this is; empty for a
 	// request to an API.
 	FieldRule      string
 	RemovedRelease string
 	// Seen, if set, records the pod and addresses behind the request.
-	Seen *store.Sighting
+	Seen *Sighting
 }
 
 // fieldRuleIDSeparator joins an event's ID and a field rule's name into
@@ -42,8 +63,8 @@ func (r Request) EventID() string {
 }
 
 // batch sorts reqs into the store's requests to APIs and to field rules.
-func batch(reqs []Request, cursors []store.Cursor) store.Batch {
-	b := store.Batch{Cursors: cursors}
+func batch(reqs []Request, cursors []Cursor) store.Batch {
+	var b store.Batch
 	for _, r := range reqs {
 		if r.FieldRule == "" {
 			b.Requests = append(b.Requests, store.Request{ID: r.ID, Key: r.Key, RemovedRelease: r.RemovedRelease, Seen: r.Seen})
@@ -53,6 +74,9 @@ func batch(reqs []Request, cursors []store.Cursor) store.Batch {
 		b.FieldRules = append(b.FieldRules, store.FieldRuleRequest{ID: r.ID, RemovedRelease: r.RemovedRelease, Seen: r.Seen,
 			Key: store.FieldRuleKey{Cluster: k.Cluster, Rule: r.FieldRule, Hour: k.Hour, Node: k.Node, Subresource: k.Subresource,
 				Username: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun}})
+	}
+	for _, c := range cursors {
+		b.Cursors = append(b.Cursors, store.Cursor(c))
 	}
 	return b
 }

@@ -6,29 +6,33 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// CursorsWithPrefix returns up to limit committed cursors whose name starts
-// with prefix, in name order. Besides input positions, a cursor can hold any
-// small value that must commit atomically with counts: the fleet's outbox
-// keeps requests waiting to be sent to Kafka this way.
-func (s *Store) CursorsWithPrefix(prefix string, limit int) ([]Cursor, error) {
-	var out []Cursor
+// ScanCursors calls fn, in name order, for up to limit committed cursors
+// whose name starts with prefix; fn may keep value. Besides input
+// positions, a cursor can hold any small value that must commit atomically
+// with counts: the fleet's outbox keeps requests waiting to be sent to
+// Kafka this way.
+func (s *Store) ScanCursors(prefix string, limit int, fn func(name string, value []byte) error) error {
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: encodeCursorKey(prefix), PrefetchValues: true, PrefetchSize: min(limit, 100)})
 		defer it.Close()
-		for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
+		n := 0
+		for it.Rewind(); it.Valid() && n < limit; it.Next() {
 			item := it.Item()
 			val, err := item.ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			out = append(out, Cursor{Name: string(item.Key()[1:]), Value: val})
+			if err := fn(string(item.Key()[1:]), val); err != nil {
+				return err
+			}
+			n++
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: reading cursors %s*: %w", prefix, err)
+		return fmt.Errorf("store: reading cursors %s*: %w", prefix, err)
 	}
-	return out, nil
+	return nil
 }
 
 // DeleteCursors removes cursors in one durable transaction.

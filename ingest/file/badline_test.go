@@ -15,21 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 )
 
 // A followed file with a 65 MiB line and malformed lines between good ones:
 // the follower skips and counts each bad line by reason, exactly as replay
 // does, moves its position past them, and keeps counting what follows.
 func TestFollowSkipsBadLinesLikeReplay(t *testing.T) {
-	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return followNow }})
-	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	agg := aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(), Registerer: reg, Now: func() time.Time { return followNow }})
-	aggCtx, stopAgg := context.WithCancel(context.Background())
-	aggDone := make(chan struct{})
-	go func() { agg.Run(aggCtx); close(aggDone) }()
-	t.Cleanup(func() { stopAgg(); <-aggDone; _ = st.Close() })
+	agg := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return followNow }, reg)
 
 	path := filepath.Join(t.TempDir(), "audit.log")
 	appendEvents(t, path, 0, 3)
@@ -49,7 +43,7 @@ func TestFollowSkipsBadLinesLikeReplay(t *testing.T) {
 	appendEvents(t, path, 3, 2)
 
 	committed := make(chan int64, 100)
-	fol := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: agg, Cursors: st, Logger: zerolog.Nop(),
+	fol := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: agg, Cursors: agg, Logger: zerolog.Nop(),
 		Poll: 5 * time.Millisecond, OnCommit: func(off int64) { committed <- off }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -75,7 +69,7 @@ func TestFollowSkipsBadLinesLikeReplay(t *testing.T) {
 	}
 	waitCommitted()
 
-	e := &followEnv{t: t, st: st, agg: agg}
+	e := &followEnv{t: t, c: agg}
 	require.Equal(t, uint64(5), e.total(), "the 3 lines before the bad ones and the 2 after are counted")
 	require.Equal(t, int64(8), fol.Lines.Load())
 	metrics := `

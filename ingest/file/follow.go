@@ -18,7 +18,6 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/backoff"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // SourceFollow is the source label of events read by following a file.
@@ -27,7 +26,7 @@ const SourceFollow = "file"
 // CursorIngester commits events together with the input position they
 // were read up to.
 type CursorIngester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error)
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
 }
@@ -133,7 +132,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			// A failed commit or read: nothing past pos was committed, so
 			// read again from there after a pause.
-			if errors.Is(err, store.ErrNoSpace) {
+			if errors.Is(err, aggregate.ErrNoSpace) {
 				// Paused until there is room; look again at the first pace.
 				retry.Reset()
 				f.log.Warn().Err(err).Int64("offset", pos.Offset).Dur("retry_in", retry.Peek()).Msg("following paused: no room to commit")
@@ -259,7 +258,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 	commit := func(at int64) error {
 		cur := position{Dev: pos.Dev, Ino: pos.Ino, Offset: at}
 		raw, _ := json.Marshal(cur)
-		if _, err := f.opts.Ingester.IngestAt(ctx, f.origin, events, store.Cursor{Name: f.cursorName(), Value: raw}); err != nil {
+		if _, err := f.opts.Ingester.IngestAt(ctx, f.origin, events, aggregate.Cursor{Name: f.cursorName(), Value: raw}); err != nil {
 			return err
 		}
 		// Counted once committed: a failed commit reads the same lines

@@ -13,16 +13,14 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 )
 
 var followNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
 
 type followEnv struct {
 	t    *testing.T
-	st   *store.Store
-	agg  *aggregate.Aggregator
+	c    *ingesttest.Counter
 	path string
 	// committed is the offset of the running follower's last commit, -1
 	// before its first.
@@ -31,21 +29,14 @@ type followEnv struct {
 
 func newFollowEnv(t *testing.T, dataDir string) *followEnv {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: dataDir, Logger: zerolog.Nop(), Now: func() time.Time { return followNow }})
-	require.NoError(t, err)
-	agg := aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(), Now: func() time.Time { return followNow }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { agg.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
-	return &followEnv{t: t, st: st, agg: agg}
+	return &followEnv{t: t, c: ingesttest.NewCounter(t, dataDir, func() time.Time { return followNow }, nil)}
 }
 
 // start runs a follower of path until the returned stop is called.
 func (e *followEnv) start(path string) (*Follower, func()) {
 	e.path = path
 	e.committed.Store(-1)
-	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.agg, Cursors: e.st, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond,
+	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.c, Cursors: e.c, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond,
 		OnCommit: func(offset int64) { e.committed.Store(offset) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -58,11 +49,8 @@ func (e *followEnv) start(path string) (*Follower, func()) {
 
 // total is the number of counted requests in the store.
 func (e *followEnv) total() uint64 {
-	var n uint64
-	require.NoError(e.t, e.st.ScanCounts("c", "endpoints.v1", followNow.Add(-time.Hour), followNow, func(_ store.CountKey, c uint64) error {
-		n += c
-		return nil
-	}))
+	n, err := e.c.Requests("c", "endpoints.v1", followNow.Add(-time.Hour), followNow)
+	require.NoError(e.t, err)
 	return n
 }
 

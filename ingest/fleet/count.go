@@ -15,7 +15,6 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/backoff"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // partitionRefresh is how often the counter looks for partitions added to
@@ -235,7 +234,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 		}
 		last := batch[len(batch)-1]
 		next := last.Offset + 1
-		cursor := store.Cursor{Name: c.cursorName(partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
+		cursor := aggregate.Cursor{Name: c.cursorName(partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
 		if _, err := c.agg.Apply(ctx, Source, reqs, cursor); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // filter is the ingester of the filter role's Kafka consumer: instead of
@@ -21,7 +20,7 @@ var _ kafka.BatchIngester = (*filter)(nil)
 
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
-func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.Group, _ store.Cursor) error {
+func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.Group, _ aggregate.Cursor) error {
 	var reqs []aggregate.Request
 	for _, g := range groups {
 		r, _ := f.agg.Classify(g.Origin, g.Events)
@@ -31,7 +30,7 @@ func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.Group, _ store
 }
 
 // IngestAt produces the requests of events.
-func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, _ ...store.Cursor) (aggregate.Summary, error) {
+func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, _ ...aggregate.Cursor) (aggregate.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	return sum, f.pub.publish(ctx, roleFilter, reqs)
 }

@@ -30,7 +30,6 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // Source is the value of the source label for requests counted from the
@@ -40,7 +39,7 @@ const Source = "fleet"
 // Aggregator classifies events and commits classified requests.
 type Aggregator interface {
 	Classify(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Request, aggregate.Summary)
-	Apply(ctx context.Context, source string, reqs []aggregate.Request, cursors ...store.Cursor) (aggregate.Summary, error)
+	Apply(ctx context.Context, source string, reqs []aggregate.Request, cursors ...aggregate.Cursor) (aggregate.Summary, error)
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
@@ -50,7 +49,9 @@ type Aggregator interface {
 // Store reads committed positions and keeps the forwarding outbox.
 type Store interface {
 	kafka.CursorReader
-	CursorsWithPrefix(prefix string, limit int) ([]store.Cursor, error)
+	// ScanCursors calls fn for up to limit committed cursors whose name
+	// starts with prefix, in name order.
+	ScanCursors(prefix string, limit int, fn func(name string, value []byte) error) error
 	CountCursors(prefix string) (int, error)
 	DeleteCursors(names ...string) error
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/internal/backoff"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // outboxPrefix starts the store cursor names of outbox entries.
@@ -58,7 +57,7 @@ func (f *Forwarder) Ingest(ctx context.Context, origin aggregate.Origin, events 
 }
 
 // IngestAt is Ingest that also commits input positions with the counts.
-func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error) {
+func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	if len(reqs) > 0 {
 		recs := make([]record, len(reqs))
@@ -70,7 +69,7 @@ func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, event
 			return sum, err
 		}
 		name := fmt.Sprintf("%s%s-%012d", outboxPrefix, f.run, f.seq.Add(1))
-		cursors = append(cursors, store.Cursor{Name: name, Value: value})
+		cursors = append(cursors, aggregate.Cursor{Name: name, Value: value})
 	}
 	applied, err := f.agg.Apply(ctx, origin.Source, reqs, cursors...)
 	sum.Add(applied)
@@ -135,27 +134,27 @@ func (f *Forwarder) drain(ctx context.Context) {
 // drainOnce produces up to outboxBatch entries and removes them from the
 // outbox once acknowledged.
 func (f *Forwarder) drainOnce(ctx context.Context) (int, error) {
-	entries, err := f.store.CursorsWithPrefix(outboxPrefix, outboxBatch)
-	if err != nil || len(entries) == 0 {
-		return 0, err
-	}
 	var reqs []aggregate.Request
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name
+	var names []string
+	err := f.store.ScanCursors(outboxPrefix, outboxBatch, func(name string, value []byte) error {
+		names = append(names, name)
 		var recs []record
-		if err := json.Unmarshal(e.Value, &recs); err != nil {
+		if err := json.Unmarshal(value, &recs); err != nil {
 			// Written by this code in the same transaction as counts; a
 			// broken entry cannot be repaired by retrying.
-			f.log.Error().Err(err).Str("entry", e.Name).Msg("dropping an unreadable outbox entry")
-			continue
+			f.log.Error().Err(err).Str("entry", name).Msg("dropping an unreadable outbox entry")
+			return nil
 		}
 		for _, rec := range recs {
 			reqs = append(reqs, rec.request())
 		}
+		return nil
+	})
+	if err != nil || len(names) == 0 {
+		return 0, err
 	}
 	if err := f.pub.publish(ctx, roleForward, reqs); err != nil {
 		return 0, err
 	}
-	return len(entries), f.store.DeleteCursors(names...)
+	return len(names), f.store.DeleteCursors(names...)
 }

@@ -10,7 +10,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // recordVersion is the format of the records this build writes and reads.
@@ -44,7 +43,7 @@ type record struct {
 // stored field rules as APIs so named.
 const wireFieldRulePrefix = "field:"
 
-// seen is store.Sighting on the wire.
+// seen is aggregate.Sighting on the wire.
 type seen struct {
 	Pod            string    `json:"pod,omitempty"`
 	PodNode        string    `json:"podNode,omitempty"`
@@ -69,7 +68,7 @@ func toRecord(r aggregate.Request) record {
 }
 
 func (rec record) request() aggregate.Request {
-	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: store.CountKey{
+	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: aggregate.CountKey{
 		Cluster: rec.Cluster, API: rec.API, Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
 		Username: rec.User, UserAgent: rec.UserAgent, Verb: rec.Verb, DryRun: rec.DryRun, Removed: rec.Removed,
 	}}
@@ -77,7 +76,7 @@ func (rec record) request() aggregate.Request {
 		r.FieldRule, r.Key.API = rule, ""
 	}
 	if s := rec.Seen; s != nil {
-		r.Seen = &store.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: s.SourceIPs, ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
+		r.Seen = &aggregate.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: s.SourceIPs, ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
 	}
 	return r
 }

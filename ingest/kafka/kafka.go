@@ -26,7 +26,6 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/backoff"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // Source is the value of the source label for events from Kafka.
@@ -37,7 +36,7 @@ const maxPoisonSamples = 100
 
 // Ingester commits events with the positions they were read up to.
 type Ingester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error)
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
 	CountInvalid(source string, n int)
 }
 
@@ -52,7 +51,7 @@ type Group struct {
 // batch's offsets are committed to the group only after it returns nil.
 type BatchIngester interface {
 	Ingester
-	IngestBatch(ctx context.Context, groups []*Group, cursor store.Cursor) error
+	IngestBatch(ctx context.Context, groups []*Group, cursor aggregate.Cursor) error
 }
 
 // PrefilterCounter is an Ingester that also tallies the events the
@@ -368,7 +367,7 @@ func mergeBatches(into, next *batch) {
 func (p *partition) commit(ctx context.Context, b *batch) error {
 	c := p.c
 	start := time.Now()
-	cursor := store.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
+	cursor := aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
 	groups := b.groups
 	if len(groups) == 0 {
 		groups = []*Group{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
@@ -474,16 +473,16 @@ func (o *offsetCommitter) flush() {
 
 // ingest hands a batch's groups to the ingester, in one call when it takes
 // whole batches.
-func (c *Consumer) ingest(ctx context.Context, groups []*Group, cursor store.Cursor) error {
+func (c *Consumer) ingest(ctx context.Context, groups []*Group, cursor aggregate.Cursor) error {
 	if bi, ok := c.ingester.(BatchIngester); ok {
 		return bi.IngestBatch(ctx, groups, cursor)
 	}
 	// The position goes with the last group: earlier groups committed
 	// without it are recognised as duplicates if the batch is re-read.
 	for i, g := range groups {
-		var cursors []store.Cursor
+		var cursors []aggregate.Cursor
 		if i == len(groups)-1 {
-			cursors = []store.Cursor{cursor}
+			cursors = []aggregate.Cursor{cursor}
 		}
 		if _, err := c.ingester.IngestAt(ctx, g.Origin, g.Events, cursors...); err != nil {
 			return err

@@ -15,7 +15,6 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // gated holds its first commit until release is closed, telling its size
@@ -31,7 +30,7 @@ type gated struct {
 	n       int
 }
 
-func (g *gated) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error) {
+func (g *gated) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
 	g.mu.Lock()
 	g.n++
 	n := g.n

@@ -33,7 +33,6 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/httpjson"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // Source is the value of the source label for events from the webhook.
@@ -341,7 +340,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			shuttingDown(w)
 			return
 		}
-		if errors.Is(err, store.ErrNoSpace) {
+		if errors.Is(err, aggregate.ErrNoSpace) {
 			// Nothing was written; the apiserver retries the batch.
 			w.Header().Set("Retry-After", "10")
 			httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable,

@@ -1,6 +1,7 @@
 // Package ingesttest holds a hand fake of the small ingester interfaces
 // that ingest packages declare (IngestAt, CountInvalid, CountDecodeError, Cursor), for tests
-// of how they handle failed commits.
+// of how they handle failed commits, and an aggregator over a real store
+// (Counter) for tests of what they commit.
 package ingesttest
 
 import (
@@ -9,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // Flaky fails its first Failures commits, as on a full disk, then keeps
@@ -22,7 +22,7 @@ type Flaky struct {
 }
 
 // IngestAt implements the ingest packages' ingester interfaces.
-func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...store.Cursor) (aggregate.Summary, error) {
+func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Failures > 0 {
