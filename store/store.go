@@ -47,9 +47,6 @@ const DefaultRetention = 30 * 24 * time.Hour
 // badger's transaction size limit for realistic key sizes.
 const maxChunk = 4096
 
-// ErrClosed is returned by operations on a closed store.
-var ErrClosed = errors.New("store: closed")
-
 // Options configures Open. Its zero value, apart from Dir, is a safe default.
 type Options struct {
 	// Dir is the badger directory. It is created if missing.
