@@ -77,7 +77,16 @@ func TestSlowCommitDoesNotStallFetching(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	released := false
+	defer func() {
+		// A failed check must not leave the commit held: Run would never
+		// return.
+		if !released {
+			close(ing.release)
+		}
+		cancel()
+		require.NoError(t, <-done)
+	}()
 
 	// The first commit starts with the batches decoded by then, and is
 	// held; every other message is fetched and decoded meanwhile.
@@ -97,6 +106,7 @@ func TestSlowCommitDoesNotStallFetching(t *testing.T) {
 		}
 	}
 	require.Empty(t, ing.Accepted(), "the first commit is still held")
+	released = true
 	close(ing.release)
 
 	// The first commit, then what was fetched behind it merged into
