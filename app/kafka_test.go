@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -178,13 +177,7 @@ func TestKafkaTwoReplicasShareTheWork(t *testing.T) {
 	// replica commits its counts before it tells the group, and a
 	// partition that moves resumes from there, so nothing is left to be
 	// counted, once or twice.
-	committed := func() bool {
-		ok, err := kafkatest.GroupCommitted(context.Background(), brokers, group, topic, 6)
-		return err == nil && ok
-	}
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !committed(); time.Sleep(50 * time.Millisecond) {
-	}
-	require.True(t, committed(), "the group did not commit the end of every partition within 60s")
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 6, 60*time.Second)
 	ta, tb := total(a), total(b)
 	require.Equal(t, int64(1200), ta+tb, "replica a counted %d, b %d", ta, tb)
 	t.Logf("replica a counted %d, replica b %d", ta, tb)

@@ -2,7 +2,6 @@ package test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -125,13 +124,7 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 	// Once the group has committed the end of every partition, nothing is
 	// left to be read again: Sunset commits its counts before it tells the
 	// group, and resumes from the later of the two.
-	committed := func() bool {
-		ok, err := kafkatest.GroupCommitted(context.Background(), brokers, group, topic, 4)
-		return err == nil && ok
-	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !committed(); time.Sleep(50 * time.Millisecond) {
-	}
-	require.True(t, committed(), "the group did not commit the end of every partition within 30s")
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 4, 30*time.Second)
 	require.Equal(t, want, userCounts(t, p.url), "no late double counts")
 	var sum int64
 	for _, n := range want {

@@ -41,13 +41,7 @@ func TestFailedCommitsAreRetried(t *testing.T) {
 	// Done when the group has committed the end of the partition: the
 	// consumer tells the group only what it has committed, and resumes
 	// from there, so nothing is left to be taken again.
-	committed := func() bool {
-		ok, err := kafkatest.GroupCommitted(context.Background(), brokers, group, topic, 1)
-		return err == nil && ok
-	}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !committed(); time.Sleep(10 * time.Millisecond) {
-	}
-	require.True(t, committed(), "the group did not commit the end of the partition within 20s")
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 1, 20*time.Second)
 	pos, ok, err := ing.Cursor(c.cursorName(topic, 0))
 	require.NoError(t, err)
 	require.True(t, ok)

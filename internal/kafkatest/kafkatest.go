@@ -117,3 +117,32 @@ func GroupCommitted(ctx context.Context, brokers []string, group, topic string, 
 	}
 	return len(committed.Topics[topic]) == partitions, nil
 }
+
+// WaitGroupCommitted fails t unless group commits the end of every one of
+// topic's partitions within timeout. The offsets are the broker's, which
+// has no hook to wait on, so it is asked until they are there.
+func WaitGroupCommitted(t testing.TB, brokers []string, group, topic string, partitions int, timeout time.Duration) {
+	t.Helper()
+	committed := func() bool {
+		ok, err := GroupCommitted(context.Background(), brokers, group, topic, partitions)
+		return err == nil && ok
+	}
+	if !pollUntil(committed, timeout) {
+		t.Fatalf("the group %s did not commit the end of every partition of %s within %s", group, topic, timeout)
+	}
+}
+
+// pollUntil asks done until it answers true or timeout passes.
+func pollUntil(done func() bool, timeout time.Duration) bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !done() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return done()
+		}
+	}
+	return true
+}
