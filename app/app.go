@@ -12,10 +12,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -47,6 +49,36 @@ import (
 type BuildInfo struct {
 	Version  string
 	Revision string
+}
+
+// NewBuildInfo describes the binary from the version and revision set at
+// build time; without a revision, from the VCS stamp Go records.
+func NewBuildInfo(version, revision string) BuildInfo {
+	b := BuildInfo{Version: version, Revision: revision}
+	if info, ok := debug.ReadBuildInfo(); ok && b.Revision == "" {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				b.Revision = s.Value
+			}
+		}
+	}
+	return b
+}
+
+// String is what `sunset version` prints.
+func (b BuildInfo) String() string {
+	return fmt.Sprintf("sunset %s (revision %s, %s)", b.Version, b.Revision, runtime.Version())
+}
+
+// Serve runs the server cfg describes until ctx is done or a component
+// fails, logging to stderr (console lines when it is a terminal, unless
+// log-format says otherwise).
+func Serve(ctx context.Context, cfg Config, stderr io.Writer, terminal bool, build BuildInfo) error {
+	a, err := New(cfg, Options{Logger: NewLogger(cfg, stderr, terminal), Build: build})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
 }
 
 // Options are what the caller provides beyond Config.

@@ -19,20 +19,6 @@ import (
 	"github.com/kube-sunset/sunset/report"
 )
 
-// Source reads APIRequestCounts: a running server (*client.Client) or a
-// data directory.
-type Source interface {
-	List(api.Query) (api.APIRequestCountList, error)
-	Get(string, api.Query) (api.APIRequestCount, error)
-	Info() (api.ServerInfo, error)
-}
-
-// WebhookSource reads WebhookCounts; every Source Open returns is one.
-type WebhookSource interface {
-	Webhooks(api.WebhookQuery) (api.WebhookCountList, error)
-	Webhook(string, api.WebhookQuery) (api.WebhookCount, error)
-}
-
 // DefaultServer is where commands look when no source is given.
 const DefaultServer = "http://localhost:8080"
 
@@ -84,9 +70,23 @@ func (f *Flags) Client() (*client.Client, error) {
 	return client.New(client.Options{Server: server, CAFile: f.CAFile, Token: f.Token, InsecureSkipVerify: f.Insecure})
 }
 
-// Open returns the source the flags choose and a function that releases
+// Run checks req's flags, then opens the source the flags choose, runs req
+// against it and releases it.
+func (f *Flags) Run(req report.Request, out report.Output) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	s, closeSource, err := f.open(out.Now)
+	if err != nil {
+		return err
+	}
+	defer closeSource()
+	return req.Run(s, out)
+}
+
+// open returns the source the flags choose and a function that releases
 // it.
-func (f *Flags) Open(now func() time.Time) (Source, func(), error) {
+func (f *Flags) open(now func() time.Time) (api.Reader, func(), error) {
 	viaKube := f.Kubeconfig != "" || f.Context != ""
 	if n := countTrue(f.DataDir != "", f.Server != "", viaKube); n > 1 {
 		return nil, nil, errors.New("give one of --server, --data-dir and --kubeconfig/--context")
@@ -126,21 +126,3 @@ type dataDir struct {
 }
 
 func (d dataDir) Info() (api.ServerInfo, error) { return d.Service.Info(d.retention), nil }
-
-// NoRequests explains an empty window with what the source holds within
-// its retention, read through the same API with the same filters. It
-// reports whether it found anything to hint at.
-func NoRequests(s Source, q api.Query, window api.APIRequestCountList, o report.Options) (string, bool) {
-	var retained *api.APIRequestCountList
-	var retention time.Duration
-	// A server too old to describe itself gets no hint.
-	if info, err := s.Info(); err == nil {
-		if retention, err = time.ParseDuration(info.Retention); err == nil && retention > q.Since {
-			q.Since = retention
-			if list, err := s.List(q); err == nil {
-				retained = &list
-			}
-		}
-	}
-	return report.NoRequests(window, retained, retention, o)
-}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -90,18 +89,7 @@ func runCLI(args ...string) (string, string, int) {
 // input.
 func runCLIWith(now time.Time, stdin string, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
-	cmd := newRootCommand(cli{stdout: &out, stderr: &errOut, stdin: strings.NewReader(stdin), now: func() time.Time { return now }})
-	cmd.SetArgs(args)
-	code := 0
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		} else {
-			code = 1
-			errOut.WriteString("Error: " + err.Error() + "\n")
-		}
-	}
+	code := run(context.Background(), cli{stdout: &out, stderr: &errOut, stdin: strings.NewReader(stdin), now: func() time.Time { return now }}, args)
 	return out.String(), errOut.String(), code
 }
 
@@ -197,4 +185,32 @@ func TestDataDirLockedByServer(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "is in use by another Sunset process")
 	require.Contains(t, errOut, "ask it instead with --server http://localhost:8080")
+}
+
+// Every bad flag is named at once, before any server is contacted: the
+// server here does not exist.
+func TestEveryBadFlagAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "-o", "csv", "--removed-in", "x", "--state", "gone", "--since", "5m"}, `Error: -o "csv" is not one of table, wide, json, yaml
+--since 5m0s is shorter than 1h; counts are hourly
+--removed-in: "x" is not a Kubernetes release such as 1.37
+--state "gone" is not one of deprecated, removed
+`},
+		{[]string{"check", "-o", "yaml", "--since", "5m"}, `Error: --target-version is required, e.g. --target-version 1.37
+--since 5m0s is shorter than 1h; counts are hourly
+-o "yaml" is not one of text, json
+`},
+		{[]string{"report", "webhooks", "-o", "csv", "--class", "x", "--since", "5m"}, `Error: -o "csv" is not one of table, wide, json, yaml
+--since 5m0s is shorter than 1h; counts are hourly
+--class "x" is not one of critical, security, virtual
+`},
+	} {
+		out, errOut, code := runCLI(append(tc.args, "--server", "http://127.0.0.1:1")...)
+		require.Equal(t, 1, code, tc.args)
+		require.Empty(t, out)
+		require.Equal(t, tc.want, errOut, tc.args)
+	}
 }

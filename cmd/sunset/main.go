@@ -1,17 +1,23 @@
 // Command sunset finds who still calls deprecated Kubernetes APIs, from the
 // kube-apiserver audit stream. See README.md for every command and key.
+//
+// main only parses flags and calls packages: app serves, report reads and
+// prints, replay imports, source opens where the read commands read.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/mattn/go-isatty"
+
+	"github.com/kube-sunset/sunset/report"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=...".
@@ -21,32 +27,39 @@ var (
 )
 
 func main() {
-	os.Exit(run())
-}
-
-// run only owns the process: signals and the exit code. Everything else is in
-// the commands, which take a context, so tests can drive them.
-func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	cmd := newRootCommand(cli{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
-		isTerminal: isatty.IsTerminal(os.Stderr.Fd())})
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		return 1
+	code := run(ctx, cli{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
+		isTerminal: isatty.IsTerminal(os.Stderr.Fd())}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// cli is what commands take from the process, so tests can replace it.
+type cli struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	now            func() time.Time
+	// isTerminal reports whether stderr is a terminal (for progress bars
+	// and console logs).
+	isTerminal bool
+}
+
+func (env cli) output() report.Output {
+	return report.Output{Out: env.stdout, Err: env.stderr, Now: env.now}
+}
+
+// run runs the command args name and returns the process's exit code.
+func run(ctx context.Context, env cli, args []string) int {
+	cmd := newRootCommand(env)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	var exit *report.ExitCodeError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.Code
 	}
-	return 0
+	fmt.Fprintln(env.stderr, "Error:", err)
+	return 1
 }
-
-// exitError carries a specific exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }

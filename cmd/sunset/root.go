@@ -1,24 +1,30 @@
 package main
 
 import (
+	"embed"
 	"fmt"
-	"io"
-	"runtime"
-	"runtime/debug"
-	"time"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kube-sunset/sunset/app"
 )
 
-// cli is what commands take from the process, so tests can replace it.
-type cli struct {
-	stdout, stderr io.Writer
-	stdin          io.Reader
-	now            func() time.Time
-	// isTerminal reports whether stderr is a terminal (for progress bars).
-	isTerminal bool
+// help holds each long command's help: its description, then its
+// examples after a line "Examples:".
+//
+//go:embed help/*.txt
+var help embed.FS
+
+// withHelp sets cmd's long help and examples from help/name.txt.
+func withHelp(cmd *cobra.Command, name string) *cobra.Command {
+	b, err := help.ReadFile("help/" + name + ".txt")
+	if err != nil {
+		panic(err) // Embedded at build time: a missing file is a bug the tests catch.
+	}
+	long, example, _ := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n\nExamples:\n")
+	cmd.Long, cmd.Example = long, example
+	return cmd
 }
 
 func newRootCommand(env cli) *cobra.Command {
@@ -34,33 +40,9 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.SetIn(env.stdin)
-	root.AddCommand(newServeCommand(), newReportCommand(env), newCheckCommand(env), newReplayCommand(env), newStoreCommand(env), newVersionCommand())
+	build := app.NewBuildInfo(version, revision)
+	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newReplayCommand(env), newStoreCommand(env),
+		&cobra.Command{Use: "version", Short: "Print the version of sunset", Args: cobra.NoArgs,
+			RunE: func(*cobra.Command, []string) error { _, err := fmt.Fprintln(env.stdout, build); return err }})
 	return root
-}
-
-func buildInfo() app.BuildInfo {
-	b := app.BuildInfo{Version: version, Revision: revision}
-	if b.Revision == "" {
-		if info, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range info.Settings {
-				if s.Key == "vcs.revision" {
-					b.Revision = s.Value
-				}
-			}
-		}
-	}
-	return b
-}
-
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of sunset",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			b := buildInfo()
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sunset %s (revision %s, %s)\n", b.Version, b.Revision, runtime.Version())
-			return err
-		},
-	}
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/source"
+)
+
+// readCommand is a command that reads counts: it declares the source flags,
+// and runs req against the source they choose.
+// name, if set, receives the command's one optional argument.
+func readCommand(env cli, cmd *cobra.Command, req report.Request, name *string) *cobra.Command {
+	var src source.Flags
+	src.AddFlags(cmd.Flags())
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			*name = args[0]
+		}
+		return src.Run(req, env.output())
+	}
+	return cmd
+}
+
+func addFilters(fs *pflag.FlagSet, f *report.Filters) {
+	fs.StringVar(&f.Cluster, "cluster", "", "only this cluster's apiservers")
+	fs.DurationVar(&f.Since, "since", 24*time.Hour, "how far back to look, in whole hours (up to the retention)")
+	fs.BoolVar(&f.ExcludeSystem, "exclude-system", true, "leave out system identities (system-users): they go away with the upgrade")
+}
+
+func newReportCommand(env cli) *cobra.Command {
+	var req report.ListRequest
+	cmd := readCommand(env, withHelp(&cobra.Command{
+		Use:   "report [NAME]",
+		Short: "Show which deprecated APIs are called, how often and by whom",
+		Args:  cobra.MaximumNArgs(1),
+	}, "report"), &req, &req.Name)
+	fs := cmd.Flags()
+	addFilters(fs, &req.Filters)
+	fs.StringVarP(&req.Output, "output", "o", "table", "table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:.path,...")
+	fs.BoolVar(&req.NoHeaders, "no-headers", false, "leave out the header line of table, wide and custom-columns")
+	fs.StringVar(&req.RemovedIn, "removed-in", "", "only APIs removed in this release, e.g. 1.37")
+	fs.StringVar(&req.RemovedBefore, "removed-before", "", "only APIs removed before this release, e.g. 1.38")
+	fs.StringVar(&req.State, "state", "", "deprecated (still served) or removed (clients already get 404)")
+	fs.StringVar(&req.User, "user", "", "only APIs this username called")
+	cmd.AddCommand(newReportWebhooksCommand(env))
+	return cmd
+}
+
+func newReportWebhooksCommand(env cli) *cobra.Command {
+	var req report.WebhooksRequest
+	cmd := readCommand(env, withHelp(&cobra.Command{
+		Use:   "webhooks [CONFIGURATION.WEBHOOK]",
+		Short: "Show which admission webhooks slow down, fail open on or touch which resources",
+		Args:  cobra.MaximumNArgs(1),
+	}, "report-webhooks"), &req, &req.Name)
+	fs := cmd.Flags()
+	fs.StringVar(&req.Cluster, "cluster", "", "only this cluster")
+	fs.DurationVar(&req.Since, "since", 24*time.Hour, "how far back to look, in whole hours (up to the retention)")
+	fs.StringVar(&req.Class, "class", "", "only resources of this class: critical, security or virtual")
+	fs.StringVarP(&req.Output, "output", "o", "table", "table, wide, json or yaml")
+	return cmd
+}
+
+func newCheckCommand(env cli) *cobra.Command {
+	var req report.CheckRequest
+	cmd := readCommand(env, withHelp(&cobra.Command{
+		Use:   "check --target-version 1.NN",
+		Short: "Upgrade gate: fail if APIs removed by the target release are still called",
+		Args:  cobra.NoArgs,
+	}, "check"), &req, nil)
+	fs := cmd.Flags()
+	addFilters(fs, &req.Filters)
+	fs.StringVar(&req.TargetVersion, "target-version", "", "the Kubernetes release to upgrade to, e.g. 1.37")
+	fs.BoolVar(&req.WarningsAsErrors, "warnings-as-errors", false, "exit 2 when deprecated (not yet removed) APIs were requested")
+	fs.StringVarP(&req.Output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func newStoreCommand(env cli) *cobra.Command {
+	var dataDir string
+	var quick bool
+	verify := withHelp(&cobra.Command{
+		Use:   "verify",
+		Short: "Check a data directory for damage, without changing it",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return report.Verify(dataDir, quick, env.output()) },
+	}, "store-verify")
+	verify.Flags().StringVar(&dataDir, "data-dir", "./sunset-data", "the data directory to check")
+	verify.Flags().BoolVar(&quick, "quick", false, "read only the tables' indexes and end blocks, as serve does at startup")
+	store := &cobra.Command{Use: "store", Short: "Look after a data directory", Args: cobra.NoArgs}
+	store.AddCommand(verify)
+	return store
+}

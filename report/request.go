@@ -1,0 +1,312 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// A Request is one read command: `sunset report`, `sunset check` or
+// `sunset report webhooks`. Validate checks every flag at once, before any
+// server or data directory is opened; Run reads and prints.
+type Request interface {
+	Validate() error
+	Run(r api.Reader, out Output) error
+}
+
+// Output is where a request prints: its result to Out, notes and hints to
+// Err. Now is the clock that ages what it shows.
+type Output struct {
+	Out, Err io.Writer
+	Now      func() time.Time
+}
+
+// ExitCodeError ends a command with Code. What went wrong has been printed
+// already.
+type ExitCodeError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitCodeError) Error() string { return e.Err.Error() }
+func (e *ExitCodeError) Unwrap() error { return e.Err }
+
+// Filters are the flags report and check share.
+type Filters struct {
+	Cluster, User string
+	Since         time.Duration
+	ExcludeSystem bool
+}
+
+func (f Filters) validate() error {
+	return validateSince(f.Since)
+}
+
+func validateSince(since time.Duration) error {
+	if since < time.Hour {
+		return fmt.Errorf("--since %s is shorter than 1h; counts are hourly", since)
+	}
+	return nil
+}
+
+func (f Filters) query() api.Query {
+	q := api.DefaultQuery()
+	q.Cluster, q.User, q.Since = f.Cluster, f.User, f.Since
+	// Enough users that the top non-system ones are known even when
+	// system identities lead.
+	q.Users = api.MaxUsersToReport
+	return q
+}
+
+func (f Filters) options() Options { return Options{ExcludeSystem: f.ExcludeSystem, Since: f.Since} }
+
+// noRequests explains an empty window with what r holds within its
+// retention, read through the same API with the same filters.
+func (f Filters) noRequests(r api.Reader, q api.Query, window api.APIRequestCountList) (string, bool) {
+	var retained *api.APIRequestCountList
+	var retention time.Duration
+	// A server too old to describe itself gets no hint.
+	if info, err := r.Info(); err == nil {
+		if retention, err = time.ParseDuration(info.Retention); err == nil && retention > q.Since {
+			q.Since = retention
+			if list, err := r.List(q); err == nil {
+				retained = &list
+			}
+		}
+	}
+	return NoRequests(window, retained, retention, f.options())
+}
+
+// ListRequest is `sunset report [NAME]`: the deprecated APIs requested in
+// the window, or, given Name, that API's breakdown.
+type ListRequest struct {
+	Filters
+	Name                     string
+	Output                   string
+	NoHeaders                bool
+	RemovedIn, RemovedBefore string
+	State                    string
+
+	query   api.Query
+	format  Format
+	printer printers.ResourcePrinter
+}
+
+// Validate checks the flags and prepares the query.
+func (l *ListRequest) Validate() error {
+	var errs []error
+	printer, err := ObjectPrinter(l.Output, l.NoHeaders)
+	errs = append(errs, err)
+	l.printer, l.format = printer, FormatJSON
+	if err == nil && printer == nil {
+		l.format, err = ParseFormat(l.Output)
+		errs = append(errs, err)
+	}
+	errs = append(errs, l.validate())
+	l.query = l.Filters.query()
+	for _, release := range []struct {
+		flag, value string
+		dst         *catalog.Release
+	}{{"--removed-in", l.RemovedIn, &l.query.RemovedIn}, {"--removed-before", l.RemovedBefore, &l.query.RemovedBefore}} {
+		if release.value == "" {
+			continue
+		}
+		if *release.dst, err = catalog.ParseRelease(release.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", release.flag, err))
+		}
+	}
+	if l.State != "" && l.State != api.StateDeprecated && l.State != api.StateRemoved {
+		errs = append(errs, fmt.Errorf("--state %q is not one of deprecated, removed", l.State))
+	}
+	l.query.State = l.State
+	return errors.Join(errs...)
+}
+
+// objects reports whether the output is the API's objects rather than a
+// table: json, yaml or one of kubectl's printers.
+func (l *ListRequest) objects() bool {
+	return l.printer != nil || l.format == FormatJSON || l.format == FormatYAML
+}
+
+func (l *ListRequest) writeObject(w io.Writer, obj any) error {
+	if l.printer != nil {
+		return PrintObject(w, l.printer, obj)
+	}
+	return WriteObject(w, obj, l.format)
+}
+
+// Run reads the list, or the one API, and prints it.
+func (l *ListRequest) Run(r api.Reader, out Output) error {
+	o := l.options()
+	if l.Name != "" {
+		obj, err := r.Get(l.Name, l.query)
+		if errors.Is(err, api.ErrNotFound) {
+			return fmt.Errorf("no deprecated requests to %s were recorded (names look like cronjobs.v1beta1.batch; `sunset report` lists them)", l.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if l.objects() {
+			return l.writeObject(out.Out, obj)
+		}
+		return Describe(out.Out, obj, out.Now(), o)
+	}
+	list, err := r.List(l.query)
+	if err != nil {
+		return err
+	}
+	rows := Rows(list, o)
+	if l.objects() {
+		return l.writeObject(out.Out, Kept(list, rows))
+	}
+	if len(rows) == 0 {
+		msg, _ := l.noRequests(r, l.query, list)
+		fmt.Fprintln(out.Err, msg)
+		return nil
+	}
+	o.NoHeaders = l.NoHeaders
+	return WriteTable(out.Out, rows, o, l.format == FormatWide)
+}
+
+// CheckRequest is `sunset check`: the upgrade gate.
+type CheckRequest struct {
+	Filters
+	TargetVersion    string
+	Output           string
+	WarningsAsErrors bool
+
+	target catalog.Release
+}
+
+// Validate checks the flags.
+func (c *CheckRequest) Validate() error {
+	var errs []error
+	if c.TargetVersion == "" {
+		errs = append(errs, errors.New("--target-version is required, e.g. --target-version 1.37"))
+	} else if rel, err := catalog.ParseRelease(c.TargetVersion); err != nil {
+		errs = append(errs, fmt.Errorf("--target-version: %w", err))
+	} else {
+		c.target = rel
+	}
+	errs = append(errs, c.validate())
+	if c.Output != "text" && c.Output != "json" {
+		errs = append(errs, fmt.Errorf("-o %q is not one of text, json", c.Output))
+	}
+	return errors.Join(errs...)
+}
+
+// Run reads the window and prints the verdict; an unsafe verdict is an
+// ExitCodeError with the check's exit code.
+func (c *CheckRequest) Run(r api.Reader, out Output) error {
+	q := c.query()
+	list, err := r.List(q)
+	if err != nil {
+		return err
+	}
+	res := Check(list, CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors})
+	if len(res.Findings) == 0 {
+		// Safe, but say so when the window misses what the store holds.
+		if msg, hinted := c.noRequests(r, q, list); hinted {
+			fmt.Fprintln(out.Err, msg)
+		}
+	}
+	if c.Output == "json" {
+		err = WriteObject(out.Out, res, FormatJSON)
+	} else {
+		err = res.WriteText(out.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != ExitSafe {
+		return &ExitCodeError{Code: res.ExitCode, Err: fmt.Errorf("check failed with exit code %d", res.ExitCode)}
+	}
+	return nil
+}
+
+// WebhooksRequest is `sunset report webhooks [NAME]`: admission webhook
+// counts, or one webhook's.
+type WebhooksRequest struct {
+	Name, Cluster, Class, Output string
+	Since                        time.Duration
+
+	query  api.WebhookQuery
+	format Format
+}
+
+// Validate checks the flags and prepares the query.
+func (w *WebhooksRequest) Validate() error {
+	format, err := ParseFormat(w.Output)
+	errs := []error{err, validateSince(w.Since)}
+	w.format, w.query = format, api.WebhookQuery{Cluster: w.Cluster, Since: w.Since}
+	if w.Class != "" {
+		if w.query.Class, err = admission.ParseClass(w.Class); err != nil {
+			errs = append(errs, fmt.Errorf("--%w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run reads the webhook counts and prints them.
+func (w *WebhooksRequest) Run(r api.Reader, out Output) error {
+	objects := w.format == FormatJSON || w.format == FormatYAML
+	var list api.WebhookCountList
+	if w.Name != "" {
+		obj, err := r.Webhook(w.Name, w.query)
+		if errors.Is(err, api.ErrNotFound) {
+			return fmt.Errorf("no audit annotation named webhook %s in the last %s (names are configuration.webhook; `sunset report webhooks` lists them)", w.Name, FormatDuration(w.Since))
+		}
+		if err != nil {
+			return err
+		}
+		if objects {
+			return WriteObject(out.Out, obj, w.format)
+		}
+		list = api.WebhookCountList{Items: []api.WebhookCount{obj}, Resources: []api.WebhookResourceCount{}}
+	} else {
+		var err error
+		if list, err = r.Webhooks(w.query); err != nil {
+			return err
+		}
+	}
+	if objects {
+		return WriteObject(out.Out, list, w.format)
+	}
+	if len(list.Items) == 0 && len(list.Resources) == 0 {
+		fmt.Fprintf(out.Err, "No admission webhook annotations in the last %s.\n", FormatDuration(w.Since))
+		return nil
+	}
+	return WriteWebhookTables(out.Out, list, w.format == FormatWide)
+}
+
+// Exit codes of `sunset store verify`.
+const (
+	ExitVerifyHealthy = 0
+	ExitVerifyFailed  = 1
+	ExitVerifyDamaged = 2
+)
+
+// Verify is `sunset store verify`: it checks dataDir (every block's
+// checksum unless quick) and prints what it found. A failed or damaging
+// verdict is an ExitCodeError.
+func Verify(dataDir string, quick bool, out Output) error {
+	r, err := store.Verify(dataDir, !quick)
+	if err != nil {
+		fmt.Fprintln(out.Err, "Error:", err)
+		return &ExitCodeError{Code: ExitVerifyFailed, Err: err}
+	}
+	WriteVerify(out.Out, r)
+	if !r.Healthy() {
+		fmt.Fprintf(out.Err, "Error: %s is damaged; keep a copy of it and see \"Recovering a damaged store\" in the README\n", dataDir)
+		return &ExitCodeError{Code: ExitVerifyDamaged, Err: errors.New("damaged")}
+	}
+	return nil
+}
