@@ -206,7 +206,9 @@ collect:
 		cursors = append(cursors, j.cursors...)
 	}
 	// The two debug lines bracket the badger commits, so that a crash test
-	// can tell a kill during a commit from one between commits. Admission
+	// can tell a kill during a commit from one between commits; the second
+	// comes once the commit's metrics are counted too, so that a test
+	// that wakes at it finds counts and metrics alike. Admission
 	// counts commit before the transaction that carries the cursors, so a
 	// cursor is never ahead of either counter: after a crash in between,
 	// the input is read again and the admission counter sees only
@@ -228,7 +230,6 @@ collect:
 	case err != nil:
 		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
 	default:
-		a.log.Debug().Msg("commit finished")
 		if a.noSpace {
 			a.noSpace = false
 			a.log.Info().Msg("the data directory has room again; committing")
@@ -245,6 +246,9 @@ collect:
 		off += len(j.reqs)
 		admOff += len(j.admission)
 		j.done <- r
+	}
+	if err == nil {
+		a.log.Debug().Msg("commit finished")
 	}
 }
 

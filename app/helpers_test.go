@@ -39,7 +39,12 @@ type server struct {
 	cfg  app.Config
 	// client talks to the server; tests of TLS replace it.
 	client *http.Client
+	ts     *testserver.Server
 }
+
+// await returns once cond holds or after within, checking it at each line
+// the server logs (testserver.Server.Await).
+func (s *server) await(within time.Duration, cond func() bool) { s.ts.Await(within, cond) }
 
 // testConfig is testserver.Config with JSON logs.
 func testConfig(t *testing.T) app.Config {
@@ -71,7 +76,7 @@ func startWith(t *testing.T, cfg app.Config, opt func(*app.Options)) *server {
 	}
 	opt(&opts)
 	ts := testserver.Start(t, cfg, opts)
-	return &server{t: t, app: ts.App, url: ts.URL, reg: ts.Registry, stop: ts.Stop, cfg: ts.Config, client: http.DefaultClient}
+	return &server{t: t, app: ts.App, url: ts.URL, reg: ts.Registry, stop: ts.Stop, cfg: ts.Config, client: http.DefaultClient, ts: ts}
 }
 
 // restart stops s and starts a new server on the same data directory.

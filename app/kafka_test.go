@@ -27,11 +27,12 @@ func kafkaConfig(cfg *app.Config, brokers []string, topic, group string) {
 		SessionTimeout: 2 * time.Second, NodeHeader: "apiserver", NodeField: "hostname", BatchWait: 20 * time.Millisecond}
 }
 
-// waitForUsers polls until the users of an API in the window add up to want.
+// waitForUsers waits until the users of an API in the window add up to
+// want.
 func waitForUsers(t *testing.T, s *server, name, since string, want map[string]int64) {
 	t.Helper()
 	var got map[string]int64
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	s.await(30*time.Second, func() bool {
 		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts/" + name + "?users=100&since=" + since)
 		got = map[string]int64{}
 		if code == 200 {
@@ -41,12 +42,24 @@ func waitForUsers(t *testing.T, s *server, name, since string, want map[string]i
 				got[u.UserName] = u.RequestCount
 			}
 		}
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			break
-		}
-	}
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
 	require.Equal(t, want, got)
 }
+
+// awaitReady waits until /-/ready answers as done says it should stop
+// waiting, and returns its last answer.
+func awaitReady(s *server, within time.Duration, done func(code int, body string) bool) (int, string) {
+	var code int
+	var body []byte
+	s.await(within, func() bool {
+		code, body = s.get("/-/ready")
+		return done(code, string(body))
+	})
+	return code, string(body)
+}
+
+func ready(code int, _ string) bool { return code == 200 }
 
 func TestKafkaMessageShapes(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
@@ -151,11 +164,8 @@ func TestKafkaTwoReplicasShareTheWork(t *testing.T) {
 	kafkaConfig(&cfgB, brokers, topic, group)
 	a, b := start(t, cfgA), start(t, cfgB)
 	for _, s := range []*server{a, b} {
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if code, _ := s.get("/-/ready"); code == 200 {
-				break
-			}
-		}
+		code, body := awaitReady(s, 30*time.Second, ready)
+		require.Equal(t, 200, code, body)
 	}
 	var msgs []kafkago.Message
 	for i := 0; i < 1200; i++ {
@@ -222,16 +232,6 @@ func TestKafkaAuthAndConnectionErrors(t *testing.T) {
 		t.Skip("needs the in-process broker's SASL setup")
 	}
 	brokers := kafkatest.Brokers(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "s3cret"), kfake.Superuser("SCRAM-SHA-256", "admin", "s3cret"))
-	ready := func(s *server) (int, string) {
-		var code int
-		var body []byte
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if code, body = s.get("/-/ready"); code == 200 || strings.Contains(string(body), "kafka: kafka") {
-				break
-			}
-		}
-		return code, string(body)
-	}
 	for _, tc := range []struct {
 		name, mechanism, password string
 		brokers                   []string
@@ -249,7 +249,9 @@ func TestKafkaAuthAndConnectionErrors(t *testing.T) {
 			kafkaConfig(&cfg, tc.brokers, "audit-auth", "auth")
 			cfg.Kafka.SASL = kafka.SASLConfig{Mechanism: tc.mechanism, Username: "admin", Password: tc.password}
 			s := start(t, cfg)
-			code, body := ready(s)
+			code, body := awaitReady(s, 15*time.Second, func(code int, body string) bool {
+				return code == 200 || strings.Contains(body, "kafka: kafka")
+			})
 			require.Equal(t, tc.code, code, body)
 			require.Contains(t, body, tc.says)
 			require.NotContains(t, body, "s3cret")
@@ -270,21 +272,15 @@ func TestKafkaOverTLS(t *testing.T) {
 	kafkaConfig(&cfg, brokers, "audit-tls", "tls")
 	cfg.Kafka.TLS = kafka.TLSConfig{Enabled: true, CAFile: certFile}
 	s := start(t, cfg)
-	var code int
-	var body []byte
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && code != 200; time.Sleep(50 * time.Millisecond) {
-		code, body = s.get("/-/ready")
-	}
-	require.Equal(t, 200, code, string(body))
+	code, body := awaitReady(s, 15*time.Second, ready)
+	require.Equal(t, 200, code, body)
 
 	// Without the CA the certificate is refused, and readiness says so.
 	cfg = testConfig(t)
 	kafkaConfig(&cfg, brokers, "audit-tls", "tls-2")
 	cfg.Kafka.TLS = kafka.TLSConfig{Enabled: true}
 	s = start(t, cfg)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !strings.Contains(string(body), "certificate"); time.Sleep(50 * time.Millisecond) {
-		code, body = s.get("/-/ready")
-	}
+	code, body = awaitReady(s, 15*time.Second, func(_ int, body string) bool { return strings.Contains(body, "certificate") })
 	require.Equal(t, 503, code)
-	require.Contains(t, string(body), "certificate signed by unknown authority")
+	require.Contains(t, body, "certificate signed by unknown authority")
 }

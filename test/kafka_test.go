@@ -99,7 +99,7 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	p := startBinary(t, dataDir, "--config", cfg)
+	p := startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
 	kills := 0
 	for chunk := 0; chunk < 10; chunk++ {
 		part := msgs[chunk*len(msgs)/10 : (chunk+1)*len(msgs)/10]
@@ -109,17 +109,16 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 			require.NoError(t, p.cmd.Process.Kill())
 			<-p.exited
 			kills++
-			p = startBinary(t, dataDir, "--config", cfg)
+			p = startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
 		}
 	}
 	require.GreaterOrEqual(t, kills, 5)
 
 	var got map[string]int64
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if got = userCounts(t, p.url); fmt.Sprint(got) == fmt.Sprint(want) {
-			break
-		}
-	}
+	p.await(t, 90*time.Second, "count every request", func() bool {
+		got = userCounts(t, p.url)
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
 	require.Equal(t, want, got)
 	// Once the group has committed the end of every partition, nothing is
 	// left to be read again: Sunset commits its counts before it tells the

@@ -167,7 +167,8 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 	cfg := testserver.Config(t)
 	cfg.Clusters = map[string]app.ClusterConfig{"default": {Version: "1.36"}}
 	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
-	url := testserver.Start(t, cfg, app.Options{}).URL
+	srv := testserver.Start(t, cfg, app.Options{Logger: testserver.Logger(t)})
+	url := srv.URL
 
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
@@ -183,12 +184,10 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 		kafkago.Message{Value: []byte("poison")})
 
 	families := map[string]bool{}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	srv.Await(30*time.Second, func() bool {
 		families = scrapeFamilies(t, url)
-		if families["sunset_kafka_consumer_lag"] {
-			break
-		}
-	}
+		return families["sunset_kafka_consumer_lag"]
+	})
 	var missing []string
 	for _, m := range usedMetrics(ruleAndDashboardExprs(t)) {
 		if m == "up" {

@@ -25,11 +25,13 @@ type followEnv struct {
 	// committed is the offset of the running follower's last commit, -1
 	// before its first.
 	committed atomic.Int64
+	// commits receives a token after each commit, without waiting.
+	commits chan struct{}
 }
 
 func newFollowEnv(t *testing.T, dataDir string) *followEnv {
 	t.Helper()
-	return &followEnv{t: t, c: ingesttest.NewCounter(t, dataDir, func() time.Time { return followNow }, nil)}
+	return &followEnv{t: t, c: ingesttest.NewCounter(t, dataDir, func() time.Time { return followNow }, nil), commits: make(chan struct{}, 1)}
 }
 
 // start runs a follower of path until the returned stop is called.
@@ -37,7 +39,13 @@ func (e *followEnv) start(path string) (*Follower, func()) {
 	e.path = path
 	e.committed.Store(-1)
 	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.c, Cursors: e.c, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond,
-		OnCommit: func(offset int64) { e.committed.Store(offset) }})
+		OnCommit: func(offset int64) {
+			e.committed.Store(offset)
+			select {
+			case e.commits <- struct{}{}:
+			default:
+			}
+		}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
@@ -60,9 +68,14 @@ func (e *followEnv) total() uint64 {
 func (e *followEnv) waitFor(want uint64) {
 	e.t.Helper()
 	atEnd := func() bool { return e.committed.Load() == completeLines(e.t, e.path) }
-	deadline := time.Now().Add(10 * time.Second)
-	for !atEnd() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	timeout := time.After(10 * time.Second)
+wait:
+	for !atEnd() {
+		select {
+		case <-e.commits:
+		case <-timeout:
+			break wait
+		}
 	}
 	require.True(e.t, atEnd(), "the follower committed up to %d, the file's complete lines end at %d", e.committed.Load(), completeLines(e.t, e.path))
 	require.Equal(e.t, want, e.total())

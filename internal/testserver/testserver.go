@@ -30,9 +30,14 @@ func Config(t testing.TB) app.Config {
 	return cfg
 }
 
-// Logger passes the server's warnings and errors to the test log.
+// Logger passes the server's warnings and errors to the test log. It
+// logs at debug level into that filter, so that every line the server
+// logs, debug lines included, wakes Server.Await.
 func Logger(t testing.TB) zerolog.Logger {
-	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	return zerolog.New(&zerolog.FilteredLevelWriter{
+		Writer: zerolog.LevelWriterAdapter{Writer: zerolog.NewTestWriter(t)},
+		Level:  zerolog.WarnLevel,
+	}).Level(zerolog.DebugLevel)
 }
 
 // Server is a running Sunset.
@@ -48,6 +53,34 @@ type Server struct {
 	Registry *prometheus.Registry
 
 	stop func()
+	// logged receives a token at each line the server logs, without
+	// waiting: one token wakes a waiter as well as many.
+	logged chan struct{}
+}
+
+// Run is a zerolog hook: the server logged a line.
+func (s *Server) Run(*zerolog.Event, zerolog.Level, string) {
+	select {
+	case s.logged <- struct{}{}:
+	default:
+	}
+}
+
+// Await returns once cond holds, or after within. It checks cond again at
+// every line the server logs: the server logs a line after each commit
+// ("commit finished", at debug level), when it turns ready and when an
+// input connects or fails, so a change a test waits for comes with a line.
+// The caller asserts what it waited for, with the value it got.
+func (s *Server) Await(within time.Duration, cond func() bool) {
+	timeout := time.NewTimer(within)
+	defer timeout.Stop()
+	for !cond() {
+		select {
+		case <-s.logged:
+		case <-timeout.C:
+			return
+		}
+	}
 }
 
 // Start builds a server from cfg and opts and runs it until the test ends
@@ -58,6 +91,8 @@ func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
+	s := &Server{Config: cfg, Registry: opts.Registry, logged: make(chan struct{}, 1)}
+	opts.Logger = opts.Logger.Hook(s)
 	a, err := app.New(cfg, opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,13 +103,13 @@ func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
 		scheme = "https"
 	}
 	var once sync.Once
-	s := &Server{URL: scheme + "://" + a.Addr().String(), App: a, Config: cfg, Registry: opts.Registry,
-		stop: func() {
-			once.Do(func() {
-				cancel()
-				require.NoError(t, <-done, "the server's Run")
-			})
-		}}
+	s.URL, s.App = scheme+"://"+a.Addr().String(), a
+	s.stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done, "the server's Run")
+		})
+	}
 	t.Cleanup(s.Stop)
 	return s
 }
