@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/kafkatest"
@@ -89,7 +87,7 @@ func TestFullDiskRefusesAndRecovers(t *testing.T) {
 	kafkaConfig(&cfg, brokers, topic, "full-"+topic)
 	cfg.Kafka.RetryBackoff = 100 * time.Millisecond
 	logs := newLogLines(t)
-	s := startWith(t, cfg, func(o *app.Options) { o.Logger = zerolog.New(logs).Level(zerolog.InfoLevel) })
+	s := startWith(t, cfg, func(o *app.Options) { o.Logger = zerolog.New(logs).Level(zerolog.DebugLevel) })
 
 	// Something else fills the filesystem until 12 MiB above the reserve
 	// are left, more than a memtable: then batches take what remains, and
@@ -192,9 +190,8 @@ sunset_store_writes_refused_total %d
 	logs.wait("the data directory has room again; committing")
 
 	want := map[string]int64{"endpoints.v1": int64(400 * len(all)), "cronjobs.v1beta1.batch": 300, "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io": 200}
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return fmt.Sprint(requestCounts(t, s)) == fmt.Sprint(want), nil
-	}), "followed file and Kafka catch up: %v", requestCounts(t, s))
+	s.await(30*time.Second, func() bool { return fmt.Sprint(requestCounts(t, s)) == fmt.Sprint(want) })
+	require.Equal(t, want, requestCounts(t, s), "followed file and Kafka catch up")
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(`
 # HELP sunset_store_disk_full 1 while the data directory's filesystem has less free space than the reserve: batches get 503, Kafka and followed files pause.
 # TYPE sunset_store_disk_full gauge

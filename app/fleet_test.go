@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,7 +13,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
@@ -22,13 +20,12 @@ import (
 	"github.com/kube-sunset/sunset/internal/kafkatest"
 )
 
-// eventually polls cond until it holds, failing the test after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	require.NoError(t, err, what)
+// eventually waits until cond holds, checking it at each line s logs, and
+// fails the test after within.
+func (s *server) eventually(within time.Duration, what string, cond func() bool) {
+	s.t.Helper()
+	s.await(within, cond)
+	require.True(s.t, cond(), what)
 }
 
 // metricValue is the value of one series of a counter or gauge, 0 when it
@@ -94,7 +91,7 @@ func TestFleetReplicasAnswerForTheWholeFleet(t *testing.T) {
 		replicas = append(replicas, start(t, cfg))
 	}
 	for _, s := range replicas {
-		eventually(t, 30*time.Second, "replica ready", func() bool { code, _ := s.get("/-/ready"); return code == 200 })
+		s.eventually(30*time.Second, "replica ready", func() bool { code, _ := s.get("/-/ready"); return code == 200 })
 	}
 
 	want := map[string]map[string]int64{"east": {}, "west": {}}
@@ -126,7 +123,7 @@ func TestFleetReplicasAnswerForTheWholeFleet(t *testing.T) {
 
 	for i, s := range replicas {
 		for cluster, users := range want {
-			eventually(t, 30*time.Second, fmt.Sprintf("replica %d, cluster %s", i, cluster), func() bool {
+			s.eventually(30*time.Second, fmt.Sprintf("replica %d, cluster %s", i, cluster), func() bool {
 				return fmt.Sprint(usersOf(t, s, "endpoints.v1", cluster)) == fmt.Sprint(users)
 			})
 		}
@@ -181,7 +178,7 @@ func TestFleetForwardKeepsRequestsThroughAKafkaOutage(t *testing.T) {
 		require.JSONEq(t, `{"cluster":"edge","node":"master-0","counted":10,"duplicates":0,"skipped":0,"invalid":0}`, string(body))
 	}
 	require.Equal(t, want, usersOf(t, a, "endpoints.v1", "edge"), "counted locally while Kafka is down")
-	eventually(t, 20*time.Second, "three batches wait in the outbox", func() bool {
+	a.eventually(20*time.Second, "three batches wait in the outbox", func() bool {
 		return metricValue(t, a.reg, "sunset_fleet_outbox_batches", nil) == 3
 	})
 	a.stop()
@@ -198,10 +195,10 @@ func TestFleetForwardKeepsRequestsThroughAKafkaOutage(t *testing.T) {
 	central := testConfig(t)
 	fleetConfig(&central, brokers, requests)
 	b := start(t, central)
-	eventually(t, 30*time.Second, "the central replica counts the edge cluster", func() bool {
+	b.eventually(30*time.Second, "the central replica counts the edge cluster", func() bool {
 		return fmt.Sprint(usersOf(t, b, "endpoints.v1", "edge")) == fmt.Sprint(want)
 	})
-	eventually(t, 10*time.Second, "the outbox is empty", func() bool {
+	a.eventually(10*time.Second, "the outbox is empty", func() bool {
 		return metricValue(t, a.reg, "sunset_fleet_outbox_batches", nil) == 0
 	})
 	require.Equal(t, 30.0, metricValue(t, b.reg, "sunset_ingest_events_total", map[string]string{"source": "fleet", "result": "counted"}))
@@ -210,7 +207,7 @@ func TestFleetForwardKeepsRequestsThroughAKafkaOutage(t *testing.T) {
 	code, body = a.post("/audit/webhook/master-0", "application/json", batches[1])
 	require.Equal(t, 200, code, string(body))
 	require.JSONEq(t, `{"cluster":"edge","node":"master-0","counted":0,"duplicates":10,"skipped":0,"invalid":0}`, string(body))
-	eventually(t, 20*time.Second, "the copies reach the central replica", func() bool {
+	b.eventually(20*time.Second, "the copies reach the central replica", func() bool {
 		return metricValue(t, b.reg, "sunset_ingest_events_total", map[string]string{"source": "fleet", "result": "duplicate"}) == 10
 	})
 	require.Equal(t, want, usersOf(t, b, "endpoints.v1", "edge"))
@@ -226,7 +223,7 @@ func TestFleetMissingTopicIsAReadinessError(t *testing.T) {
 	fleetConfig(&cfg, brokers, topic)
 	s := start(t, cfg)
 	var body []byte
-	eventually(t, 20*time.Second, "readiness names the missing topic", func() bool {
+	s.eventually(20*time.Second, "readiness names the missing topic", func() bool {
 		var code int
 		code, body = s.get("/-/ready")
 		return code == 503 && string(body) != "Sunset is not ready: fleet: not connected yet\n"
@@ -234,7 +231,7 @@ func TestFleetMissingTopicIsAReadinessError(t *testing.T) {
 	require.Equal(t, "Sunset is not ready: fleet: topic "+topic+" does not exist; create it (kafka-topics.sh --create --topic "+topic+" --partitions 6)\n", string(body))
 
 	kafkatest.CreateTopic(t, brokers, topic, 2)
-	eventually(t, 20*time.Second, "ready once the topic exists", func() bool {
+	s.eventually(20*time.Second, "ready once the topic exists", func() bool {
 		code, _ := s.get("/-/ready")
 		return code == 200
 	})

@@ -95,33 +95,32 @@ func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
 // exits first.
 func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
 	t.Helper()
-	p.await(t, within, fmt.Sprintf("log %q %d times", msg, n), func() bool {
+	require.NoError(t, p.await(within, func() bool {
 		p.logged.mu.Lock()
 		defer p.logged.mu.Unlock()
 		return p.logged.count[msg] >= n
-	})
+	}), "waiting for %q %d times", msg, n)
 }
 
-// await waits until cond holds, checking it again at every line the
+// await returns once cond holds, checking it again at every line the
 // process logs; with --log-level debug that includes "commit finished"
-// after each commit. It fails the test if the process exits first or
-// within passes; what names what was awaited.
-func (p *process) await(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
+// after each commit. It returns an error, with what the process logged,
+// if the process exits first or within passes.
+func (p *process) await(within time.Duration, cond func() bool) error {
 	timeout := time.After(within)
 	for {
 		p.logged.mu.Lock()
 		changed := p.logged.changed
 		p.logged.mu.Unlock()
 		if cond() {
-			return
+			return nil
 		}
 		select {
 		case <-changed:
 		case err := <-p.exited:
-			t.Fatalf("sunset exited before it did %s: %v\n%s", what, err, p.stderr)
+			return fmt.Errorf("sunset exited (%v):\n%s", err, p.stderr)
 		case <-timeout:
-			t.Fatalf("sunset did not %s within %s:\n%s", what, within, p.stderr)
+			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
 		}
 	}
 }
@@ -465,11 +464,11 @@ func TestServeFollowsAuditLogAcrossKill(t *testing.T) {
 	waitCount := func(want int64) {
 		t.Helper()
 		var got int64
-		p.await(t, 20*time.Second, fmt.Sprintf("count %d requests", want), func() bool {
+		err := p.await(20*time.Second, func() bool {
 			got = counts(t, p.url)["cronjobs.v1beta1.batch"]
 			return got >= want
 		})
-		require.Equal(t, want, got)
+		require.Equal(t, want, got, "%v", err)
 	}
 	write(0, 1000)
 	p = startBinary(t, dataDir, "--config", cfgFile, "--log-level", "debug")

@@ -19,7 +19,6 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/internal/kafkatest"
 )
@@ -345,20 +344,19 @@ kafka:
 	replicas := make([]*replica, 3)
 	for i := range replicas {
 		replicas[i] = &replica{data: t.TempDir()}
-		replicas[i].p = startBinary(t, replicas[i].data, "--config", replicaCfg)
+		replicas[i].p = startBinary(t, replicas[i].data, "--config", replicaCfg, "--log-level", "debug")
 	}
 	edge := startBinary(t, t.TempDir(), "--config", edgeCfg)
 	ready := func(p *process) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		require.NoError(t, p.await(60*time.Second, func() bool {
 			resp, err := http.Get(p.url + "/-/ready")
 			if err != nil {
-				return false, nil
+				return false
 			}
 			resp.Body.Close()
-			return resp.StatusCode == 200, nil
-		})
-		require.NoError(t, err, "ready: %s", p.stderr)
+			return resp.StatusCode == 200
+		}), "turning ready")
 	}
 	for _, r := range replicas {
 		ready(r.p)
@@ -402,7 +400,7 @@ kafka:
 			require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGKILL))
 			<-r.p.exited
 			kills++
-			r.p = startBinary(t, r.data, "--config", replicaCfg)
+			r.p = startBinary(t, r.data, "--config", replicaCfg, "--log-level", "debug")
 		}
 		t.Logf("chunk %d: %s into the stream", c, time.Since(streamStart).Round(time.Millisecond))
 	}
@@ -420,10 +418,10 @@ kafka:
 	match := func(r *replica) {
 		t.Helper()
 		var got fleetCounts
-		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		err := r.p.await(90*time.Second, func() bool {
 			var err error
 			got, err = fleetAnswer(r.p.url, clusters)
-			return err == nil && len(in.want.diff(got)) == 0, nil
+			return err == nil && len(in.want.diff(got)) == 0
 		})
 		if err != nil {
 			// Tell a filter that lost records from a counter that did not
@@ -446,16 +444,12 @@ kafka:
 	// produced. A replica restarted then is ready only when it has counted
 	// the fleet's topic to its end: the answers must still be exact, no
 	// late copy counted twice.
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		done, err := kafkatest.GroupCommitted(ctx, brokers, group, raw, rawPartitions)
-		return done && err == nil, nil
-	})
-	require.NoError(t, err, "the filters commit every raw message")
+	kafkatest.WaitGroupCommitted(t, brokers, group, raw, rawPartitions, 60*time.Second)
 	t.Logf("the group committed everything %s after the stream", time.Since(began).Round(time.Millisecond))
 	for _, r := range replicas {
 		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, <-r.p.exited, "stderr:\n%s", r.p.stderr)
-		r.p = startBinary(t, r.data, "--config", replicaCfg)
+		r.p = startBinary(t, r.data, "--config", replicaCfg, "--log-level", "debug")
 	}
 	for _, r := range replicas {
 		ready(r.p)

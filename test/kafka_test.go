@@ -115,11 +115,11 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 	require.GreaterOrEqual(t, kills, 5)
 
 	var got map[string]int64
-	p.await(t, 90*time.Second, "count every request", func() bool {
+	err := p.await(90*time.Second, func() bool {
 		got = userCounts(t, p.url)
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	})
-	require.Equal(t, want, got)
+	require.Equal(t, want, got, "%v", err)
 	// Once the group has committed the end of every partition, nothing is
 	// left to be read again: Sunset commits its counts before it tells the
 	// group, and resumes from the later of the two.

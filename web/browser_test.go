@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/golden"
@@ -372,10 +370,11 @@ func TestPageInBrowser(t *testing.T) {
 	// seen.
 	phone.mustEval(`console.error('probe'); setTimeout(() => { throw new Error('thrown') }); fetch('nothing-here')`, nil)
 	var seen []string
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		seen = append(seen, b.errors()...)
-		return len(seen) >= 3, nil
-	}))
+	for deadline := time.After(10 * time.Second); ; {
+		if seen = append(seen, b.errors()...); len(seen) >= 3 || !b.awaitEvent(deadline) {
+			break
+		}
+	}
 	for i, e := range seen {
 		seen[i], _, _ = strings.Cut(e, "\n") // the stack differs between versions
 	}

@@ -3,7 +3,6 @@ package web_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/stretchr/testify/require"
 )
@@ -36,6 +34,22 @@ type browser struct {
 	logs   []string
 	closed chan struct{}
 	stderr bytes.Buffer
+	// events receives a token at each event Chromium sends, without
+	// waiting: a page's error, a new document, a load.
+	events chan struct{}
+}
+
+// awaitEvent returns once Chromium sends an event or the deadline passes,
+// reporting which.
+func (b *browser) awaitEvent(deadline <-chan time.Time) bool {
+	select {
+	case <-b.events:
+		return true
+	case <-b.closed:
+		return false
+	case <-deadline:
+		return false
+	}
 }
 
 type cdpMessage struct {
@@ -78,7 +92,7 @@ func startBrowser(t *testing.T) *browser {
 		"--disable-background-networking", "--disable-sync", "--hide-scrollbars", "--mute-audio",
 		"--user-data-dir="+t.TempDir(), "about:blank")
 	cmd.ExtraFiles = []*os.File{inR, outW}
-	b := &browser{t: t, cmd: cmd, toPipe: inW, pending: map[int64]chan cdpMessage{}, closed: make(chan struct{})}
+	b := &browser{t: t, cmd: cmd, toPipe: inW, pending: map[int64]chan cdpMessage{}, closed: make(chan struct{}), events: make(chan struct{}, 1)}
 	cmd.Stderr = &lockedWriter{mu: &b.mu, w: &b.stderr}
 	require.NoError(t, cmd.Start(), "starting %s", path)
 	_ = inR.Close()
@@ -123,6 +137,12 @@ func (b *browser) read(r io.Reader) {
 			b.event(m)
 		}
 		b.mu.Unlock()
+		if m.ID == 0 {
+			select {
+			case b.events <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -279,29 +299,36 @@ func (tb *tab) open(url string, until ...string) string {
 	return tb.waitState(until...)
 }
 
-// waitState polls the page's state until it is one of want (default
-// ready or error).
+// waitState waits until the page's state is one of want (default ready
+// or error): a promise in the page resolves when html[data-state] changes
+// to one of them, or with the state it has after 30 s. A navigation that
+// replaces the document on the way fails the evaluation; it is asked again
+// once Chromium reports an event, the new document's among them.
 func (tb *tab) waitState(want ...string) string {
 	tb.b.t.Helper()
 	if len(want) == 0 {
 		want = []string{"ready", "error"}
 	}
+	expr := `new Promise(resolve => {
+		const want = ` + string(mustJSON(want)) + `;
+		const state = () => document.readyState === "complete" ? document.documentElement.dataset.state || "" : "";
+		const check = () => { if (want.includes(state())) { resolve(state()); return true; } return false; };
+		if (check()) return;
+		const seen = new MutationObserver(check);
+		seen.observe(document.documentElement, {attributes: true, attributeFilter: ["data-state"]});
+		window.addEventListener("load", check);
+		setTimeout(() => resolve(state()), 30000);
+	})`
+	deadline := time.After(35 * time.Second)
 	var state string
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		var s string
-		if err := tb.eval(`document.readyState === "complete" ? document.documentElement.dataset.state : ""`, &s); err != nil {
-			// A navigation in progress destroys the context; ask again.
-			return false, nil
+	var err error
+	for {
+		if err = tb.eval(expr, &state); err == nil || !tb.b.awaitEvent(deadline) {
+			break
 		}
-		state = s
-		for _, w := range want {
-			if s == w {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	require.NoError(tb.b.t, err, "the page did not reach %v; it is %q:\n%s", want, state, tb.b.errors())
+	}
+	require.NoError(tb.b.t, err, "the page did not reach %v:\n%s", want, tb.b.errors())
+	require.Contains(tb.b.t, want, state, "the page did not reach %v:\n%s", want, tb.b.errors())
 	return state
 }
 

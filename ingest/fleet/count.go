@@ -80,6 +80,7 @@ func (c *counter) run(ctx context.Context) {
 			return
 		}
 		c.mu.Lock()
+		failedBefore := c.lastErr != ""
 		c.lastErr = ""
 		if err != nil {
 			c.lastErr = err.Error()
@@ -105,6 +106,9 @@ func (c *counter) run(ctx context.Context) {
 			c.log.Error().Err(err).Dur("retry_in", wait).Msg("looking up the fleet's topic; check kafka.fleet.topic and kafka.brokers")
 		} else {
 			retry.Reset()
+			if failedBefore {
+				c.log.Info().Int("partitions", len(parts)).Msg("found the fleet's topic")
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -185,10 +189,12 @@ func (c *counter) consume(ctx context.Context, partition int) {
 		}
 		// Never from a guessed offset: that could count records twice
 		// or skip them.
-		log.Error().Err(err).Dur("retry_in", retry.Peek()).Msg("finding where to count the partition from")
 		c.mu.Lock()
 		c.partErr = fmt.Sprintf("fleet: partition %d: %v", partition, err)
 		c.mu.Unlock()
+		// Readiness says so before the line does, so that whoever reads
+		// the line finds it there.
+		log.Error().Err(err).Dur("retry_in", retry.Peek()).Msg("finding where to count the partition from")
 		if !retry.Wait(ctx) {
 			return
 		}

@@ -111,6 +111,9 @@ func (f *Forwarder) drain(ctx context.Context) {
 		if n, cerr := f.store.CountCursors(outboxPrefix); cerr == nil {
 			f.metrics.outbox.Set(float64(n))
 		}
+		if err == nil && sent > 0 {
+			f.log.Debug().Int("batches", sent).Msg("forwarded outbox batches to the fleet's topic")
+		}
 		var wait <-chan time.Time
 		switch {
 		case err != nil && ctx.Err() == nil:
