@@ -118,7 +118,7 @@ func (p *process) await(within time.Duration, cond func() bool) error {
 		select {
 		case <-changed:
 		case err := <-p.exited:
-			return fmt.Errorf("sunset exited (%v):\n%s", err, p.stderr)
+			return fmt.Errorf("sunset exited (%w):\n%s", err, p.stderr)
 		case <-timeout:
 			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
 		}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/stretchr/testify/require"
 )
 
