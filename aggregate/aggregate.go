@@ -326,30 +326,7 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 // IngestAt is Ingest that also commits input positions (cursors) in the same
 // transaction as the counts of events, even when none of them counts.
 func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...Cursor) (Summary, error) {
-	var sum Summary
-	now := a.now()
-	reqs := make([]Request, 0, len(events))
-	var fields []Request
-	var adm []store.AdmissionRequest
-	for i := range events {
-		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
-		if f := events[i].Admission; f != nil && f.Invalid > 0 {
-			a.admission.invalid.Add(float64(f.Invalid))
-		}
-		if r, ok := a.admission.request(a, origin, &events[i], now); ok {
-			adm = append(adm, r)
-		}
-		req, res := a.classify(origin, &events[i], now)
-		if res != ResultCounted {
-			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
-			sum.skip(res)
-			continue
-		}
-		reqs = append(reqs, req)
-	}
-	// Field matches go last, so the first len(reqs) results are the APIs'.
-	apiReqs := len(reqs)
-	reqs = append(reqs, fields...)
+	reqs, apiReqs, adm, sum := a.classifyAll(origin, events, true)
 	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
@@ -360,6 +337,35 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 	sum.Admission = a.admission.committed(origin, adm, r.admissionDup)
 	sum.tally(r.dup, apiReqs)
 	return sum, nil
+}
+
+// classifyAll decides which of events count: it returns the requests of
+// APIs (the first apiReqs) and then those of field rules, and, with
+// admission, the admission webhook requests; sum tells what was skipped.
+func (a *Aggregator) classifyAll(origin Origin, events []Event, admission bool) (reqs []Request, apiReqs int, adm []store.AdmissionRequest, sum Summary) {
+	now := a.now()
+	reqs = make([]Request, 0, len(events))
+	var fields []Request
+	for i := range events {
+		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
+		if admission {
+			if f := events[i].Admission; f != nil && f.Invalid > 0 {
+				a.admission.invalid.Add(float64(f.Invalid))
+			}
+			if r, ok := a.admission.request(a, origin, &events[i], now); ok {
+				adm = append(adm, r)
+			}
+		}
+		req, res := a.classify(origin, &events[i], now)
+		if res != ResultCounted {
+			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
+			sum.skip(res)
+			continue
+		}
+		reqs = append(reqs, req)
+	}
+	// Field matches go last, so the first apiReqs results are the APIs'.
+	return append(reqs, fields...), len(reqs), adm, sum
 }
 
 // submit hands j to the commit loop and waits until it is durable. A

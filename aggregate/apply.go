@@ -8,21 +8,8 @@ import "context"
 // Together with Apply it lets a caller do something with the requests
 // between the two steps, such as sending them to other Sunset replicas.
 func (a *Aggregator) Classify(origin Origin, events []Event) ([]Request, Summary) {
-	var sum Summary
-	now := a.now()
-	reqs := make([]Request, 0, len(events))
-	var fields []Request
-	for i := range events {
-		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
-		req, res := a.classify(origin, &events[i], now)
-		if res != ResultCounted {
-			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
-			sum.skip(res)
-			continue
-		}
-		reqs = append(reqs, req)
-	}
-	return append(reqs, fields...), sum
+	reqs, _, _, sum := a.classifyAll(origin, events, false)
+	return reqs, sum
 }
 
 // Apply commits requests that are already classified, by Classify here or

@@ -47,15 +47,7 @@ type AdmissionCollector struct {
 // NewAdmission builds an AdmissionCollector; register it on the server's
 // registry.
 func NewAdmission(o AdmissionOptions) *AdmissionCollector {
-	if o.Window <= 0 {
-		o.Window = 24 * time.Hour
-	}
-	if o.Grace <= 0 {
-		o.Grace = time.Hour
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	defaultWindow(&o.Window, &o.Grace, &o.Now)
 	if o.Labels == nil {
 		o.Labels = admission.NewLabels(admission.LabelOptions{})
 	}

@@ -103,19 +103,25 @@ func (c *cache) get(now time.Time, refresh time.Duration, compute func(time.Time
 	return ms, nil
 }
 
+// defaultWindow fills in what both collectors leave unset alike: a 24 h
+// window, an hour's grace and the system clock.
+func defaultWindow(window, grace *time.Duration, now *func() time.Time) {
+	if *window <= 0 {
+		*window = 24 * time.Hour
+	}
+	if *grace <= 0 {
+		*grace = time.Hour
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+}
+
 // New builds a Collector; register it on the server's registry.
 func New(o Options) *Collector {
-	if o.Window <= 0 {
-		o.Window = 24 * time.Hour
-	}
-	if o.Grace <= 0 {
-		o.Grace = time.Hour
-	}
+	defaultWindow(&o.Window, &o.Grace, &o.Now)
 	if o.IsSystem == nil {
 		o.IsSystem = func(string) bool { return false }
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	if o.Labels == nil {
 		o.Labels = cardinality.New(cardinality.Options{})

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/testdir"
 )
 
 // fill counts n requests, spread over 50 APIs, in batches of 1000.
@@ -64,28 +64,7 @@ func crashImage(t *testing.T) string {
 	fill(t, s, "r", stored)
 	// Badger writes through shared memory maps: a read sees the commits,
 	// as the disk does after a crash.
-	return copyDir(t, live)
-}
-
-func copyDir(t *testing.T, from string) string {
-	t.Helper()
-	to := t.TempDir()
-	entries, err := os.ReadDir(from)
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(to, e.Name()), b, 0o644))
-	}
-	return to
-}
-
-func files(t *testing.T, dir, glob string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, glob))
-	require.NoError(t, err)
-	slices.Sort(m)
-	return m
+	return testdir.Copy(t, live)
 }
 
 func truncateTo(t *testing.T, path string, size int64) {
@@ -124,7 +103,7 @@ func TestDamagedStoreIsRefused(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(dir, "MANIFEST")))
 		}, "MANIFEST is missing, but the directory holds Sunset's marker and 1 table file and 1 log file: badger would start over them, empty or with part of the data"},
 		{"everything but the marker deleted", closed, func(t *testing.T, dir string) {
-			for _, f := range append(files(t, dir, "0*"), filepath.Join(dir, "MANIFEST")) {
+			for _, f := range append(testdir.Files(t, dir, "0*"), filepath.Join(dir, "MANIFEST")) {
 				require.NoError(t, os.Remove(f))
 			}
 		}, "MANIFEST is missing, but the directory holds Sunset's marker: badger would start over them, empty or with part of the data"},
@@ -150,27 +129,27 @@ func TestDamagedStoreIsRefused(t *testing.T) {
 			truncateTo(t, filepath.Join(dir, "000001.sst"), fi.Size()/2)
 		}, "table 000001.sst (level 0) is damaged: its index or first block cannot be read: the file was cut short or overwritten"},
 		{"value log cut short", closed, func(t *testing.T, dir string) {
-			truncateTo(t, files(t, dir, "*.vlog")[0], 5)
+			truncateTo(t, testdir.Files(t, dir, "*.vlog")[0], 5)
 		}, "000001.vlog (value log) is 5 bytes, shorter than its 20-byte header: it was cut short"},
 		{"write-ahead log cut short", crashed, func(t *testing.T, dir string) {
 			// Halfway through what was written: the file is preallocated,
 			// and its zeros hold nothing.
-			wal := files(t, dir, "*.mem")[0]
+			wal := testdir.Files(t, dir, "*.mem")[0]
 			b, err := os.ReadFile(wal)
 			require.NoError(t, err)
 			truncateTo(t, wal, int64(len(bytes.TrimRight(b, "\x00"))/2))
 		}, "(write-ahead log) ends inside a record at byte "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyDir(t, tc.image)
+			dir := testdir.Copy(t, tc.image)
 			tc.damage(t, dir)
-			before := listing(t, dir)
+			before := testdir.Listing(t, dir)
 			_, err := Open(Options{Dir: dir})
 			require.ErrorIs(t, err, ErrDamaged)
 			require.ErrorContains(t, err, "store: the data directory "+dir+" is damaged: ")
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorContains(t, err, "Sunset does not start over it, so that nothing more is lost: keep a copy of the directory, run `sunset store verify --data-dir "+dir+"`, and follow \"Recovering a damaged store\" in the README")
-			require.Equal(t, before, listing(t, dir), "nothing was changed")
+			require.Equal(t, before, testdir.Listing(t, dir), "nothing was changed")
 
 			r, err := Verify(dir, true)
 			require.NoError(t, err)
@@ -226,18 +205,4 @@ func TestVerifyRefusesADirectoryInUse(t *testing.T) {
 	defer s.Close()
 	_, err := Verify(dir, false)
 	require.ErrorContains(t, err, "store: "+dir+" is in use by another Sunset process")
-}
-
-// listing is every file with its size and modification time.
-func listing(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range entries {
-		fi, err := e.Info()
-		require.NoError(t, err)
-		out[e.Name()] = fmt.Sprintf("%d %s", fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
-	}
-	return out
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/testdir"
 )
 
 // runSunset runs the binary to its end and returns its exit code, stdout
@@ -34,20 +36,6 @@ func runSunset(t *testing.T, args ...string) (int, string, string) {
 	}
 	t.Fatalf("running sunset %v: %v", args, err)
 	return 0, "", ""
-}
-
-// copyDir copies a data directory's files.
-func copyDir(t *testing.T, from string) string {
-	t.Helper()
-	to := t.TempDir()
-	entries, err := os.ReadDir(from)
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(to, e.Name()), b, 0o600))
-	}
-	return to
 }
 
 // filledStores are two data directories of the same 20 acknowledged
@@ -116,9 +104,9 @@ func TestDamagedDataDirectory(t *testing.T) {
 		}, "000001.vlog (value log) is 7 bytes, shorter than its 20-byte header: it was cut short"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyDir(t, tc.from)
+			dir := testdir.Copy(t, tc.from)
 			tc.damage(t, dir)
-			before := snapshot(t, dir)
+			before := testdir.Contents(t, dir)
 
 			code, _, stderr := runSunset(t, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-format", "json")
 			require.Equal(t, 1, code, stderr)
@@ -135,7 +123,7 @@ func TestDamagedDataDirectory(t *testing.T) {
 			code, _, stderr = runSunset(t, "report", "--data-dir", dir)
 			require.Equal(t, 1, code)
 			require.Contains(t, stderr, "is damaged: "+tc.want)
-			require.Equal(t, before, snapshot(t, dir), "nothing was changed")
+			require.Equal(t, before, testdir.Contents(t, dir), "nothing was changed")
 		})
 	}
 
@@ -151,18 +139,4 @@ func TestDamagedDataDirectory(t *testing.T) {
 		require.Equal(t, 1, code)
 		require.Equal(t, "Error: store: "+dir+" is in use by another Sunset process (badger holds its lock): Cannot acquire directory lock on \""+dir+"\": resource temporarily unavailable\n", stderr)
 	}
-}
-
-// snapshot is every file's size and content digest.
-func snapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
 }

@@ -11,10 +11,15 @@ import (
 )
 
 // readCommand is a command that reads counts: it declares the source flags,
-// and runs req against the source they choose.
-// name, if set, receives the command's one optional argument.
-func readCommand(env cli, cmd *cobra.Command, req report.Request, name *string) *cobra.Command {
+// and runs req against the source they choose. Its long help is
+// help/<helpName>.txt. name, if set, receives the command's one optional
+// argument; without it the command takes none.
+func readCommand(env cli, use, short, helpName string, req report.Request, name *string) *cobra.Command {
 	var src source.Flags
+	cmd := withHelp(&cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}, helpName)
+	if name != nil {
+		cmd.Args = cobra.MaximumNArgs(1)
+	}
 	src.AddFlags(cmd.Flags())
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		if len(args) == 1 {
@@ -33,11 +38,8 @@ func addFilters(fs *pflag.FlagSet, f *report.Filters) {
 
 func newReportCommand(env cli) *cobra.Command {
 	var req report.ListRequest
-	cmd := readCommand(env, withHelp(&cobra.Command{
-		Use:   "report [NAME]",
-		Short: "Show which deprecated APIs are called, how often and by whom",
-		Args:  cobra.MaximumNArgs(1),
-	}, "report"), &req, &req.Name)
+	cmd := readCommand(env, "report [NAME]",
+		"Show which deprecated APIs are called, how often and by whom", "report", &req, &req.Name)
 	fs := cmd.Flags()
 	addFilters(fs, &req.Filters)
 	fs.StringVarP(&req.Output, "output", "o", "table", "table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:.path,...")
@@ -52,11 +54,8 @@ func newReportCommand(env cli) *cobra.Command {
 
 func newReportWebhooksCommand(env cli) *cobra.Command {
 	var req report.WebhooksRequest
-	cmd := readCommand(env, withHelp(&cobra.Command{
-		Use:   "webhooks [CONFIGURATION.WEBHOOK]",
-		Short: "Show which admission webhooks slow down, fail open on or touch which resources",
-		Args:  cobra.MaximumNArgs(1),
-	}, "report-webhooks"), &req, &req.Name)
+	cmd := readCommand(env, "webhooks [CONFIGURATION.WEBHOOK]",
+		"Show which admission webhooks slow down, fail open on or touch which resources", "report-webhooks", &req, &req.Name)
 	fs := cmd.Flags()
 	fs.StringVar(&req.Cluster, "cluster", "", "only this cluster")
 	fs.DurationVar(&req.Since, "since", 24*time.Hour, "how far back to look, in whole hours (up to the retention)")
@@ -67,11 +66,8 @@ func newReportWebhooksCommand(env cli) *cobra.Command {
 
 func newCheckCommand(env cli) *cobra.Command {
 	var req report.CheckRequest
-	cmd := readCommand(env, withHelp(&cobra.Command{
-		Use:   "check --target-version 1.NN",
-		Short: "Upgrade gate: fail if APIs removed by the target release are still called",
-		Args:  cobra.NoArgs,
-	}, "check"), &req, nil)
+	cmd := readCommand(env, "check --target-version 1.NN",
+		"Upgrade gate: fail if APIs removed by the target release are still called", "check", &req, nil)
 	fs := cmd.Flags()
 	addFilters(fs, &req.Filters)
 	fs.StringVar(&req.TargetVersion, "target-version", "", "the Kubernetes release to upgrade to, e.g. 1.37")
