@@ -1,16 +1,9 @@
 package app_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,41 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
-)
 
-// clientCert issues a client certificate for cn, with sans as DNS or IP
-// subject alternative names, from a fresh CA, and returns the CA and the
-// certificate and key, all PEM.
-func clientCert(t *testing.T, cn string, sans ...string) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(10), Subject: pkix.Name{CommonName: "apiserver-client-ca"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(11), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	for _, san := range sans {
-		if ip := net.ParseIP(san); ip != nil {
-			leaf.IPAddresses = append(leaf.IPAddresses, ip)
-		} else {
-			leaf.DNSNames = append(leaf.DNSNames, san)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
+	"github.com/kube-sunset/sunset/internal/testpki"
+)
 
 // With tls-client-ca-file and webhook-token-file the webhook demands both;
 // the real webhook client sends them from its kubeconfig, and the node
@@ -103,4 +64,14 @@ func TestWebhookClientCertificateAndToken(t *testing.T) {
 	ep := getAPI(t, s, "endpoints.v1")
 	require.Equal(t, int64(4), ep.Status.RequestCount)
 	require.Equal(t, "master-7", ep.Status.CurrentHour.ByNode[0].NodeName, "the node is the certificate's common name")
+}
+
+// clientCert issues a client certificate for cn, with names as DNS or IP
+// subject alternative names, from a fresh CA, and returns the CA and the
+// certificate and key, all PEM.
+func clientCert(t *testing.T, cn string, names ...string) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	ca := testpki.NewCA(t, "apiserver-client-ca")
+	pair := ca.ClientNamed(t, cn, names...)
+	return ca.PEM, pair.CertPEM, pair.KeyPEM
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testpki"
 )
 
 func kafkaConfig(cfg *app.Config, brokers []string, topic, group string) {
@@ -264,13 +265,13 @@ func TestKafkaOverTLS(t *testing.T) {
 	if os.Getenv("KAFKA_BROKERS") != "" {
 		t.Skip("needs the in-process broker's TLS setup")
 	}
-	certFile, keyFile, _ := selfSigned(t)
+	certFile, keyFile, caPEM := selfSigned(t)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	require.NoError(t, err)
 	brokers := kafkatest.Brokers(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
 	cfg := testConfig(t)
 	kafkaConfig(&cfg, brokers, "audit-tls", "tls")
-	cfg.Kafka.TLS = kafka.TLSConfig{Enabled: true, CAFile: certFile}
+	cfg.Kafka.TLS = kafka.TLSConfig{Enabled: true, CAFile: testpki.WriteFile(t, t.TempDir(), "ca.crt", caPEM)}
 	s := start(t, cfg)
 	code, body := awaitReady(s, 15*time.Second, ready)
 	require.Equal(t, 200, code, body)

@@ -1,18 +1,9 @@
 package app_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,35 +13,8 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/testpki"
 )
-
-// selfSigned writes a loopback certificate and key and returns their paths
-// and the certificate's PEM.
-func selfSigned(t *testing.T) (certFile, keyFile string, certPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "sunset"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return certFile, keyFile, certPEM
-}
 
 func TestTLSServesHTTP2AndHTTP1(t *testing.T) {
 	cfg := testConfig(t)
@@ -171,4 +135,15 @@ func TestSecondServerOnTheSameDataDirFailsClearly(t *testing.T) {
 	start(t, cfg)
 	_, err := app.New(cfg, app.Options{})
 	require.ErrorContains(t, err, "is in use by another Sunset process")
+}
+
+// selfSigned writes a loopback serving certificate and its key, issued by
+// a CA of their own, and returns their paths and the CA's PEM, which a
+// client trusts.
+func selfSigned(t *testing.T) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	ca := testpki.NewCA(t, "sunset-ca")
+	pair := ca.Server(t, "127.0.0.1")
+	dir := t.TempDir()
+	return testpki.WriteFile(t, dir, "tls.crt", pair.CertPEM), testpki.WriteFile(t, dir, "tls.key", pair.KeyPEM), ca.PEM
 }

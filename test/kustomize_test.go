@@ -3,19 +3,13 @@ package test
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +40,8 @@ import (
 	"k8s.io/apiserver/plugin/pkg/audit/webhook"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/internal/testpki"
 )
 
 const (
@@ -683,39 +679,10 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
-	key := func() (*ecdsa.PrivateKey, []byte) {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		require.NoError(t, err)
-		return k, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	}
-	caKey, _ := key()
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sunset test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	ca, err = x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, []byte) {
-		k, keyPEM := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			KeyUsage: x509.KeyUsageDigitalSignature}
-		if usage == x509.ExtKeyUsageServerAuth {
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-			tmpl.DNSNames = []string{"localhost", "sunset.sunset.svc"}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		require.NoError(t, err)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM
-	}
-	p := testPKI{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.certPEM, p.keyPEM = issue(2, "sunset", x509.ExtKeyUsageServerAuth)
-	p.clientCertPEM, p.clientKeyPEM = issue(3, "master-0", x509.ExtKeyUsageClientAuth)
-	return p
+	ca := testpki.NewCA(t, "sunset test CA")
+	server := ca.Server(t, "127.0.0.1", "localhost", "sunset.sunset.svc")
+	client := ca.Client(t, "master-0")
+	return testPKI{caPEM: ca.PEM, certPEM: server.CertPEM, keyPEM: server.KeyPEM, clientCertPEM: client.CertPEM, clientKeyPEM: client.KeyPEM}
 }
 
 // localPod runs a pod's container here: each volume mount becomes a

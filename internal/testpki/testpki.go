@@ -65,6 +65,12 @@ func (ca *CA) Client(t testing.TB, cn string, orgs ...string) Pair {
 	return ca.issue(t, pkix.Name{CommonName: cn, Organization: orgs}, x509.ExtKeyUsageClientAuth, nil)
 }
 
+// ClientNamed issues a client certificate for cn that also names the
+// client by names (DNS names or IPs), as an apiserver's may.
+func (ca *CA) ClientNamed(t testing.TB, cn string, names ...string) Pair {
+	return ca.issue(t, pkix.Name{CommonName: cn}, x509.ExtKeyUsageClientAuth, names)
+}
+
 // Server issues a serving certificate for the names (DNS names or IPs).
 func (ca *CA) Server(t testing.TB, names ...string) Pair {
 	return ca.issue(t, pkix.Name{CommonName: names[0]}, x509.ExtKeyUsageServerAuth, names)
