@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/store"
@@ -22,9 +21,7 @@ const callsHeader = `
 // window and disappear after the grace period; totals rows are not calls.
 func TestAdmissionGaugesFallToZeroThenDisappear(t *testing.T) {
 	now := hour.Add(10 * time.Minute)
-	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	defer st.Close()
+	st := openStore(t, &now)
 	pods := store.AdmissionKey{Cluster: "prod", Version: "v1", Resource: "pods"}
 	istio := pods
 	istio.Type, istio.Configuration, istio.Webhook = "mutating", "istio", "sidecar-injector.istio.io"
@@ -37,7 +34,7 @@ func TestAdmissionGaugesFallToZeroThenDisappear(t *testing.T) {
 			{Key: call, Counts: store.AdmissionCounts{Requests: 1, Calls: 3, Mutations: 1, FailedOpen: 1}},
 		}})
 	}
-	_, err = st.ApplyAdmission(reqs)
+	_, err := st.ApplyAdmission(reqs)
 	require.NoError(t, err)
 	c := NewAdmission(AdmissionOptions{Querier: st, Now: func() time.Time { return now }})
 	series := func(mutated, unchanged, failedOpen int) string {

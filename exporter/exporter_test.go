@@ -25,15 +25,23 @@ const usageHeader = `
 # TYPE sunset_deprecated_requests gauge
 `
 
+// openStore opens a store in a temporary directory whose clock reads *now,
+// closed when the test ends.
+func openStore(t *testing.T, now *time.Time) *store.Store {
+	t.Helper()
+	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return *now }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 func TestGaugesFallToZeroThenDisappear(t *testing.T) {
 	now := hour.Add(10 * time.Minute)
-	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	defer st.Close()
+	st := openStore(t, &now)
 	key := func(api, user, verb string, removed bool) store.CountKey {
 		return store.CountKey{Cluster: "prod", API: api, Hour: hour, Node: "m0", Username: user, Verb: verb, Removed: removed}
 	}
-	_, err = st.Apply([]store.Request{
+	_, err := st.Apply([]store.Request{
 		{ID: "1", Key: key("volumeattributesclasses.v1beta1.storage.k8s.io", "alice", "get", false), RemovedRelease: "1.37"},
 		{ID: "2", Key: key("volumeattributesclasses.v1beta1.storage.k8s.io", "alice", "get", false), RemovedRelease: "1.37"},
 		{ID: "3", Key: key("endpoints.v1", "system:apiserver", "get", false)},
