@@ -3,8 +3,10 @@
 // upgrade gate (`sunset check`, decided by api.Check) as text, and what to
 // say when a window is empty.
 //
-// It works on API objects only, so it renders the same whether they came
-// from a running server or from a data directory.
+// Each read command is a Request (ListRequest, CheckRequest,
+// WebhooksRequest): Validate checks every flag at once, Run reads through
+// an api.Reader and prints. It works on API objects only, so it renders the
+// same whether they came from a running server or from a data directory.
 package report
 
 import (
