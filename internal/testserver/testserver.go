@@ -58,8 +58,8 @@ type Server struct {
 	logged chan struct{}
 }
 
-// Run is a zerolog hook: the server logged a line.
-func (s *Server) Run(*zerolog.Event, zerolog.Level, string) {
+// wake notes that the server logged a line.
+func (s *Server) wake(*zerolog.Event, zerolog.Level, string) {
 	select {
 	case s.logged <- struct{}{}:
 	default:
@@ -92,7 +92,7 @@ func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
 		opts.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{Config: cfg, Registry: opts.Registry, logged: make(chan struct{}, 1)}
-	opts.Logger = opts.Logger.Hook(s)
+	opts.Logger = opts.Logger.Hook(zerolog.HookFunc(s.wake))
 	a, err := app.New(cfg, opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
