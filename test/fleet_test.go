@@ -244,7 +244,7 @@ func topicCounts(t *testing.T, brokers []string, topic string) fleetCounts {
 func warnings(log string) string {
 	var out []string
 	for _, l := range strings.Split(log, "\n") {
-		if !strings.Contains(l, `"level":"info"`) {
+		if !strings.Contains(l, `"level":"info"`) && !strings.Contains(l, `"level":"debug"`) {
 			out = append(out, l)
 		}
 	}
