@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
 // sunsetBin is the binary under test; loadgenBin sends it audit events
@@ -102,10 +104,13 @@ func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duratio
 	}), "waiting for %q %d times", msg, n)
 }
 
-// await returns once cond holds, checking it again at every line the
-// process logs; with --log-level debug that includes "commit finished"
-// after each commit. It returns an error, with what the process logged,
-// if the process exits first or within passes.
+// await returns once cond holds, checking it again after the process logs
+// a line; with --log-level debug that includes "commit finished" after
+// each commit. A burst of lines makes one check, not one each: the lines
+// of the following testserver.RecheckGap are taken together, so that a heavy check
+// (a whole fleet's counts) does not load the very process it waits on.
+// It returns an error, with what the process logged, if the process exits
+// first or within passes.
 func (p *process) await(within time.Duration, cond func() bool) error {
 	timeout := time.After(within)
 	for {
@@ -115,10 +120,16 @@ func (p *process) await(within time.Duration, cond func() bool) error {
 		if cond() {
 			return nil
 		}
+		gap := time.After(testserver.RecheckGap)
 		select {
 		case <-changed:
 		case err := <-p.exited:
 			return fmt.Errorf("sunset exited (%w):\n%s", err, p.stderr)
+		case <-timeout:
+			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
+		}
+		select {
+		case <-gap:
 		case <-timeout:
 			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
 		}

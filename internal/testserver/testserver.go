@@ -66,22 +66,33 @@ func (s *Server) wake(*zerolog.Event, zerolog.Level, string) {
 	}
 }
 
-// Await returns once cond holds, or after within. It checks cond again at
-// every line the server logs: the server logs a line after each commit
+// Await returns once cond holds, or after within. It checks cond again
+// after the server logs a line: the server logs one after each commit
 // ("commit finished", at debug level), when it turns ready and when an
 // input connects or fails, so a change a test waits for comes with a line.
-// The caller asserts what it waited for, with the value it got.
+// A burst of lines makes one check, not one each: checks are at least
+// RecheckGap apart, so that a heavy check does not load the server it
+// waits on. The caller asserts what it waited for, with the value it got.
 func (s *Server) Await(within time.Duration, cond func() bool) {
-	timeout := time.NewTimer(within)
-	defer timeout.Stop()
+	deadline := time.After(within)
 	for !cond() {
+		gap := time.After(RecheckGap)
 		select {
 		case <-s.logged:
-		case <-timeout.C:
+		case <-deadline:
+			return
+		}
+		select {
+		case <-gap:
+		case <-deadline:
 			return
 		}
 	}
 }
+
+// RecheckGap is how long a wait lets a burst of log lines gather before it
+// checks again.
+const RecheckGap = 50 * time.Millisecond
 
 // Start builds a server from cfg and opts and runs it until the test ends
 // or Stop is called. A nil opts.Registry becomes a fresh registry of the
