@@ -94,10 +94,11 @@ func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
 }
 
 // waitCount waits until the process has logged msg n times, failing if it
-// exits first.
+// exits first. It checks at every line, so that a crash test can kill the
+// process while the commit it saw start is still running.
 func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
 	t.Helper()
-	require.NoError(t, p.await(within, func() bool {
+	require.NoError(t, p.await(within, 0, func() bool {
 		p.logged.mu.Lock()
 		defer p.logged.mu.Unlock()
 		return p.logged.count[msg] >= n
@@ -106,12 +107,11 @@ func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duratio
 
 // await returns once cond holds, checking it again after the process logs
 // a line; with --log-level debug that includes "commit finished" after
-// each commit. A burst of lines makes one check, not one each: the lines
-// of the following testserver.RecheckGap are taken together, so that a heavy check
-// (a whole fleet's counts) does not load the very process it waits on.
-// It returns an error, with what the process logged, if the process exits
-// first or within passes.
-func (p *process) await(within time.Duration, cond func() bool) error {
+// each commit. Checks are at least gap apart: a burst of lines then makes
+// one check, not one each, so that a heavy check does not load the very
+// process it waits on. It returns an error, with what the process logged,
+// if the process exits first or within passes.
+func (p *process) await(within, gap time.Duration, cond func() bool) error {
 	timeout := time.After(within)
 	for {
 		p.logged.mu.Lock()
@@ -120,7 +120,7 @@ func (p *process) await(within time.Duration, cond func() bool) error {
 		if cond() {
 			return nil
 		}
-		gap := time.After(testserver.RecheckGap)
+		pause := time.After(gap)
 		select {
 		case <-changed:
 		case err := <-p.exited:
@@ -129,7 +129,7 @@ func (p *process) await(within time.Duration, cond func() bool) error {
 			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
 		}
 		select {
-		case <-gap:
+		case <-pause:
 		case <-timeout:
 			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
 		}
@@ -475,7 +475,7 @@ func TestServeFollowsAuditLogAcrossKill(t *testing.T) {
 	waitCount := func(want int64) {
 		t.Helper()
 		var got int64
-		err := p.await(20*time.Second, func() bool {
+		err := p.await(20*time.Second, testserver.RecheckGap, func() bool {
 			got = counts(t, p.url)["cronjobs.v1beta1.batch"]
 			return got >= want
 		})

@@ -19,6 +19,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/internal/kafkatest"
 )
@@ -244,7 +245,7 @@ func topicCounts(t *testing.T, brokers []string, topic string) fleetCounts {
 func warnings(log string) string {
 	var out []string
 	for _, l := range strings.Split(log, "\n") {
-		if !strings.Contains(l, `"level":"info"`) && !strings.Contains(l, `"level":"debug"`) {
+		if !strings.Contains(l, `"level":"info"`) {
 			out = append(out, l)
 		}
 	}
@@ -344,19 +345,20 @@ kafka:
 	replicas := make([]*replica, 3)
 	for i := range replicas {
 		replicas[i] = &replica{data: t.TempDir()}
-		replicas[i].p = startBinary(t, replicas[i].data, "--config", replicaCfg, "--log-level", "debug")
+		replicas[i].p = startBinary(t, replicas[i].data, "--config", replicaCfg)
 	}
 	edge := startBinary(t, t.TempDir(), "--config", edgeCfg)
 	ready := func(p *process) {
 		t.Helper()
-		require.NoError(t, p.await(60*time.Second, func() bool {
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 			resp, err := http.Get(p.url + "/-/ready")
 			if err != nil {
-				return false
+				return false, nil
 			}
 			resp.Body.Close()
-			return resp.StatusCode == 200
-		}), "turning ready")
+			return resp.StatusCode == 200, nil
+		})
+		require.NoError(t, err, "ready: %s", p.stderr)
 	}
 	for _, r := range replicas {
 		ready(r.p)
@@ -400,7 +402,7 @@ kafka:
 			require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGKILL))
 			<-r.p.exited
 			kills++
-			r.p = startBinary(t, r.data, "--config", replicaCfg, "--log-level", "debug")
+			r.p = startBinary(t, r.data, "--config", replicaCfg)
 		}
 		t.Logf("chunk %d: %s into the stream", c, time.Since(streamStart).Round(time.Millisecond))
 	}
@@ -418,10 +420,10 @@ kafka:
 	match := func(r *replica) {
 		t.Helper()
 		var got fleetCounts
-		err := r.p.await(90*time.Second, func() bool {
+		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 			var err error
 			got, err = fleetAnswer(r.p.url, clusters)
-			return err == nil && len(in.want.diff(got)) == 0
+			return err == nil && len(in.want.diff(got)) == 0, nil
 		})
 		if err != nil {
 			// Tell a filter that lost records from a counter that did not
@@ -444,12 +446,16 @@ kafka:
 	// produced. A replica restarted then is ready only when it has counted
 	// the fleet's topic to its end: the answers must still be exact, no
 	// late copy counted twice.
-	kafkatest.WaitGroupCommitted(t, brokers, group, raw, rawPartitions, 60*time.Second)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		done, err := kafkatest.GroupCommitted(ctx, brokers, group, raw, rawPartitions)
+		return done && err == nil, nil
+	})
+	require.NoError(t, err, "the filters commit every raw message")
 	t.Logf("the group committed everything %s after the stream", time.Since(began).Round(time.Millisecond))
 	for _, r := range replicas {
 		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, <-r.p.exited, "stderr:\n%s", r.p.stderr)
-		r.p = startBinary(t, r.data, "--config", replicaCfg, "--log-level", "debug")
+		r.p = startBinary(t, r.data, "--config", replicaCfg)
 	}
 	for _, r := range replicas {
 		ready(r.p)

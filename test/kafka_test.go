@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
 // kafkaEvent is one audit event: deprecated ones hit endpoints.v1, the
@@ -115,7 +116,7 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 	require.GreaterOrEqual(t, kills, 5)
 
 	var got map[string]int64
-	err := p.await(90*time.Second, func() bool {
+	err := p.await(90*time.Second, testserver.RecheckGap, func() bool {
 		got = userCounts(t, p.url)
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	})
