@@ -16,10 +16,13 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/store"
 )
 
-var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+// testNow is the clock of the captured traffic, minutes after its last
+// event.
+var testNow = ingesttest.CapturedNow
 
 func newAdmissionTest(t *testing.T) (*aggregate.Aggregator, *store.Store, *prometheus.Registry) {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -83,7 +84,7 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 }
 
 func TestCatalogClassification(t *testing.T) {
-	now := time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+	now := ingesttest.CapturedNow
 	ev := func(id, group, version, resource string, code int32, annotated bool) aggregate.Event {
 		return aggregate.Event{ID: id, Stage: aggregate.StageResponseComplete, Verb: "get", Username: "alice",
 			ObjectRef: &aggregate.ObjectRef{Group: group, Version: version, Resource: resource}, ResponseCode: code,

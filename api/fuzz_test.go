@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -29,7 +30,7 @@ func FuzzQueryParameters(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	now := time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+	now := ingesttest.CapturedNow
 	st, err := store.Open(store.Options{Dir: f.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }})
 	if err != nil {
 		f.Fatal(err)

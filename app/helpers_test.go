@@ -19,12 +19,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
-// testNow is the fixed clock of these tests: 23 minutes after the last
-// captured event (testdata/README.md).
-var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+// testNow is the clock of the captured traffic, minutes after its last
+// event.
+var testNow = ingesttest.CapturedNow
 
 const capturedDir = "../testdata/apiserver-v1.36/webhook-metadata-batch"
 

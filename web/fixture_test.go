@@ -18,12 +18,13 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
-// testNow is the fixed clock of the server: 23 minutes after the last
-// captured event (testdata/README.md), so nothing needs shifting.
-var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+// testNow is the clock of the captured traffic, minutes after its last
+// event.
+var testNow = ingesttest.CapturedNow
 
 const captured = "../testdata/apiserver-v1.36"
 

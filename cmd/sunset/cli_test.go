@@ -15,11 +15,13 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
-// testNow is 23 minutes after the last captured event.
-var testNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+// testNow is the clock of the captured traffic, minutes after its last
+// event.
+var testNow = ingesttest.CapturedNow
 
 // fixtureBatch is one webhook body of the fixture and the path it is
 // posted to.

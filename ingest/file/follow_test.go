@@ -16,7 +16,7 @@ import (
 	"github.com/kube-sunset/sunset/internal/ingesttest"
 )
 
-var followNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+var followNow = ingesttest.CapturedNow
 
 type followEnv struct {
 	t    *testing.T

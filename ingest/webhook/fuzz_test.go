@@ -42,7 +42,7 @@ func FuzzWebhookBody(f *testing.F) {
 	f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1beta1","items":[]}`))
 	f.Add([]byte(`null`))
 
-	now := time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
+	now := ingesttest.CapturedNow
 	agg := aggregate.New(aggregate.Options{Logger: zerolog.Nop(), Now: func() time.Time { return now }})
 	h := New(Options{Ingester: agg, Logger: zerolog.Nop(), MaxBodyBytes: 4 << 20})
 	mux := http.NewServeMux()

@@ -7,10 +7,16 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 )
 
 // Captured bodies and audit log lines in the repository's testdata
 // (testdata/README.md says where each came from), as fuzzing seeds.
+
+// CapturedNow is the clock of tests that read the captured traffic: 23
+// minutes after its last event (2026-11-21 19:20:50 UTC), so every event
+// falls in the last 24 hours and the current hour is 19:00.
+var CapturedNow = time.Date(2026, 11, 21, 19, 50, 0, 0, time.UTC)
 
 // CapturedBodies returns every webhook body kube-apiserver v1.36.3 sent in
 // testdata/apiserver-v1.36/webhook-metadata-batch; root is the path of the
