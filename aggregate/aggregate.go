@@ -205,10 +205,11 @@ collect:
 		// the last value written per name.
 		cursors = append(cursors, j.cursors...)
 	}
-	// The two debug lines bracket the badger commits, so that a crash test
-	// can tell a kill during a commit from one between commits; the second
-	// comes once the commit's metrics are counted too, so that a test
-	// that wakes at it finds counts and metrics alike. Admission
+	// The two debug lines bracket the badger commits and their
+	// bookkeeping, so that a crash test can tell a kill during a commit
+	// from one between commits; the second comes once the commit's
+	// metrics are counted and its senders told, so that a test that wakes
+	// at it finds counts and metrics alike. Admission
 	// counts commit before the transaction that carries the cursors, so a
 	// cursor is never ahead of either counter: after a crash in between,
 	// the input is read again and the admission counter sees only

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -326,8 +327,11 @@ func (tb *tab) waitState(want ...string) string {
 			break
 		}
 	}
-	require.NoError(tb.b.t, err, "the page did not reach %v:\n%s", want, tb.b.errors())
-	require.Contains(tb.b.t, want, state, "the page did not reach %v:\n%s", want, tb.b.errors())
+	if err != nil || !slices.Contains(want, state) {
+		// Only now: errors forgets what it returns, and a later check
+		// of the page's errors must still see them.
+		tb.b.t.Fatalf("the page did not reach %v (it is %q: %v):\n%s", want, state, err, tb.b.errors())
+	}
 	return state
 }
 

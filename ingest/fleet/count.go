@@ -107,7 +107,7 @@ func (c *counter) run(ctx context.Context) {
 		} else {
 			retry.Reset()
 			if failedBefore {
-				c.log.Info().Int("partitions", len(parts)).Msg("found the fleet's topic")
+				c.log.Debug().Int("partitions", len(parts)).Msg("found the fleet's topic")
 			}
 		}
 		select {
