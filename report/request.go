@@ -46,10 +46,6 @@ type Filters struct {
 	ExcludeSystem bool
 }
 
-func (f Filters) validate() error {
-	return validateSince(f.Since)
-}
-
 func validateSince(since time.Duration) error {
 	if since < time.Hour {
 		return fmt.Errorf("--since %s is shorter than 1h; counts are hourly", since)
@@ -110,7 +106,7 @@ func (l *ListRequest) Validate() error {
 		l.format, err = ParseFormat(l.Output)
 		errs = append(errs, err)
 	}
-	errs = append(errs, l.validate())
+	errs = append(errs, validateSince(l.Since))
 	l.query = l.Filters.query()
 	for _, release := range []struct {
 		flag, value string
@@ -196,7 +192,7 @@ func (c *CheckRequest) Validate() error {
 	} else {
 		c.target = rel
 	}
-	errs = append(errs, c.validate())
+	errs = append(errs, validateSince(c.Since))
 	if c.Output != "text" && c.Output != "json" {
 		errs = append(errs, fmt.Errorf("-o %q is not one of text, json", c.Output))
 	}
