@@ -177,21 +177,13 @@ func render(t *testing.T, dir string) *rendered {
 		var obj map[string]any
 		require.NoError(t, yaml.Unmarshal(doc, &obj))
 		r.raw = append(r.raw, obj)
-		var into any
-		switch obj["kind"] {
-		case "StatefulSet":
-			into = &r.sts
-		case "ConfigMap":
-			into = &r.cm
-		case "Service":
-			into = &r.svc
-		case "NetworkPolicy":
-			into = &r.np
-		case "ServiceAccount":
-			into = &r.sa
-		case "Namespace":
-			into = &r.ns
-		case "ServiceMonitor":
+		strict := map[any]any{
+			"StatefulSet": &r.sts, "ConfigMap": &r.cm, "Service": &r.svc,
+			"NetworkPolicy": &r.np, "ServiceAccount": &r.sa, "Namespace": &r.ns,
+		}
+		into := strict[obj["kind"]]
+		if obj["kind"] == "ServiceMonitor" {
+			// serviceMonitor holds only the fields the tests read: not strict.
 			require.NoError(t, yaml.Unmarshal(doc, &r.smon))
 		}
 		if into != nil {

@@ -167,9 +167,10 @@ type webhookCounts struct {
 	WebhookLatencySeconds float64 `json:"webhookLatencySeconds"`
 }
 
-func (w WebhookCounts) json() webhookCounts {
-	return webhookCounts{RequestCount: w.Requests, CallCount: w.Calls, MutationCount: w.Mutations, FailedOpenCount: w.FailedOpen,
-		SlowRequestCount: w.Slow, WebhookLatencySeconds: w.Latency.Seconds()}
+// counts reads back the counts a webhookCounts gives.
+func (j webhookCounts) counts() WebhookCounts {
+	return WebhookCounts{Requests: j.RequestCount, Calls: j.CallCount, Mutations: j.MutationCount, FailedOpen: j.FailedOpenCount,
+		Slow: j.SlowRequestCount, Latency: time.Duration(math.Round(j.WebhookLatencySeconds * 1e9))}
 }
 
 // RequireWebhookCounts requires a WebhookCountList, given as JSON, to hold
@@ -202,38 +203,34 @@ func (c *Counter) RequireWebhookCounts(t testing.TB, now time.Time, doc []byte) 
 		}
 	}
 	webhooks, resources := recent.WebhookTotals()
-	got := map[string]webhookCounts{}
+	got := map[string]WebhookCounts{}
 	for _, it := range list.Items {
-		got[it.Metadata.Name] = it.Status
+		got[it.Metadata.Name] = it.Status.counts()
 	}
 	requireWebhookMap(t, "webhook", got, webhooks)
-	got = map[string]webhookCounts{}
+	got = map[string]WebhookCounts{}
 	for _, r := range list.Resources {
 		sum := got[r.Name]
-		sum.RequestCount += r.RequestCount
-		sum.CallCount += r.CallCount
-		sum.MutationCount += r.MutationCount
-		sum.FailedOpenCount += r.FailedOpenCount
-		sum.SlowRequestCount += r.SlowRequestCount
-		sum.WebhookLatencySeconds += r.WebhookLatencySeconds
+		sum.Add(r.counts())
 		got[r.Name] = sum
 	}
 	requireWebhookMap(t, "resource", got, resources)
 }
 
-func requireWebhookMap(t testing.TB, what string, got map[string]webhookCounts, want map[string]WebhookCounts) {
+func requireWebhookMap(t testing.TB, what string, got, want map[string]WebhookCounts) {
 	t.Helper()
 	if g, w := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)); !slices.Equal(g, w) {
 		t.Errorf("the %ss listed are %v; the events name %v", what, g, w)
 	}
 	for name, w := range want {
-		g, ww := got[name], w.json()
-		// Latency in seconds, as a float, to the microsecond.
-		if math.Abs(g.WebhookLatencySeconds-ww.WebhookLatencySeconds) < 1e-6 {
-			g.WebhookLatencySeconds = ww.WebhookLatencySeconds
+		g := got[name]
+		// The API gives latency in seconds, as a float: equal to the
+		// microsecond.
+		if (g.Latency - w.Latency).Abs() < time.Microsecond {
+			g.Latency = w.Latency
 		}
-		if g != ww {
-			t.Errorf("%s %s: %+v; the events give %+v", what, name, g, ww)
+		if g != w {
+			t.Errorf("%s %s: %+v; the events give %+v", what, name, g, w)
 		}
 	}
 }
