@@ -52,23 +52,32 @@ func TestRulesPassPromtool(t *testing.T) {
 }
 
 func TestNoRuleNamesAKubernetesVersion(t *testing.T) {
-	rules, err := os.ReadFile(rulesFile)
+	version := regexp.MustCompile(`\b1\.[0-9]{1,2}\b|v1\.[0-9]+`)
+	exprs := ruleExprs(t)
+	for _, e := range exprs {
+		require.False(t, version.MatchString(e), "a rule names a Kubernetes version: %s", e)
+	}
+	require.Len(t, exprs, 12)
+}
+
+// ruleExprs returns the expression of every rule in the rules file.
+func ruleExprs(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(rulesFile)
 	require.NoError(t, err)
 	var doc struct {
 		Groups []struct {
 			Rules []struct{ Expr string }
 		}
 	}
-	require.NoError(t, yaml.Unmarshal(rules, &doc))
-	version := regexp.MustCompile(`\b1\.[0-9]{1,2}\b|v1\.[0-9]+`)
-	n := 0
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	var exprs []string
 	for _, g := range doc.Groups {
 		for _, r := range g.Rules {
-			n++
-			require.False(t, version.MatchString(r.Expr), "a rule names a Kubernetes version: %s", r.Expr)
+			exprs = append(exprs, r.Expr)
 		}
 	}
-	require.Equal(t, 12, n)
+	return exprs
 }
 
 // The PrometheusRule manifest carries exactly the rules file's groups.
@@ -126,21 +135,8 @@ func usedMetrics(exprs []string) []string {
 
 func ruleAndDashboardExprs(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile(rulesFile)
-	require.NoError(t, err)
-	var doc struct {
-		Groups []struct {
-			Rules []struct{ Expr string }
-		}
-	}
-	require.NoError(t, yaml.Unmarshal(raw, &doc))
-	var exprs []string
-	for _, g := range doc.Groups {
-		for _, r := range g.Rules {
-			exprs = append(exprs, r.Expr)
-		}
-	}
-	raw, err = os.ReadFile(dashboardFile)
+	exprs := ruleExprs(t)
+	raw, err := os.ReadFile(dashboardFile)
 	require.NoError(t, err)
 	var dash struct {
 		Panels []struct {

@@ -215,6 +215,18 @@ func (c *Counter) Add(t testing.TB, cluster, node string, raw []byte) {
 
 var slotRe = regexp.MustCompile(`^round_[0-9]+_index_[0-9]+$`)
 
+// failedOpenSlot returns the webhook type and slot of a failed-open
+// annotation's key, or "" for another key.
+func failedOpenSlot(key string) (typ, slot string) {
+	if s, ok := strings.CutPrefix(key, "failed-open.mutation.webhook.admission.k8s.io/"); ok {
+		return "mutating", s
+	}
+	if s, ok := strings.CutPrefix(key, "failed-open.validating.webhook.admission.k8s.io/"); ok {
+		return "validating", s
+	}
+	return "", ""
+}
+
 // webhooks counts what the annotations say about admission webhooks.
 func (c *Counter) webhooks(cluster, node, resource string, hour time.Time, ann map[string]string) {
 	type call struct {
@@ -249,26 +261,25 @@ func (c *Counter) webhooks(cluster, node, resource string, hour time.Time, ann m
 			}
 			cl := slot("mutating/" + s)
 			cl.configuration, cl.webhook, cl.typ, cl.mutated = m.Configuration, m.Webhook, "mutating", m.Mutated
-		case strings.HasPrefix(key, "failed-open.mutation.webhook.admission.k8s.io/"):
+		default:
+			typ, s := failedOpenSlot(key)
+			if typ == "" {
+				continue
+			}
 			found = true
-			s := strings.TrimPrefix(key, "failed-open.mutation.webhook.admission.k8s.io/")
 			if !slotRe.MatchString(s) || value == "" {
 				continue
 			}
-			cl := slot("mutating/" + s)
-			cl.failedOpen, cl.typ = true, "mutating"
+			cl := slot(typ + "/" + s)
+			cl.failedOpen, cl.typ = true, typ
+			// A mutating call's name comes from its mutation annotation
+			// when there is one; a validating call has only this.
 			if cl.webhook == "" {
 				cl.webhook = value
 			}
-		case strings.HasPrefix(key, "failed-open.validating.webhook.admission.k8s.io/"):
-			found = true
-			s := strings.TrimPrefix(key, "failed-open.validating.webhook.admission.k8s.io/")
-			if !slotRe.MatchString(s) || value == "" {
-				continue
+			if typ == "validating" {
+				cl.configuration = c.opts.ValidatingConfigurations[value]
 			}
-			cl := slot("validating/" + s)
-			cl.webhook, cl.typ, cl.failedOpen = value, "validating", true
-			cl.configuration = c.opts.ValidatingConfigurations[value]
 		}
 	}
 	if !found {

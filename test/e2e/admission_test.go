@@ -64,7 +64,7 @@ func TestAdmissionWebhookCountsEqualTheAuditLog(t *testing.T) {
 	admin := a.as(t, "admin", "e2e-admission/1.0")
 	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-admission/1.0"))
 	must(t, "dynamic client", err)
-	_, err = dyn.Resource(crds).Create(ctx, gadgetCRD(), metav1.CreateOptions{})
+	_, err = dyn.Resource(crds).Create(ctx, deprecatedCRD(gadgetGroup, "Gadget"), metav1.CreateOptions{})
 	must(t, "creating the gadgets CRD", err)
 	_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trafficNS}}, metav1.CreateOptions{})
 	must(t, "creating namespace", err)
@@ -170,24 +170,6 @@ func totalRequests(tl admissionTally) int64 {
 		n += c.Requests
 	}
 	return n
-}
-
-func gadgetCRD() *unstructured.Unstructured {
-	schemaAny := map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "gadgets." + gadgetGroup},
-		"spec": map[string]any{
-			"group": gadgetGroup,
-			"scope": "Namespaced",
-			"names": map[string]any{"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-			"versions": []any{
-				map[string]any{"name": "v1beta1", "served": true, "storage": false, "deprecated": true, "schema": schemaAny},
-				map[string]any{"name": "v1", "served": true, "storage": true, "schema": schemaAny},
-			},
-		},
-	}}
 }
 
 func gadget(name string, mutate bool) *unstructured.Unstructured {

@@ -94,18 +94,9 @@ func TestAggregatedAPIThroughKubeAPIServer(t *testing.T) {
 	must(t, "binding auditors to view", err)
 
 	cert, key := p.issueWithNames(t, "sunset", "sunset", true, []string{sunsetAccount + "." + sunsetNamespace + ".svc"})
-	s := &sunsetServer{bin: sunsetBin, dataDir: t.TempDir(), url: sunsetURL, client: p.httpsClient()}
-	s.args = []string{"serve",
-		"--data-dir=" + s.dataDir,
-		"--listen=127.0.0.1:" + strconv.Itoa(port),
-		"--tls-cert-file=" + cert,
-		"--tls-key-file=" + key,
-		"--tls-client-ca-file=" + p.CAFile,
-		"--webhook-token-file=" + p.write(t, "webhook-token", []byte(token+"\n")),
-		"--authentication-kubeconfig=" + sunsetKubeconfig,
-		"--authorization-kubeconfig=" + sunsetKubeconfig,
-		"--log-format=json",
-	}
+	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key,
+		"--authentication-kubeconfig="+sunsetKubeconfig,
+		"--authorization-kubeconfig="+sunsetKubeconfig)
 	s.start(t)
 
 	// The aggregator reaches Sunset on loopback through an ExternalName

@@ -50,23 +50,28 @@ type sunsetServer struct {
 func newSunset(t *testing.T, bin string, p *pki, token string) *sunsetServer {
 	t.Helper()
 	cert, key := p.issue(t, "sunset", "sunset", true)
-	tokenFile := p.write(t, "webhook-token", []byte(token+"\n"))
-	port := freePort(t)
+	return newSunsetOn(t, bin, p, token, freePort(t), cert, key)
+}
+
+// newSunsetOn is newSunset on a chosen port, with its serving certificate
+// and more flags.
+func newSunsetOn(t *testing.T, bin string, p *pki, token string, port int, cert, key string, flags ...string) *sunsetServer {
+	t.Helper()
 	s := &sunsetServer{
 		bin:     bin,
 		dataDir: t.TempDir(),
 		url:     "https://127.0.0.1:" + strconv.Itoa(port),
 		client:  p.httpsClient(),
 	}
-	s.args = []string{"serve",
+	s.args = append([]string{"serve",
 		"--data-dir=" + s.dataDir,
 		"--listen=127.0.0.1:" + strconv.Itoa(port),
 		"--tls-cert-file=" + cert,
 		"--tls-key-file=" + key,
 		"--tls-client-ca-file=" + p.CAFile,
-		"--webhook-token-file=" + tokenFile,
+		"--webhook-token-file=" + p.write(t, "webhook-token", []byte(token+"\n")),
 		"--log-format=json",
-	}
+	}, flags...)
 	return s
 }
 

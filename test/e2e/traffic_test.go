@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func prepare(t *testing.T, a *apiserver) *traffic {
 
 	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-setup/1.0"))
 	must(t, "dynamic client", err)
-	_, err = dyn.Resource(crds).Create(ctx, widgetCRD(), metav1.CreateOptions{})
+	_, err = dyn.Resource(crds).Create(ctx, deprecatedCRD(widgetGroup, "Widget"), metav1.CreateOptions{})
 	must(t, "creating the widgets CRD", err)
 
 	tr.legacyWorkload(ctx)
@@ -118,16 +119,20 @@ func prepare(t *testing.T, a *apiserver) *traffic {
 	return tr
 }
 
-func widgetCRD() *unstructured.Unstructured {
+// deprecatedCRD defines a namespaced custom resource whose v1beta1 is
+// deprecated and whose v1 is stored. The kind's plural and singular are
+// its name lower-cased, with an s.
+func deprecatedCRD(group, kind string) *unstructured.Unstructured {
+	singular := strings.ToLower(kind)
 	schemaAny := map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "widgets." + widgetGroup},
+		"metadata":   map[string]any{"name": singular + "s." + group},
 		"spec": map[string]any{
-			"group": widgetGroup,
+			"group": group,
 			"scope": "Namespaced",
-			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+			"names": map[string]any{"plural": singular + "s", "singular": singular, "kind": kind, "listKind": kind + "List"},
 			"versions": []any{
 				map[string]any{"name": "v1beta1", "served": true, "storage": false, "deprecated": true, "schema": schemaAny},
 				map[string]any{"name": "v1", "served": true, "storage": true, "schema": schemaAny},
