@@ -87,28 +87,22 @@ func New(o Options) (*Client, error) {
 
 // List reads APIRequestCounts.
 func (c *Client) List(q api.Query) (api.APIRequestCountList, error) {
-	var out api.APIRequestCountList
-	err := c.getJSON("/apis/sunset.dev/v1/apirequestcounts", q.Values(), &out)
-	return out, err
+	return get[api.APIRequestCountList](c, "/apis/sunset.dev/v1/apirequestcounts", q.Values())
 }
 
 // Get reads one APIRequestCount; api.ErrNotFound if the server has none.
 func (c *Client) Get(name string, q api.Query) (api.APIRequestCount, error) {
-	var out api.APIRequestCount
 	v := q.Values()
 	for _, listOnly := range []string{"removedRelease", "removedBefore", "state", "user"} {
 		v.Del(listOnly)
 	}
-	err := c.getJSON("/apis/sunset.dev/v1/apirequestcounts/"+url.PathEscape(name), v, &out)
-	return out, err
+	return get[api.APIRequestCount](c, "/apis/sunset.dev/v1/apirequestcounts/"+url.PathEscape(name), v)
 }
 
 // Info reads what the server can answer: its retention, clusters and
 // clock.
 func (c *Client) Info() (api.ServerInfo, error) {
-	var out api.ServerInfo
-	err := c.getJSON("/apis/sunset.dev/v1/serverinfo", nil, &out)
-	return out, err
+	return get[api.ServerInfo](c, "/apis/sunset.dev/v1/serverinfo", nil)
 }
 
 // PostEvents sends an EventList body to a webhook path such as
@@ -127,21 +121,23 @@ func (c *Client) PostEvents(path string, body []byte, dryRun bool) ([]byte, erro
 	return c.do(req)
 }
 
-func (c *Client) getJSON(path string, v url.Values, out any) error {
+// get reads path's JSON answer as a T.
+func get[T any](c *Client, path string, v url.Values) (T, error) {
+	var out T
 	u := c.base.JoinPath(path)
 	u.RawQuery = v.Encode()
 	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return out, err
 	}
 	body, err := c.do(req)
 	if err != nil {
-		return err
+		return out, err
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s answered something that is not Sunset's JSON for %s: %w", c.base, path, err)
+	if err := json.Unmarshal(body, &out); err != nil {
+		return out, fmt.Errorf("%s answered something that is not Sunset's JSON for %s: %w", c.base, path, err)
 	}
-	return nil
+	return out, nil
 }
 
 // StatusError is an error answer from the server.

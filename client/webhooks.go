@@ -8,15 +8,11 @@ import (
 
 // Webhooks reads the WebhookCountList.
 func (c *Client) Webhooks(q api.WebhookQuery) (api.WebhookCountList, error) {
-	var out api.WebhookCountList
-	err := c.getJSON("/apis/sunset.dev/v1/webhookcounts", q.Values(), &out)
-	return out, err
+	return get[api.WebhookCountList](c, "/apis/sunset.dev/v1/webhookcounts", q.Values())
 }
 
 // Webhook reads one WebhookCount (configuration.webhook); api.ErrNotFound
 // if the server has none.
 func (c *Client) Webhook(name string, q api.WebhookQuery) (api.WebhookCount, error) {
-	var out api.WebhookCount
-	err := c.getJSON("/apis/sunset.dev/v1/webhookcounts/"+url.PathEscape(name), q.Values(), &out)
-	return out, err
+	return get[api.WebhookCount](c, "/apis/sunset.dev/v1/webhookcounts/"+url.PathEscape(name), q.Values())
 }

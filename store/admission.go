@@ -140,13 +140,6 @@ func decodeAdmissionKey(b []byte) (AdmissionKey, error) {
 	return k, nil
 }
 
-func encodeAdmissionMarkKey(cluster, id string) []byte {
-	b := make([]byte, 0, 4+len(cluster)+len(id))
-	b = append(b, prefixAdmissionMark)
-	b = appendString(b, cluster)
-	return append(b, id...)
-}
-
 // ApplyAdmission adds each request's rows unless a request with the same ID
 // was already counted in its cluster, and reports for each whether it was a
 // duplicate. Marks and counts are committed together and fsynced before it
@@ -179,7 +172,7 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 	expiry := map[string]uint64{}
 	seen := map[string]struct{}{}
 	for i, r := range reqs {
-		mk := encodeAdmissionMarkKey(r.Cluster, r.ID)
+		mk := encodeMarkKey(prefixAdmissionMark, r.Cluster, r.ID)
 		d, err := isDuplicate(txn, mk, seen)
 		if err != nil {
 			return err
@@ -238,7 +231,7 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 // already counted by ApplyAdmission in the cluster. It only reads: dry runs
 // use it.
 func (s *Store) AdmissionSeen(cluster string, ids []string) ([]bool, error) {
-	return s.seen(ids, func(id string) []byte { return encodeAdmissionMarkKey(cluster, id) })
+	return s.seen(ids, func(id string) []byte { return encodeMarkKey(prefixAdmissionMark, cluster, id) })
 }
 
 // ScanAdmission calls fn for every admission cell whose hour is in

@@ -181,9 +181,11 @@ func decodeCountKey(b []byte) (CountKey, error) {
 	return k, nil
 }
 
-func encodeMarkKey(cluster, id string) []byte {
+// encodeMarkKey is the key of a dedupe mark: prefixMark for a request
+// counted, prefixAdmissionMark for its webhook calls counted.
+func encodeMarkKey(prefix byte, cluster, id string) []byte {
 	b := make([]byte, 0, 4+len(cluster)+len(id))
-	b = append(b, prefixMark)
+	b = append(b, prefix)
 	b = appendString(b, cluster)
 	return append(b, id...)
 }

@@ -460,7 +460,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 	defer cc.close()
 	var capped []entry // entries with capped keys, copied once one changes
 	for i, e := range entries {
-		mk := encodeMarkKey(e.Key.Cluster, e.ID)
+		mk := encodeMarkKey(prefixMark, e.Key.Cluster, e.ID)
 		d, err := isDuplicate(txn, mk, seen)
 		if err != nil {
 			return err
@@ -614,7 +614,7 @@ func (s *Store) Cursor(name string) (value []byte, ok bool, err error) {
 // Seen reports, for each ID, whether a request with that ID was already
 // counted in the cluster. It only reads: dry runs use it.
 func (s *Store) Seen(cluster string, ids []string) ([]bool, error) {
-	return s.seen(ids, func(id string) []byte { return encodeMarkKey(cluster, id) })
+	return s.seen(ids, func(id string) []byte { return encodeMarkKey(prefixMark, cluster, id) })
 }
 
 // seen reports, for each ID, whether its dedupe mark is in the store.
