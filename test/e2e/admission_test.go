@@ -48,9 +48,7 @@ var gadgetsV1beta1 = schema.GroupVersionResource{Group: gadgetGroup, Version: "v
 // its API, must equal what the apiserver's own audit log file shows, and
 // the audit log must agree with what the webhook server received.
 func TestAdmissionWebhookCountsEqualTheAuditLog(t *testing.T) {
-	sunsetBin := binary(t, "E2E_SUNSET_BIN")
-	apiserverBin := binary(t, "E2E_KUBE_APISERVER_BIN")
-	etcdBin := binary(t, "E2E_ETCD_BIN")
+	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 
 	p := newPKI(t)
 	token := randomToken(t)

@@ -43,9 +43,7 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 // users' own credentials, gets tables, YAML and jsonpath, is refused by
 // RBAC, and resets; direct calls to Sunset are held to the same rules.
 func TestAggregatedAPIThroughKubeAPIServer(t *testing.T) {
-	sunsetBin := binary(t, "E2E_SUNSET_BIN")
-	apiserverBin := binary(t, "E2E_KUBE_APISERVER_BIN")
-	etcdBin := binary(t, "E2E_ETCD_BIN")
+	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")

@@ -21,9 +21,7 @@ const rounds = 4
 // restarted; the apiserver's retries deliver what it missed. Every count
 // Sunset serves equals the apiserver's own audit log file.
 func TestKubeAPIServerAuditWebhookToSunset(t *testing.T) {
-	sunsetBin := binary(t, "E2E_SUNSET_BIN")
-	apiserverBin := binary(t, "E2E_KUBE_APISERVER_BIN")
-	etcdBin := binary(t, "E2E_ETCD_BIN")
+	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 
 	p := newPKI(t)
 	token := randomToken(t)
