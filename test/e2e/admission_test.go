@@ -51,9 +51,7 @@ func TestAdmissionWebhookCountsEqualTheAuditLog(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 
 	p := newPKI(t)
-	token := randomToken(t)
-	s := newSunset(t, sunsetBin, p, token)
-	s.start(t)
+	s, token := startSunset(t, sunsetBin, p)
 	kubeconfig := webhookKubeconfig(t, p, s.url+"/audit/webhook/"+clusterName+"/"+nodeName, token)
 	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin, p), p, kubeconfig)
 	hooks := startAdmissionServer(t, p)

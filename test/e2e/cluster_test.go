@@ -47,14 +47,19 @@ type sunsetServer struct {
 	client            *http.Client
 }
 
-func newSunset(t *testing.T, bin string, p *pki, token string) *sunsetServer {
+// startSunset starts Sunset on a free port, with a new webhook token,
+// and returns it ready, with the token.
+func startSunset(t *testing.T, bin string, p *pki) (*sunsetServer, string) {
 	t.Helper()
+	token := randomToken(t)
 	cert, key := p.issue(t, "sunset", "sunset", true)
-	return newSunsetOn(t, bin, p, token, freePort(t), cert, key)
+	s := newSunsetOn(t, bin, p, token, freePort(t), cert, key)
+	s.start(t)
+	return s, token
 }
 
-// newSunsetOn is newSunset on a chosen port, with its serving certificate
-// and more flags.
+// newSunsetOn is a Sunset to start on a chosen port, with its serving
+// certificate and more flags.
 func newSunsetOn(t *testing.T, bin string, p *pki, token string, port int, cert, key string, flags ...string) *sunsetServer {
 	t.Helper()
 	s := &sunsetServer{

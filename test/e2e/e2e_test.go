@@ -24,9 +24,7 @@ func TestKubeAPIServerAuditWebhookToSunset(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 
 	p := newPKI(t)
-	token := randomToken(t)
-	s := newSunset(t, sunsetBin, p, token)
-	s.start(t)
+	s, token := startSunset(t, sunsetBin, p)
 	checkWebhookRefusesStrangers(t, s, p, token)
 
 	kubeconfig := webhookKubeconfig(t, p, s.url+"/audit/webhook/"+clusterName+"/"+nodeName, token)
