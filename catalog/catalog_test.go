@@ -50,25 +50,16 @@ func TestLookupRealCases(t *testing.T) {
 		deprecated, removed      string
 		warning                  string
 	}{
-		{"extensions", "v1beta1", "ingresses", "1.14", "1.22",
-			"extensions/v1beta1 Ingress is deprecated in v1.14+, unavailable in v1.22+; use networking.k8s.io/v1 Ingress"},
-		{"extensions", "v1beta1", "deployments", "1.8", "1.16",
-			"extensions/v1beta1 Deployment is deprecated in v1.8+, unavailable in v1.16+; use apps/v1 Deployment"},
-		{"policy", "v1beta1", "podsecuritypolicies", "1.21", "1.25",
-			"policy/v1beta1 PodSecurityPolicy is deprecated in v1.21+, unavailable in v1.25+"},
-		{"batch", "v1beta1", "cronjobs", "1.21", "1.25",
-			"batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob"},
-		{"flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", "1.29", "1.32",
-			"flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+; use flowcontrol.apiserver.k8s.io/v1 FlowSchema"},
-		{"storage.k8s.io", "v1beta1", "volumeattributesclasses", "1.34", "1.37",
-			"storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass"},
-		{"networking.k8s.io", "v1beta1", "ingressclasses", "1.19", "1.22",
-			"networking.k8s.io/v1beta1 IngressClass is deprecated in v1.19+, unavailable in v1.22+; use networking.k8s.io/v1 IngressClass"},
+		{"extensions", "v1beta1", "ingresses", "1.14", "1.22", "extensions/v1beta1 Ingress is deprecated in v1.14+, unavailable in v1.22+; use networking.k8s.io/v1 Ingress"},
+		{"extensions", "v1beta1", "deployments", "1.8", "1.16", "extensions/v1beta1 Deployment is deprecated in v1.8+, unavailable in v1.16+; use apps/v1 Deployment"},
+		{"policy", "v1beta1", "podsecuritypolicies", "1.21", "1.25", "policy/v1beta1 PodSecurityPolicy is deprecated in v1.21+, unavailable in v1.25+"},
+		{"batch", "v1beta1", "cronjobs", "1.21", "1.25", "batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob"},
+		{"flowcontrol.apiserver.k8s.io", "v1beta3", "flowschemas", "1.29", "1.32", "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+; use flowcontrol.apiserver.k8s.io/v1 FlowSchema"},
+		{"storage.k8s.io", "v1beta1", "volumeattributesclasses", "1.34", "1.37", "storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass"},
+		{"networking.k8s.io", "v1beta1", "ingressclasses", "1.19", "1.22", "networking.k8s.io/v1beta1 IngressClass is deprecated in v1.19+, unavailable in v1.22+; use networking.k8s.io/v1 IngressClass"},
 		// Core group: the group/version is just "v1".
-		{"", "v1", "endpoints", "1.33", "",
-			"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"},
-		{"", "v1", "componentstatuses", "1.19", "",
-			"v1 ComponentStatus is deprecated in v1.19+"},
+		{"", "v1", "endpoints", "1.33", "", "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"},
+		{"", "v1", "componentstatuses", "1.19", "", "v1 ComponentStatus is deprecated in v1.19+"},
 	}
 	for _, tc := range tests {
 		e, ok := c.Lookup(tc.group, tc.version, tc.resource)
