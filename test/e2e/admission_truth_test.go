@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -41,8 +39,6 @@ const (
 )
 
 type admissionEvent struct {
-	AuditID   string `json:"auditID"`
-	Stage     string `json:"stage"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
@@ -85,45 +81,29 @@ func latencyBucket(d time.Duration) int {
 // the deprecated gadgets.v1beta1 requests.
 func admissionTruth(t *testing.T, path string) (admissionTally, int64) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	webhooks, resources := map[webhookOnResource]*sums{}, map[string]*sums{}
-	seen := map[string]bool{}
 	var deprecatedGadgets int64
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
-			var ev admissionEvent
-			if jerr := json.Unmarshal(line, &ev); jerr != nil {
-				t.Fatalf("%s: %v", path, jerr)
-			}
-			if (ev.Stage == "ResponseComplete" || ev.Stage == "Panic") && !seen[ev.AuditID] && ev.ObjectRef != nil {
-				seen[ev.AuditID] = true
-				ref := ev.ObjectRef
-				resource := ref.Resource + "." + ref.APIVersion
-				if ref.APIGroup != "" {
-					resource += "." + ref.APIGroup
-				}
-				if ev.Annotations["k8s.io/deprecated"] == "true" && resource == "gadgets.v1beta1."+gadgetGroup {
-					deprecatedGadgets++
-				}
-				if ref.Subresource != "" {
-					resource += "/" + ref.Subresource
-				}
-				addRequest(t, ev.Annotations, resource, webhooks, resources)
-			}
+	eachCompleted(t, path, func(line []byte) {
+		var ev admissionEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
-		if err == io.EOF {
-			break
+		ref := ev.ObjectRef
+		if ref == nil {
+			return
 		}
-		if err != nil {
-			t.Fatal(err)
+		resource := ref.Resource + "." + ref.APIVersion
+		if ref.APIGroup != "" {
+			resource += "." + ref.APIGroup
 		}
-	}
+		if ev.Annotations["k8s.io/deprecated"] == "true" && resource == "gadgets.v1beta1."+gadgetGroup {
+			deprecatedGadgets++
+		}
+		if ref.Subresource != "" {
+			resource += "/" + ref.Subresource
+		}
+		addRequest(t, ev.Annotations, resource, webhooks, resources)
+	})
 	out := admissionTally{webhooks: map[webhookOnResource]admissionCounts{}, resources: map[string]admissionCounts{}}
 	for k, s := range webhooks {
 		s.LatencySeconds = time.Duration(s.nanos).Seconds()

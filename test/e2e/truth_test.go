@@ -59,8 +59,6 @@ var systemUsers = []string{
 
 // auditEvent holds the fields of a logged audit event the truth needs.
 type auditEvent struct {
-	AuditID    string `json:"auditID"`
-	Stage      string `json:"stage"`
 	RequestURI string `json:"requestURI"`
 	Verb       string `json:"verb"`
 	User       struct {
@@ -84,12 +82,27 @@ type auditEvent struct {
 // already-removed APIs.
 func groundTruth(t *testing.T, path string) (tally, int) {
 	t.Helper()
+	truth := newTally()
+	lines := eachCompleted(t, path, func(line []byte) {
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		truth.add(ev)
+	})
+	return truth, lines
+}
+
+// eachCompleted hands add every request's first ResponseComplete or Panic
+// event in kube-apiserver's audit log at path, as its JSON line, and
+// returns how many lines the log has.
+func eachCompleted(t *testing.T, path string, add func(line []byte)) int {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	truth := newTally()
 	seen := map[string]bool{}
 	r := bufio.NewReaderSize(f, 1<<20)
 	lines := 0
@@ -97,23 +110,25 @@ func groundTruth(t *testing.T, path string) (tally, int) {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
 			lines++
-			var ev auditEvent
+			var ev struct {
+				AuditID string `json:"auditID"`
+				Stage   string `json:"stage"`
+			}
 			if jerr := json.Unmarshal(line, &ev); jerr != nil {
 				t.Fatalf("%s line %d: %v", path, lines, jerr)
 			}
 			if (ev.Stage == "ResponseComplete" || ev.Stage == "Panic") && !seen[ev.AuditID] {
 				seen[ev.AuditID] = true
-				truth.add(ev)
+				add(line)
 			}
 		}
 		if err == io.EOF {
-			break
+			return lines
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	return truth, lines
 }
 
 func (tl tally) add(ev auditEvent) {
