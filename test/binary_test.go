@@ -184,10 +184,11 @@ func startBinary(t *testing.T, dataDir string, args ...string) *process {
 	case addr := <-listen:
 		p.url = "http://" + addr
 	case err := <-p.exited:
-		t.Fatalf("sunset exited before serving: %v", err)
+		<-p.logDone
+		t.Fatalf("sunset exited before serving: %v\n%s", err, p.stderr)
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatal("sunset did not start within 30s")
+		t.Fatalf("sunset did not start within 30s:\n%s", p.stderr)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

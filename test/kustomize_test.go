@@ -177,17 +177,18 @@ func render(t *testing.T, dir string) *rendered {
 		var obj map[string]any
 		require.NoError(t, yaml.Unmarshal(doc, &obj))
 		r.raw = append(r.raw, obj)
-		strict := map[any]any{
+		kind, _ := obj["kind"].(string)
+		strict := map[string]any{
 			"StatefulSet": &r.sts, "ConfigMap": &r.cm, "Service": &r.svc,
 			"NetworkPolicy": &r.np, "ServiceAccount": &r.sa, "Namespace": &r.ns,
 		}
-		into := strict[obj["kind"]]
-		if obj["kind"] == "ServiceMonitor" {
+		into := strict[kind]
+		if kind == "ServiceMonitor" {
 			// serviceMonitor holds only the fields the tests read: not strict.
 			require.NoError(t, yaml.Unmarshal(doc, &r.smon))
 		}
 		if into != nil {
-			require.NoError(t, yaml.UnmarshalStrict(doc, into), "%s: %s", dir, obj["kind"])
+			require.NoError(t, yaml.UnmarshalStrict(doc, into), "%s: %s", dir, kind)
 		}
 	}
 	return r

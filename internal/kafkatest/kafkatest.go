@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -130,42 +129,6 @@ func WaitGroupCommitted(t testing.TB, brokers []string, group, topic string, par
 	}
 	if !pollUntil(committed, timeout) {
 		t.Fatalf("the group %s did not commit the end of every partition of %s within %s", group, topic, timeout)
-	}
-}
-
-// WaitGroupStable fails t unless group is stable with exactly members
-// members within timeout: every member has joined the current generation
-// and the leader has handed out the partitions.
-//
-// Tests that kill consumers wait for this first. A consumer killed while
-// its JoinGroup is in flight stays a member of the test broker's group
-// for good: the broker starts a member's session timer only once its
-// join answer is delivered, and the leader's sync cancels the timer that
-// would remove members that never synced. Kafka instead expires such a
-// member after session.timeout.ms and rebalances, so the partitions it
-// was given move on; the test broker leaves them with nobody.
-func WaitGroupStable(t testing.TB, brokers []string, group string, members int, timeout time.Duration) {
-	t.Helper()
-	client := &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 10 * time.Second}
-	var last string
-	stable := func() bool {
-		resp, err := client.DescribeGroups(context.Background(), &kafkago.DescribeGroupsRequest{GroupIDs: []string{group}})
-		switch {
-		case err != nil:
-			last = err.Error()
-		case len(resp.Groups) != 1:
-			last = fmt.Sprintf("%d groups described", len(resp.Groups))
-		case resp.Groups[0].Error != nil:
-			last = resp.Groups[0].Error.Error()
-		default:
-			g := resp.Groups[0]
-			last = fmt.Sprintf("%s with %d members", g.GroupState, len(g.Members))
-			return g.GroupState == "Stable" && len(g.Members) == members
-		}
-		return false
-	}
-	if !pollUntil(stable, timeout) {
-		t.Fatalf("the group %s was not stable with %d members within %s; last: %s", group, members, timeout, last)
 	}
 }
 

@@ -26,8 +26,6 @@ import (
 	"time"
 )
 
-// binary returns the path in the environment variable, failing the test
-// with how to get it when it is not there.
 // peerBinaries returns the programs make e2e builds: Sunset,
 // kube-apiserver and etcd.
 func peerBinaries(t *testing.T) (sunset, apiserver, etcd string) {
@@ -35,6 +33,8 @@ func peerBinaries(t *testing.T) (sunset, apiserver, etcd string) {
 	return binary(t, "E2E_SUNSET_BIN"), binary(t, "E2E_KUBE_APISERVER_BIN"), binary(t, "E2E_ETCD_BIN")
 }
 
+// binary returns the path in the environment variable, failing the test
+// with how to get it when it is not there.
 func binary(t *testing.T, env string) string {
 	t.Helper()
 	p := os.Getenv(env)
