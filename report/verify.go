@@ -25,6 +25,9 @@ func WriteVerify(w io.Writer, r store.Report) {
 	for _, l := range r.Leftovers {
 		fmt.Fprintf(w, "leftover: %s is not in the MANIFEST (a flush or compaction cut short); badger deletes it at the next start\n", l)
 	}
+	for _, l := range r.EmptyLogs {
+		fmt.Fprintf(w, "empty: %s is 0 bytes (a crash came before badger sized it) and holds nothing; serve removes it at the next start\n", l)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "DAMAGED: %s\n", p)
 	}

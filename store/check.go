@@ -80,6 +80,11 @@ type Report struct {
 	// or compaction that a crash cut short. Badger deletes them when it
 	// opens the directory; nothing committed is in them.
 	Leftovers []string
+	// EmptyLogs are logs a crash left at 0 bytes, between badger creating
+	// a file and sizing it. They hold nothing, but badger refuses to open
+	// a directory with one (dgraph-io/badger#2207), so a writer's Open
+	// removes them first.
+	EmptyLogs []string
 	// Problems says what is damaged, one sentence each.
 	Problems []string
 }
@@ -105,26 +110,39 @@ func Verify(dir string, deep bool) (Report, error) {
 	return inspect(dir, deep)
 }
 
-// checkBeforeOpen refuses a damaged directory before badger opens it. It
-// holds the directory's lock while it looks, so no Sunset writes meanwhile,
-// and lets go so that badger can take it.
-func checkBeforeOpen(dir string, readOnly bool) error {
+// checkBeforeOpen refuses a damaged directory before badger opens it, and
+// removes the empty logs a crash left, returning their names. It holds the
+// directory's lock while it looks, so no Sunset writes meanwhile, and lets
+// go so that badger can take it.
+func checkBeforeOpen(dir string, readOnly bool) ([]string, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	unlock, err := lockDir(dir, readOnly)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	r, err := inspect(dir, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !r.Healthy() {
-		return &DamageError{Dir: dir, Problems: r.Problems}
+		return nil, &DamageError{Dir: dir, Problems: r.Problems}
 	}
-	return nil
+	if len(r.EmptyLogs) == 0 {
+		return nil, nil
+	}
+	if readOnly {
+		return nil, fmt.Errorf("store: %s holds %s that a crash left empty (%s), which badger cannot open beside; a read-only open changes nothing: start `sunset serve` on the directory once, which removes it",
+			dir, plural(len(r.EmptyLogs), "log file"), strings.Join(r.EmptyLogs, ", "))
+	}
+	for _, name := range r.EmptyLogs {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return nil, fmt.Errorf("store: removing the empty log %s: %w", name, err)
+		}
+	}
+	return r.EmptyLogs, z.SyncDir(dir)
 }
 
 // lockDir takes the flock badger takes on the directory: exclusive for a
@@ -184,12 +202,16 @@ func inspect(dir string, deep bool) (Report, error) {
 			if id, ok := table.ParseFileID(name); ok {
 				tableFiles[id] = name
 			}
-		case strings.HasSuffix(name, ".mem"):
-			r.Logs++
+		case strings.HasSuffix(name, ".mem"), strings.HasSuffix(name, ".vlog"):
+			if strings.HasSuffix(name, ".mem") {
+				r.Logs++
+			} else {
+				r.ValueLogs++
+			}
 			logs = append(logs, name)
-		case strings.HasSuffix(name, ".vlog"):
-			r.ValueLogs++
-			logs = append(logs, name)
+			if info, err := e.Info(); err == nil && info.Size() == 0 {
+				r.EmptyLogs = append(r.EmptyLogs, name)
+			}
 		}
 	}
 	if !hasManifest {
@@ -363,7 +385,7 @@ func checkLog(path string) string {
 	size := fi.Size()
 	if size == 0 {
 		// Created, and a crash came before badger sized it: it holds
-		// nothing, and badger starts it again.
+		// nothing (Report.EmptyLogs).
 		return ""
 	}
 	if size < logHeaderSize {

@@ -191,8 +191,12 @@ func Open(opts Options) (*Store, error) {
 	}
 	// Badger would start empty over a directory whose MANIFEST is gone, and
 	// delete the tables it does not list: look first.
-	if err := checkBeforeOpen(opts.Dir, opts.ReadOnly); err != nil {
+	removed, err := checkBeforeOpen(opts.Dir, opts.ReadOnly)
+	if err != nil {
 		return nil, err
+	}
+	for _, name := range removed {
+		opts.Logger.Warn().Str("file", name).Msg("removed an empty log that a crash left before badger sized it; it held nothing")
 	}
 	db, err := badger.Open(badgerOptions(opts.Dir, opts.Logger).
 		WithSyncWrites(!opts.NoSync).

@@ -127,9 +127,28 @@ func TestDamagedDataDirectory(t *testing.T) {
 		})
 	}
 
+	// A crash between badger creating a log and sizing it leaves the log
+	// empty: verify names it, a read-only report refuses it and says what
+	// to do, and serve removes it.
+	emptyLog := filepath.Join(killed, "00077.mem")
+	require.NoError(t, os.WriteFile(emptyLog, nil, 0o644))
+	code, out, _ := runSunset(t, "store", "verify", "--data-dir", killed)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "\nempty: 00077.mem is 0 bytes (a crash came before badger sized it) and holds nothing; serve removes it at the next start\nhealthy\n")
+	code, _, stderr := runSunset(t, "report", "--data-dir", killed)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "holds 1 log file that a crash left empty (00077.mem), which badger cannot open beside; a read-only open changes nothing: start `sunset serve` on the directory once, which removes it")
+
 	// The undamaged directories serve every acknowledged batch.
 	for _, dir := range []string{killed, stopped} {
 		p := startBinary(t, dir)
+		if dir == killed {
+			require.NoFileExists(t, emptyLog)
+			p.logged.mu.Lock()
+			require.Equal(t, 1, p.logged.count["removed an empty log that a crash left before badger sized it; it held nothing"])
+			p.logged.mu.Unlock()
+			require.Contains(t, p.stderr.String(), `"file":"00077.mem"`)
+		}
 		got := counts(t, p.url)
 		require.Len(t, got, 20)
 		for i := 0; i < 20; i++ {
