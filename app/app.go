@@ -142,7 +142,7 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 	}
 	a := &App{cfg: cfg, log: opts.Logger, starting: opts.Starting, draining: opts.Draining}
 
-	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger.With().Str("component", "badger").Logger(), Now: opts.Now, Registerer: reg})
+	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger, Now: opts.Now, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,8 +40,8 @@ type PartsOptions struct {
 	NoStore bool
 	// ReadOnly opens the store without its write lock, for reports.
 	ReadOnly bool
-	// Hint is added to the error when the store cannot be opened, to say
-	// what to do instead (a running server holds the directory).
+	// Hint is added to the error when another process holds the store's
+	// directory, to say what to do instead.
 	Hint   string
 	Logger zerolog.Logger
 	// Now is the clock; nil means time.Now.
@@ -76,7 +77,8 @@ func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
 	p.Store, err = store.Open(store.Options{Dir: dir, ReadOnly: o.ReadOnly, Retention: cfg.Retention,
 		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge(), Registerer: o.Registerer})
 	if err != nil {
-		if o.Hint != "" {
+		var inUse *store.InUseError
+		if o.Hint != "" && errors.As(err, &inUse) {
 			return nil, fmt.Errorf("%w\n%s", err, o.Hint)
 		}
 		return nil, err

@@ -53,7 +53,7 @@ func TestEmptyLogsLeftByACrash(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []bool{true, false}, dup, "the dedupe marks survive")
 			require.NoError(t, s.Close())
-			require.Equal(t, `{"level":"warn","file":"`+empty+`","message":"removed an empty log that a crash left before badger sized it; it held nothing"}`+"\n", logs.String())
+			require.Equal(t, `{"level":"warn","component":"store","file":"`+empty+`","message":"removed an empty log that a crash left before badger sized it; it held nothing"}`+"\n", logs.String())
 
 			s = openTest(t, dir, hour19)
 			defer s.Close()

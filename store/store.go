@@ -59,7 +59,8 @@ type Options struct {
 	NoSync bool
 	// ReadOnly opens the directory without taking the write lock.
 	ReadOnly bool
-	// Logger receives badger's own warnings and errors.
+	// Logger receives the store's lines (component store) and badger's own
+	// warnings and errors (component badger).
 	Logger zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -191,14 +192,15 @@ func Open(opts Options) (*Store, error) {
 	}
 	// Badger would start empty over a directory whose MANIFEST is gone, and
 	// delete the tables it does not list: look first.
+	log := opts.Logger.With().Str("component", "store").Logger()
 	removed, err := checkBeforeOpen(opts.Dir, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range removed {
-		opts.Logger.Warn().Str("file", name).Msg("removed an empty log that a crash left before badger sized it; it held nothing")
+		log.Warn().Str("file", name).Msg("removed an empty log that a crash left before badger sized it; it held nothing")
 	}
-	db, err := badger.Open(badgerOptions(opts.Dir, opts.Logger).
+	db, err := badger.Open(badgerOptions(opts.Dir, opts.Logger.With().Str("component", "badger").Logger()).
 		WithSyncWrites(!opts.NoSync).
 		WithReadOnly(opts.ReadOnly))
 	if err != nil {
@@ -211,12 +213,12 @@ func Open(opts Options) (*Store, error) {
 		if err := writeMarker(opts.Dir); err != nil {
 			// Only the check of a lost MANIFEST needs it, and the next
 			// start writes it again; a full disk must not keep Sunset down.
-			opts.Logger.Warn().Err(err).Msg("could not leave the store's marker; writing it at the next start")
+			log.Warn().Err(err).Msg("could not leave the store's marker; writing it at the next start")
 		}
 	}
 	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, retention: opts.Retention, now: opts.Now,
 		readOnly: opts.ReadOnly, noSync: opts.NoSync, merge: opts.Merge.withDefaults(), meta: map[string]APIInfo{},
-		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: opts.Logger.With().Str("component", "store").Logger()}
+		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: log}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -243,9 +245,20 @@ func isLocked(err error) bool {
 	return strings.Contains(err.Error(), "Cannot acquire directory lock")
 }
 
-func inUse(dir string, err error) error {
-	return fmt.Errorf("store: %s is in use by another Sunset process (badger holds its lock): %w", dir, err)
+func inUse(dir string, err error) error { return &InUseError{Dir: dir, Err: err} }
+
+// InUseError is the error of opening a data directory that another Sunset
+// process holds.
+type InUseError struct {
+	Dir string
+	Err error
 }
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("store: %s is in use by another Sunset process (badger holds its lock): %v", e.Dir, e.Err)
+}
+
+func (e *InUseError) Unwrap() error { return e.Err }
 
 // Close flushes and closes badger.
 func (s *Store) Close() error {

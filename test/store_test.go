@@ -137,7 +137,7 @@ func TestDamagedDataDirectory(t *testing.T) {
 	require.Contains(t, out, "\nempty: 00077.mem is 0 bytes (a crash came before badger sized it) and holds nothing; serve removes it at the next start\nhealthy\n")
 	code, _, stderr := runSunset(t, "report", "--data-dir", killed)
 	require.Equal(t, 1, code)
-	require.Contains(t, stderr, "holds 1 log file that a crash left empty (00077.mem), which badger cannot open beside; a read-only open changes nothing: start `sunset serve` on the directory once, which removes it")
+	require.Equal(t, "Error: store: "+killed+" holds 1 log file that a crash left empty (00077.mem), which badger cannot open beside; a read-only open changes nothing: start `sunset serve` on the directory once, which removes it\n", stderr)
 
 	// The undamaged directories serve every acknowledged batch.
 	for _, dir := range []string{killed, stopped} {
