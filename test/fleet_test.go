@@ -342,10 +342,12 @@ kafka:
 		p    *process
 		data string
 	}
+	// Debug level: the waits below wake on each committed batch's line.
+	replicaArgs := []string{"--config", replicaCfg, "--log-level", "debug"}
 	replicas := make([]*replica, 3)
 	for i := range replicas {
 		replicas[i] = &replica{data: t.TempDir()}
-		replicas[i].p = startBinary(t, replicas[i].data, "--config", replicaCfg, "--log-level", "debug")
+		replicas[i].p = startBinary(t, replicas[i].data, replicaArgs...)
 	}
 	edge := startBinary(t, t.TempDir(), "--config", edgeCfg)
 	ready := func(p *process) {
@@ -373,7 +375,7 @@ kafka:
 		kafkatest.Produce(t, brokers, raw, kafkago.Lz4, in.msgs[c*len(in.msgs)/chunks:(c+1)*len(in.msgs)/chunks]...)
 		switch c {
 		case 2:
-			extra = startBinary(t, t.TempDir(), "--config", replicaCfg, "--log-level", "debug")
+			extra = startBinary(t, t.TempDir(), replicaArgs...)
 		case 3, 7:
 			// The edge cluster's apiserver sends two webhook batches.
 			for range 2 {
@@ -406,7 +408,7 @@ kafka:
 			require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGKILL))
 			<-r.p.exited
 			kills++
-			r.p = startBinary(t, r.data, "--config", replicaCfg, "--log-level", "debug")
+			r.p = startBinary(t, r.data, replicaArgs...)
 		}
 		t.Logf("chunk %d: %s into the stream", c, time.Since(streamStart).Round(time.Millisecond))
 	}
@@ -455,7 +457,7 @@ kafka:
 	for _, r := range replicas {
 		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, <-r.p.exited, "stderr:\n%s", r.p.stderr)
-		r.p = startBinary(t, r.data, "--config", replicaCfg, "--log-level", "debug")
+		r.p = startBinary(t, r.data, replicaArgs...)
 	}
 	for _, r := range replicas {
 		ready(r.p)
