@@ -139,18 +139,10 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Resul
 	return Request{
 		ID: e.ID,
 		Key: CountKey{
-			Cluster:     o.Cluster,
-			API:         APIName(ref.Group, ref.Version, ref.Resource),
-			Hour:        hour,
-			Node:        o.Node,
-			Subresource: ref.Subresource,
-			Username:    Truncate(e.Username, MaxUsernameBytes),
-			UserAgent:   a.userAgent(e.UserAgent),
-			// Unknown verbs are one: a sender can invent them without
-			// end, and the API reports them as "other" anyway.
-			Verb:    cardinality.Verb(e.Verb),
+			Cluster: o.Cluster,
+			API:     APIName(ref.Group, ref.Version, ref.Resource),
+			Cell:    a.cell(o, e, hour),
 			Removed: removed,
-			DryRun:  e.DryRun,
 		},
 		RemovedRelease: removedRelease,
 		Seen:           sighting(e, now),
@@ -184,6 +176,21 @@ func (a *Aggregator) NeedsRequestObject(e *Event) bool {
 	return a.fieldRules.Selects(r.Group, r.Version, r.Resource, r.Subresource, e.Verb)
 }
 
+// cell is where in its subject's counts e is counted, within the hour.
+func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) Cell {
+	return Cell{
+		Hour:        hour,
+		Node:        o.Node,
+		Subresource: e.ObjectRef.Subresource,
+		Username:    Truncate(e.Username, MaxUsernameBytes),
+		UserAgent:   a.userAgent(e.UserAgent),
+		// Unknown verbs are one: a sender can invent them without end,
+		// and the API reports them as "other" anyway.
+		Verb:   cardinality.Verb(e.Verb),
+		DryRun: e.DryRun,
+	}
+}
+
 // fieldRequests counts the deprecated fields a completed request sets, each
 // once per request like an API.
 func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request {
@@ -205,8 +212,8 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 		out = append(out, Request{
 			ID: fieldRuleID(e.ID, r.Name),
 			Key: CountKey{
-				Cluster: o.Cluster, Hour: hour, Node: o.Node, Subresource: ref.Subresource,
-				Username: Truncate(e.Username, MaxUsernameBytes), UserAgent: a.userAgent(e.UserAgent), Verb: cardinality.Verb(e.Verb), DryRun: e.DryRun,
+				Cluster: o.Cluster,
+				Cell:    a.cell(o, e, hour),
 			},
 			FieldRule:      r.Name,
 			RemovedRelease: r.RemovedIn,

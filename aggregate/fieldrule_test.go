@@ -43,7 +43,8 @@ func TestFieldRuleMatchesCountUnderTheirRule(t *testing.T) {
 	reqs, _ := a.Classify(origin, []Event{kubeletPatch("c"), kubeletPatch("a")})
 	require.Len(t, reqs, 2)
 	require.Equal(t, Request{ID: "c#field:kube-proxy-version", FieldRule: "kube-proxy-version", Key: store.CountKey{Cluster: "c",
-		Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1", UserAgent: "kubelet/v1.30.2", Verb: "patch"}}, reqs[0])
+		Cell: store.Cell{Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1",
+			UserAgent: "kubelet/v1.30.2", Verb: "patch"}}}, reqs[0])
 	require.Equal(t, "c", reqs[0].EventID())
 	sum, err = a.Apply(context.Background(), "fleet", reqs)
 	require.NoError(t, err)

@@ -9,6 +9,9 @@ import (
 // CountKey is where a request is counted: the store's key of one count.
 type CountKey = store.CountKey
 
+// Cell is the part of a CountKey below its cluster and API.
+type Cell = store.Cell
+
 // Sighting is who was behind one counted request.
 type Sighting = store.Sighting
 
@@ -72,8 +75,7 @@ func batch(reqs []Request, cursors []Cursor) store.Batch {
 		}
 		k := r.Key
 		b.FieldRules = append(b.FieldRules, store.FieldRuleRequest{ID: r.ID, RemovedRelease: r.RemovedRelease, Seen: r.Seen,
-			Key: store.FieldRuleKey{Cluster: k.Cluster, Rule: r.FieldRule, Hour: k.Hour, Node: k.Node, Subresource: k.Subresource,
-				Username: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun}})
+			Key: store.FieldRuleKey{Cluster: k.Cluster, Rule: r.FieldRule, Cell: k.Cell}})
 	}
 	for _, c := range cursors {
 		b.Cursors = append(b.Cursors, store.Cursor(c))

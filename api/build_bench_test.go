@@ -25,7 +25,7 @@ func benchKeys() ([]store.CountKey, []uint64) {
 			node := fmt.Sprintf("master-%d", n)
 			for u, id := range users {
 				keys = append(keys, store.CountKey{Cluster: "default", API: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io",
-					Hour: now.Add(-time.Duration(h) * time.Hour), Node: node, Username: id[0], UserAgent: id[1], Verb: verbs[u%3]})
+					Cell: store.Cell{Hour: now.Add(-time.Duration(h) * time.Hour), Node: node, Username: id[0], UserAgent: id[1], Verb: verbs[u%3]}})
 				counts = append(counts, uint64(1+20/(u+1)))
 			}
 		}

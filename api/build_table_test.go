@@ -12,7 +12,7 @@ import (
 
 // tableKey is a count of endpoints.v1 in cluster c.
 func tableKey(hour time.Time, node, user, agent, verb string) store.CountKey {
-	return store.CountKey{Cluster: "c", API: "endpoints.v1", Hour: hour, Node: node, Username: user, UserAgent: agent, Verb: verb}
+	return store.CountKey{Cluster: "c", API: "endpoints.v1", Cell: store.Cell{Hour: hour, Node: node, Username: user, UserAgent: agent, Verb: verb}}
 }
 
 // byUser with users=N: the N busiest clients of each apiserver and hour,

@@ -30,11 +30,11 @@ func TestByNodeKeepsTheBusiestWithinTheSchemaLimit(t *testing.T) {
 	for i := range nodes {
 		n := uint64(i + 1) // node-0000 is the least busy
 		total += int64(n)
-		require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1", Hour: hour,
-			Node: fmt.Sprintf("node-%04d", i), Username: "alice", UserAgent: "kubectl", Verb: "get"}, n))
+		require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1",
+			Cell: store.Cell{Hour: hour, Node: fmt.Sprintf("node-%04d", i), Username: "alice", UserAgent: "kubectl", Verb: "get"}}, n))
 	}
-	require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1", Hour: hour.Add(-time.Hour),
-		Node: "node-0000", Username: "bob", UserAgent: "curl", Verb: "list"}, 5))
+	require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1",
+		Cell: store.Cell{Hour: hour.Add(-time.Hour), Node: "node-0000", Username: "bob", UserAgent: "curl", Verb: "list"}}, 5))
 	st := b.status("", DefaultUsersToReport)
 
 	cur := st.CurrentHour
@@ -86,8 +86,8 @@ func TestUnknownVerbsAreGroupedAsOther(t *testing.T) {
 		if verb != "get" && verb != "deletecollection" {
 			invented += n
 		}
-		require.NoError(t, b.add(store.CountKey{Cluster: "c", API: "endpoints.v1", Hour: hour, Node: "n",
-			Username: "mallory", UserAgent: "fuzz", Verb: verb, DryRun: verb == "frobnicate"}, n))
+		require.NoError(t, b.add(store.CountKey{Cluster: "c", API: "endpoints.v1",
+			Cell: store.Cell{Hour: hour, Node: "n", Username: "mallory", UserAgent: "fuzz", Verb: verb, DryRun: verb == "frobnicate"}}, n))
 	}
 	user := b.status("", DefaultUsersToReport).CurrentHour.ByNode[0].ByUser[0]
 	require.Equal(t, []PerVerbAPIRequestCount{
@@ -105,8 +105,9 @@ func topUsersInput(hour time.Time) ([]store.CountKey, []uint64) {
 	var keys []store.CountKey
 	var counts []uint64
 	add := func(node, user, agent, sub, verb string, dry bool, n uint64) {
-		keys = append(keys, store.CountKey{Cluster: "c", API: "endpoints.v1", Hour: hour, Node: node, Subresource: sub,
-			Username: user, UserAgent: agent, Verb: verb, DryRun: dry, Removed: user == "gone"})
+		keys = append(keys, store.CountKey{Cluster: "c", API: "endpoints.v1",
+			Cell:    store.Cell{Hour: hour, Node: node, Subresource: sub, Username: user, UserAgent: agent, Verb: verb, DryRun: dry},
+			Removed: user == "gone"})
 		counts = append(counts, n)
 	}
 	for i := range 30 {

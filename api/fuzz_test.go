@@ -39,9 +39,10 @@ func FuzzQueryParameters(f *testing.F) {
 	var reqs []store.Request
 	for i, u := range []string{"alice", "bob", "system:apiserver", "system:serviceaccount:ci:deployer"} {
 		for h := range 3 {
-			reqs = append(reqs, store.Request{ID: u + string(rune('a'+h)), RemovedRelease: "1.37", Key: store.CountKey{Cluster: []string{"default", "prod"}[i%2],
-				API: "volumeattributesclasses.v1beta1.storage.k8s.io", Hour: now.Add(-time.Duration(h*30) * time.Hour).Truncate(time.Hour),
-				Node: "master-0", Username: u, UserAgent: "kubectl/v1.32.4", Verb: "get", Removed: h == 2}})
+			reqs = append(reqs, store.Request{ID: u + string(rune('a'+h)), RemovedRelease: "1.37",
+				Key: store.CountKey{Cluster: []string{"default", "prod"}[i%2], API: "volumeattributesclasses.v1beta1.storage.k8s.io",
+					Cell: store.Cell{Hour: now.Add(-time.Duration(h*30) * time.Hour).Truncate(time.Hour), Node: "master-0", Username: u,
+						UserAgent: "kubectl/v1.32.4", Verb: "get"}, Removed: h == 2}})
 		}
 	}
 	if _, err := st.Apply(reqs); err != nil {

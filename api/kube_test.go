@@ -35,7 +35,9 @@ func (c fixedCounts) ScanCounts(cluster, api string, from, to time.Time, fn func
 		return nil
 	}
 	for user, n := range c[api] {
-		if err := fn(store.CountKey{Cluster: cluster, API: api, Hour: buildNow.Truncate(time.Hour), Node: "master-0", Username: user, UserAgent: "kubectl", Verb: "list"}, n); err != nil {
+		if err := fn(store.CountKey{Cluster: cluster, API: api,
+			Cell: store.Cell{Hour: buildNow.Truncate(time.Hour), Node: "master-0", Username: user, UserAgent: "kubectl", Verb: "list"}},
+			n); err != nil {
 			return err
 		}
 	}
@@ -85,13 +87,21 @@ func get(t *testing.T, url, accept string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// getOK requires url to answer 200 to a GET with accept and decodes the
+// answer.
+func getOK[T any](t *testing.T, url, accept string) T {
+	t.Helper()
+	code, body := get(t, url, accept)
+	require.Equal(t, 200, code, body)
+	var v T
+	require.NoError(t, json.Unmarshal([]byte(body), &v), body)
+	return v
+}
+
 // Discovery is what kube-apiserver's aggregator and kubectl read.
 func TestDiscovery(t *testing.T) {
 	srv := kubeServer(t)
-	code, body := get(t, srv.URL+"/apis/sunset.dev/v1", "application/json")
-	require.Equal(t, 200, code, body)
-	var list metav1.APIResourceList
-	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	list := getOK[metav1.APIResourceList](t, srv.URL+"/apis/sunset.dev/v1", "application/json")
 	require.Equal(t, "sunset.dev/v1", list.GroupVersion)
 	var got []string
 	for _, r := range list.APIResources {
@@ -104,7 +114,7 @@ func TestDiscovery(t *testing.T) {
 		"webhookcounts WebhookCount get,list sunset",
 	}, got)
 
-	code, body = get(t, srv.URL+"/apis/sunset.dev", "application/json")
+	code, body := get(t, srv.URL+"/apis/sunset.dev", "application/json")
 	require.Equal(t, 200, code, body)
 	require.JSONEq(t, `{"kind":"APIGroup","name":"sunset.dev","versions":[{"groupVersion":"sunset.dev/v1","version":"v1"}],"preferredVersion":{"groupVersion":"sunset.dev/v1","version":"v1"}}`, body)
 	code, body = get(t, srv.URL+"/apis", "application/json")
@@ -117,10 +127,7 @@ func TestDiscovery(t *testing.T) {
 func TestTable(t *testing.T) {
 	srv := kubeServer(t)
 	const kubectlAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-	code, body := get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts", kubectlAccept)
-	require.Equal(t, 200, code, body)
-	var table metav1.Table
-	require.NoError(t, json.Unmarshal([]byte(body), &table))
+	table := getOK[metav1.Table](t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts", kubectlAccept)
 	require.Equal(t, "Table", table.Kind)
 	var cols []string
 	for _, c := range table.ColumnDefinitions {
@@ -144,9 +151,7 @@ func TestTable(t *testing.T) {
 		`["volumeattributesclasses.v1beta1.storage.k8s.io","1.37",3,3,"storage.k8s.io/v1 VolumeAttributesClass","carol"]`,
 	}, rows)
 
-	code, body = get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?includeObject=Object", kubectlAccept)
-	require.Equal(t, 200, code, body)
-	require.NoError(t, json.Unmarshal([]byte(body), &table))
+	table = getOK[metav1.Table](t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?includeObject=Object", kubectlAccept)
 	require.Len(t, table.Rows, 1)
 	var obj APIRequestCount
 	require.NoError(t, json.Unmarshal(table.Rows[0].Object.Raw, &obj))
@@ -154,7 +159,7 @@ func TestTable(t *testing.T) {
 
 	// Programs get compact JSON, people indented JSON, as from
 	// kube-apiserver.
-	code, body = get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", "")
+	code, body := get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1", "")
 	require.Equal(t, 200, code, body)
 	require.True(t, strings.HasPrefix(body, `{"kind":"APIRequestCount",`), body)
 	code, body = get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?pretty=true", "")
@@ -178,10 +183,7 @@ func TestTable(t *testing.T) {
 func TestSelectors(t *testing.T) {
 	srv := kubeServer(t)
 	names := func(query string) []string {
-		code, body := get(t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts?"+query, "")
-		require.Equal(t, 200, code, body)
-		var l APIRequestCountList
-		require.NoError(t, json.Unmarshal([]byte(body), &l))
+		l := getOK[APIRequestCountList](t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts?"+query, "")
 		out := []string{}
 		for _, it := range l.Items {
 			out = append(out, it.Metadata.Name)

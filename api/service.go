@@ -126,8 +126,7 @@ func (s *Service) fieldRuleSource(rule string) source {
 	return source{name: rule,
 		scan: func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
 			return s.q.ScanFieldRuleCounts(cluster, rule, from, to, func(k store.FieldRuleKey, n uint64) error {
-				return fn(store.CountKey{Cluster: k.Cluster, Hour: k.Hour, Node: k.Node, Subresource: k.Subresource,
-					Username: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun}, n)
+				return fn(store.CountKey{Cluster: k.Cluster, Cell: k.Cell}, n)
 			})
 		},
 		workloadsOf: func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error) {

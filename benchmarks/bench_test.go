@@ -77,8 +77,11 @@ func BenchmarkCommit(b *testing.B) {
 				for i := range reqs {
 					id++
 					reqs[i] = store.Request{ID: strconv.Itoa(id), Key: store.CountKey{
-						Cluster: "default", API: "endpoints.v1", Hour: hour, Node: "n1",
-						Username: "user-" + strconv.Itoa(id%50), UserAgent: "kubectl/v1.32.4", Verb: "get"}}
+						Cluster: "default",
+						API:     "endpoints.v1",
+						Cell: store.Cell{Hour: hour, Node: "n1", Username: "user-" + strconv.Itoa(id%50), UserAgent: "kubectl/v1.32.4",
+							Verb: "get"},
+					}}
 				}
 				if _, err := s.Apply(reqs); err != nil {
 					b.Fatal(err)

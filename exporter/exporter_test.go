@@ -39,7 +39,7 @@ func TestGaugesFallToZeroThenDisappear(t *testing.T) {
 	now := hour.Add(10 * time.Minute)
 	st := openStore(t, &now)
 	key := func(api, user, verb string, removed bool) store.CountKey {
-		return store.CountKey{Cluster: "prod", API: api, Hour: hour, Node: "m0", Username: user, Verb: verb, Removed: removed}
+		return store.CountKey{Cluster: "prod", API: api, Cell: store.Cell{Hour: hour, Node: "m0", Username: user, Verb: verb}, Removed: removed}
 	}
 	_, err := st.Apply([]store.Request{
 		{ID: "1", Key: key("volumeattributesclasses.v1beta1.storage.k8s.io", "alice", "get", false), RemovedRelease: "1.37"},

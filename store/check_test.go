@@ -19,7 +19,7 @@ func fill(t *testing.T, s *Store, prefix string, n int) {
 		reqs := make([]Request, 0, 1000)
 		for i := b; i < min(b+1000, n); i++ {
 			reqs = append(reqs, Request{ID: fmt.Sprintf("%s-%d", prefix, i), Key: CountKey{Cluster: "c", API: fmt.Sprintf("a%d.v1", i%50),
-				Hour: hour19, Node: "n1", Username: fmt.Sprintf("user-%d", i%7), Verb: "get"}})
+				Cell: Cell{Hour: hour19, Node: "n1", Username: fmt.Sprintf("user-%d", i%7), Verb: "get"}}})
 		}
 		_, err := s.Apply(reqs)
 		require.NoError(t, err)

@@ -33,7 +33,8 @@ func TestClientCapPerNodeAndHour(t *testing.T) {
 	}
 	s := open()
 	req := func(id, user, node string, hour time.Time, verb string) Request {
-		return Request{ID: id, Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: hour, Node: node, Username: user, UserAgent: "ua", Verb: verb},
+		return Request{ID: id, Key: CountKey{Cluster: "c", API: "endpoints.v1",
+			Cell: Cell{Hour: hour, Node: node, Username: user, UserAgent: "ua", Verb: verb}},
 			Seen: &Sighting{SourceIPs: []string{"10.0.0.1"}, At: now}}
 	}
 	reqs := []Request{

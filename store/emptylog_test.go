@@ -16,7 +16,7 @@ import (
 // under load). A writer removes it, says so, and keeps every count; a
 // read-only open changes nothing and says what to do.
 func TestEmptyLogsLeftByACrash(t *testing.T) {
-	key := CountKey{Cluster: "c1", API: "endpoints.v1", Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}
+	key := CountKey{Cluster: "c1", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
 	count := func(s *Store) uint64 {
 		var n uint64
 		require.NoError(t, s.ScanCounts("c1", "endpoints.v1", hour19, hour19, func(_ CountKey, c uint64) error {

@@ -13,26 +13,18 @@ import (
 // set the rule's field in one cluster and UTC hour, served by one apiserver
 // node, made by one client with one verb.
 type FieldRuleKey struct {
-	Cluster     string
-	Rule        string
-	Hour        time.Time
-	Node        string
-	Subresource string
-	Username    string
-	UserAgent   string
-	Verb        string
-	DryRun      bool
+	Cluster string
+	Rule    string
+	Cell
 }
 
 // countKey is k in the layout every subject's counts share.
 func (k FieldRuleKey) countKey() CountKey {
-	return CountKey{Cluster: k.Cluster, API: k.Rule, Hour: k.Hour, Node: k.Node, Subresource: k.Subresource,
-		Username: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun}
+	return CountKey{Cluster: k.Cluster, API: k.Rule, Cell: k.Cell}
 }
 
 func fieldRuleKey(k CountKey) FieldRuleKey {
-	return FieldRuleKey{Cluster: k.Cluster, Rule: k.API, Hour: k.Hour, Node: k.Node, Subresource: k.Subresource,
-		Username: k.Username, UserAgent: k.UserAgent, Verb: k.Verb, DryRun: k.DryRun}
+	return FieldRuleKey{Cluster: k.Cluster, Rule: k.API, Cell: k.Cell}
 }
 
 // FieldRuleRequest is one request that set a field rule's field, to count

@@ -42,8 +42,17 @@ func encodeCursorKey(name string) []byte {
 // CountKey identifies one counted cell: requests to one API of one cluster in
 // one UTC hour, served by one apiserver node, made by one client with one verb.
 type CountKey struct {
-	Cluster     string
-	API         string // resource.version.group, e.g. "endpoints.v1"
+	Cluster string
+	API     string // resource.version.group, e.g. "endpoints.v1"
+	Cell
+	// Removed marks requests to an API that was already removed: the
+	// client got a 404 and is broken now.
+	Removed bool
+}
+
+// Cell is the part of a count's key that an API's counts and a field
+// rule's share: one UTC hour, one apiserver node, one client, one verb.
+type Cell struct {
 	Hour        time.Time
 	Node        string
 	Subresource string
@@ -51,9 +60,6 @@ type CountKey struct {
 	UserAgent   string
 	Verb        string
 	DryRun      bool
-	// Removed marks requests to an API that was already removed: the
-	// client got a 404 and is broken now.
-	Removed bool
 }
 
 // Flag bits of the last byte of a count key.

@@ -51,8 +51,11 @@ func hourOfLoad(t *testing.T, s *Store, h time.Time, perHour, series int) {
 		// Shaped like kube-apiserver's auditIDs: 36-byte UUIDs.
 		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Unix()/3600, i)
 		reqs = append(reqs, Request{ID: id, Key: CountKey{
-			Cluster: "c", API: fmt.Sprintf("a%d.v1", k%20), Hour: h, Node: fmt.Sprintf("n%d", k/20%5),
-			Username: fmt.Sprintf("user-%d", k/100), UserAgent: "kubectl/v1.32.4", Verb: "get"}})
+			Cluster: "c",
+			API:     fmt.Sprintf("a%d.v1", k%20),
+			Cell: Cell{Hour: h, Node: fmt.Sprintf("n%d", k/20%5), Username: fmt.Sprintf("user-%d", k/100),
+				UserAgent: "kubectl/v1.32.4", Verb: "get"},
+		}})
 	}
 	for start := 0; start < len(reqs); start += 400 {
 		_, err := s.Apply(reqs[start:min(start+400, len(reqs))])

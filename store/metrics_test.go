@@ -19,7 +19,8 @@ func TestStoreRegistersItsMetrics(t *testing.T) {
 	defer s.Close()
 	adm := AdmissionRequest{ID: "a", Cluster: "c", Hour: hour19,
 		Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Version: "v1", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}}
-	d, err := s.Commit(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: CountKey{Cluster: "c", API: "a.v1", Hour: hour19}}}})
+	d, err := s.Commit(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: CountKey{Cluster: "c", API: "a.v1",
+		Cell: Cell{Hour: hour19}}}}})
 	require.NoError(t, err)
 	require.Equal(t, Duplicates{Admission: []bool{false, true}, Requests: []bool{false}, FieldRules: []bool{}}, d)
 

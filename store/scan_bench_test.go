@@ -25,9 +25,11 @@ func scanBenchStore(b *testing.B) (*Store, time.Time, time.Time) {
 	for h := from; !h.After(to); h = h.Add(time.Hour) {
 		for n := range 3 {
 			for u := range 1000 {
-				reqs = append(reqs, Request{ID: strconv.Itoa(len(reqs)), Key: CountKey{Cluster: "default", API: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io",
-					Hour: h, Node: fmt.Sprintf("master-%d", n), Username: fmt.Sprintf("system:serviceaccount:team-%03d:app-%03d", u%200, u),
-					UserAgent: fmt.Sprintf("app-%03d/v1.4.2 (linux/amd64) kubernetes/0f3e2a1", u), Verb: "list"}})
+				reqs = append(reqs, Request{ID: strconv.Itoa(len(reqs)), Key: CountKey{Cluster: "default",
+					API: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io",
+					Cell: Cell{Hour: h, Node: fmt.Sprintf("master-%d", n),
+						Username:  fmt.Sprintf("system:serviceaccount:team-%03d:app-%03d", u%200, u),
+						UserAgent: fmt.Sprintf("app-%03d/v1.4.2 (linux/amd64) kubernetes/0f3e2a1", u), Verb: "list"}}})
 			}
 		}
 	}

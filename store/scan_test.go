@@ -17,15 +17,15 @@ func TestScanCountsReturnsTheKeysWritten(t *testing.T) {
 	want := map[CountKey]uint64{}
 	var reqs []Request
 	for i, k := range []CountKey{
-		{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "get"},
-		{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list"},
-		{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list", DryRun: true},
+		{Cell: Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "get"}},
+		{Cell: Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list"}},
+		{Cell: Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list", DryRun: true}},
 		// A value that starts like the one before, and NULs.
-		{Node: "n1", Username: "alice\x00", UserAgent: "kubectl", Verb: "list"},
-		{Node: "n1", Username: "alice\x00\x01", UserAgent: "kube\x00ctl", Verb: "list"},
-		{Node: "n1", Subresource: "status", Username: "alice", UserAgent: "kubectl", Verb: "get", Removed: true},
-		{Node: "n1\x00", Username: "", UserAgent: "", Verb: ""},
-		{Node: "n2", Username: "alice", UserAgent: "kubectl", Verb: "get"},
+		{Cell: Cell{Node: "n1", Username: "alice\x00", UserAgent: "kubectl", Verb: "list"}},
+		{Cell: Cell{Node: "n1", Username: "alice\x00\x01", UserAgent: "kube\x00ctl", Verb: "list"}},
+		{Cell: Cell{Node: "n1", Subresource: "status", Username: "alice", UserAgent: "kubectl", Verb: "get"}, Removed: true},
+		{Cell: Cell{Node: "n1\x00", Username: "", UserAgent: "", Verb: ""}},
+		{Cell: Cell{Node: "n2", Username: "alice", UserAgent: "kubectl", Verb: "get"}},
 	} {
 		k.Cluster, k.API, k.Hour = "c", "a.v1", hour19.Add(-time.Duration(i%2)*time.Hour)
 		for j := range i + 1 {
@@ -50,7 +50,8 @@ func TestWorkloadsOfReadsTheClientsAskedFor(t *testing.T) {
 	var reqs []Request
 	for i := range 5 {
 		user := fmt.Sprintf("system:serviceaccount:ns:app-%d", i)
-		reqs = append(reqs, Request{ID: user, Key: CountKey{Cluster: "c", API: "a.v1", Hour: hour19, Node: "n1", Username: user, UserAgent: "app", Verb: "get"},
+		reqs = append(reqs, Request{ID: user, Key: CountKey{Cluster: "c", API: "a.v1",
+			Cell: Cell{Hour: hour19, Node: "n1", Username: user, UserAgent: "app", Verb: "get"}},
 			Seen: &Sighting{PodName: fmt.Sprintf("app-%d-x2kqz", i), At: hour19}})
 	}
 	_, err := s.Apply(reqs)

@@ -20,18 +20,20 @@ func openTest(t *testing.T, dir string, now time.Time) *Store {
 
 func TestCountKeyRoundTripsHostileStrings(t *testing.T) {
 	for _, k := range []CountKey{
-		{Cluster: "default", API: "endpoints.v1", Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl/v1.32.4", Verb: "get"},
-		{Cluster: "", API: "", Hour: time.Unix(0, 0).UTC()},
-		{Cluster: "a\x00b", API: "x\x00\x01y", Hour: hour19, Node: "\x00", Subresource: "\xff\x00\xff", Username: "evil\x00\x00", UserAgent: "ua\x00", Verb: "list", DryRun: true},
-		{Cluster: "c", API: "ingresses.v1beta1.extensions", Hour: hour19, Verb: "get", Removed: true},
+		{Cluster: "default", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl/v1.32.4", Verb: "get"}},
+		{Cluster: "", API: "", Cell: Cell{Hour: time.Unix(0, 0).UTC()}},
+		{Cluster: "a\x00b", API: "x\x00\x01y",
+			Cell: Cell{Hour: hour19, Node: "\x00", Subresource: "\xff\x00\xff", Username: "evil\x00\x00", UserAgent: "ua\x00",
+				Verb: "list", DryRun: true}},
+		{Cluster: "c", API: "ingresses.v1beta1.extensions", Cell: Cell{Hour: hour19, Verb: "get"}, Removed: true},
 	} {
 		got, err := decodeCountKey(encodeCountKey(k))
 		require.NoError(t, err)
 		require.Equal(t, k, got)
 	}
 	// A NUL in one field can never be confused with the field boundary.
-	a := encodeCountKey(CountKey{Cluster: "a\x00", API: "b", Hour: hour19})
-	b := encodeCountKey(CountKey{Cluster: "a", API: "\x00b", Hour: hour19})
+	a := encodeCountKey(CountKey{Cluster: "a\x00", API: "b", Cell: Cell{Hour: hour19}})
+	b := encodeCountKey(CountKey{Cluster: "a", API: "\x00b", Cell: Cell{Hour: hour19}})
 	require.NotEqual(t, a, b)
 
 	for _, bad := range [][]byte{nil, {prefixCount}, {prefixCount, 'a', 0x00}, {prefixCount, 'a', 0x00, 0x02}, {prefixMark}} {
@@ -43,7 +45,7 @@ func TestCountKeyRoundTripsHostileStrings(t *testing.T) {
 func TestApplyDeduplicatesWithinAndAcrossCallsAndReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, hour19.Add(30*time.Minute))
-	key := CountKey{Cluster: "c1", API: "endpoints.v1", Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}
+	key := CountKey{Cluster: "c1", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
 	other := key
 	other.Cluster = "c2"
 
@@ -79,11 +81,11 @@ func TestScanCountsHonoursTheHourRange(t *testing.T) {
 	defer s.Close()
 	var reqs []Request
 	for h := -3; h <= 1; h++ {
-		k := CountKey{Cluster: "c", API: "a.v1", Hour: hour19.Add(time.Duration(h) * time.Hour), Verb: "get"}
+		k := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19.Add(time.Duration(h) * time.Hour), Verb: "get"}}
 		reqs = append(reqs, Request{ID: k.Hour.String(), Key: k})
 	}
 	// A neighbouring API whose name extends this one's must not leak in.
-	reqs = append(reqs, Request{ID: "x", Key: CountKey{Cluster: "c", API: "a.v1x", Hour: hour19}})
+	reqs = append(reqs, Request{ID: "x", Key: CountKey{Cluster: "c", API: "a.v1x", Cell: Cell{Hour: hour19}}})
 	_, err := s.Apply(reqs)
 	require.NoError(t, err)
 	var hours []int
@@ -103,7 +105,7 @@ func TestRetentionExpiresCountsMarksAndAPIs(t *testing.T) {
 	require.False(t, s.Expired(hour19.Add(-24*time.Hour)))
 	require.True(t, s.Expired(hour19.Add(-25*time.Hour)))
 
-	key := CountKey{Cluster: "c", API: "a.v1", Hour: hour19.Add(-24 * time.Hour)}
+	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19.Add(-24 * time.Hour)}}
 	_, err = s.Apply([]Request{{ID: "x", Key: key}})
 	require.NoError(t, err)
 	require.Len(t, s.APIs(), 1)
@@ -120,7 +122,8 @@ func TestApplySplitsLargeBatchesIntoSelfContainedTransactions(t *testing.T) {
 	defer s.Close()
 	reqs := make([]Request, 3*maxChunk+5)
 	for i := range reqs {
-		reqs[i] = Request{ID: strconv.Itoa(i), Key: CountKey{Cluster: "c", API: "a.v1", Hour: hour19, Username: []string{"u1", "u2", "u3"}[i%3]}}
+		reqs[i] = Request{ID: strconv.Itoa(i), Key: CountKey{Cluster: "c", API: "a.v1",
+			Cell: Cell{Hour: hour19, Username: []string{"u1", "u2", "u3"}[i%3]}}}
 	}
 	dup, err := s.Apply(reqs)
 	require.NoError(t, err)
@@ -154,9 +157,9 @@ func TestAPIsListEachAPIsNodesWithinRetention(t *testing.T) {
 	early := hour19.Add(-DefaultRetention + 2*time.Hour)
 	s := openTest(t, dir, hour19.Add(30*time.Minute))
 	_, err := s.Apply([]Request{
-		{ID: "a", Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: early, Node: "old", Verb: "get"}},
-		{ID: "b", Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: early, Node: "busy", Verb: "get"}},
-		{ID: "c", Key: CountKey{Cluster: "c", API: "endpoints.v1", Hour: hour19, Node: "busy", Verb: "get"}},
+		{ID: "a", Key: CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: early, Node: "old", Verb: "get"}}},
+		{ID: "b", Key: CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: early, Node: "busy", Verb: "get"}}},
+		{ID: "c", Key: CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "busy", Verb: "get"}}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, map[string]time.Time{"old": early, "busy": hour19}, s.APIs()[0].Nodes)
@@ -174,7 +177,7 @@ func TestAPIsListEachAPIsNodesWithinRetention(t *testing.T) {
 // The store decides nothing of how requests merge into its records: it
 // applies Options.Merge, and without one keeps what it was given last.
 func TestMergeRulesComeFromOptions(t *testing.T) {
-	key := CountKey{Cluster: "c", API: "a.v1", Hour: hour19, Node: "n1", Username: "u", Verb: "get"}
+	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "u", Verb: "get"}}
 	earlier := key
 	earlier.Hour = hour19.Add(-time.Hour)
 	reqs := []Request{

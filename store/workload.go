@@ -177,7 +177,7 @@ func (s *Store) workloadsOf(sub *subject, cluster, name string, clients []Client
 			if _, ok := out[c]; ok {
 				continue
 			}
-			item, err := txn.Get(sub.workloadKey(CountKey{Cluster: cluster, API: name, Username: c.Username, UserAgent: c.UserAgent}))
+			item, err := txn.Get(sub.workloadKey(CountKey{Cluster: cluster, API: name, Cell: Cell{Username: c.Username, UserAgent: c.UserAgent}}))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}

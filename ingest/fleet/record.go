@@ -69,8 +69,11 @@ func toRecord(r aggregate.Request) record {
 
 func (rec record) request() aggregate.Request {
 	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: aggregate.CountKey{
-		Cluster: rec.Cluster, API: rec.API, Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
-		Username: rec.User, UserAgent: rec.UserAgent, Verb: rec.Verb, DryRun: rec.DryRun, Removed: rec.Removed,
+		Cluster: rec.Cluster,
+		API:     rec.API,
+		Cell: aggregate.Cell{Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
+			Username: rec.User, UserAgent: rec.UserAgent, Verb: rec.Verb, DryRun: rec.DryRun},
+		Removed: rec.Removed,
 	}}
 	if rule, ok := strings.CutPrefix(rec.API, wireFieldRulePrefix); ok && rule != "" {
 		r.FieldRule, r.Key.API = rule, ""

@@ -308,16 +308,15 @@ func (c *Counter) webhooks(cluster, node, resource string, hour time.Time, ann m
 			byWebhook[k] = w
 			order = append(order, k)
 		}
-		w.Calls++
-		all.Calls++
+		call := WebhookCounts{Calls: 1}
 		if cl.mutated {
-			w.Mutations++
-			all.Mutations++
+			call.Mutations = 1
 		}
 		if cl.failedOpen {
-			w.FailedOpen++
-			all.FailedOpen++
+			call.FailedOpen = 1
 		}
+		w.Add(call)
+		all.Add(call)
 	}
 	c.Webhooks = append(c.Webhooks, WebhookRequest{Cluster: cluster, Node: node, Resource: resource, Hour: hour, WebhookCounts: all})
 	for _, k := range order {

@@ -101,8 +101,9 @@ func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err e
 		day := int(hour.Unix() / 86400)
 		for n := range size.Nodes {
 			for u := range size.Users {
-				k := store.CountKey{Cluster: Cluster, API: MainAPI, Hour: hour, Node: NodeName(n),
-					Username: Username(u), UserAgent: UserAgent(u), Verb: mainVerbs[u%len(mainVerbs)]}
+				k := store.CountKey{Cluster: Cluster, API: MainAPI,
+					Cell: store.Cell{Hour: hour, Node: NodeName(n), Username: Username(u), UserAgent: UserAgent(u),
+						Verb: mainVerbs[u%len(mainVerbs)]}}
 				// A new pod a day, as a rolling update does. It is recorded
 				// once a day, with the client's first request in the hour
 				// of day of the current hour on the first node: the record
@@ -130,8 +131,9 @@ func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err e
 			for n := range size.Nodes {
 				for t := range 2 {
 					tool := (i + t) % 50
-					k := store.CountKey{Cluster: Cluster, API: otherAPI(i), Hour: hour, Node: NodeName(n),
-						Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", tool), UserAgent: "tool/2.0", Verb: "list"}
+					k := store.CountKey{Cluster: Cluster, API: otherAPI(i),
+						Cell: store.Cell{Hour: hour, Node: NodeName(n), Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", tool),
+							UserAgent: "tool/2.0", Verb: "list"}}
 					series++
 					if err := add(store.Request{Key: k, RemovedRelease: "1.38"}); err != nil {
 						return requests, series, err
