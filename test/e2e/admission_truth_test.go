@@ -38,16 +38,6 @@ const (
 	validatingLatencyKey      = "apiserver.latency.k8s.io/validating-webhook"
 )
 
-type admissionEvent struct {
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		APIGroup    string `json:"apiGroup"`
-		APIVersion  string `json:"apiVersion"`
-	} `json:"objectRef"`
-	Annotations map[string]string `json:"annotations"`
-}
-
 // sums is a tally in nanoseconds, turned into admissionCounts at the end
 // the way Sunset does, so latencies compare exactly.
 type sums struct {
@@ -83,24 +73,16 @@ func admissionTruth(t *testing.T, path string) (admissionTally, int64) {
 	t.Helper()
 	webhooks, resources := map[webhookOnResource]*sums{}, map[string]*sums{}
 	var deprecatedGadgets int64
-	eachCompleted(t, path, func(line []byte) {
-		var ev admissionEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		ref := ev.ObjectRef
-		if ref == nil {
+	eachCompleted(t, path, func(ev *auditEvent) {
+		resource := ev.resource()
+		if resource == "" {
 			return
-		}
-		resource := ref.Resource + "." + ref.APIVersion
-		if ref.APIGroup != "" {
-			resource += "." + ref.APIGroup
 		}
 		if ev.Annotations["k8s.io/deprecated"] == "true" && resource == "gadgets.v1beta1."+gadgetGroup {
 			deprecatedGadgets++
 		}
-		if ref.Subresource != "" {
-			resource += "/" + ref.Subresource
+		if ev.ObjectRef.Subresource != "" {
+			resource += "/" + ev.ObjectRef.Subresource
 		}
 		addRequest(t, ev.Annotations, resource, webhooks, resources)
 	})

@@ -57,8 +57,11 @@ var systemUsers = []string{
 	"system:serviceaccount:kube-system:resourcequota-controller",
 }
 
-// auditEvent holds the fields of a logged audit event the truth needs.
+// auditEvent holds the fields of a logged audit event that the truths
+// need.
 type auditEvent struct {
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
 	RequestURI string `json:"requestURI"`
 	Verb       string `json:"verb"`
 	User       struct {
@@ -67,14 +70,29 @@ type auditEvent struct {
 	} `json:"user"`
 	UserAgent string `json:"userAgent"`
 	ObjectRef *struct {
-		Resource   string `json:"resource"`
-		APIGroup   string `json:"apiGroup"`
-		APIVersion string `json:"apiVersion"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		APIGroup    string `json:"apiGroup"`
+		APIVersion  string `json:"apiVersion"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	Annotations map[string]string `json:"annotations"`
+}
+
+// resource is the event's resource.version.group, or "" without an
+// objectRef.
+func (ev *auditEvent) resource() string {
+	ref := ev.ObjectRef
+	if ref == nil {
+		return ""
+	}
+	name := ref.Resource + "." + ref.APIVersion
+	if ref.APIGroup != "" {
+		name += "." + ref.APIGroup
+	}
+	return name
 }
 
 // groundTruth reads kube-apiserver's own audit log: every auditID once, at
@@ -83,20 +101,14 @@ type auditEvent struct {
 func groundTruth(t *testing.T, path string) (tally, int) {
 	t.Helper()
 	truth := newTally()
-	lines := eachCompleted(t, path, func(line []byte) {
-		var ev auditEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		truth.add(ev)
-	})
+	lines := eachCompleted(t, path, truth.add)
 	return truth, lines
 }
 
 // eachCompleted hands add every request's first ResponseComplete or Panic
-// event in kube-apiserver's audit log at path, as its JSON line, and
-// returns how many lines the log has.
-func eachCompleted(t *testing.T, path string, add func(line []byte)) int {
+// event in kube-apiserver's audit log at path, and returns how many lines
+// the log has.
+func eachCompleted(t *testing.T, path string, add func(ev *auditEvent)) int {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -110,16 +122,13 @@ func eachCompleted(t *testing.T, path string, add func(line []byte)) int {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
 			lines++
-			var ev struct {
-				AuditID string `json:"auditID"`
-				Stage   string `json:"stage"`
-			}
+			var ev auditEvent
 			if jerr := json.Unmarshal(line, &ev); jerr != nil {
 				t.Fatalf("%s line %d: %v", path, lines, jerr)
 			}
 			if (ev.Stage == "ResponseComplete" || ev.Stage == "Panic") && !seen[ev.AuditID] {
 				seen[ev.AuditID] = true
-				add(line)
+				add(&ev)
 			}
 		}
 		if err == io.EOF {
@@ -131,13 +140,10 @@ func eachCompleted(t *testing.T, path string, add func(line []byte)) int {
 	}
 }
 
-func (tl tally) add(ev auditEvent) {
-	if ev.ObjectRef == nil {
+func (tl tally) add(ev *auditEvent) {
+	api := ev.resource()
+	if api == "" {
 		return
-	}
-	api := ev.ObjectRef.Resource + "." + ev.ObjectRef.APIVersion
-	if ev.ObjectRef.APIGroup != "" {
-		api += "." + ev.ObjectRef.APIGroup
 	}
 	deprecated := ev.Annotations["k8s.io/deprecated"] == "true"
 	removed := !deprecated && alreadyRemoved[api] != "" && ev.ResponseStatus != nil && ev.ResponseStatus.Code == 404
