@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,6 +16,8 @@ import (
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/ristretto/v2/z"
 	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
 // Badger leaves a damaged directory in ways it cannot tell from a new one:
@@ -135,7 +136,7 @@ func checkBeforeOpen(dir string, readOnly bool) ([]string, error) {
 	}
 	if readOnly {
 		return nil, fmt.Errorf("store: %s holds %s that a crash left empty (%s), which badger cannot open beside; a read-only open changes nothing: start `sunset serve` on the directory once, which removes it",
-			dir, plural(len(r.EmptyLogs), "log file"), strings.Join(r.EmptyLogs, ", "))
+			dir, howMany(len(r.EmptyLogs), "log file"), strings.Join(r.EmptyLogs, ", "))
 	}
 	for _, name := range r.EmptyLogs {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
@@ -224,10 +225,10 @@ func inspect(dir string, deep bool) (Report, error) {
 			what = append(what, "Sunset's marker")
 		}
 		if len(tableFiles) > 0 {
-			what = append(what, plural(len(tableFiles), "table file"))
+			what = append(what, howMany(len(tableFiles), "table file"))
 		}
 		if len(logs) > 0 {
-			what = append(what, plural(len(logs), "log file"))
+			what = append(what, howMany(len(logs), "log file"))
 		}
 		r.Problems = append(r.Problems, fmt.Sprintf("MANIFEST is missing, but the directory holds %s: badger would start over them, empty or with part of the data",
 			strings.Join(what, " and ")))
@@ -267,7 +268,7 @@ func inspect(dir string, deep bool) (Report, error) {
 		// tables it named hold nothing committed. A MANIFEST cut short by
 		// damage looks the same; only the operator can tell which.
 		r.Problems = append(r.Problems, fmt.Sprintf("MANIFEST ends in a partial record (%s) and does not list %s (%s): badger would delete them",
-			torn, plural(len(r.Leftovers), "table file"), strings.Join(r.Leftovers, ", ")))
+			torn, howMany(len(r.Leftovers), "table file"), strings.Join(r.Leftovers, ", ")))
 	}
 	for _, name := range logs {
 		if msg := checkLog(filepath.Join(dir, name)); msg != "" {
@@ -291,11 +292,9 @@ func mapKeys[V any](m map[uint64]V) func(func(uint64) bool) {
 	}
 }
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
+// howMany spells n of what: "1 log file", "2 log files".
+func howMany(n int, what string) string {
+	return fmt.Sprintf("%d %s%s", n, what, plural.S(n))
 }
 
 // readManifest replays the MANIFEST read-only. torn describes a partial

@@ -153,7 +153,8 @@ func (c *Consumer) setState(connected bool, err error) {
 }
 
 // Run consumes until ctx is done. Connection and authentication failures
-// are logged, shown by Ready, and retried with backoff.
+// are logged, shown by Ready, and retried with backoff; none of them ends
+// Run, so that a broker outage does not stop the rest of the server.
 func (c *Consumer) Run(ctx context.Context) error {
 	retry := backoff.New(time.Second, 30*time.Second)
 	for {
