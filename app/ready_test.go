@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
 // probe is what the server answers on /-/ready and to a batch, and its
@@ -55,24 +55,20 @@ func TestReadyIsFalseWhileStartingAndDraining(t *testing.T) {
 	var url string
 	var starting, draining probe
 	logs := newLogLines(t)
-	a, err := app.New(cfg, app.Options{
+	ts := testserver.New(t, cfg, app.Options{
 		Logger:   zerolog.New(logs).Level(zerolog.InfoLevel),
 		Registry: reg,
 		Now:      func() time.Time { return testNow },
 		Starting: func() { starting = probeServer(t, url, reg, "while-starting") },
 		Draining: func() { draining = probeServer(t, url, reg, "while-draining") },
 	})
-	require.NoError(t, err)
-	url = "http://" + a.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	url = ts.URL
+	ts.Run()
 
 	// Run logs this once ready.
 	logs.wait("sunset is serving")
 	running := probeServer(t, url, reg, "while-running")
-	cancel()
-	require.NoError(t, <-done)
+	ts.Stop()
 
 	require.Equal(t, probe{ready: "503 Service Unavailable", readyBody: "Sunset is not ready: starting\n", batch: "200 OK"}, starting)
 	require.Equal(t, probe{ready: "200 OK", readyBody: "Sunset is ready.\n", batch: "200 OK", gauge: 1}, running)

@@ -40,8 +40,9 @@ func Logger(t testing.TB) zerolog.Logger {
 	}).Level(zerolog.DebugLevel)
 }
 
-// Server is a running Sunset.
+// Server is a Sunset server of a test.
 type Server struct {
+	t testing.TB
 	// URL is http://127.0.0.1:<port>, https:// when cfg has a serving
 	// certificate.
 	URL string
@@ -95,34 +96,48 @@ func (s *Server) Await(within time.Duration, cond func() bool) {
 const RecheckGap = 50 * time.Millisecond
 
 // Start builds a server from cfg and opts and runs it until the test ends
-// or Stop is called. A nil opts.Registry becomes a fresh registry of the
-// server's own; the zero opts.Logger logs nothing.
+// or Stop is called: New, then Run.
 func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
+	t.Helper()
+	s := New(t, cfg, opts)
+	s.Run()
+	return s
+}
+
+// New builds a server from cfg and opts, listening but not yet running: its
+// URL is known, so that hooks in opts (Starting, Draining) can reach the
+// server once Run starts it. A nil opts.Registry becomes a fresh registry
+// of the server's own; the zero opts.Logger logs nothing.
+func New(t testing.TB, cfg app.Config, opts app.Options) *Server {
 	t.Helper()
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{Config: cfg, Registry: opts.Registry, logged: make(chan struct{}, 1)}
+	s := &Server{t: t, Config: cfg, Registry: opts.Registry, logged: make(chan struct{}, 1), stop: func() {}}
 	opts.Logger = opts.Logger.Hook(zerolog.HookFunc(s.wake))
 	a, err := app.New(cfg, opts)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
 	scheme := "http"
 	if cfg.TLSCertFile != "" {
 		scheme = "https"
 	}
-	var once sync.Once
 	s.URL, s.App = scheme+"://"+a.Addr().String(), a
+	return s
+}
+
+// Run runs the server until the test ends or Stop is called. Call it once.
+func (s *Server) Run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.App.Run(ctx) }()
+	var once sync.Once
 	s.stop = func() {
 		once.Do(func() {
 			cancel()
-			require.NoError(t, <-done, "the server's Run")
+			require.NoError(s.t, <-done, "the server's Run")
 		})
 	}
-	t.Cleanup(s.Stop)
-	return s
+	s.t.Cleanup(s.Stop)
 }
 
 // Stop shuts the server down and requires that Run returned no error.
