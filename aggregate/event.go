@@ -207,14 +207,12 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 	if res != ResultCounted {
 		return nil
 	}
+	cell := a.cell(o, e, hour)
 	out := make([]Request, 0, len(matches))
 	for _, r := range matches {
 		out = append(out, Request{
-			ID: fieldRuleID(e.ID, r.Name),
-			Key: CountKey{
-				Cluster: o.Cluster,
-				Cell:    a.cell(o, e, hour),
-			},
+			ID:             fieldRuleID(e.ID, r.Name),
+			Key:            CountKey{Cluster: o.Cluster, Cell: cell},
 			FieldRule:      r.Name,
 			RemovedRelease: r.RemovedIn,
 			Seen:           sighting(e, now),

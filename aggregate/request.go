@@ -9,7 +9,8 @@ import (
 // CountKey is where a request is counted: the store's key of one count.
 type CountKey = store.CountKey
 
-// Cell is the part of a CountKey below its cluster and API.
+// Cell is the part of a CountKey that an API's counts and a field rule's
+// share: hour, node, client and verb.
 type Cell = store.Cell
 
 // Sighting is who was behind one counted request.

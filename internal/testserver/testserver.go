@@ -53,7 +53,8 @@ type Server struct {
 	// Registry holds the server's metrics, the ones /metrics serves.
 	Registry *prometheus.Registry
 
-	stop func()
+	stop     func()
+	stopOnce sync.Once
 	// logged receives a token at each line the server logs, without
 	// waiting: one token wakes a waiter as well as many.
 	logged chan struct{}
@@ -106,14 +107,15 @@ func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
 
 // New builds a server from cfg and opts, listening but not yet running: its
 // URL is known, so that hooks in opts (Starting, Draining) can reach the
-// server once Run starts it. A nil opts.Registry becomes a fresh registry
-// of the server's own; the zero opts.Logger logs nothing.
+// server once Run starts it. A server never run is closed when the test
+// ends. A nil opts.Registry becomes a fresh registry of the server's own;
+// the zero opts.Logger logs nothing.
 func New(t testing.TB, cfg app.Config, opts app.Options) *Server {
 	t.Helper()
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{t: t, Config: cfg, Registry: opts.Registry, logged: make(chan struct{}, 1), stop: func() {}}
+	s := &Server{t: t, Config: cfg, Registry: opts.Registry, logged: make(chan struct{}, 1)}
 	opts.Logger = opts.Logger.Hook(zerolog.HookFunc(s.wake))
 	a, err := app.New(cfg, opts)
 	require.NoError(t, err)
@@ -122,24 +124,31 @@ func New(t testing.TB, cfg app.Config, opts app.Options) *Server {
 		scheme = "https"
 	}
 	s.URL, s.App = scheme+"://"+a.Addr().String(), a
+	// Run with a context already done starts nothing and closes what New
+	// opened: the listener and the store.
+	s.stop = func() { require.NoError(t, a.Run(canceled()), "closing the server that never ran") }
+	t.Cleanup(s.Stop)
 	return s
 }
 
-// Run runs the server until the test ends or Stop is called. Call it once.
+// Run runs the server until the test ends or Stop is called. Call it once,
+// before Stop.
 func (s *Server) Run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.App.Run(ctx) }()
-	var once sync.Once
 	s.stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(s.t, <-done, "the server's Run")
-		})
+		cancel()
+		require.NoError(s.t, <-done, "the server's Run")
 	}
-	s.t.Cleanup(s.Stop)
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
 
 // Stop shuts the server down and requires that Run returned no error.
 // Only the first call does anything.
-func (s *Server) Stop() { s.stop() }
+func (s *Server) Stop() { s.stopOnce.Do(s.stop) }

@@ -1,7 +1,10 @@
 package testserver_test
 
 import (
+	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,4 +42,17 @@ func requireStatus(t *testing.T, url string, want int) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, want, resp.StatusCode, url)
+}
+
+// A server built but never run lets go of its port and data directory
+// when stopped, so that another opens the directory.
+func TestNewWithoutRunIsClosedByStop(t *testing.T) {
+	cfg := testserver.Config(t)
+	idle := testserver.New(t, cfg, app.Options{})
+	idle.Stop()
+	_, err := net.DialTimeout("tcp", strings.TrimPrefix(idle.URL, "http://"), 5*time.Second)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "nothing listens once stopped")
+
+	again := testserver.Start(t, cfg, app.Options{Logger: testserver.Logger(t)})
+	requireStatus(t, again.URL+"/-/healthy", http.StatusOK)
 }
