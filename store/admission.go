@@ -96,10 +96,13 @@ func decodeAdmissionCounts(b []byte) (AdmissionCounts, error) {
 // AdmissionRequest is one request's admission webhook counts, to be added
 // once per ID and cluster.
 type AdmissionRequest struct {
-	ID      string
-	Cluster string
-	Hour    time.Time
-	Rows    []AdmissionRow
+	ID string
+	// LegacyID is the ID a store of schema 1 marked the request with, as
+	// Request.LegacyID.
+	LegacyID string
+	Cluster  string
+	Hour     time.Time
+	Rows     []AdmissionRow
 }
 
 // AdmissionRow adds Counts to the cell Key; Key.Cluster and Key.Hour must
@@ -144,24 +147,51 @@ func decodeAdmissionKey(b []byte) (AdmissionKey, error) {
 // was already counted in its cluster, and reports for each whether it was a
 // duplicate. Marks and counts are committed together and fsynced before it
 // returns. Requests from an expired hour must be filtered out by the
-// caller.
+// caller. A request with a part of a key over its bound is skipped and
+// reported as not a duplicate.
 func (s *Store) ApplyAdmission(reqs []AdmissionRequest) ([]bool, error) {
+	dup, _, err := s.applyAdmission(reqs)
+	return dup, err
+}
+
+// applyAdmission is ApplyAdmission that also says which requests were
+// skipped: nil when none was.
+func (s *Store) applyAdmission(reqs []AdmissionRequest) ([]bool, []Skip, error) {
 	if s.readOnly {
-		return nil, errors.New("store: opened read-only")
+		return nil, nil, errors.New("store: opened read-only")
+	}
+	var skipped []Skip
+	keep := make([]AdmissionRequest, 0, len(reqs))
+	at := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		if part, length := admissionTooLong(r); part != "" {
+			if skipped == nil {
+				skipped = make([]Skip, len(reqs))
+			}
+			skipped[i] = SkipTooLong
+			s.logSkip("admission", part, length)
+			continue
+		}
+		keep = append(keep, r)
+		at = append(at, i)
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	dup := make([]bool, len(reqs))
-	err := inChunks(len(reqs), func(lo, hi int) error {
+	dup := make([]bool, len(keep))
+	err := inChunks(len(keep), func(lo, hi int) error {
 		if err := s.guardSpace(); err != nil {
 			return err
 		}
-		return s.spaceError(s.applyAdmissionChunk(reqs[lo:hi], dup[lo:hi]))
+		return s.spaceError(s.applyAdmissionChunk(keep[lo:hi], dup[lo:hi]))
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return dup, nil
+	all := make([]bool, len(reqs))
+	for j, i := range at {
+		all[i] = dup[j]
+	}
+	return all, skipped, nil
 }
 
 func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
@@ -177,11 +207,16 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 		if err != nil {
 			return err
 		}
+		if !d {
+			if d, err = hasMark(txn, s.legacyMark(prefixAdmissionMark, r.Cluster, r.LegacyID, r.Hour)); err != nil {
+				return err
+			}
+		}
 		if dup[i] = d; d {
 			continue
 		}
 		exp := s.expiresAt(r.Hour)
-		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
+		if err := setEntry(txn, expiringEntry(mk, nil, exp)); err != nil {
 			return err
 		}
 		for _, row := range r.Rows {
@@ -217,7 +252,7 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 		case !errors.Is(err, badger.ErrKeyNotFound):
 			return fmt.Errorf("store: reading admission counts: %w", err)
 		}
-		if err := txn.SetEntry(expiringEntry(key, current.encode(), expiry[ck])); err != nil {
+		if err := setEntry(txn, expiringEntry(key, current.encode(), expiry[ck])); err != nil {
 			return err
 		}
 	}

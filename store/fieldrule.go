@@ -33,7 +33,10 @@ type FieldRuleRequest struct {
 	// ID identifies the match for deduplication within its cluster, in
 	// the space of Request IDs: it must differ from the request's own ID
 	// and from the IDs of its matches of other rules.
-	ID             string
+	ID string
+	// LegacyID is the ID a store of schema 1 marked the match with, as
+	// Request.LegacyID.
+	LegacyID       string
 	Key            FieldRuleKey
 	RemovedRelease string
 	// Seen, if set, records the pod and addresses behind the request.
@@ -41,7 +44,7 @@ type FieldRuleRequest struct {
 }
 
 func (r FieldRuleRequest) request() Request {
-	return Request{ID: r.ID, Key: r.Key.countKey(), RemovedRelease: r.RemovedRelease, Seen: r.Seen}
+	return Request{ID: r.ID, LegacyID: r.LegacyID, Key: r.Key.countKey(), RemovedRelease: r.RemovedRelease, Seen: r.Seen}
 }
 
 // FieldRuleInfo describes one field rule of one cluster that has counts.

@@ -188,8 +188,15 @@ func decodeCountKey(b []byte) (CountKey, error) {
 }
 
 // encodeMarkKey is the key of a dedupe mark: prefixMark for a request
-// counted, prefixAdmissionMark for its webhook calls counted.
+// counted, prefixAdmissionMark for its webhook calls counted. A long ID is
+// digested (MarkID), so that no ID can make the key too long for badger.
 func encodeMarkKey(prefix byte, cluster, id string) []byte {
+	return rawMarkKey(prefix, cluster, MarkID(id))
+}
+
+// rawMarkKey is a dedupe mark's key with id as given: the form of every
+// mark before IDs were digested, and of IDs up to MaxIDBytes still.
+func rawMarkKey(prefix byte, cluster, id string) []byte {
 	b := make([]byte, 0, 4+len(cluster)+len(id))
 	b = append(b, prefix)
 	b = appendString(b, cluster)

@@ -163,7 +163,7 @@ func (s *Store) moveRecords(moves []move) error {
 		exp := item.ExpiresAt()
 		if cur, err := txn.Get(m.to); err == nil {
 			if val, exp, err = s.mergeRecord(m.kind, cur, val, exp); err != nil {
-				return fmt.Errorf("%q: %w", m.to, err)
+				return fmt.Errorf("merging a moved record of kind %#x: %w", m.kind, err)
 			}
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err

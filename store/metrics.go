@@ -62,6 +62,14 @@ func (s *Store) newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "sunset_store_clients_overflow_total",
 		Help: "Requests counted under client \"other\" because their API already had max-clients-per-node-hour clients in that node and hour.",
 	}, func() float64 { return float64(s.FoldedClients()) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sunset_store_clusters_overflow_total",
+		Help: "Requests counted under cluster \"other\" because the store already kept its maximum of clusters.",
+	}, func() float64 { return float64(s.FoldedClusters()) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sunset_store_nodes_overflow_total",
+		Help: "Requests counted under node \"other\" because their cluster already had the store's maximum of apiservers.",
+	}, func() float64 { return float64(s.FoldedNodes()) })
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sunset_store_filesystem_size_bytes",
 		Help: "Size of the filesystem of the data directory, in bytes.",

@@ -32,6 +32,7 @@ func TestStoreRegistersItsMetrics(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"sunset_store_clients_overflow_total",
+		"sunset_store_clusters_overflow_total",
 		"sunset_store_commit_duration_seconds",
 		"sunset_store_commit_errors_total",
 		"sunset_store_disk_full",
@@ -39,6 +40,7 @@ func TestStoreRegistersItsMetrics(t *testing.T) {
 		"sunset_store_expired_records_deleted_total",
 		"sunset_store_filesystem_free_bytes",
 		"sunset_store_filesystem_size_bytes",
+		"sunset_store_nodes_overflow_total",
 		"sunset_store_size_bytes",
 		"sunset_store_writes_refused_total",
 	}, names)

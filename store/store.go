@@ -14,9 +14,18 @@
 // and it stops writing while the filesystem is short of the room badger
 // needs (space.go).
 //
-// What a sender can make it keep is bounded: an API keeps at most
-// MaxClients clients per apiserver node and hour, and counts the requests of
-// further clients under OtherClient, so totals stay exact.
+// What a sender can make it keep is bounded: every part of every key has a
+// bound (bounds.go), and a request with a longer part is skipped alone,
+// never failing the others of its commit; long IDs are digested. An API
+// keeps at most MaxClients clients per apiserver node and hour, and counts
+// the requests of further clients under OtherClient; likewise MaxClusters
+// clusters and MaxNodes apiservers per cluster (topology.go). Totals stay
+// exact.
+//
+// A request is identified by its cluster and its ID; the store does not
+// know what the ID is made of. The directory records the version of its
+// layout (schema.go), so that marks written before the ID changed are
+// still found.
 //
 // The store knows nothing about audit events, HTTP or Kafka: callers hand it
 // Requests that are already classified.
@@ -68,6 +77,11 @@ type Options struct {
 	// per apiserver node and hour; requests of further clients are counted
 	// under OtherClient. Zero means DefaultMaxClients.
 	MaxClients int
+	// MaxClusters bounds the clusters with counts within the retention
+	// period, MaxNodes the apiservers of each; requests of further ones
+	// are counted under OtherCluster or OtherNode. Zero means
+	// DefaultMaxClusters and DefaultMaxNodes.
+	MaxClusters, MaxNodes int
 	// Merge says how what a request brings is merged into the records it
 	// updates. Sunset's rules are aggregate.StoreMerge; the zero value
 	// keeps what the store was given last.
@@ -111,9 +125,14 @@ func (m Merge) withDefaults() Merge {
 
 // Request is one audit request to count once.
 type Request struct {
-	// ID identifies the request within its cluster for deduplication: the
-	// auditID, or a digest of the event when it has none.
-	ID             string
+	// ID identifies the request within its cluster for deduplication.
+	// One longer than MaxIDBytes is stored as its digest.
+	ID string
+	// LegacyID is the ID a store of schema 1 marked the request with, if
+	// any: a request of an hour before the upgrade (schema.go) whose
+	// legacy mark is stored is a duplicate, so that a batch committed
+	// before the upgrade and retried after it still counts once.
+	LegacyID       string
 	Key            CountKey
 	RemovedRelease string
 	// Seen, if set, records the pod and addresses behind the request.
@@ -161,6 +180,15 @@ type Store struct {
 
 	applyMu sync.Mutex // serialises writers so read-modify-write never conflicts
 
+	// legacyMarksUntil is the last hour that may have marks of schema 1.
+	legacyMarksUntil time.Time
+	// skipped logs skipped requests once per part.
+	skipped skipLog
+	// The caps on clusters and nodes, under applyMu.
+	topology                      *topology
+	foldedClusters, foldedNodes   atomic.Uint64
+	foldClusterOnce, foldNodeOnce sync.Once
+
 	metaMu sync.RWMutex
 	meta   map[string]APIInfo // of APIs and field rules, by string(subject.metaKey)
 	// legacy names, by the metadata key of a field rule, the API an older
@@ -190,6 +218,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.MaxClients <= 0 {
 		opts.MaxClients = DefaultMaxClients
 	}
+	if opts.MaxClusters <= 0 {
+		opts.MaxClusters = DefaultMaxClusters
+	}
+	if opts.MaxNodes <= 0 {
+		opts.MaxNodes = DefaultMaxNodes
+	}
 	// Badger would start empty over a directory whose MANIFEST is gone, and
 	// delete the tables it does not list: look first.
 	log := opts.Logger.With().Str("component", "store").Logger()
@@ -218,7 +252,12 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, retention: opts.Retention, now: opts.Now,
 		readOnly: opts.ReadOnly, noSync: opts.NoSync, merge: opts.Merge.withDefaults(), meta: map[string]APIInfo{},
-		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: log}
+		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: log,
+		topology: newTopology(opts.MaxClusters, opts.MaxNodes)}
+	if err := s.openSchema(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if err := s.loadMeta(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -227,6 +266,7 @@ func Open(opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.rebuildTopology()
 	s.metrics = s.newMetrics(opts.Registerer)
 	return s, nil
 }
@@ -323,8 +363,10 @@ func (s *Store) Expired(hour time.Time) bool {
 // fsynced before Apply returns, so a nil error means everything is durable.
 // Cursors are written in the transaction of the last requests, so a cursor
 // is never ahead of the counts. Requests from an expired hour must be
-// filtered out by the caller. Below the disk reserve it writes nothing and
-// returns an error that matches ErrNoSpace.
+// filtered out by the caller. A request with a part of its key over its
+// bound is skipped (reported as not a duplicate; Commit tells it apart).
+// Below the disk reserve it writes nothing and returns an error that
+// matches ErrNoSpace.
 func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	d, err := s.commit(Batch{Requests: reqs, Cursors: cursors})
 	return d.Requests, err
@@ -343,9 +385,18 @@ type Batch struct {
 }
 
 // Duplicates says, request by request, which requests of a Batch had been
-// counted before.
+// counted before, and which were skipped.
 type Duplicates struct {
 	Admission, Requests, FieldRules []bool
+	// Skipped says, for the same requests, why one was left out, neither
+	// counted nor a duplicate; empty for the others. Nil when none was.
+	Skipped *Skipped
+}
+
+// Skipped says why requests of a Batch were left out, in the layout of
+// Duplicates.
+type Skipped struct {
+	Admission, Requests, FieldRules []Skip
 }
 
 // Commit is one group commit, timed and counted in the store's metrics:
@@ -367,19 +418,43 @@ func (s *Store) commit(b Batch) (Duplicates, error) {
 	if s.readOnly {
 		return Duplicates{}, errors.New("store: opened read-only")
 	}
-	var admission []bool
+	var out Duplicates
 	if len(b.Admission) > 0 {
 		var err error
-		if admission, err = s.ApplyAdmission(b.Admission); err != nil {
+		var skipped []Skip
+		if out.Admission, skipped, err = s.applyAdmission(b.Admission); err != nil {
 			return Duplicates{}, err
 		}
+		if skipped != nil {
+			out.Skipped = &Skipped{Admission: skipped}
+		}
 	}
-	entries := make([]entry, 0, len(b.Requests)+len(b.FieldRules))
-	for _, r := range b.Requests {
-		entries = append(entries, entry{apiSubject, r})
+	n := len(b.Requests) + len(b.FieldRules)
+	entries := make([]entry, 0, n)
+	// at is the index in requests, then field rules, of each entry.
+	at := make([]int, 0, n)
+	var skipped []Skip
+	add := func(i int, sub *subject, r Request) {
+		if part, length := tooLong(sub, r.Key); part != "" {
+			if skipped == nil {
+				skipped = make([]Skip, n)
+			}
+			skipped[i] = SkipTooLong
+			what := "API"
+			if sub == fieldRuleSubject {
+				what = "field rule"
+			}
+			s.logSkip(what, part, length)
+			return
+		}
+		entries = append(entries, entry{sub, r})
+		at = append(at, i)
 	}
-	for _, r := range b.FieldRules {
-		entries = append(entries, entry{fieldRuleSubject, r.request()})
+	for i, r := range b.Requests {
+		add(i, apiSubject, r)
+	}
+	for i, r := range b.FieldRules {
+		add(len(b.Requests)+i, fieldRuleSubject, r.request())
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -387,7 +462,18 @@ func (s *Store) commit(b Batch) (Duplicates, error) {
 	if err := s.apply(entries, dup, b.Cursors); err != nil {
 		return Duplicates{}, err
 	}
-	return Duplicates{Admission: admission, Requests: dup[:len(b.Requests)], FieldRules: dup[len(b.Requests):]}, nil
+	all := make([]bool, n)
+	for j, i := range at {
+		all[i] = dup[j]
+	}
+	out.Requests, out.FieldRules = all[:len(b.Requests)], all[len(b.Requests):]
+	if skipped != nil {
+		if out.Skipped == nil {
+			out.Skipped = &Skipped{}
+		}
+		out.Skipped.Requests, out.Skipped.FieldRules = skipped[:len(b.Requests)], skipped[len(b.Requests):]
+	}
+	return out, nil
 }
 
 // entry is one request to count against its subject. For a field rule,
@@ -447,6 +533,21 @@ func chunked(n, limit int, apply func(lo, hi int) error) error {
 	return nil
 }
 
+// hasMark reports whether the mark mk is stored; a nil mk is not.
+func hasMark(txn *badger.Txn, mk []byte) (bool, error) {
+	if mk == nil {
+		return false, nil
+	}
+	_, err := txn.Get(mk)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("store: reading dedupe mark: %w", err)
+}
+
 // isDuplicate reports whether the dedupe mark mk is already in the batch
 // (seen) or in the store, and adds it to seen otherwise.
 func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, error) {
@@ -475,6 +576,8 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 	seen := map[string]struct{}{}
 	cc := newClientCap(s)
 	defer cc.close()
+	s.topology.prune(s)
+	tc := newTopologyCap(s.topology)
 	var capped []entry // entries with capped keys, copied once one changes
 	for i, e := range entries {
 		mk := encodeMarkKey(prefixMark, e.Key.Cluster, e.ID)
@@ -482,11 +585,16 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 		if err != nil {
 			return err
 		}
+		if !d {
+			if d, err = hasMark(txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour)); err != nil {
+				return err
+			}
+		}
 		if dup[i] = d; d {
 			continue
 		}
-		k, err := cc.key(e.sub, e.Key)
-		if err != nil {
+		k := tc.key(e.Key)
+		if k, err = cc.key(e.sub, k); err != nil {
 			return err
 		}
 		if k != e.Key {
@@ -495,11 +603,14 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 			if capped == nil {
 				capped = slices.Clone(entries)
 			}
-			capped[i].Key, capped[i].Seen = k, nil
+			capped[i].Key = k
+			if k.Username != e.Key.Username || k.UserAgent != e.Key.UserAgent {
+				capped[i].Seen = nil
+			}
 			e = capped[i]
 		}
 		exp := s.expiresAt(e.Key.Hour)
-		if err := txn.SetEntry(expiringEntry(mk, nil, exp)); err != nil {
+		if err := setEntry(txn, expiringEntry(mk, nil, exp)); err != nil {
 			return err
 		}
 		ck := string(e.sub.countKey(e.Key))
@@ -523,7 +634,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 			return fmt.Errorf("store: reading count: %w", err)
 		}
 		val := binary.BigEndian.AppendUint64(nil, current+deltas[ck])
-		if err := txn.SetEntry(expiringEntry(key, val, expiry[ck])); err != nil {
+		if err := setEntry(txn, expiringEntry(key, val, expiry[ck])); err != nil {
 			return err
 		}
 	}
@@ -532,7 +643,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 		if err != nil {
 			return err
 		}
-		if err := txn.SetEntry(expiringEntry([]byte(mk), val, s.expiresAt(info.LastHour))); err != nil {
+		if err := setEntry(txn, expiringEntry([]byte(mk), val, s.expiresAt(info.LastHour))); err != nil {
 			return err
 		}
 	}
@@ -543,7 +654,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 		return err
 	}
 	for _, c := range cursors {
-		if err := txn.Set(encodeCursorKey(c.Name), c.Value); err != nil {
+		if err := setEntry(txn, badger.NewEntry(encodeCursorKey(c.Name), c.Value)); err != nil {
 			return err
 		}
 	}
@@ -556,6 +667,12 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 		s.meta[mk] = info
 	}
 	s.metaMu.Unlock()
+	for _, info := range metaUpdates {
+		for node, last := range info.Nodes {
+			s.topology.note(info.Cluster, node, last)
+		}
+	}
+	s.publishFolds(tc)
 	return nil
 }
 
@@ -805,5 +922,6 @@ func (s *Store) deleteSubject(sub *subject, cluster, name string, dryRun bool) (
 	s.metaMu.Unlock()
 	// The deleted cells' clients are gone too.
 	s.clients, s.cachedClients = map[string]map[ClientID]bool{}, 0
+	s.rebuildTopology()
 	return requests, nil
 }

@@ -118,7 +118,7 @@ func (s *Store) applySightings(txn *badger.Txn, entries []entry, dup []bool) err
 		if err != nil {
 			return err
 		}
-		if err := txn.SetEntry(expiringEntry([]byte(key), val, expiry[key])); err != nil {
+		if err := setEntry(txn, expiringEntry([]byte(key), val, expiry[key])); err != nil {
 			return err
 		}
 	}
