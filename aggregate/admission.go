@@ -57,10 +57,6 @@ type admissionCounter struct {
 	latency  *prometheus.HistogramVec
 }
 
-// maxResourceBytes bounds resource names from events: real ones are DNS
-// labels of at most 63 bytes.
-const maxResourceBytes = 253
-
 const foldedHelp = "Distinct resources (kind=resource) or webhooks (kind=webhook) beyond the admission.metrics caps, whose admission metrics are labelled \"other\"."
 
 func newAdmissionCounter(o AdmissionOptions, reg prometheus.Registerer) admissionCounter {
@@ -121,9 +117,9 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 	}
 	c.resolver.Resolve(f)
 	ref := e.ObjectRef
-	base := store.AdmissionKey{Hour: hour, Cluster: o.Cluster, Group: Truncate(ref.Group, maxResourceBytes),
-		Version: Truncate(ref.Version, maxResourceBytes), Resource: Truncate(ref.Resource, maxResourceBytes),
-		Subresource: Truncate(ref.Subresource, maxResourceBytes)}
+	base := store.AdmissionKey{Hour: hour, Cluster: originCluster(o), Group: Truncate(ref.Group, store.MaxGroupBytes),
+		Version: Truncate(ref.Version, store.MaxVersionBytes), Resource: Truncate(ref.Resource, store.MaxResourceBytes),
+		Subresource: Truncate(ref.Subresource, store.MaxSubresourceBytes)}
 	total := store.AdmissionCounts{Requests: 1}
 	if f.Slowed() {
 		total.Slow, total.LatencyNanos = 1, uint64(f.Latency())
@@ -132,7 +128,10 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 	perWebhook := map[webhookKey]*store.AdmissionCounts{}
 	var order []webhookKey
 	for _, call := range f.Calls {
-		k := webhookKey{call.Type, call.Configuration, call.Webhook}
+		// Webhook and configuration names are the sender's: bounded as
+		// the DNS subdomains real ones are.
+		k := webhookKey{admission.Type(Truncate(string(call.Type), store.MaxRuleBytes)),
+			Truncate(call.Configuration, store.MaxRuleBytes), Truncate(call.Webhook, store.MaxRuleBytes)}
 		wc, ok := perWebhook[k]
 		if !ok {
 			wc = &store.AdmissionCounts{Requests: 1}
@@ -167,7 +166,7 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 		key.Type, key.Configuration, key.Webhook = string(k.t), k.configuration, k.webhook
 		rows = append(rows, store.AdmissionRow{Key: key, Counts: *perWebhook[k]})
 	}
-	return store.AdmissionRequest{ID: e.ID, Cluster: o.Cluster, Hour: hour, Rows: rows}, true
+	return store.AdmissionRequest{ID: e.identity(), LegacyID: e.ID, Cluster: originCluster(o), Hour: hour, Rows: rows}, true
 }
 
 // committed updates the metrics with what was newly counted and sums up.

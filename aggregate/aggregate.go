@@ -119,7 +119,10 @@ type job struct {
 
 type jobResult struct {
 	dup, admissionDup []bool
-	err               error
+	// skipped says why the store left a request out; nil when it left
+	// none.
+	skipped []store.Skip
+	err     error
 }
 
 // New builds an aggregator. Call Run to start committing.
@@ -219,8 +222,10 @@ collect:
 	b.Admission = adm
 	d, err := a.store.Commit(b)
 	var admDup, dup []bool
+	var skipped []store.Skip
 	if err == nil {
-		admDup, dup = d.Admission, duplicates(all, d)
+		admDup = d.Admission
+		dup, skipped = duplicates(all, d)
 	}
 	switch {
 	case errors.Is(err, ErrNoSpace):
@@ -241,8 +246,11 @@ collect:
 		r := jobResult{err: err}
 		if err == nil {
 			r.dup = dup[off : off+len(j.reqs)]
+			if skipped != nil {
+				r.skipped = skipped[off : off+len(j.reqs)]
+			}
 			r.admissionDup = admDup[admOff : admOff+len(j.admission)]
-			a.countCommitted(j, r.dup)
+			a.countCommitted(j, r.dup, r.skipped)
 		}
 		off += len(j.reqs)
 		admOff += len(j.admission)
@@ -256,11 +264,15 @@ collect:
 // countCommitted updates the metrics of a committed job. It runs here, not
 // in Ingest, because Ingest may have given up waiting (its sender timed
 // out) while the commit went through.
-func (a *Aggregator) countCommitted(j *job, dup []bool) {
+func (a *Aggregator) countCommitted(j *job, dup []bool, skipped []store.Skip) {
 	counted, duplicates := 0, 0
 	for i, d := range dup[:j.apiReqs] {
 		if d {
 			duplicates++
+			continue
+		}
+		if skipped != nil && skipped[i] != "" {
+			a.metrics.events.WithLabelValues(j.source, string(skipped[i])).Inc()
 			continue
 		}
 		counted++
@@ -336,7 +348,7 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 		return sum, err
 	}
 	sum.Admission = a.admission.committed(origin, adm, r.admissionDup)
-	sum.tally(r.dup, apiReqs)
+	sum.tally(r.dup, r.skipped, apiReqs)
 	return sum, nil
 }
 
@@ -394,10 +406,15 @@ func (a *Aggregator) submit(ctx context.Context, j *job) (jobResult, error) {
 }
 
 // tally adds the outcome of committed requests, the first apiReqs of them
-// API requests and the rest field matches.
-func (s *Summary) tally(dup []bool, apiReqs int) {
+// API requests and the rest field matches; skipped (nil when none) says
+// which the store left out, and why.
+func (s *Summary) tally(dup []bool, skipped []store.Skip, apiReqs int) {
 	for i, d := range dup {
 		switch {
+		case skipped != nil && skipped[i] != "":
+			if i < apiReqs {
+				s.skip(Result(skipped[i]))
+			}
 		case i >= apiReqs:
 			if !d {
 				s.FieldMatches++

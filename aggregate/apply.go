@@ -44,7 +44,7 @@ func (a *Aggregator) Apply(ctx context.Context, source string, reqs []Request, c
 		return sum, err
 	}
 	// The commit loop has counted the metrics (countCommitted).
-	sum.tally(r.dup, apiReqs)
+	sum.tally(r.dup, r.skipped, apiReqs)
 	return sum, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/cardinality"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // Audit stages that end a request. Only these carry the deprecation
@@ -21,7 +22,9 @@ const (
 // request and response bodies never reach it.
 type Event struct {
 	// ID is the auditID, or a digest of the raw event when it has none, so
-	// that re-sent events still deduplicate.
+	// that re-sent events still deduplicate. With the request's received
+	// time it makes the request's identity (RequestID). Its length is
+	// the sender's: kube-apiserver copies the Audit-ID header as is.
 	ID    string
 	Stage string
 	Verb  string
@@ -39,13 +42,20 @@ type Event struct {
 	// RemovedRelease is the k8s.io/removed-release annotation, e.g. "1.37".
 	RemovedRelease  string
 	RequestReceived time.Time
-	StageTime       time.Time
+	// IdentityTime is the received time the request is identified by,
+	// when it is not RequestReceived: a replay moved in time keeps the
+	// original here, so that it is still the same request. Zero means
+	// RequestReceived.
+	IdentityTime time.Time
+	StageTime    time.Time
 	// DryRun marks a server-side dry run (dryRun=All).
 	DryRun bool
 	// PodName and PodNode come from a pod-bound service account token
 	// (user.extra): the workload behind the request.
 	PodName, PodNode string
-	// SourceIPs are the client addresses the apiserver saw.
+	// SourceIPs are the client addresses as the apiserver lists them: the
+	// X-Forwarded-For addresses the caller sent, then, always last, the
+	// address the apiserver saw itself.
 	SourceIPs []string
 	// RequestObject is the raw request body at Request level or above, for
 	// field rules. It is never stored or logged.
@@ -76,6 +86,11 @@ const (
 	ResultExpired       Result = "expired"
 	ResultFuture        Result = "future"
 	ResultInvalid       Result = "invalid"
+	// ResultTooLong is a request with a name longer than Kubernetes
+	// allows (an API group, version, resource or subresource, or a part
+	// of a key the store bounds): no apiserver sends one, and shortening
+	// it could merge it with another API's counts.
+	ResultTooLong Result = Result(store.SkipTooLong)
 )
 
 // futureSlack is how far ahead of Sunset's clock an event may claim to be.
@@ -132,14 +147,18 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Resul
 	if !counts {
 		return Request{}, ResultNotDeprecated
 	}
+	if refTooLong(ref) {
+		return Request{}, ResultTooLong
+	}
 	hour, res := a.countedHour(e, now)
 	if res != ResultCounted {
 		return Request{}, res
 	}
 	return Request{
-		ID: e.ID,
+		ID:       e.identity(),
+		LegacyID: e.ID,
 		Key: CountKey{
-			Cluster: o.Cluster,
+			Cluster: originCluster(o),
 			API:     APIName(ref.Group, ref.Version, ref.Resource),
 			Cell:    a.cell(o, e, hour),
 			Removed: removed,
@@ -179,8 +198,10 @@ func (a *Aggregator) NeedsRequestObject(e *Event) bool {
 // cell is where in its subject's counts e is counted, within the hour.
 func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) Cell {
 	return Cell{
-		Hour:        hour,
-		Node:        o.Node,
+		Hour: hour,
+		// Node names come from the sender (a webhook path, a Kafka
+		// field): bounded like the DNS subdomains real ones are.
+		Node:        Truncate(o.Node, store.MaxNodeBytes),
 		Subresource: e.ObjectRef.Subresource,
 		Username:    Truncate(e.Username, MaxUsernameBytes),
 		UserAgent:   a.userAgent(e.UserAgent),
@@ -199,6 +220,9 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 		return nil
 	}
 	ref := e.ObjectRef
+	if refTooLong(ref) {
+		return nil
+	}
 	matches := a.fieldRules.Match(ref.Group, ref.Version, ref.Resource, ref.Subresource, e.Verb, e.RequestObject)
 	if len(matches) == 0 {
 		return nil
@@ -209,10 +233,12 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 	}
 	cell := a.cell(o, e, hour)
 	out := make([]Request, 0, len(matches))
+	id := e.identity()
 	for _, r := range matches {
 		out = append(out, Request{
-			ID:             fieldRuleID(e.ID, r.Name),
-			Key:            CountKey{Cluster: o.Cluster, Cell: cell},
+			ID:             fieldRuleID(id, r.Name),
+			LegacyID:       fieldRuleID(e.ID, r.Name),
+			Key:            CountKey{Cluster: originCluster(o), Cell: cell},
 			FieldRule:      r.Name,
 			RemovedRelease: r.RemovedIn,
 			Seen:           sighting(e, now),
@@ -292,6 +318,49 @@ func sighting(e *Event, now time.Time) *Sighting {
 	if at.IsZero() {
 		at = cmp.Or(e.StageTime, now)
 	}
-	return &Sighting{PodName: e.PodName, PodNode: e.PodNode, SourceIPs: e.SourceIPs,
-		ImpersonatedBy: Truncate(e.ImpersonatedBy, MaxUsernameBytes), At: at.UTC()}
+	return &Sighting{PodName: Truncate(e.PodName, maxPodNameBytes), PodNode: Truncate(e.PodNode, store.MaxNodeBytes),
+		SourceIPs: sourceIPs(e.SourceIPs), ImpersonatedBy: Truncate(e.ImpersonatedBy, MaxUsernameBytes), At: at.UTC()}
+}
+
+// maxPodNameBytes is the longest pod name Kubernetes allows (a DNS
+// subdomain); maxIPBytes is far above the longest IPv6 address.
+const (
+	maxPodNameBytes = 253
+	maxIPBytes      = 64
+)
+
+// sourceIPs is what a sighting keeps of an event's sourceIPs: at most
+// MaxSourceIPs, the last (the address the apiserver saw itself) first,
+// then the forwarded ones in their order. kube-apiserver lists the
+// caller's X-Forwarded-For addresses before its own view, so a caller
+// that sends ten forged ones would otherwise never be seen with its real
+// address. Values too long to be an address are left out.
+func sourceIPs(ips []string) []string {
+	if len(ips) == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(len(ips), MaxSourceIPs))
+	if last := ips[len(ips)-1]; len(last) <= maxIPBytes {
+		out = append(out, last)
+	}
+	for _, ip := range ips[:len(ips)-1] {
+		if len(out) == MaxSourceIPs {
+			break
+		}
+		if len(ip) <= maxIPBytes {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// originCluster is the cluster of o as counted: bounded like a DNS
+// subdomain, as it comes from the sender (a webhook path, a Kafka field).
+func originCluster(o Origin) string { return Truncate(o.Cluster, store.MaxClusterBytes) }
+
+// refTooLong reports an API name part longer than Kubernetes allows: a
+// group is a DNS subdomain, a version and a resource DNS labels.
+func refTooLong(ref *ObjectRef) bool {
+	return len(ref.Group) > store.MaxGroupBytes || len(ref.Version) > store.MaxVersionBytes ||
+		len(ref.Resource) > store.MaxResourceBytes || len(ref.Subresource) > store.MaxSubresourceBytes
 }

@@ -42,10 +42,13 @@ func TestFieldRuleMatchesCountUnderTheirRule(t *testing.T) {
 
 	reqs, _ := a.Classify(origin, []Event{kubeletPatch("c"), kubeletPatch("a")})
 	require.Len(t, reqs, 2)
-	require.Equal(t, Request{ID: "c#field:kube-proxy-version", FieldRule: "kube-proxy-version", Key: store.CountKey{Cluster: "c",
-		Cell: store.Cell{Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1",
-			UserAgent: "kubelet/v1.30.2", Verb: "patch"}}}, reqs[0])
-	require.Equal(t, "c", reqs[0].EventID())
+	// The request's identity is its received time (in nanoseconds) and
+	// its auditID; older versions used the auditID alone.
+	require.Equal(t, Request{ID: "1795290000000000000/c#field:kube-proxy-version", LegacyID: "c#field:kube-proxy-version",
+		FieldRule: "kube-proxy-version", Key: store.CountKey{Cluster: "c",
+			Cell: store.Cell{Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1",
+				UserAgent: "kubelet/v1.30.2", Verb: "patch"}}}, reqs[0])
+	require.Equal(t, "1795290000000000000/c", reqs[0].EventID())
 	sum, err = a.Apply(context.Background(), "fleet", reqs)
 	require.NoError(t, err)
 	require.Equal(t, Summary{FieldMatches: 1}, sum, "the second was counted by Ingest")
