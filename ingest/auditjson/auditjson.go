@@ -116,6 +116,11 @@ type wireEvent struct {
 	Annotations              deprecationAnnotations `json:"annotations"`
 	RequestReceivedTimestamp string                 `json:"requestReceivedTimestamp"`
 	StageTimestamp           string                 `json:"stageTimestamp"`
+	// IdentityTimestamp is the requestReceivedTimestamp of the event as
+	// it first happened, which Shift keeps when it moves the event in
+	// time: the request's identity is made of it. kube-apiserver never
+	// writes it.
+	IdentityTimestamp string `json:"sunsetIdentityTimestamp"`
 }
 
 // deprecationAnnotations reads the two deprecation annotations. Annotations
@@ -346,6 +351,9 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	}
 	if ev.StageTime, err = parseTime(w.StageTimestamp); err != nil {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
+	}
+	if ev.IdentityTime, err = parseTime(w.IdentityTimestamp); err != nil {
+		return aggregate.Event{}, &Error{ReasonBadTimestamp, fieldIdentity + " is not an RFC 3339 time"}
 	}
 	return ev, nil
 }

@@ -12,6 +12,7 @@ const (
 	fieldRequestReceived = "requestReceivedTimestamp"
 	fieldStage           = "stageTimestamp"
 	fieldAuditID         = "auditID"
+	fieldIdentity        = "sunsetIdentityTimestamp"
 )
 
 // Shift returns the audit event raw with its requestReceivedTimestamp and
@@ -20,12 +21,19 @@ const (
 //
 // The event keeps its identity: the auditID stays, and an event without one
 // gets the digest of raw as its auditID, the ID it would have been
-// deduplicated by. A shifted event is therefore still a duplicate of the
-// same event sent unshifted, in either order.
+// deduplicated by; the original requestReceivedTimestamp, which the
+// identity is also made of, goes into sunsetIdentityTimestamp, unless an
+// earlier shift put one there. A shifted event is therefore still a
+// duplicate of the same event sent unshifted, in either order.
 func Shift(raw []byte, d time.Duration) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil, syntaxError("event", err)
+	}
+	if _, ok := fields[fieldIdentity]; !ok {
+		if v, ok := fields[fieldRequestReceived]; ok {
+			fields[fieldIdentity] = v
+		}
 	}
 	for _, key := range []string{fieldRequestReceived, fieldStage} {
 		v, ok := fields[key]

@@ -12,7 +12,7 @@ func TestShiftMovesTimestampsAndKeepsIdentity(t *testing.T) {
 	raw := []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a1","stage":"ResponseComplete","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","verb":"list","user":{"username":"alice"},"requestReceivedTimestamp":"2026-11-21T19:18:03.123456Z","stageTimestamp":"2026-11-21T19:18:03.200001Z","annotations":{"k8s.io/deprecated":"true"}}`)
 	out, err := Shift(raw, 42*time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, `{"annotations":{"k8s.io/deprecated":"true"},"apiVersion":"audit.k8s.io/v1","auditID":"a1","kind":"Event","requestReceivedTimestamp":"2026-11-23T13:18:03.123456Z","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","stage":"ResponseComplete","stageTimestamp":"2026-11-23T13:18:03.200001Z","user":{"username":"alice"},"verb":"list"}`, string(out)) //nolint:testifylint // Byte for byte: shifting keeps everything but the times as it was.
+	require.Equal(t, `{"annotations":{"k8s.io/deprecated":"true"},"apiVersion":"audit.k8s.io/v1","auditID":"a1","kind":"Event","requestReceivedTimestamp":"2026-11-23T13:18:03.123456Z","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","stage":"ResponseComplete","stageTimestamp":"2026-11-23T13:18:03.200001Z","sunsetIdentityTimestamp":"2026-11-21T19:18:03.123456Z","user":{"username":"alice"},"verb":"list"}`, string(out)) //nolint:testifylint // Byte for byte: shifting keeps everything but the times as it was.
 	before, err := DecodeEvent(raw)
 	require.NoError(t, err)
 	after, err := DecodeEvent(out)
@@ -20,7 +20,9 @@ func TestShiftMovesTimestampsAndKeepsIdentity(t *testing.T) {
 	require.Equal(t, before.ID, after.ID)
 	require.Equal(t, before.RequestReceived.Add(42*time.Hour), after.RequestReceived)
 	require.Equal(t, before.StageTime.Add(42*time.Hour), after.StageTime)
+	require.Equal(t, before.RequestReceived, after.IdentityTime, "the request is identified by when it first happened")
 	before.RequestReceived, before.StageTime, after.RequestReceived, after.StageTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	after.IdentityTime = time.Time{}
 	require.Equal(t, before, after, "nothing else changes")
 
 	// Without an auditID the event is identified by its original bytes,
@@ -30,7 +32,11 @@ func TestShiftMovesTimestampsAndKeepsIdentity(t *testing.T) {
 	require.NoError(t, err)
 	out, err = Shift(noID, -3*time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, `{"auditID":"`+orig.ID+`","requestReceivedTimestamp":"2026-11-21T16:18:03Z","stage":"ResponseComplete","verb":"get"}`, string(out))
+	require.Equal(t, `{"auditID":"`+orig.ID+`","requestReceivedTimestamp":"2026-11-21T16:18:03Z","stage":"ResponseComplete","sunsetIdentityTimestamp":"2026-11-21T19:18:03Z","verb":"get"}`, string(out))
+	// Shifted again, it keeps the time it first happened.
+	again, err := Shift(out, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, `{"auditID":"`+orig.ID+`","requestReceivedTimestamp":"2026-11-21T17:18:03Z","stage":"ResponseComplete","sunsetIdentityTimestamp":"2026-11-21T19:18:03Z","verb":"get"}`, string(again))
 	empty := []byte(`{"auditID":"","stage":"Panic","stageTimestamp":""}`)
 	out, err = Shift(empty, time.Hour)
 	require.NoError(t, err)

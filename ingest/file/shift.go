@@ -63,6 +63,10 @@ func (s Shifted) Send(ctx context.Context, events []aggregate.Event, raw [][]byt
 	}
 	for i := range events {
 		e := &events[i]
+		if e.IdentityTime.IsZero() {
+			// The request stays the one it was (aggregate.RequestID).
+			e.IdentityTime = e.RequestReceived
+		}
 		if !e.RequestReceived.IsZero() {
 			e.RequestReceived = e.RequestReceived.Add(s.By)
 		}
