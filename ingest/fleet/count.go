@@ -34,6 +34,8 @@ type counter struct {
 	cursors kafka.CursorReader
 	log     zerolog.Logger
 	metrics *metrics
+	// now is the clock records' hours are checked against.
+	now func() time.Time
 
 	mu      sync.Mutex
 	lastErr string
@@ -225,13 +227,9 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 	kafka.ReadBatches(ctx, r, c.cfg, log, func(ctx context.Context, batch []kafkago.Message) error {
 		reqs := make([]aggregate.Request, 0, len(batch))
 		for _, m := range batch {
-			req, err := decodeRecord(m.Value)
+			req, err := decodeRecord(m.Value, c.now())
 			if err != nil {
-				reason := reasonMalformed
-				if errors.Is(err, errNewVersion) {
-					reason = reasonNewVersion
-				}
-				c.metrics.records.WithLabelValues(reason).Inc()
+				c.metrics.records.WithLabelValues(reason(err)).Inc()
 				log.Warn().Err(err).Int64("offset", m.Offset).Msg("skipping a record")
 				continue
 			}

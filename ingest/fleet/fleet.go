@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -101,7 +102,7 @@ func New(o Options) (*Fleet, error) {
 		}
 	}
 	if cfg.Fleet.Counts() {
-		f.counter = &counter{cfg: cfg, dialer: d, agg: o.Aggregator, cursors: o.Store, log: log, metrics: m}
+		f.counter = &counter{cfg: cfg, dialer: d, agg: o.Aggregator, cursors: o.Store, log: log, metrics: m, now: time.Now}
 	}
 	if cfg.Forward {
 		f.forwarder = newForwarder(o.Aggregator, o.Store, f.pub, log, m)

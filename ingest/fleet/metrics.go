@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"role"}),
 		records: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_fleet_records_total",
-			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version).",
+			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version, unknown_field, too_long, future).",
 		}, []string{"result"}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sunset_fleet_consumer_lag",
@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.produced.WithLabelValues(r)
 		m.produceErrors.WithLabelValues(r)
 	}
-	for _, r := range []string{"ok", reasonMalformed, reasonNewVersion} {
+	for _, r := range []string{"ok", reasonMalformed, reasonNewVersion, reasonUnknownField, reasonTooLong, reasonFuture} {
 		m.records.WithLabelValues(r)
 	}
 	return m

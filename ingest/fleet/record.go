@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // recordVersion is the format of the records this build writes and reads.
@@ -86,20 +88,68 @@ func (rec record) request() aggregate.Request {
 
 // Reasons a record is skipped. Values are metric labels.
 const (
-	reasonMalformed  = "malformed"
-	reasonNewVersion = "unknown_version"
+	reasonMalformed    = "malformed"
+	reasonNewVersion   = "unknown_version"
+	reasonUnknownField = "unknown_field"
+	reasonTooLong      = "too_long"
+	reasonFuture       = "future"
 )
 
 var (
-	errMalformed  = errors.New("fleet: malformed record")
-	errNewVersion = errors.New("fleet: record from a newer Sunset; upgrade this replica")
+	errMalformed    = errors.New("fleet: malformed record")
+	errNewVersion   = errors.New("fleet: record from a newer Sunset; upgrade this replica")
+	errUnknownField = errors.New("fleet: record with a field this version does not know")
+	errTooLong      = errors.New("fleet: record with a value over its bound")
+	errFuture       = errors.New("fleet: record of an hour in the future")
 )
 
-// decodeRecord reads and checks one record.
-func decodeRecord(value []byte) (aggregate.Request, error) {
+// reason is the metric label of a decodeRecord error.
+func reason(err error) string {
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{{errNewVersion, reasonNewVersion}, {errUnknownField, reasonUnknownField}, {errTooLong, reasonTooLong}, {errFuture, reasonFuture}} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return reasonMalformed
+}
+
+// maxClockSkew is how far after the reader's clock a record's hour may
+// begin: replicas' clocks drift a little, and the current hour begins
+// before now. A record of a later hour is bogus, and counting it would
+// fill hours no check looks at yet.
+const maxClockSkew = 10 * time.Minute
+
+// Bounds of a record's fields that the store's key bounds do not give.
+const (
+	// maxRecordIDBytes is a request's identity (at most store.MaxIDBytes)
+	// followed, for a field rule's match, by the rule's name.
+	maxRecordIDBytes = store.MaxIDBytes + len("#field:") + store.MaxRuleBytes
+	// maxReleaseBytes is far above "1.37".
+	maxReleaseBytes = 32
+	maxPodBytes     = 253
+	maxIPBytes      = 64
+)
+
+// decodeRecord reads and checks one record. Every field is a sender's: a
+// record is read only with fields this version knows, and each within its
+// bound, so that nothing it holds can make the store refuse a commit.
+func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
 	var rec record
-	if err := json.Unmarshal(value, &rec); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			// The error names the field, which the sender chose: say
+			// only that there was one.
+			return aggregate.Request{}, errUnknownField
+		}
 		return aggregate.Request{}, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	if dec.More() {
+		return aggregate.Request{}, fmt.Errorf("%w: data after the record", errMalformed)
 	}
 	switch {
 	case rec.V > recordVersion:
@@ -110,8 +160,58 @@ func decodeRecord(value []byte) (aggregate.Request, error) {
 		return aggregate.Request{}, fmt.Errorf("%w: cluster, id and api are required", errMalformed)
 	case rec.Hour.IsZero() || !rec.Hour.Equal(rec.Hour.Truncate(time.Hour)):
 		return aggregate.Request{}, fmt.Errorf("%w: hour %s is not a whole hour", errMalformed, rec.Hour)
+	case rec.Hour.After(now.Add(maxClockSkew)):
+		return aggregate.Request{}, fmt.Errorf("%w: %s", errFuture, rec.Hour.UTC().Format(time.RFC3339))
+	}
+	if field := rec.tooLong(); field != "" {
+		return aggregate.Request{}, fmt.Errorf("%w: %s", errTooLong, field)
 	}
 	return rec.request(), nil
+}
+
+// tooLong names the first field of rec over its bound, or is empty.
+func (rec record) tooLong() string {
+	api := store.MaxAPIBytes
+	if strings.HasPrefix(rec.API, wireFieldRulePrefix) {
+		api = len(wireFieldRulePrefix) + store.MaxRuleBytes
+	}
+	for _, f := range []struct {
+		name  string
+		value string
+		max   int
+	}{
+		{"cluster", rec.Cluster, store.MaxClusterBytes},
+		{"id", rec.ID, maxRecordIDBytes},
+		{"api", rec.API, api},
+		{"subresource", rec.Subresource, store.MaxSubresourceBytes},
+		{"node", rec.Node, store.MaxNodeBytes},
+		{"user", rec.User, store.MaxUsernameBytes},
+		{"userAgent", rec.UserAgent, store.MaxUserAgentBytes},
+		{"verb", rec.Verb, store.MaxVerbBytes},
+		{"removedRelease", rec.RemovedRelease, maxReleaseBytes},
+	} {
+		if len(f.value) > f.max {
+			return f.name
+		}
+	}
+	if s := rec.Seen; s != nil {
+		switch {
+		case len(s.Pod) > maxPodBytes:
+			return "seen.pod"
+		case len(s.PodNode) > store.MaxNodeBytes:
+			return "seen.podNode"
+		case len(s.ImpersonatedBy) > store.MaxUsernameBytes:
+			return "seen.impersonatedBy"
+		case len(s.SourceIPs) > aggregate.MaxSourceIPs:
+			return "seen.sourceIPs"
+		}
+		for _, ip := range s.SourceIPs {
+			if len(ip) > maxIPBytes {
+				return "seen.sourceIPs"
+			}
+		}
+	}
+	return ""
 }
 
 // message is a request as a Kafka message. The key is the cluster and the

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +10,11 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 )
 
-var hour = time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
+var (
+	hour = time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
+	// now is the reader's clock in these tests.
+	now = hour.Add(30 * time.Minute)
+)
 
 func TestFleetRecordRoundTrip(t *testing.T) {
 	req := aggregate.Request{
@@ -29,7 +34,7 @@ func TestFleetRecordRoundTrip(t *testing.T) {
 		"node":"master-1","user":"system:serviceaccount:csi:driver","userAgent":"csi-resizer/v1.9.0","verb":"patch",
 		"dryRun":true,"removed":true,"removedRelease":"1.37",
 		"seen":{"pod":"csi-0","podNode":"worker-2","sourceIPs":["10.0.0.7","fd00::7"],"impersonatedBy":"alice","at":"2026-11-21T19:17:00Z"}}`, string(m.Value))
-	got, err := decodeRecord(m.Value)
+	got, err := decodeRecord(m.Value, now)
 	require.NoError(t, err)
 	require.Equal(t, req, got)
 
@@ -42,7 +47,7 @@ func TestFleetRecordRoundTrip(t *testing.T) {
 	require.JSONEq(t, `{"v":1,"cluster":"prod-eu","id":"0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b#field:kube-proxy-version",
 		"api":"field:kube-proxy-version","hour":"2026-11-21T19:00:00Z","node":"master-1","user":"","verb":"patch"}`, string(fm.Value),
 		"the format of replicas that stored field rules as APIs")
-	got, err = decodeRecord(fm.Value)
+	got, err = decodeRecord(fm.Value, now)
 	require.NoError(t, err)
 	require.Equal(t, field, got)
 }
@@ -61,9 +66,48 @@ func TestFleetRecordRejectsBadInput(t *testing.T) {
 		{"not a whole hour", `{"v":1,"cluster":"c","id":"i","api":"a","hour":"2026-11-21T19:05:00Z"}`, errMalformed, "fleet: malformed record: hour 2026-11-21 19:05:00 +0000 UTC is not a whole hour"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeRecord([]byte(tc.value))
+			_, err := decodeRecord([]byte(tc.value), now)
 			require.ErrorIs(t, err, tc.want)
 			require.EqualError(t, err, tc.says)
 		})
 	}
+}
+
+// Every field of a record is a sender's: a record with a field this
+// version does not know, a value over its bound or an hour after the
+// reader's clock (beyond a small skew) is skipped with its own reason,
+// and the error never quotes what it held.
+func TestFleetRecordValidatesFields(t *testing.T) {
+	long := strings.Repeat("x", 70000)
+	valid := func(edit string) string {
+		return `{"v":1,"cluster":"c","id":"i","api":"endpoints.v1","hour":"2026-11-21T19:00:00Z","node":"n","user":"u","verb":"get"` + edit + `}`
+	}
+	_, err := decodeRecord([]byte(valid("")), now)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, value, reason, says string
+	}{
+		{"unknown field", valid(`,"secret":"x"`), reasonUnknownField, "fleet: record with a field this version does not know"},
+		{"unknown field of seen", valid(`,"seen":{"at":"2026-11-21T19:00:00Z","token":"x"}`), reasonUnknownField, "fleet: record with a field this version does not know"},
+		{"long id", valid(`,"id":"` + long + `"`), reasonTooLong, "fleet: record with a value over its bound: id"},
+		{"long cluster", valid(`,"cluster":"` + strings.Repeat("c", 254) + `"`), reasonTooLong, "fleet: record with a value over its bound: cluster"},
+		{"long node", valid(`,"node":"` + strings.Repeat("n", 254) + `"`), reasonTooLong, "fleet: record with a value over its bound: node"},
+		{"long user agent", valid(`,"userAgent":"` + strings.Repeat("a", 1025) + `"`), reasonTooLong, "fleet: record with a value over its bound: userAgent"},
+		{"eleven source IPs", valid(`,"seen":{"at":"2026-11-21T19:00:00Z","sourceIPs":["1","2","3","4","5","6","7","8","9","10","11"]}`), reasonTooLong, "fleet: record with a value over its bound: seen.sourceIPs"},
+		{"next hour", valid(`,"hour":"2026-11-21T20:00:00Z"`), reasonFuture, "fleet: record of an hour in the future: 2026-11-21T20:00:00Z"},
+		{"a year ahead", valid(`,"hour":"2027-11-21T19:00:00Z"`), reasonFuture, "fleet: record of an hour in the future: 2027-11-21T19:00:00Z"},
+		{"two records in one", valid("") + valid(""), reasonMalformed, "fleet: malformed record: data after the record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeRecord([]byte(tc.value), now)
+			require.EqualError(t, err, tc.says)
+			require.Equal(t, tc.reason, reason(err))
+		})
+	}
+	// The next hour begins within the skew: it is counted.
+	_, err = decodeRecord([]byte(valid(`,"hour":"2026-11-21T20:00:00Z"`)), hour.Add(50*time.Minute))
+	require.NoError(t, err)
+	// At the bounds, records are counted.
+	_, err = decodeRecord([]byte(valid(`,"cluster":"`+strings.Repeat("c", 253)+`","node":"`+strings.Repeat("n", 253)+`"`)), now)
+	require.NoError(t, err)
 }
