@@ -6,12 +6,15 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build docs image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
 build: ## Build bin/sunset.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/sunset ./cmd/sunset
+
+docs: ## Write docs/configuration.md from the help of each config key in the code.
+	$(GO) run ./internal/configdoc -o docs/configuration.md
 
 IMAGE ?= ghcr.io/kube-sunset/sunset:$(VERSION)
 

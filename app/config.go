@@ -22,126 +22,88 @@ import (
 	"github.com/kube-sunset/sunset/store"
 )
 
-// Config is everything `sunset serve` can be told. Keys are the same in the
-// config file, as flags (--data-dir) and as environment variables
-// (SUNSET_DATA_DIR).
+// Config is everything `sunset serve` can be told. Each key is the same in
+// the config file, as a flag (--data-dir, top-level keys only) and as an
+// environment variable (SUNSET_DATA_DIR). A key's help tag is its only
+// description: the flags' usage and docs/configuration.md are made from it
+// (see Keys), so the two cannot drift apart.
 type Config struct {
-	// DataDir is badger's directory.
-	DataDir string `mapstructure:"data-dir"`
-	// Listen is the HTTP address for the webhook, the API and /metrics.
-	Listen string `mapstructure:"listen"`
-	// TLSCertFile and TLSKeyFile turn on HTTPS (and HTTP/2, which
-	// kube-apiserver uses). Both or neither.
-	TLSCertFile string `mapstructure:"tls-cert-file"`
-	TLSKeyFile  string `mapstructure:"tls-key-file"`
-	// TLSClientCAFile makes the webhook require client certificates
-	// signed by this CA; their common name names the node when the path
-	// does not.
-	TLSClientCAFile string `mapstructure:"tls-client-ca-file"`
-	// WebhookTokenFile holds a bearer token the webhook requires, shared by
-	// every apiserver.
-	WebhookTokenFile string `mapstructure:"webhook-token-file"`
-	// WebhookTokenAuthFile holds bearer tokens each bound to one apiserver,
-	// in kube-apiserver's --token-auth-file CSV format.
-	WebhookTokenAuthFile string `mapstructure:"webhook-token-auth-file"`
-	// WebhookAllowUnauthenticated accepts webhook batches without
-	// credentials on a listen address that is not loopback.
-	WebhookAllowUnauthenticated bool `mapstructure:"webhook-allow-unauthenticated"`
+	DataDir string `mapstructure:"data-dir" help:"Badger's data directory. One server per directory: a second process that opens it is refused and pointed at --server."`
+	Listen  string `mapstructure:"listen" help:"Address of the webhook, the API, /metrics and the health endpoints. :8080 listens on every address; beyond loopback, readers must authenticate (or allow-unauthenticated be set) and the webhook needs credentials (or webhook-allow-unauthenticated), else Sunset refuses to start."`
+	// TLS carries HTTP/2 too, which kube-apiserver's webhook client uses.
+	TLSCertFile     string `mapstructure:"tls-cert-file" help:"Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate. Set together with tls-key-file."`
+	TLSKeyFile      string `mapstructure:"tls-key-file" help:"The PEM private key of tls-cert-file."`
+	TLSClientCAFile string `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise). Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
 
-	// Who may read and reset the API and scrape /metrics (see package
-	// access and the README's "Access control"). The names are those of
-	// the kube component flags.
-	AuthenticationKubeconfig        string   `mapstructure:"authentication-kubeconfig"`
-	AuthorizationKubeconfig         string   `mapstructure:"authorization-kubeconfig"`
-	AuthenticationSkipLookup        bool     `mapstructure:"authentication-skip-lookup"`
-	ClientCAFile                    string   `mapstructure:"client-ca-file"`
-	RequestheaderClientCAFile       string   `mapstructure:"requestheader-client-ca-file"`
-	RequestheaderAllowedNames       []string `mapstructure:"requestheader-allowed-names"`
-	RequestheaderUsernameHeaders    []string `mapstructure:"requestheader-username-headers"`
-	RequestheaderUIDHeaders         []string `mapstructure:"requestheader-uid-headers"`
-	RequestheaderGroupHeaders       []string `mapstructure:"requestheader-group-headers"`
-	RequestheaderExtraHeadersPrefix []string `mapstructure:"requestheader-extra-headers-prefix"`
-	// TokenAuthFile holds reader tokens in kube-apiserver's
-	// --token-auth-file CSV format.
-	TokenAuthFile string `mapstructure:"token-auth-file"`
-	// AuthorizationReadGroups and AuthorizationResetGroups decide without
-	// a cluster (no authorization kubeconfig, not in a pod).
-	AuthorizationReadGroups  []string `mapstructure:"authorization-read-groups"`
-	AuthorizationResetGroups []string `mapstructure:"authorization-reset-groups"`
-	// AuthorizationAlwaysAllowPaths are open to anyone.
-	AuthorizationAlwaysAllowPaths []string `mapstructure:"authorization-always-allow-paths"`
-	// AllowUnauthenticated lets anyone who reaches the port read, reset and
-	// scrape, on any listen address. On loopback without authentication
-	// flags that is the default.
-	AllowUnauthenticated bool `mapstructure:"allow-unauthenticated"`
-	// DefaultCluster names the cluster of webhook calls whose path has none.
-	DefaultCluster string `mapstructure:"default-cluster"`
-	// UserAgent is "short" (up to the first space, as OpenShift) or "full".
-	UserAgent string `mapstructure:"user-agent"`
-	// Decoder is "prefilter" (events that cannot count are set aside from
-	// their bytes, undecoded) or "full" (every event decoded with
-	// encoding/json, the reference the prefilter is tested against).
-	Decoder string `mapstructure:"decoder"`
-	// MaxBodyBytes is the largest webhook body accepted.
-	MaxBodyBytes int64 `mapstructure:"max-body-bytes"`
-	// MaxInFlightBatches is how many webhook batches are handled at once;
-	// more get 429 with Retry-After.
-	MaxInFlightBatches int `mapstructure:"max-inflight-batches"`
-	// Retention is how long hourly counts and dedupe marks are kept.
-	Retention time.Duration `mapstructure:"retention"`
-	// MaxClientsPerNodeHour bounds the clients (username and user agent)
-	// kept per API, apiserver node and hour; others count as "other".
-	MaxClientsPerNodeHour int `mapstructure:"max-clients-per-node-hour"`
-	// ShutdownTimeout bounds the graceful drain on SIGTERM.
-	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
-	// LogLevel is trace, debug, info, warn or error.
-	LogLevel string `mapstructure:"log-level"`
-	// LogFormat is json, console, or auto (console on a terminal, else json).
-	LogFormat string `mapstructure:"log-format"`
-	// SystemUsers are usernames classified as system traffic; an entry
-	// ending in "*" matches by prefix.
-	SystemUsers []string `mapstructure:"system-users"`
-	// Catalog adds API lifecycle entries (config file only).
+	WebhookTokenFile            string `mapstructure:"webhook-token-file" help:"The webhook requires Authorization: Bearer <the file's contents> (401 otherwise), from any apiserver."`
+	WebhookTokenAuthFile        string `mapstructure:"webhook-token-auth-file" help:"The webhook requires a bearer token from this CSV file, token,user,uid[,\"groups\"] as kube-apiserver's --token-auth-file, where user is <cluster>/<node> or <node>: each token posts only as that apiserver (401 for an unknown token, 403 for another apiserver's path)."`
+	WebhookAllowUnauthenticated bool   `mapstructure:"webhook-allow-unauthenticated" help:"Accept webhook batches without credentials on a listen address that is not loopback (a warning is logged at start). Without it, and without any of the three webhook credential keys, such a listen address is an error."`
+
+	// Who may read and reset the API and scrape /metrics (package access).
+	// The names are those of the Kubernetes components' flags, so that
+	// manifests written for metrics-server read the same.
+	AuthenticationKubeconfig        string   `mapstructure:"authentication-kubeconfig" help:"kube-apiserver that checks readers' bearer tokens (TokenReview) and whose kube-system/extension-apiserver-authentication ConfigMap gives client-ca-file and the requestheader-* settings unless they are set here. In a pod the in-cluster config is the default."`
+	AuthorizationKubeconfig         string   `mapstructure:"authorization-kubeconfig" help:"kube-apiserver that decides reads and resets (SubjectAccessReview). In a pod the in-cluster config is the default."`
+	AuthenticationSkipLookup        bool     `mapstructure:"authentication-skip-lookup" help:"Do not read client-ca-file and requestheader-* from the extension-apiserver-authentication ConfigMap."`
+	ClientCAFile                    string   `mapstructure:"client-ca-file" help:"Readers' client certificates signed by this CA authenticate: the common name is the user, the organizations the groups. Needs TLS."`
+	RequestheaderClientCAFile       string   `mapstructure:"requestheader-client-ca-file" help:"Trust the X-Remote-* headers only on connections with a client certificate from this CA: kube-apiserver's aggregator. Needs TLS."`
+	RequestheaderAllowedNames       []string `mapstructure:"requestheader-allowed-names" help:"Common names of front-proxy client certificates to trust; empty means any that requestheader-client-ca-file signed."`
+	RequestheaderUsernameHeaders    []string `mapstructure:"requestheader-username-headers" help:"Front-proxy headers that carry the user name; empty means X-Remote-User."`
+	RequestheaderUIDHeaders         []string `mapstructure:"requestheader-uid-headers" help:"Front-proxy headers that carry the user's UID."`
+	RequestheaderGroupHeaders       []string `mapstructure:"requestheader-group-headers" help:"Front-proxy headers that carry the groups; empty means X-Remote-Group."`
+	RequestheaderExtraHeadersPrefix []string `mapstructure:"requestheader-extra-headers-prefix" help:"Front-proxy header prefixes of the user's extras; empty means X-Remote-Extra-."`
+	TokenAuthFile                   string   `mapstructure:"token-auth-file" help:"Readers' static tokens in kube-apiserver's --token-auth-file format, one per line: token,user,uid,\"group1,group2\"."`
+	// The read and reset groups decide only where no cluster can: no
+	// authorization kubeconfig and not in a pod.
+	AuthorizationReadGroups       []string `mapstructure:"authorization-read-groups" help:"Without a cluster to ask (no authorization-kubeconfig, not in a pod): groups that may read the API and /metrics."`
+	AuthorizationResetGroups      []string `mapstructure:"authorization-reset-groups" help:"Without a cluster to ask: groups that may also reset counts (DELETE)."`
+	AuthorizationAlwaysAllowPaths []string `mapstructure:"authorization-always-allow-paths" help:"Paths anyone may GET, for probes; add /metrics to leave it open."`
+	AllowUnauthenticated          bool     `mapstructure:"allow-unauthenticated" help:"Let anyone who reaches the port read, reset and scrape, on any listen address (a warning is logged at start). On loopback without authentication keys that is the default."`
+
+	DefaultCluster string `mapstructure:"default-cluster" help:"Cluster of webhook paths, Kafka messages and files that name none."`
+	UserAgent      string `mapstructure:"user-agent" help:"short keeps the user agent up to its first space, as OpenShift does; full keeps it whole."`
+	Decoder        string `mapstructure:"decoder" help:"prefilter sets aside, from its bytes and undecoded, every event that cannot count; full decodes every event with encoding/json. Both count exactly the same; full is the reference the prefilter is tested against, and slower."`
+	// The body limit's floor is a full batch of small events: see
+	// minMaxBodyBytes.
+	MaxBodyBytes          int64         `mapstructure:"max-body-bytes" help:"Largest webhook body accepted, in bytes; larger ones get 413. The default fits 400 events of 160 KiB. At least 1 MiB."`
+	MaxInFlightBatches    int           `mapstructure:"max-inflight-batches" help:"Webhook batches handled at once; more get 429 with Retry-After: 1."`
+	Retention             time.Duration `mapstructure:"retention" help:"How long hourly counts and dedupe marks are kept. At least 24h."`
+	MaxClientsPerNodeHour int           `mapstructure:"max-clients-per-node-hour" help:"Clients (user name and user agent) an API keeps per apiserver node and hour; further ones are counted as the client \"other\"."`
+	ShutdownTimeout       time.Duration `mapstructure:"shutdown-timeout" help:"How long SIGTERM waits for the batches in flight."`
+	LogLevel              string        `mapstructure:"log-level" help:"trace, debug, info, warn or error."`
+	LogFormat             string        `mapstructure:"log-format" help:"json, console, or auto (console on a terminal, else json)."`
+	SystemUsers           []string      `mapstructure:"system-users" help:"User names classified as system traffic; an entry ending in * matches a prefix. A list replaces the defaults."`
+
 	Catalog CatalogConfig `mapstructure:"catalog"`
-	// Clusters holds per-cluster settings by cluster name (config file
-	// only). Names are lowercased by the config loader.
-	Clusters map[string]ClusterConfig `mapstructure:"clusters"`
-	// Ingest configures inputs beside the webhook (config file only).
-	Ingest IngestConfig `mapstructure:"ingest"`
-	// Kafka configures consumption from Kafka topics.
-	Kafka kafka.Config `mapstructure:"kafka"`
-	// Metrics configures the deprecated-API gauges.
-	Metrics MetricsConfig `mapstructure:"metrics"`
-	// FieldRules add deprecated-field rules to the built-in one (config
-	// file only).
-	FieldRules []fieldrule.Rule `mapstructure:"field-rules"`
-	// Admission configures the admission webhook counter.
-	Admission AdmissionConfig `mapstructure:"admission"`
+	// Clusters' names are lowercased by the config loader (viper), so the
+	// names here are too.
+	Clusters   map[string]ClusterConfig `mapstructure:"clusters"`
+	Ingest     IngestConfig             `mapstructure:"ingest"`
+	Kafka      kafka.Config             `mapstructure:"kafka"`
+	Metrics    MetricsConfig            `mapstructure:"metrics"`
+	FieldRules []fieldrule.Rule         `mapstructure:"field-rules" help:"Deprecated-field rules beside the built-in one: name, group, version, resource, optional subresource, verbs, field, deprecatedIn, removedIn, message. See counting.md#deprecated-fields."`
+	Admission  AdmissionConfig          `mapstructure:"admission"`
 }
 
 // AdmissionConfig is the admission key.
 type AdmissionConfig struct {
-	// Classes lists the resources of each class; a list replaces its
-	// default.
-	Classes AdmissionClasses `mapstructure:"classes"`
-	// Webhooks always get their own metric labels, and name the
-	// configuration of validating webhooks (config file only).
-	Webhooks []admission.WebhookID `mapstructure:"webhooks"`
-	// Metrics caps the other resources and webhooks with their own labels.
-	Metrics AdmissionMetrics `mapstructure:"metrics"`
+	Classes  AdmissionClasses      `mapstructure:"classes"`
+	Webhooks []admission.WebhookID `mapstructure:"webhooks" help:"Webhooks (configuration, webhook) that always get their own metric labels, and that name the configuration of validating webhooks."`
+	Metrics  AdmissionMetrics      `mapstructure:"metrics"`
 }
 
-// AdmissionClasses is the admission.classes key.
+// AdmissionClasses is the admission.classes key: a list replaces its
+// default.
 type AdmissionClasses struct {
-	Critical []string `mapstructure:"critical"`
-	Security []string `mapstructure:"security"`
-	Virtual  []string `mapstructure:"virtual"`
+	Critical []string `mapstructure:"critical" help:"Resources whose webhooks are scalability and stability bottlenecks: a slow webhook there slows the cluster. A list replaces the default."`
+	Security []string `mapstructure:"security" help:"Resources that hold or grant credentials: every webhook on them sees secrets and tokens in plain text. A list replaces the default."`
+	Virtual  []string `mapstructure:"virtual" help:"Resources that are not stored (reviews, bindings): a webhook on them is almost always a mistake. A list replaces the default."`
 }
 
 // AdmissionMetrics is the admission.metrics key.
 type AdmissionMetrics struct {
-	MaxResources int `mapstructure:"max-resources"`
-	MaxWebhooks  int `mapstructure:"max-webhooks"`
+	MaxResources int `mapstructure:"max-resources" help:"Resources with their own labels on the admission metrics beyond the classes' own; the rest are other."`
+	MaxWebhooks  int `mapstructure:"max-webhooks" help:"Webhooks with their own labels on the admission metrics beyond admission.webhooks; the rest are other."`
 }
 
 // ClassMap returns the classes as admission.NewClasses takes them.
@@ -152,26 +114,17 @@ func (c AdmissionConfig) ClassMap() map[admission.Class][]string {
 
 // MetricsConfig is the metrics key.
 type MetricsConfig struct {
-	// Window is what sunset_deprecated_requests counts over.
-	Window time.Duration `mapstructure:"window"`
-	// Grace is how long a series shows 0 before it disappears.
-	Grace time.Duration `mapstructure:"grace"`
-	// RemovalHorizon is "within N releases" for the EUS alert.
-	RemovalHorizon int `mapstructure:"removal-horizon"`
-	// Refresh bounds how often the gauges rescan the store.
-	Refresh time.Duration `mapstructure:"refresh"`
-	// MaxSeries bounds the series of each metric whose labels come from
-	// audit events.
-	MaxSeries int `mapstructure:"max-series"`
-	// MaxClusters bounds the cluster label values beyond the configured
-	// clusters.
-	MaxClusters int `mapstructure:"max-clusters"`
+	Window         time.Duration `mapstructure:"window" help:"What sunset_deprecated_requests counts over, from 1h to the retention."`
+	Grace          time.Duration `mapstructure:"grace" help:"How long a series shows 0 before it disappears, so that alerts resolve rather than vanish."`
+	RemovalHorizon int           `mapstructure:"removal-horizon" help:"Releases ahead the SunsetAPIRemovedWithinHorizonInUse alert looks, exported as sunset_removal_horizon_releases."`
+	Refresh        time.Duration `mapstructure:"refresh" help:"How often, at most, the gauges rescan the store."`
+	MaxSeries      int           `mapstructure:"max-series" help:"Series of each metric whose labels come from audit events; beyond it label sets fold into other."`
+	MaxClusters    int           `mapstructure:"max-clusters" help:"Cluster label values beyond the configured clusters; later clusters are other."`
 }
 
 // IngestConfig is the ingest key.
 type IngestConfig struct {
-	// Files are audit log files to follow, like tail -F.
-	Files []FollowFile `mapstructure:"files"`
+	Files []FollowFile `mapstructure:"files" help:"Audit log files to follow like tail -F, each with path, node (the apiserver that writes it) and optional cluster. See inputs/files.md."`
 }
 
 // FollowFile is one audit log file to follow.
@@ -183,15 +136,12 @@ type FollowFile struct {
 
 // CatalogConfig is the catalog key.
 type CatalogConfig struct {
-	// Extra entries, for CRDs or to override built-in ones.
-	Extra []catalog.Entry `mapstructure:"extra"`
+	Extra []catalog.Entry `mapstructure:"extra" help:"API lifecycle entries beside the built-in catalog, for CRDs or to override a built-in entry. See counting.md#the-api-lifecycle-catalog."`
 }
 
 // ClusterConfig is one entry of the clusters key.
 type ClusterConfig struct {
-	// Version is the cluster's kube-apiserver release, e.g. "1.36" or
-	// "v1.36.3". Optional.
-	Version string `mapstructure:"version"`
+	Version string `mapstructure:"version" help:"The cluster's kube-apiserver release, 1.36 or v1.36.3, for the verdict of sunset check and the page. Cluster names here are lowercase."`
 }
 
 // ClusterVersions returns the configured versions, parsed. Call it on a
@@ -293,8 +243,8 @@ func (c Config) Validate() error {
 	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 	}
-	// In a fixed order (not a map's), so the same config always gives the
-	// same message.
+	// Slices, not maps, so that the same config always gives the same
+	// message in the same order.
 	for _, f := range []struct{ key, path string }{{"tls-cert-file", c.TLSCertFile}, {"tls-key-file", c.TLSKeyFile},
 		{"tls-client-ca-file", c.TLSClientCAFile}, {"webhook-token-file", c.WebhookTokenFile}, {"webhook-token-auth-file", c.WebhookTokenAuthFile},
 		{"authentication-kubeconfig", c.AuthenticationKubeconfig}, {"authorization-kubeconfig", c.AuthorizationKubeconfig},
@@ -306,9 +256,9 @@ func (c Config) Validate() error {
 			bad(f.key, "cannot read %s: %v", f.path, errors.Unwrap(err))
 		}
 	}
-	for key, path := range map[string]string{"client-ca-file": c.ClientCAFile, "requestheader-client-ca-file": c.RequestheaderClientCAFile} {
-		if path != "" && c.TLSCertFile == "" {
-			bad(key, "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
+	for _, f := range []struct{ key, path string }{{"client-ca-file", c.ClientCAFile}, {"requestheader-client-ca-file", c.RequestheaderClientCAFile}} {
+		if f.path != "" && c.TLSCertFile == "" {
+			bad(f.key, "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 		}
 	}
 	if c.DefaultCluster == "" {

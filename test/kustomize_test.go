@@ -243,7 +243,8 @@ func TestKustomizeGrantsOnlyDelegation(t *testing.T) {
 	wantRules := map[string][]rule{
 		"sunset:extension-apiserver-authentication-reader": {{APIGroups: []string{""}, Resources: []string{"configmaps"},
 			ResourceNames: []string{"extension-apiserver-authentication"}, Verbs: []string{"get", "list", "watch"}}},
-		"sunset:view":  {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts", "fieldrequestcounts", "webhookcounts"}, Verbs: []string{"get", "list"}}},
+		"sunset:view": {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts", "fieldrequestcounts", "webhookcounts", "upgradechecks", "serverinfo"},
+			Verbs: []string{"get", "list"}}},
 		"sunset:reset": {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts"}, Verbs: []string{"delete"}}},
 	}
 	wantAggregation := map[string][]string{

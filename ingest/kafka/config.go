@@ -18,74 +18,52 @@ import (
 )
 
 // Config is the kafka key. Consumption is on when Brokers and Topics are
-// set.
+// set. Defaults are filled by WithDefaults, so that a config file that
+// leaves a key out and a zero value mean the same.
 type Config struct {
-	Brokers []string `mapstructure:"brokers"`
-	Topics  []string `mapstructure:"topics"`
-	// GroupID is the consumer group; replicas with the same one share
-	// partitions.
-	GroupID  string `mapstructure:"groupID"`
-	ClientID string `mapstructure:"clientID"`
-	// StartOffset is where a new group starts: earliest or latest.
-	StartOffset string `mapstructure:"startOffset"`
-	// MinBytes, MaxBytes and MaxWait tune fetches.
-	MinBytes int           `mapstructure:"minBytes"`
-	MaxBytes int           `mapstructure:"maxBytes"`
-	MaxWait  time.Duration `mapstructure:"maxWait"`
-	// SessionTimeout is how long the group waits for a silent member.
-	SessionTimeout time.Duration `mapstructure:"sessionTimeout"`
-	// RebalanceTimeout is how long the group waits, when partitions
-	// move, for members to finish the batch in hand and rejoin. A member
-	// that is late is dropped and rejoins, which moves partitions again:
-	// too short a deadline for the batches (a loaded broker, a fleet
+	Brokers        []string      `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
+	Topics         []string      `mapstructure:"topics" help:"Topics of audit events to consume."`
+	GroupID        string        `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
+	ClientID       string        `mapstructure:"clientID" help:"Client ID sent to the brokers."`
+	StartOffset    string        `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
+	MinBytes       int           `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
+	MaxBytes       int           `mapstructure:"maxBytes" help:"Most bytes a fetch returns."`
+	MaxWait        time.Duration `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
+	SessionTimeout time.Duration `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
+	// Too short a deadline for the batches (a loaded broker, a fleet
 	// filter waiting for its produce) keeps a group rebalancing without
 	// end; too long a one holds partitions while a member that died in a
-	// rebalance is waited for. Zero means SessionTimeout.
-	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout"`
-	// RetryBackoff is the first pause after a failed commit (doubling up
-	// to 30s).
-	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
-	// BatchSize and BatchWait bound how many messages share one commit.
-	BatchSize int           `mapstructure:"batchSize"`
-	BatchWait time.Duration `mapstructure:"batchWait"`
-	TLS       TLSConfig     `mapstructure:"tls"`
-	SASL      SASLConfig    `mapstructure:"sasl"`
-	// EnvelopeFields are the fields, tried in order, whose string holds the
-	// event JSON (fluent-bit: log, Vector: message).
-	EnvelopeFields []string `mapstructure:"envelopeFields"`
-	// NodeHeader and NodeField name where a message says which apiserver
-	// it came from; a dotted field is a path (kubernetes.host). Node is
-	// the fallback.
-	NodeHeader string `mapstructure:"nodeHeader"`
-	NodeField  string `mapstructure:"nodeField"`
-	Node       string `mapstructure:"node"`
-	// ClusterHeader and ClusterField likewise name the cluster; the
-	// default cluster is the fallback.
-	ClusterHeader string `mapstructure:"clusterHeader"`
-	ClusterField  string `mapstructure:"clusterField"`
-	// Fleet shares counts between replicas through a topic of request
-	// records.
-	Fleet FleetConfig `mapstructure:"fleet"`
-	// Forward also sends the requests counted from the webhook and from
-	// files to Fleet.Topic.
-	Forward bool `mapstructure:"forward"`
+	// rebalance is waited for.
+	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
+	RetryBackoff     time.Duration `mapstructure:"retryBackoff" help:"First pause after a failed commit, doubling up to 30s; the batch is read again and the partition never stalls. While the data directory is short of space, consumption pauses and looks again at this pace."`
+	BatchSize        int           `mapstructure:"batchSize" help:"Most messages that share one commit."`
+	BatchWait        time.Duration `mapstructure:"batchWait" help:"How long a batch waits to fill before it is committed."`
+	TLS              TLSConfig     `mapstructure:"tls"`
+	SASL             SASLConfig    `mapstructure:"sasl"`
+	EnvelopeFields   []string      `mapstructure:"envelopeFields" help:"Fields, tried in order, whose string holds the event JSON (fluent-bit: log, Vector: message)."`
+	NodeHeader       string        `mapstructure:"nodeHeader" help:"Message header that names the apiserver."`
+	NodeField        string        `mapstructure:"nodeField" help:"Message field that names the apiserver; a dotted field is a path (kubernetes.host)."`
+	Node             string        `mapstructure:"node" help:"The apiserver of messages that name none."`
+	ClusterHeader    string        `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
+	ClusterField     string        `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
+	Fleet            FleetConfig   `mapstructure:"fleet"`
+	Forward          bool          `mapstructure:"forward" help:"Also send the requests counted from the webhook and from files to kafka.fleet.topic."`
 }
 
 // TLSConfig is kafka.tls.
 type TLSConfig struct {
-	Enabled            bool   `mapstructure:"enabled"`
-	CAFile             string `mapstructure:"caFile"`
-	CertFile           string `mapstructure:"certFile"`
-	KeyFile            string `mapstructure:"keyFile"`
-	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify"`
+	Enabled            bool   `mapstructure:"enabled" help:"Connect to the brokers over TLS."`
+	CAFile             string `mapstructure:"caFile" help:"CA that signed the brokers' certificates; empty means the system's roots."`
+	CertFile           string `mapstructure:"certFile" help:"Client certificate (PEM), for brokers that authenticate by certificate. Set together with keyFile."`
+	KeyFile            string `mapstructure:"keyFile" help:"Private key (PEM) of certFile."`
+	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify" help:"Do not verify the brokers' certificates. For tests only."`
 }
 
 // SASLConfig is kafka.sasl.
 type SASLConfig struct {
-	// Mechanism is plain, scram-sha-256 or scram-sha-512; empty for none.
-	Mechanism string `mapstructure:"mechanism"`
-	Username  string `mapstructure:"username"`
-	Password  string `mapstructure:"password"`
+	Mechanism string `mapstructure:"mechanism" help:"plain, scram-sha-256 or scram-sha-512; empty for none."`
+	Username  string `mapstructure:"username" help:"SASL user name."`
+	Password  string `mapstructure:"password" help:"SASL password; set it in the environment (SUNSET_KAFKA_SASL_PASSWORD) rather than in a file."`
 }
 
 // Enabled reports whether Kafka is configured.
@@ -195,8 +173,9 @@ func (c Config) Validate() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		bad("tls.certFile", "tls.certFile and tls.keyFile must be set together")
 	}
-	for key, path := range map[string]string{"tls.caFile": c.TLS.CAFile, "tls.certFile": c.TLS.CertFile, "tls.keyFile": c.TLS.KeyFile} {
-		if path != "" {
+	// A slice, not a map, so that messages keep one order.
+	for _, f := range []struct{ key, path string }{{"tls.caFile", c.TLS.CAFile}, {"tls.certFile", c.TLS.CertFile}, {"tls.keyFile", c.TLS.KeyFile}} {
+		if key, path := f.key, f.path; path != "" {
 			if _, err := os.Stat(path); err != nil {
 				bad(key, "cannot read %s", path)
 			}

@@ -11,15 +11,10 @@ import (
 // ingest/fleet runs it; the keys live here because they are part of the
 // kafka key.
 type FleetConfig struct {
-	// Topic is the topic of request records. Setting it turns fleet mode
-	// on: kafka.topics are then filtered into it instead of counted here.
-	Topic string `mapstructure:"topic"`
-	// Count consumes every partition of Topic into this replica's store.
-	// Nil means true.
-	Count *bool `mapstructure:"count"`
-	// Compression of the records produced: none, gzip, snappy, lz4 or
-	// zstd.
-	Compression string `mapstructure:"compression"`
+	Topic string `mapstructure:"topic" help:"Topic of request records. Setting it turns fleet mode on: kafka.topics are then filtered into it instead of counted here. See fleet.md."`
+	// Count is a pointer so that a file that leaves it out means true.
+	Count       *bool  `mapstructure:"count" help:"Consume every partition of kafka.fleet.topic into this replica's store; false makes a replica that only filters or forwards. Unset means true."`
+	Compression string `mapstructure:"compression" help:"Compression of the records produced: none, gzip, snappy, lz4 or zstd."`
 }
 
 // Enabled reports whether fleet mode is on.

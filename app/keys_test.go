@@ -1,0 +1,66 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+)
+
+// Every key says what it does: the help is the only description a key
+// has, for its flag and for docs/configuration.md alike.
+func TestEveryKeyHasHelp(t *testing.T) {
+	var names, missing []string
+	for _, k := range Keys() {
+		names = append(names, k.Name)
+		if k.Help == "" {
+			missing = append(missing, k.Name)
+		}
+	}
+	require.Len(t, names, 81, "keys; update the count when adding one")
+	require.Empty(t, missing, "keys without a help tag")
+}
+
+// Flags are the top-level keys of plain values, each with its help and
+// the default of DefaultConfig.
+func TestFlagsFollowKeys(t *testing.T) {
+	fs := Flags()
+	f := fs.Lookup("retention")
+	require.NotNil(t, f)
+	require.Equal(t, "720h0m0s", f.DefValue)
+	require.Equal(t, "How long hourly counts and dedupe marks are kept. At least 24h.", f.Usage)
+	require.Nil(t, fs.Lookup("field-rules"), "lists of objects are file only")
+	require.Nil(t, fs.Lookup("metrics.window"), "nested keys have no flag")
+	n := 0
+	fs.VisitAll(func(*pflag.Flag) { n++ })
+	require.Equal(t, 34, n, "flags")
+}
+
+// docs/configuration.md is what WriteReference writes today; `make docs`
+// rewrites it.
+func TestConfigurationReferenceIsCurrent(t *testing.T) {
+	var want bytes.Buffer
+	require.NoError(t, WriteReference(&want))
+	got, err := os.ReadFile("../docs/configuration.md")
+	require.NoError(t, err)
+	require.Equal(t, want.String(), string(got), "docs/configuration.md is stale: run make docs")
+}
+
+// Validate's messages come in one order, whatever the run: a config with
+// several problems reads the same each time.
+func TestValidateReportsInOneOrder(t *testing.T) {
+	c := DefaultConfig()
+	dir := t.TempDir()
+	c.ClientCAFile, c.RequestheaderClientCAFile = dir, dir
+	c.Kafka.Brokers, c.Kafka.Topics = []string{"kafka:9092"}, []string{"audit"}
+	c.Kafka.TLS.CAFile, c.Kafka.TLS.CertFile, c.Kafka.TLS.KeyFile = dir+"/a", dir+"/b", dir+"/c"
+	first := c.Validate().Error()
+	require.Equal(t, "client-ca-file: needs tls-cert-file and tls-key-file: client certificates only exist over TLS\n"+
+		"requestheader-client-ca-file: needs tls-cert-file and tls-key-file: client certificates only exist over TLS\n"+
+		"kafka.tls.caFile: cannot read "+dir+"/a\nkafka.tls.certFile: cannot read "+dir+"/b\nkafka.tls.keyFile: cannot read "+dir+"/c", first)
+	for range 20 {
+		require.Equal(t, first, c.Validate().Error())
+	}
+}
