@@ -79,25 +79,28 @@ var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "
 
 // What differs between the kustomizations.
 type overlayWant struct {
-	port        int32
-	portName    string
-	scheme      corev1.URIScheme
-	secrets     []string // Secrets referenced, none of them rendered
-	egressPorts []int32  // besides DNS
-	args        []string
+	port     int32
+	portName string
+	scheme   corev1.URIScheme
+	secrets  []string // Secrets referenced, none of them rendered
+	args     []string
 }
 
-var baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8080", "--webhook-allow-unauthenticated=true"}
+// Every kustomization serves HTTPS and demands a token per apiserver on
+// the webhook: readers, Prometheus and kube-apiserver send credentials,
+// and none travels in cleartext.
+var baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8443",
+	"--tls-cert-file=/etc/sunset/tls/tls.crt", "--tls-key-file=/etc/sunset/tls/tls.key",
+	"--webhook-token-auth-file=/etc/sunset/webhook/tokens.csv"}
+
+var baseSecrets = []string{"sunset-tls", "sunset-webhook-tokens"}
 
 var overlays = map[string]overlayWant{
-	"kubernetes/base": {port: 8080, portName: "http", scheme: corev1.URISchemeHTTP, args: baseArgs},
-	"kubernetes/overlays/tls": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS,
-		secrets: []string{"sunset-tls", "sunset-webhook-token"},
-		args: []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8443",
-			"--tls-cert-file=/etc/sunset/tls/tls.crt", "--tls-key-file=/etc/sunset/tls/tls.key",
-			"--tls-client-ca-file=/etc/sunset/tls/ca.crt", "--webhook-token-file=/etc/sunset/webhook/token"}},
-	"kubernetes/overlays/kafka": {port: 8080, portName: "http", scheme: corev1.URISchemeHTTP,
-		secrets: []string{"sunset-kafka"}, egressPorts: []int32{9093}, args: baseArgs},
+	"kubernetes/base": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS, secrets: baseSecrets, args: baseArgs},
+	"kubernetes/overlays/tls": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS, secrets: baseSecrets,
+		args: append(slices.Clone(baseArgs), "--tls-client-ca-file=/etc/sunset/tls/ca.crt")},
+	"kubernetes/overlays/kafka": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS,
+		secrets: append([]string{"sunset-kafka"}, baseSecrets...), args: baseArgs},
 }
 
 // rendered is one kustomization's output.
@@ -119,10 +122,11 @@ type serviceMonitor struct {
 			MatchLabels map[string]string `json:"matchLabels"`
 		} `json:"selector"`
 		Endpoints []struct {
-			Port      string `json:"port"`
-			Path      string `json:"path"`
-			Scheme    string `json:"scheme"`
-			TLSConfig *struct {
+			Port            string `json:"port"`
+			Path            string `json:"path"`
+			Scheme          string `json:"scheme"`
+			BearerTokenFile string `json:"bearerTokenFile"`
+			TLSConfig       *struct {
 				ServerName string `json:"serverName"`
 				CA         struct {
 					Secret *corev1.SecretKeySelector `json:"secret"`
@@ -444,10 +448,16 @@ func TestKustomizeStatefulSet(t *testing.T) {
 		args := requireRealFlags(t, flags, c.Args)
 		port := listenPort(t, args["listen"])
 		require.Equal(t, want.port, port, dir)
-		// Beyond loopback, Sunset starts only with webhook credentials or
-		// when told to accept batches without.
-		require.True(t, args["webhook-allow-unauthenticated"] == "true" || args["webhook-token-file"] != "" ||
-			args["webhook-token-auth-file"] != "" || args["tls-client-ca-file"] != "", "%s: listens on %s with no webhook credentials", dir, args["listen"])
+		// Webhook credentials bound to each apiserver, never batches
+		// without, and only over TLS: kube-apiserver sends credentials
+		// only to https:// URLs, and readers' tokens must not travel in
+		// cleartext either.
+		require.NotContains(t, args, "webhook-allow-unauthenticated", dir)
+		require.NotContains(t, args, "allow-unauthenticated", dir)
+		require.NotContains(t, args, "webhook-token-file", dir+": one token for every apiserver binds none")
+		require.NotEmpty(t, args["webhook-token-auth-file"], dir)
+		require.NotEmpty(t, args["tls-cert-file"], dir)
+		require.NotEmpty(t, args["tls-key-file"], dir)
 		require.Equal(t, []corev1.ContainerPort{{Name: want.portName, ContainerPort: want.port, Protocol: corev1.ProtocolTCP}}, c.Ports, dir)
 		requireProbes(t, dir, c, port, want.scheme, "")
 		requireSized(t, dir, c)
@@ -535,32 +545,14 @@ func TestKustomizeStatefulSet(t *testing.T) {
 		for k, v := range r.smon.Spec.Selector.MatchLabels {
 			require.Equal(t, v, r.svc.Labels[k], dir)
 		}
-		if want.scheme == corev1.URISchemeHTTPS {
-			require.NotNil(t, ep.TLSConfig, dir)
-			require.Equal(t, "sunset.sunset.svc", ep.TLSConfig.ServerName)
-			require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sunset-tls"}, Key: "ca.crt"}, ep.TLSConfig.CA.Secret)
-		}
-		requireNetworkPolicy(t, dir, r.np, want)
+		// Prometheus's token goes over HTTPS only, to a certificate it
+		// verifies with the serving CA under the Service's name.
+		require.Equal(t, "https", ep.Scheme, dir)
+		require.Equal(t, "/var/run/secrets/kubernetes.io/serviceaccount/token", ep.BearerTokenFile, dir)
+		require.NotNil(t, ep.TLSConfig, dir)
+		require.Equal(t, r.svc.Name+"."+r.svc.Namespace+".svc", ep.TLSConfig.ServerName, dir)
+		require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sunset-tls"}, Key: "ca.crt"}, ep.TLSConfig.CA.Secret, dir)
 	}
-}
-
-// The NetworkPolicy admits the one port, from anywhere, and lets out DNS
-// and, with Kafka, the brokers' port.
-func requireNetworkPolicy(t *testing.T, dir string, np networkingv1.NetworkPolicy, want overlayWant) {
-	t.Helper()
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	port := func(n int32) *intstr.IntOrString { p := intstr.FromInt32(n); return &p }
-	require.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes, dir)
-	require.Equal(t, []networkingv1.NetworkPolicyIngressRule{{
-		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(want.port)}},
-	}}, np.Spec.Ingress, dir)
-	egress := []networkingv1.NetworkPolicyEgressRule{{
-		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: port(53)}, {Protocol: &tcp, Port: port(53)}},
-	}}
-	for _, p := range want.egressPorts {
-		egress = append(egress, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(p)}}})
-	}
-	require.Equal(t, egress, np.Spec.Egress, dir)
 }
 
 // baseImageTag is the tag the base's images: sets.
@@ -582,19 +574,31 @@ func TestKustomizeOverlays(t *testing.T) {
 	kubectl(t)
 	base := sunsetConfig(t, render(t, "kubernetes/base"))
 
-	// TLS: every file flag points into the Secret that holds it.
+	// Every file flag points into the Secret that holds it.
+	flags := serveFlags(t)
+	for dir := range overlays {
+		r := render(t, dir)
+		c := r.sts.Spec.Template.Spec.Containers[0]
+		args := requireRealFlags(t, flags, c.Args)
+		files := secretFiles(t, r.sts.Spec.Template.Spec, c)
+		want := map[string]string{
+			"tls-cert-file":           "sunset-tls/tls.crt",
+			"tls-key-file":            "sunset-tls/tls.key",
+			"webhook-token-auth-file": "sunset-webhook-tokens/tokens.csv",
+		}
+		if dir == "kubernetes/overlays/tls" {
+			want["tls-client-ca-file"] = "sunset-tls/ca.crt"
+		}
+		got := map[string]string{}
+		for name, path := range args {
+			if name != "config" && name != "data-dir" && name != "listen" {
+				got[name] = files[path]
+			}
+		}
+		require.Equal(t, want, got, dir)
+	}
 	tlsR := render(t, "kubernetes/overlays/tls")
 	require.Equal(t, base, sunsetConfig(t, tlsR), "the TLS overlay changes flags, not the config file")
-	c := tlsR.sts.Spec.Template.Spec.Containers[0]
-	args := requireRealFlags(t, serveFlags(t), c.Args)
-	files := secretFiles(t, tlsR.sts.Spec.Template.Spec, c)
-	require.Equal(t, "sunset-tls/tls.crt", files[args["tls-cert-file"]])
-	require.Equal(t, "sunset-tls/tls.key", files[args["tls-key-file"]])
-	require.Equal(t, "sunset-tls/ca.crt", files[args["tls-client-ca-file"]])
-	require.Equal(t, "sunset-webhook-token/token", files[args["webhook-token-file"]])
-	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-		require.Equal(t, corev1.URISchemeHTTPS, p.HTTPGet.Scheme)
-	}
 
 	// Kafka: the base's config plus kafka keys; the password from the
 	// Secret, the CA file from the Secret's mount, the brokers' port open.
@@ -608,7 +612,7 @@ func TestKustomizeOverlays(t *testing.T) {
 	require.NotEmpty(t, kafkaCfg["sasl"].(map[string]any)["username"])
 	require.NotEmpty(t, kafkaCfg["topics"])
 	require.Equal(t, "sunset", kafkaCfg["groupID"])
-	c = kafkaR.sts.Spec.Template.Spec.Containers[0]
+	c := kafkaR.sts.Spec.Template.Spec.Containers[0]
 	var password *corev1.EnvVar
 	for i, e := range c.Env {
 		if e.Name == "SUNSET_KAFKA_SASL_PASSWORD" {
@@ -619,15 +623,10 @@ func TestKustomizeOverlays(t *testing.T) {
 	require.Empty(t, password.Value)
 	require.Equal(t, &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "sunset-kafka"}, Key: "password"}}, password.ValueFrom)
-	files = secretFiles(t, kafkaR.sts.Spec.Template.Spec, c)
+	files := secretFiles(t, kafkaR.sts.Spec.Template.Spec, c)
 	tlsCfg := kafkaCfg["tls"].(map[string]any)
 	require.Equal(t, true, tlsCfg["enabled"])
 	require.Equal(t, "sunset-kafka/ca.crt", files[tlsCfg["caFile"].(string)])
-	var brokerPorts []int32
-	for _, b := range kafkaCfg["brokers"].([]any) {
-		brokerPorts = append(brokerPorts, listenPort(t, b.(string)))
-	}
-	require.Equal(t, overlays["kubernetes/overlays/kafka"].egressPorts, slices.Compact(brokerPorts), "the NetworkPolicy lets out the brokers' port")
 }
 
 // secretFiles maps each file path a container sees from a Secret volume to
@@ -635,9 +634,9 @@ func TestKustomizeOverlays(t *testing.T) {
 func secretFiles(t *testing.T, spec corev1.PodSpec, c corev1.Container) map[string]string {
 	t.Helper()
 	keys := map[string]string{
-		"sunset-tls":           "tls.crt tls.key ca.crt",
-		"sunset-webhook-token": "token",
-		"sunset-kafka":         "password ca.crt",
+		"sunset-tls":            "tls.crt tls.key ca.crt",
+		"sunset-webhook-tokens": "tokens.csv",
+		"sunset-kafka":          "password ca.crt",
 	}
 	out := map[string]string{}
 	for _, v := range spec.Volumes {
@@ -810,44 +809,29 @@ func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte
 	return url
 }
 
-// Sunset starts with exactly the base's arguments and config file, passes
-// its probes and counts a batch.
-func TestKustomizeBaseConfigRunsInSunset(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the binary")
+// baseSecrets' contents for a local run: a serving certificate for
+// 127.0.0.1 and one webhook token, for cluster default's apiserver
+// master-0 (the client certificate's common name).
+func baseSecretData(pki testPKI) map[string]map[string][]byte {
+	return map[string]map[string][]byte{
+		"sunset-tls":            {"tls.crt": pki.certPEM, "tls.key": pki.keyPEM, "ca.crt": pki.caPEM},
+		"sunset-webhook-tokens": {"tokens.csv": []byte("master-0-token,default/master-0,master-0\nmaster-1-token,default/master-1,master-1\n")},
 	}
-	kubectl(t)
-	url := runRendered(t, render(t, "kubernetes/base"), nil, "")
-	code, err := post(url, batch(0, time.Now().UTC()))
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, int64(100), counts(t, url)[apiName(0)])
 }
 
-// The TLS overlay serves HTTPS with the Secret's files, its probes pass
-// without credentials, and the webhook demands the token and the client
-// certificate.
-func TestKustomizeTLSOverlayRunsInSunset(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the binary")
-	}
-	kubectl(t)
-	pki := newTestPKI(t)
-	url := runRendered(t, render(t, "kubernetes/overlays/tls"), map[string]map[string][]byte{
-		"sunset-tls":           {"tls.crt": pki.certPEM, "tls.key": pki.keyPEM, "ca.crt": pki.caPEM},
-		"sunset-webhook-token": {"token": []byte("test-token\n")},
-	}, "")
-	require.True(t, strings.HasPrefix(url, "https://"))
+// webhookPoster posts a real kube-apiserver batch to Sunset over HTTPS,
+// verifying its certificate, with the given client certificates and token,
+// and returns the status.
+func webhookPoster(t *testing.T, pki testPKI, url string) func(path string, certs []tls.Certificate, token string) int {
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(pki.caPEM))
-	clientCert, err := tls.X509KeyPair(pki.clientCertPEM, pki.clientKeyPEM)
-	require.NoError(t, err)
 	body, err := os.ReadFile("../testdata/apiserver-v1.36/webhook-metadata-batch/00004.body")
 	require.NoError(t, err)
-	post := func(certs []tls.Certificate, token string) int {
+	return func(path string, certs []tls.Certificate, token string) int {
+		t.Helper()
 		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
-		req, err := http.NewRequest(http.MethodPost, url+"/audit/webhook", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
@@ -859,10 +843,56 @@ func TestKustomizeTLSOverlayRunsInSunset(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Equal(t, http.StatusUnauthorized, post(nil, ""))
-	require.Equal(t, http.StatusUnauthorized, post(nil, "test-token"))
-	require.Equal(t, http.StatusUnauthorized, post([]tls.Certificate{clientCert}, ""))
-	require.Equal(t, http.StatusOK, post([]tls.Certificate{clientCert}, "test-token"))
+}
+
+// Sunset starts with exactly the base's arguments, config file and
+// Secrets, serves HTTPS, passes its probes without credentials, and
+// takes a batch only with an apiserver's own token on that apiserver's
+// path.
+func TestKustomizeBaseConfigRunsInSunset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	kubectl(t)
+	pki := newTestPKI(t)
+	url := runRendered(t, render(t, "kubernetes/base"), baseSecretData(pki), "")
+	require.True(t, strings.HasPrefix(url, "https://"), url)
+	post := webhookPoster(t, pki, url)
+	require.Equal(t, http.StatusUnauthorized, post("/audit/webhook/default/master-0", nil, ""))
+	require.Equal(t, http.StatusUnauthorized, post("/audit/webhook/default/master-0", nil, "not-a-token"))
+	require.Equal(t, http.StatusForbidden, post("/audit/webhook/default/master-0", nil, "master-1-token"), "another apiserver's token")
+	require.Equal(t, http.StatusOK, post("/audit/webhook/default/master-0", nil, "master-0-token"))
+
+	// Plain HTTP on the same port gets no answer that a token could
+	// follow: the listener speaks TLS only.
+	plain := "http://" + strings.TrimPrefix(url, "https://")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(plain + "/-/ready")
+	if err == nil {
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "Go's TLS server answers plain HTTP with 400")
+	}
+}
+
+// The TLS overlay adds webhook client certificates: the webhook demands an
+// apiserver's token and a certificate from the CA, and the probes need
+// neither.
+func TestKustomizeTLSOverlayRunsInSunset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	kubectl(t)
+	pki := newTestPKI(t)
+	url := runRendered(t, render(t, "kubernetes/overlays/tls"), baseSecretData(pki), "")
+	require.True(t, strings.HasPrefix(url, "https://"))
+	clientCert, err := tls.X509KeyPair(pki.clientCertPEM, pki.clientKeyPEM)
+	require.NoError(t, err)
+	post := webhookPoster(t, pki, url)
+	// The certificate names the node only, so the path names no cluster.
+	const path = "/audit/webhook/master-0"
+	require.Equal(t, http.StatusUnauthorized, post(path, nil, ""))
+	require.Equal(t, http.StatusUnauthorized, post(path, nil, "master-0-token"))
+	require.Equal(t, http.StatusUnauthorized, post(path, []tls.Certificate{clientCert}, ""))
+	require.Equal(t, http.StatusOK, post(path, []tls.Certificate{clientCert}, "master-0-token"))
 }
 
 // The Kafka overlay's config, CA file and password from the environment
@@ -890,9 +920,9 @@ func TestKustomizeKafkaOverlayRunsInSunset(t *testing.T) {
 	t.Cleanup(cluster.Close)
 	// The config's brokers are examples; the environment beats the file.
 	t.Setenv("SUNSET_KAFKA_BROKERS", strings.Join(cluster.ListenAddrs(), ","))
-	runRendered(t, r, map[string]map[string][]byte{
-		"sunset-kafka": {"ca.crt": pki.caPEM, "password": []byte(password)},
-	}, "joined consumer group")
+	secrets := baseSecretData(pki)
+	secrets["sunset-kafka"] = map[string][]byte{"ca.crt": pki.caPEM, "password": []byte(password)}
+	runRendered(t, r, secrets, "joined consumer group")
 }
 
 // flagsFileFlags reads the --name=value lines of kube-apiserver-flags.txt.
