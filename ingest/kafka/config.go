@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
@@ -64,6 +65,9 @@ type SASLConfig struct {
 	Mechanism string `mapstructure:"mechanism" help:"plain, scram-sha-256 or scram-sha-512; empty for none."`
 	Username  string `mapstructure:"username" help:"SASL user name."`
 	Password  string `mapstructure:"password" help:"SASL password; set it in the environment (SUNSET_KAFKA_SASL_PASSWORD) rather than in a file."`
+	// PLAIN sends the password as it is: only TLS keeps it from the
+	// network. SCRAM never sends it.
+	AllowPlaintext bool `mapstructure:"allowPlaintext" help:"Allow mechanism plain without kafka.tls, which sends the password unencrypted to every broker; a warning is logged at start. For test brokers only."`
 }
 
 // Enabled reports whether Kafka is configured.
@@ -167,6 +171,9 @@ func (c Config) Validate() error {
 		if c.SASL.Username == "" {
 			bad("sasl.username", "is required with kafka.sasl.mechanism %s", c.SASL.Mechanism)
 		}
+		if c.PlainOverPlaintext() && !c.SASL.AllowPlaintext {
+			bad("sasl.mechanism", "plain without kafka.tls sends the password unencrypted; enable kafka.tls (or use scram-sha-512), or set kafka.sasl.allowPlaintext for a test broker")
+		}
 	default:
 		bad("sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
 	}
@@ -185,6 +192,25 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// tlsEnabled reports whether connections to the brokers use TLS.
+func (c Config) tlsEnabled() bool {
+	return c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != ""
+}
+
+// PlainOverPlaintext reports whether the SASL PLAIN password would cross
+// the network unencrypted.
+func (c Config) PlainOverPlaintext() bool {
+	return c.SASL.Mechanism == "plain" && !c.tlsEnabled()
+}
+
+// WarnInsecure logs, once at start, the settings that expose credentials:
+// SASL PLAIN without TLS, allowed by kafka.sasl.allowPlaintext.
+func (c Config) WarnInsecure(log zerolog.Logger) {
+	if c.Enabled() && c.PlainOverPlaintext() && c.SASL.AllowPlaintext {
+		log.Warn().Strs("brokers", c.Brokers).Msg("kafka.sasl.allowPlaintext: the SASL PLAIN password is sent to the brokers unencrypted; enable kafka.tls")
+	}
+}
+
 func (c Config) startOffset() int64 {
 	if c.StartOffset == "latest" {
 		return kafkago.LastOffset
@@ -196,7 +222,7 @@ func (c Config) startOffset() int64 {
 // every connection to the brokers.
 func (c Config) Dialer() (*kafkago.Dialer, error) {
 	d := &kafkago.Dialer{ClientID: c.ClientID, Timeout: 10 * time.Second, DualStack: true}
-	if c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
+	if c.tlsEnabled() {
 		tc := &tls.Config{InsecureSkipVerify: c.TLS.InsecureSkipVerify} //nolint:gosec // configured by the admin
 		if c.TLS.CAFile != "" {
 			pool, err := tlsutil.LoadCertPool(c.TLS.CAFile)

@@ -118,8 +118,10 @@ func New(o Options) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := o.Logger.With().Str("component", "kafka").Logger()
+	cfg.WarnInsecure(log)
 	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
-		log: o.Logger.With().Str("component", "kafka").Logger(), metrics: newMetrics(o.Registerer),
+		log: log, metrics: newMetrics(o.Registerer),
 		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet"}, nil
 }
 
