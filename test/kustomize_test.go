@@ -1231,3 +1231,52 @@ func TestDeployControlPlaneRunsInSunset(t *testing.T) {
 	u := startBinary(t, unitDir, unitArgs...)
 	requireStatus(t, probeClient(), u.url+"/-/ready", http.StatusOK)
 }
+
+// After a kubelet restart, kubelet adds KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT to the static pod (it does so for every pod once
+// it has synced Services, whatever enableServiceLinks says). The static
+// pod and the unit run the same with them as without: no token, no
+// kubeconfig, the variables emptied by the pod's own env and unset by the
+// unit, so Sunset still answers readers on loopback instead of 401.
+func TestDeployControlPlaneSameAfterKubeletRestart(t *testing.T) {
+	pod := staticPod(t)
+	spec := pod.Spec
+	require.Equal(t, ptrTo(false), spec.AutomountServiceAccountToken, "no service-account token")
+	require.Equal(t, ptrTo(false), spec.EnableServiceLinks)
+	require.Empty(t, spec.ServiceAccountName)
+	require.Empty(t, spec.DeprecatedServiceAccount)
+	for _, v := range spec.Volumes {
+		require.Nil(t, v.Projected, "volume %s: a projected token or kubeconfig", v.Name)
+		require.Nil(t, v.Secret, "volume %s", v.Name)
+	}
+	c := spec.Containers[0]
+	flags := serveFlags(t)
+	args := requireRealFlags(t, flags, c.Args)
+	unitArgs, directives := unitFile(t)
+	unit := requireRealFlags(t, flags, unitArgs)
+	for _, k := range []string{"authentication-kubeconfig", "authorization-kubeconfig", "config"} {
+		require.NotContains(t, args, k, "static pod")
+		require.NotContains(t, unit, k, "unit")
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		require.Nil(t, e.ValueFrom, e.Name)
+		env[e.Name] = e.Value
+	}
+	require.Empty(t, c.EnvFrom)
+	require.Equal(t, map[string]string{"GOMEMLIMIT": "400MiB", "KUBERNETES_SERVICE_HOST": "", "KUBERNETES_SERVICE_PORT": ""}, env)
+	require.Equal(t, []string{"KUBERNETES_SERVICE_HOST KUBERNETES_SERVICE_PORT"}, directives["UnsetEnvironment"])
+
+	if testing.Short() {
+		return
+	}
+	// What kubelet adds after a restart, then the container's own env, as
+	// kubelet orders them.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	runArgs, dataDir := localPod(t, spec, nil, nil)
+	require.Empty(t, os.Getenv("KUBERNETES_SERVICE_HOST"))
+	p := startBinary(t, dataDir, runArgs...)
+	requireStatus(t, probeClient(), p.url+"/apis/sunset.dev/v1/apirequestcounts", http.StatusOK)
+	requireStatus(t, probeClient(), p.url+"/metrics", http.StatusOK)
+}
