@@ -45,7 +45,8 @@ func Check(list api.APIRequestCountList, o CheckOptions) CheckResult {
 const maxNamedClients = 3
 
 // WriteText writes one line per finding in the Kubernetes warning format,
-// removed APIs first, then the verdict.
+// removed APIs first, then the verdict. The API names and clients in it
+// come from audit data and are escaped for the terminal.
 func (r CheckResult) WriteText(w io.Writer) error {
 	for _, f := range r.Findings {
 		clients := f.Clients
@@ -60,11 +61,15 @@ func (r CheckResult) WriteText(w io.Writer) error {
 		if f.AlreadyRemoved {
 			already = " [already removed: clients get 404]"
 		}
+		named := make([]string, len(clients))
+		for i, c := range clients {
+			named[i] = Terminal(c)
+		}
 		if _, err := fmt.Fprintf(w, "Warning: %s (%d request%s in %s by %d client%s: %s%s)%s\n",
-			f.Warning, f.Requests, plural.S(int(f.Requests)), r.Since, f.ClientCount, plural.S(f.ClientCount), strings.Join(clients, ", "), more, already); err != nil {
+			Terminal(f.Warning), f.Requests, plural.S(int(f.Requests)), r.Since, f.ClientCount, plural.S(f.ClientCount), strings.Join(named, ", "), more, already); err != nil {
 			return err
 		}
 	}
-	_, err := fmt.Fprintln(w, r.Message)
+	_, err := fmt.Fprintln(w, Terminal(r.Message))
 	return err
 }

@@ -70,19 +70,21 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 		current -= st.CurrentHour.SystemRequestCount
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "Name:\t%s\n", obj.Metadata.Name)
-	removed := Dash(st.RemovedInRelease)
+	// Every string below but the labels comes from audit data: each is
+	// escaped for the terminal.
+	fmt.Fprintf(tw, "Name:\t%s\n", Terminal(obj.Metadata.Name))
+	removed := Terminal(Dash(st.RemovedInRelease))
 	if st.Removed {
 		removed += fmt.Sprintf(" (already removed: %d requests got 404 in the last 24h)", st.RemovedRequestCount)
 	}
 	fmt.Fprintf(tw, "Removed in:\t%s\n", removed)
-	fmt.Fprintf(tw, "Deprecated in:\t%s\n", Dash(st.DeprecatedInRelease))
+	fmt.Fprintf(tw, "Deprecated in:\t%s\n", Terminal(Dash(st.DeprecatedInRelease)))
 	if r := st.Replacement; r != nil {
-		fmt.Fprintf(tw, "Replacement:\t%s %s\n", groupVersion(r.Group, r.Version), r.Kind)
+		fmt.Fprintf(tw, "Replacement:\t%s %s\n", Terminal(groupVersion(r.Group, r.Version)), Terminal(r.Kind))
 	} else {
 		fmt.Fprintf(tw, "Replacement:\t-\n")
 	}
-	fmt.Fprintf(tw, "Warning:\t%s\n", Dash(st.Warning))
+	fmt.Fprintf(tw, "Warning:\t%s\n", Terminal(Dash(st.Warning)))
 	sys := ""
 	if o.ExcludeSystem && st.SystemRequestCount > 0 {
 		sys = fmt.Sprintf(" (%d more from system users, not shown)", st.SystemRequestCount)
@@ -159,7 +161,7 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 	}
 	slices.SortFunc(nodeKeys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	for _, k := range nodeKeys {
-		fmt.Fprintf(tw, "  %s\t%s\t%d\n", k[1], k[0], nodeTotals[k])
+		fmt.Fprintf(tw, "  %s\t%s\t%d\n", Terminal(k[1]), Terminal(k[0]), nodeTotals[k])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -181,11 +183,11 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 			verbs = append(verbs, fmt.Sprintf("%s=%d", v, c))
 		}
 		slices.Sort(verbs)
-		name := u.username
+		name := Terminal(u.username)
 		if u.system {
 			name += " (system)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, Dash(u.userAgent), Dash(describeWorkload(u.username, u.workload)), u.total, strings.Join(verbs, " "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", name, Terminal(Dash(u.userAgent)), Terminal(Dash(describeWorkload(u.username, u.workload))), u.total, Terminal(strings.Join(verbs, " ")))
 	}
 	if unlisted > 0 {
 		// Per user, only the top users of each node and hour are known.

@@ -108,7 +108,8 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 					vals = append(vals, fmt.Sprint(v.Interface()))
 				}
 			}
-			cells[i] = strings.Join(vals, ",")
+			// A table like the others: its cells come from audit data.
+			cells[i] = Terminal(strings.Join(vals, ","))
 			if cells[i] == "" {
 				cells[i] = "<none>"
 			}

@@ -154,7 +154,8 @@ func Dash(s string) string {
 }
 
 // WriteTable writes rows as kubectl does: aligned columns, upper-case
-// headers. Wide adds replacement, nodes and workload.
+// headers. Wide adds replacement, nodes and workload. Every cell is
+// escaped for the terminal: names and user agents come from audit data.
 func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := []string{"NAME", "REMOVED IN", "REQUESTS (CURRENT HOUR)", "REQUESTS (24H)"}
@@ -182,7 +183,7 @@ func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 		if wide {
 			cols = append(cols, Dash(r.Replacement), Dash(strings.Join(r.Nodes, ",")), Dash(r.Workload))
 		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		fmt.Fprintln(tw, strings.Join(terminalCells(cols), "\t"))
 	}
 	return tw.Flush()
 }

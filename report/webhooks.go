@@ -84,7 +84,8 @@ func writeRow(w io.Writer, wide bool, r api.WebhookResourceCount, lead ...string
 		cols = append(append([]string{r.Cluster}, cols...), fmt.Sprint(b.UpTo500ms), fmt.Sprint(b.UpTo1s), fmt.Sprint(b.UpTo2s),
 			fmt.Sprint(b.UpTo5s), fmt.Sprint(b.UpTo10s), fmt.Sprint(b.Over10s))
 	}
-	fmt.Fprintln(w, strings.Join(cols, "\t"))
+	// Webhook, resource and cluster names come from audit data.
+	fmt.Fprintln(w, strings.Join(terminalCells(cols), "\t"))
 }
 
 func resourceName(r api.WebhookResourceCount) string {
