@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -122,6 +123,8 @@ type App struct {
 	listener  net.Listener
 	webhook   *webhook.Handler
 	state     atomic.Int32
+	readyMu   sync.Mutex
+	lastReady ops.Readiness
 	starting  func()
 	draining  func()
 }
@@ -282,7 +285,10 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	mux := http.NewServeMux()
 	api.New(api.Options{Querier: a.store, Logger: a.log, Now: opts.Now, Catalog: a.parts.Catalog, IsSystem: a.parts.System.IsSystem,
 		Retention: cfg.Retention, Deleter: a.store, FieldRules: a.parts.Rules, Webhooks: a.parts.WebhookService()}).Register(mux)
-	ops.Register(mux, ops.Options{Registry: reg, Ready: a.readiness})
+	ops.Register(mux, ops.Options{Registry: reg, Ready: a.probeReadiness, Verbose: func(r *http.Request) bool {
+		// Who may scrape /metrics may read why Sunset is not ready.
+		return a.access.Permits(r, "get", "/metrics")
+	}})
 	mux.HandleFunc("GET /debug/kafka/poison", func(w http.ResponseWriter, _ *http.Request) {
 		samples := []kafka.PoisonSample{}
 		if a.kafka != nil {
@@ -311,7 +317,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 		Name: "sunset_ready",
 		Help: "1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space or out of its Kafka group.",
 	}, func() float64 {
-		if ok, _ := a.readiness(); ok {
+		if a.probeReadiness().OK {
 			return 1
 		}
 		return 0
@@ -354,28 +360,61 @@ func (a *App) Addr() net.Addr { return a.listener.Addr() }
 // TLS reports whether the server speaks HTTPS.
 func (a *App) TLS() bool { return a.cfg.TLSCertFile != "" }
 
-// readiness says whether Sunset accepts and commits events, and if not why.
-func (a *App) readiness() (bool, string) {
+// Reason codes of a not-ready answer: what an unauthenticated probe may
+// learn. The detail goes to the log and to callers allowed to read.
+const (
+	notReadyStarting = "starting"
+	notReadyStopping = "stopping"
+	notReadyDisk     = "disk"
+	notReadyKafka    = "kafka"
+	notReadyFleet    = "fleet"
+)
+
+// readiness says whether Sunset accepts and commits events, and if not
+// why: a reason code and its detail.
+func (a *App) readiness() ops.Readiness {
 	switch state(a.state.Load()) {
 	case stateStarting:
-		return false, "starting"
+		return ops.Readiness{Reason: notReadyStarting}
 	case stateDraining:
-		return false, "shutting down"
+		return ops.Readiness{Reason: notReadyStopping}
 	}
 	if err := a.store.CheckSpace(); err != nil {
-		return false, strings.TrimPrefix(err.Error(), "store: ")
+		return ops.Readiness{Reason: notReadyDisk, Detail: strings.TrimPrefix(err.Error(), "store: ")}
 	}
 	switch {
 	case a.fleet != nil:
 		if ok, why := a.fleet.Ready(); !ok {
-			return false, why
+			if detail, found := strings.CutPrefix(why, "kafka: "); found {
+				return ops.Readiness{Reason: notReadyKafka, Detail: detail}
+			}
+			return ops.Readiness{Reason: notReadyFleet, Detail: strings.TrimPrefix(why, "fleet: ")}
 		}
 	case a.kafka != nil:
 		if ok, why := a.kafka.Ready(); !ok {
-			return false, "kafka: " + why
+			return ops.Readiness{Reason: notReadyKafka, Detail: why}
 		}
 	}
-	return true, ""
+	return ops.Readiness{OK: true}
+}
+
+// probeReadiness is readiness for /-/ready and the sunset_ready gauge: it
+// logs each change of reason or detail once, so that the detail a probe
+// no longer shows is in the log.
+func (a *App) probeReadiness() ops.Readiness {
+	r := a.readiness()
+	a.readyMu.Lock()
+	changed := r != a.lastReady
+	a.lastReady = r
+	a.readyMu.Unlock()
+	// Starting and stopping are told by their own lines.
+	switch {
+	case changed && r.Detail != "":
+		a.log.Warn().Str("reason", r.Reason).Str("detail", r.Detail).Msg("not ready")
+	case changed && r.OK && state(a.state.Load()) == stateReady:
+		a.log.Info().Msg("ready")
+	}
+	return r
 }
 
 // Run serves until ctx is done or a component fails, then stops every

@@ -133,7 +133,10 @@ func TestFullDiskRefusesAndRecovers(t *testing.T) {
 
 	code, body := s.get("/-/ready")
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Regexp(t, `^Sunset is not ready: only \d+\.\d MiB free on the filesystem of `+cfg.DataDir+
+	require.Equal(t, "Sunset is not ready: disk\n", string(body), "a probe learns only the reason")
+	code, body = s.get("/-/ready?verbose")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Regexp(t, `^Sunset is not ready: disk: only \d+\.\d MiB free on the filesystem of `+cfg.DataDir+
 		`, below the 64\.0 MiB reserve badger needs to write safely; free space or grow the volume, Sunset resumes by itself\n$`, string(body))
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(fmt.Sprintf(`
 # HELP sunset_ready 1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space or out of its Kafka group.

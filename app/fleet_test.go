@@ -225,7 +225,7 @@ func TestFleetMissingTopicIsAReadinessError(t *testing.T) {
 	var body []byte
 	s.eventually(20*time.Second, "readiness names the missing topic", func() bool {
 		var code int
-		code, body = s.get("/-/ready")
+		code, body = s.get("/-/ready?verbose")
 		return code == 503 && string(body) != "Sunset is not ready: fleet: not connected yet\n"
 	})
 	require.Equal(t, "Sunset is not ready: fleet: topic "+topic+" does not exist; create it (kafka-topics.sh --create --topic "+topic+" --partitions 6)\n", string(body))

@@ -48,13 +48,14 @@ func waitForUsers(t *testing.T, s *server, name, since string, want map[string]i
 	require.Equal(t, want, got)
 }
 
-// awaitReady waits until /-/ready answers as done says it should stop
-// waiting, and returns its last answer.
+// awaitReady waits until /-/ready?verbose answers as done says it should
+// stop waiting, and returns its last answer: the test server is open on
+// loopback, so the answer has the detail.
 func awaitReady(s *server, within time.Duration, done func(code int, body string) bool) (int, string) {
 	var code int
 	var body []byte
 	s.await(within, func() bool {
-		code, body = s.get("/-/ready")
+		code, body = s.get("/-/ready?verbose")
 		return done(code, string(body))
 	})
 	return code, string(body)

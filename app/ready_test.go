@@ -72,7 +72,7 @@ func TestReadyIsFalseWhileStartingAndDraining(t *testing.T) {
 
 	require.Equal(t, probe{ready: "503 Service Unavailable", readyBody: "Sunset is not ready: starting\n", batch: "200 OK"}, starting)
 	require.Equal(t, probe{ready: "200 OK", readyBody: "Sunset is ready.\n", batch: "200 OK", gauge: 1}, running)
-	require.Equal(t, probe{ready: "503 Service Unavailable", readyBody: "Sunset is not ready: shutting down\n", batch: "503 Service Unavailable", retryAfter: "10"}, draining)
+	require.Equal(t, probe{ready: "503 Service Unavailable", readyBody: "Sunset is not ready: stopping\n", batch: "503 Service Unavailable", retryAfter: "10"}, draining)
 
 	s := start(t, cfg)
 	ep := getAPI(t, s, "endpoints.v1")

@@ -10,25 +10,48 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Readiness is whether the server accepts and commits events. When it does
+// not, Reason is a short code that is safe to tell anyone (starting,
+// stopping, disk, kafka, fleet) and Detail says what is wrong, which can
+// name paths, sizes and brokers' error text: it is for the log and for
+// callers that Verbose lets see it.
+type Readiness struct {
+	OK     bool
+	Reason string
+	Detail string
+}
+
 // Options are what the endpoints report on.
 type Options struct {
 	// Registry is served on /metrics, and counts the handler's own errors.
 	Registry *prometheus.Registry
-	// Ready reports whether the server accepts and commits events, and if
-	// not, why.
-	Ready func() (ok bool, why string)
+	// Ready reports whether the server accepts and commits events.
+	Ready func() Readiness
+	// Verbose reports whether the caller of /-/ready?verbose may see the
+	// detail of a not-ready answer; nil lets no one.
+	Verbose func(*http.Request) bool
 }
 
 // Register adds the endpoints to mux: /-/healthy and its Kubernetes name
 // /livez, /-/ready and /readyz, and /metrics.
+//
+// Readiness is probed without credentials, so its answer says only that
+// the server is not ready and the reason code: "Sunset is not ready: disk".
+// With ?verbose, a caller that Verbose allows also gets the detail, "Sunset
+// is not ready: disk: only 12.0 MiB free on ...".
 func Register(mux *http.ServeMux, o Options) {
 	healthy := func(w http.ResponseWriter, _ *http.Request) { write(w, http.StatusOK, "Sunset is healthy.\n") }
-	ready := func(w http.ResponseWriter, _ *http.Request) {
-		if ok, why := o.Ready(); !ok {
-			write(w, http.StatusServiceUnavailable, "Sunset is not ready: "+why+"\n")
+	ready := func(w http.ResponseWriter, r *http.Request) {
+		rd := o.Ready()
+		if rd.OK {
+			write(w, http.StatusOK, "Sunset is ready.\n")
 			return
 		}
-		write(w, http.StatusOK, "Sunset is ready.\n")
+		text := "Sunset is not ready: " + rd.Reason
+		if _, verbose := r.URL.Query()["verbose"]; verbose && rd.Detail != "" && o.Verbose != nil && o.Verbose(r) {
+			text += ": " + rd.Detail
+		}
+		write(w, http.StatusServiceUnavailable, text+"\n")
 	}
 	// A GET pattern also matches HEAD; the mux answers other methods with
 	// 405 and Allow.

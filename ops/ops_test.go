@@ -14,9 +14,9 @@ import (
 func TestEndpointsAnswerGetAndHeadOnly(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "ops_test_total", Help: "A counter."}))
-	ready, why := false, "starting"
+	ready := Readiness{Reason: "starting"}
 	mux := http.NewServeMux()
-	Register(mux, Options{Registry: reg, Ready: func() (bool, string) { return ready, why }})
+	Register(mux, Options{Registry: reg, Ready: func() Readiness { return ready }})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -40,7 +40,7 @@ func TestEndpointsAnswerGetAndHeadOnly(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, code, path)
 		require.Equal(t, "Sunset is not ready: starting\n", body, path)
 	}
-	ready = true
+	ready = Readiness{OK: true}
 	for _, path := range []string{"/-/ready", "/readyz"} {
 		code, body, _ := do(http.MethodGet, path)
 		require.Equal(t, http.StatusOK, code, path)
@@ -59,5 +59,49 @@ func TestEndpointsAnswerGetAndHeadOnly(t *testing.T) {
 			require.Equal(t, http.StatusMethodNotAllowed, code, "%s %s", method, path)
 			require.Equal(t, "GET, HEAD", h.Get("Allow"), "%s %s", method, path)
 		}
+	}
+}
+
+// Unauthenticated callers learn only the reason code of a not-ready
+// server; the detail, which can name the data directory, its free space
+// or a broker's error text, goes only to callers Verbose allows, and only
+// with ?verbose.
+func TestReadinessDetailOnlyForVerboseAllowedCallers(t *testing.T) {
+	detail := "only 12.0 MiB free on the filesystem of /var/lib/sunset, below the 64.0 MiB reserve"
+	mux := http.NewServeMux()
+	Register(mux, Options{
+		Registry: prometheus.NewRegistry(),
+		Ready:    func() Readiness { return Readiness{Reason: "disk", Detail: detail} },
+		Verbose:  func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer reader" },
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		path, token, want string
+	}{
+		{"/-/ready", "", "Sunset is not ready: disk\n"},
+		{"/-/ready?verbose", "", "Sunset is not ready: disk\n"},
+		{"/readyz?verbose", "someone", "Sunset is not ready: disk\n"},
+		{"/-/ready", "reader", "Sunset is not ready: disk\n"},
+		{"/-/ready?verbose", "reader", "Sunset is not ready: disk: " + detail + "\n"},
+		{"/readyz?verbose=1", "reader", "Sunset is not ready: disk: " + detail + "\n"},
+	} {
+		code, body := get(tc.path, tc.token)
+		require.Equal(t, http.StatusServiceUnavailable, code, "%+v", tc)
+		require.Equal(t, tc.want, body, "%+v", tc)
 	}
 }
