@@ -29,6 +29,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authorization/path"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server"
@@ -88,26 +90,61 @@ type Options struct {
 	ResetGroups []string
 	// AlwaysAllowPaths are open to anyone; a trailing * matches a prefix.
 	AlwaysAllowPaths []string
-	Logger           zerolog.Logger
+	// ServiceAccountTokenFile is where a pod's service-account token is
+	// mounted; empty means DefaultServiceAccountTokenFile. Tests point it
+	// elsewhere.
+	ServiceAccountTokenFile string
+	Logger                  zerolog.Logger
 }
 
-// InCluster reports whether Sunset runs in a pod, where the in-cluster
-// config reaches kube-apiserver.
-func InCluster() bool {
-	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+// DefaultServiceAccountTokenFile is where kubelet mounts a pod's
+// service-account token, and where client-go's in-cluster config reads it.
+const DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// InCluster reports whether Sunset runs in a pod that can reach
+// kube-apiserver with the in-cluster config: the Service environment
+// variables are set and a service-account token is mounted.
+//
+// The variables alone are not enough: kubelet injects them into static
+// pods too once it has synced Services (after a restart, say), and a
+// static pod has no service account. Delegating then would make every
+// read and /metrics answer 401, where the same pod answered them after a
+// cold boot.
+func (o Options) InCluster() bool {
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" || os.Getenv("KUBERNETES_SERVICE_PORT") == "" {
+		return false
+	}
+	path := o.ServiceAccountTokenFile
+	if path == "" {
+		path = DefaultServiceAccountTokenFile
+	}
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // Authenticates reports whether o identifies callers at all. Sunset does
 // not listen beyond loopback without that, unless told to be open.
 func (o Options) Authenticates() bool {
-	return o.TokenAuthFile != "" || o.ClientCAFile != "" || o.RequestHeader.ClientCAFile != "" ||
-		o.AuthenticationKubeconfig != "" || InCluster()
+	return o.TokenAuthFile != "" || o.ClientCAFile != "" || o.RequestHeader.ClientCAFile != "" || o.DelegatesAuthentication()
+}
+
+// DelegatesAuthentication reports whether kube-apiserver's TokenReview
+// checks bearer tokens: authentication-kubeconfig is set, or Sunset runs
+// in a pod with a service-account token.
+func (o Options) DelegatesAuthentication() bool {
+	return o.AuthenticationKubeconfig != "" || o.InCluster()
+}
+
+// AcceptsBearerTokens reports whether readers authenticate with bearer
+// tokens, which must not cross the network in cleartext.
+func (o Options) AcceptsBearerTokens() bool {
+	return o.TokenAuthFile != "" || o.DelegatesAuthentication()
 }
 
 // delegatesAuthorization reports whether kube-apiserver's
 // SubjectAccessReview decides.
 func (o Options) delegatesAuthorization() bool {
-	return o.AuthorizationKubeconfig != "" || InCluster()
+	return o.AuthorizationKubeconfig != "" || o.InCluster()
 }
 
 // Access authenticates and authorizes requests.
@@ -145,7 +182,7 @@ func New(ctx context.Context, o Options) (*Access, error) {
 }
 
 func (o Options) authenticator(a *Access) (authenticator.Request, error) {
-	delegated := o.AuthenticationKubeconfig != "" || InCluster()
+	delegated := o.DelegatesAuthentication()
 	d := options.NewDelegatingAuthenticationOptions()
 	d.RemoteKubeConfigFile = o.AuthenticationKubeconfig
 	d.RemoteKubeConfigFileOptional = true
@@ -196,6 +233,18 @@ func withoutAnonymous(inner authenticator.Request) authenticator.Request {
 }
 
 func (o Options) authorizer() (authorizer.UnconditionalAuthorizer, error) {
+	if !o.delegatesAuthorization() {
+		// Not built through the delegating options, which would try the
+		// in-cluster config whenever the Service variables are set.
+		paths, err := path.NewAuthorizer(o.AlwaysAllowPaths)
+		if err != nil {
+			return nil, fmt.Errorf("authorization-always-allow-paths: %w", err)
+		}
+		// system:masters may do anything, as the delegating options
+		// would have it.
+		return firstOpinion{authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup), paths,
+			groupAuthorizer{read: sets.New(o.ReadGroups...), reset: sets.New(o.ResetGroups...)}}, nil
+	}
 	d := options.NewDelegatingAuthorizationOptions()
 	d.RemoteKubeConfigFile = o.AuthorizationKubeconfig
 	d.RemoteKubeConfigFileOptional = true
@@ -204,10 +253,7 @@ func (o Options) authorizer() (authorizer.UnconditionalAuthorizer, error) {
 	if err := d.ApplyTo(&info); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
-	if o.delegatesAuthorization() {
-		return info.Authorizer, nil
-	}
-	return firstOpinion{info.Authorizer, groupAuthorizer{read: sets.New(o.ReadGroups...), reset: sets.New(o.ResetGroups...)}}, nil
+	return info.Authorizer, nil
 }
 
 // Wrap puts authentication and authorization in front of h. Callers without
@@ -230,6 +276,22 @@ func (a *Access) Wrap(h http.Handler) http.Handler {
 		}
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+// Permits reports whether the caller of r is allowed verb on the
+// non-resource path: it authenticates r and asks the authorizer, as Wrap
+// would for a request to path. Anyone is, when access is open. It serves
+// answers that only some callers of an open path may see in full.
+func (a *Access) Permits(r *http.Request, verb, path string) bool {
+	if a.open {
+		return true
+	}
+	resp, ok, err := a.authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		return false
+	}
+	d, _, err := a.authz.Authorize(r.Context(), authorizer.AttributesRecord{User: resp.User, Verb: verb, Path: path})
+	return err == nil && d == authorizer.DecisionAllow
 }
 
 // pathMatcher matches a path against paths, a trailing * matching any

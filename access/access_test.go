@@ -235,3 +235,67 @@ func setOf(s ...string) sets.Set[string] { return sets.New(s...) }
 func userWithGroups(groups []string) user.Info {
 	return &user.DefaultInfo{Name: "u", Groups: groups}
 }
+
+// The Service variables that kubelet injects into every pod, static pods
+// included once it has synced Services, do not make Sunset delegate: only
+// a mounted service-account token does. Without one, it authenticates and
+// authorizes exactly as outside a cluster.
+func TestInClusterNeedsAServiceAccountToken(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	dir := t.TempDir()
+	tokens := testpki.WriteFile(t, dir, "tokens.csv", []byte("alice-token,alice,1001,\"sunset:readers\"\n"))
+	local := Options{TokenAuthFile: tokens, ServiceAccountTokenFile: dir + "/absent",
+		ReadGroups: []string{DefaultReadGroup}, ResetGroups: []string{DefaultResetGroup}, AlwaysAllowPaths: DefaultAlwaysAllowPaths}
+	require.False(t, local.InCluster())
+	require.False(t, local.DelegatesAuthentication())
+	require.False(t, local.delegatesAuthorization())
+	require.False(t, Options{ServiceAccountTokenFile: dir + "/absent"}.Authenticates(), "nothing else authenticates")
+
+	a, err := New(context.Background(), local)
+	require.NoError(t, err)
+	p := pkis{serving: testpki.NewCA(t, "serving")}
+	srv := serveWrapped(t, a, p)
+	list := "/apis/sunset.dev/v1/apirequestcounts"
+	code, body := caller{token: "alice-token"}.do(t, srv, p.serving.Pool(), "GET", list)
+	require.Equal(t, 200, code, body)
+	require.Equal(t, "GET "+list+" as alice", body, "the local groups decide, as without a cluster")
+	code, _ = caller{token: "alice-token"}.do(t, srv, p.serving.Pool(), "GET", "/metrics")
+	require.Equal(t, 200, code)
+
+	mounted := local
+	mounted.ServiceAccountTokenFile = testpki.WriteFile(t, dir, "token", []byte("a service-account token"))
+	require.True(t, mounted.InCluster())
+	require.True(t, mounted.DelegatesAuthentication())
+	require.True(t, mounted.delegatesAuthorization())
+	require.True(t, Options{ServiceAccountTokenFile: mounted.ServiceAccountTokenFile}.Authenticates())
+
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	require.False(t, mounted.InCluster(), "a token without the Service variables is no pod either")
+}
+
+// Permits tells whether a caller may do what Wrap would let it do, for
+// answers an open path gives in full only to some.
+func TestPermits(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{
+		TokenAuthFile: testpki.WriteFile(t, dir, "tokens.csv", []byte(
+			"alice-token,alice,1001,\"sunset:readers\"\nmallory-token,mallory,1003,\"dev\"\n")),
+		ReadGroups: []string{DefaultReadGroup}, ResetGroups: []string{DefaultResetGroup}, AlwaysAllowPaths: DefaultAlwaysAllowPaths,
+	}
+	a, err := New(context.Background(), o)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		token string
+		want  bool
+	}{{"", false}, {"guess", false}, {"mallory-token", false}, {"alice-token", true}} {
+		r := httptest.NewRequest(http.MethodGet, "/-/ready?verbose", nil)
+		if tc.token != "" {
+			r.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		require.Equal(t, tc.want, a.Permits(r, "get", "/metrics"), tc.token)
+	}
+	open, err := New(context.Background(), Options{Open: true})
+	require.NoError(t, err)
+	require.True(t, open.Permits(httptest.NewRequest(http.MethodGet, "/-/ready?verbose", nil), "get", "/metrics"))
+}

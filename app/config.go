@@ -83,6 +83,19 @@ type Config struct {
 	Metrics    MetricsConfig            `mapstructure:"metrics"`
 	FieldRules []fieldrule.Rule         `mapstructure:"field-rules" help:"Deprecated-field rules beside the built-in one: name, group, version, resource, optional subresource, verbs, field, deprecatedIn, removedIn, message. See counting.md#deprecated-fields."`
 	Admission  AdmissionConfig          `mapstructure:"admission"`
+
+	// serviceAccountTokenFile is where a pod's service-account token is
+	// looked for; empty means access.DefaultServiceAccountTokenFile. Not a
+	// key: tests set it with WithServiceAccountTokenFile.
+	serviceAccountTokenFile string
+}
+
+// WithServiceAccountTokenFile returns c looking for a pod's
+// service-account token at path instead of where kubelet mounts it, so
+// that tests can say whether Sunset runs in a pod.
+func (c Config) WithServiceAccountTokenFile(path string) Config {
+	c.serviceAccountTokenFile = path
+	return c
 }
 
 // AdmissionConfig is the admission key.
@@ -215,6 +228,8 @@ func (c Config) Access() access.Options {
 		ReadGroups:       c.AuthorizationReadGroups,
 		ResetGroups:      c.AuthorizationResetGroups,
 		AlwaysAllowPaths: c.AuthorizationAlwaysAllowPaths,
+
+		ServiceAccountTokenFile: c.serviceAccountTokenFile,
 	}
 	o.Open = c.AllowUnauthenticated || (LoopbackListen(c.Listen) && !o.Authenticates())
 	return o

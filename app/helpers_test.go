@@ -195,3 +195,26 @@ func (l *logLines) wait(msg string) {
 		}
 	}
 }
+
+// call sends one request to s with the given Host header and bearer
+// token, and returns the answer's code and body.
+func call(t *testing.T, s *server, method, path, host, token string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	if host != "" {
+		req.Host = host
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
