@@ -300,7 +300,19 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	// access, decided by package access.
 	top := http.NewServeMux()
 	var hookHandler http.Handler = hooks
-	top.Handle("/", a.access.Wrap(mux))
+	var reads http.Handler = a.access.Wrap(mux)
+	if LoopbackListen(cfg.Listen) {
+		// What answers without credentials on loopback answers only
+		// requests addressed to loopback: a web page whose name was
+		// rebound to 127.0.0.1 sends its own name as Host.
+		if a.access.Open() {
+			reads = loopbackHostOnly(reads)
+		}
+		if !cfg.WebhookAuthenticated() {
+			hookHandler = loopbackHostOnly(hookHandler)
+		}
+	}
+	top.Handle("/", reads)
 	// The page holds no data: it asks the API, with the reader's token
 	// where reads need one, so it is served to anyone.
 	page := web.New()
@@ -341,7 +353,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 			}
 			// A certificate from a reader's CA must not pass as an
 			// apiserver's: the webhook sees only chains to its own CA.
-			hookHandler = onlyChainsTo(hookCAs, hooks)
+			hookHandler = onlyChainsTo(hookCAs, hookHandler)
 		}
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
