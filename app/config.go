@@ -372,26 +372,53 @@ func (c Config) Validate() error {
 }
 
 // ValidateListen checks what only serving needs: beyond loopback, the
-// webhook has credentials or was told to go without, and readers must
-// authenticate or anyone was allowed. Readers of a data
-// directory that pass the server's config file need not repeat the
-// server's flags.
+// webhook has credentials or was told to go without, readers must
+// authenticate or anyone was allowed, and bearer tokens travel only over
+// TLS. Readers of a data directory that pass the server's config file need
+// not repeat the server's flags.
 func (c Config) ValidateListen() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return nil // Validate reports it
 	}
+	if LoopbackListen(c.Listen) {
+		return nil
+	}
 	var errs []error
-	if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated && !LoopbackListen(c.Listen) {
+	if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated {
 		errs = append(errs, fmt.Errorf("listen: %s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
 			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
 			"or set webhook-allow-unauthenticated=true to accept that", c.Listen))
 	}
-	if !LoopbackListen(c.Listen) && !c.AllowUnauthenticated && !c.Access().Authenticates() {
+	acc := c.Access()
+	if !c.AllowUnauthenticated && !acc.Authenticates() {
 		errs = append(errs, fmt.Errorf("listen: %s is reachable from other machines, but nothing authenticates API readers: "+
 			"set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), "+
 			"token-auth-file or client-ca-file, or set allow-unauthenticated=true to let anyone who reaches the port read and reset", c.Listen))
 	}
+	if c.TLSCertFile == "" {
+		if senders := c.bearerTokenKeys(acc); len(senders) > 0 {
+			errs = append(errs, fmt.Errorf("listen: %s is not a loopback address and %s would take bearer tokens in cleartext, where anyone on the path can copy them: "+
+				"set tls-cert-file and tls-key-file to serve HTTPS (and use https:// in the webhook kubeconfig and for readers), or listen on 127.0.0.1", c.Listen, strings.Join(senders, ", ")))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// bearerTokenKeys names what makes Sunset accept bearer tokens: the
+// webhook's token files, the readers' token file, and delegated
+// authentication, which checks any token with TokenReview.
+func (c Config) bearerTokenKeys(acc access.Options) []string {
+	var keys []string
+	for _, f := range []struct{ key, path string }{{"webhook-token-file", c.WebhookTokenFile}, {"webhook-token-auth-file", c.WebhookTokenAuthFile},
+		{"token-auth-file", c.TokenAuthFile}, {"authentication-kubeconfig", c.AuthenticationKubeconfig}} {
+		if f.path != "" {
+			keys = append(keys, f.key)
+		}
+	}
+	if c.AuthenticationKubeconfig == "" && acc.InCluster() {
+		keys = append(keys, "in-cluster delegated authentication (a service-account token is mounted)")
+	}
+	return keys
 }
 
 // WebhookAuthenticated reports whether the webhook demands credentials.
