@@ -22,15 +22,18 @@ import (
 // set. Defaults are filled by WithDefaults, so that a config file that
 // leaves a key out and a zero value mean the same.
 type Config struct {
-	Brokers        []string      `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
-	Topics         []string      `mapstructure:"topics" help:"Topics of audit events to consume."`
-	GroupID        string        `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
-	ClientID       string        `mapstructure:"clientID" help:"Client ID sent to the brokers."`
-	StartOffset    string        `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
-	MinBytes       int           `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
-	MaxBytes       int           `mapstructure:"maxBytes" help:"Most bytes a fetch returns."`
-	MaxWait        time.Duration `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
-	SessionTimeout time.Duration `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
+	Brokers     []string `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
+	Topics      []string `mapstructure:"topics" help:"Topics of audit events to consume."`
+	GroupID     string   `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
+	ClientID    string   `mapstructure:"clientID" help:"Client ID sent to the brokers."`
+	StartOffset string   `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
+	MinBytes    int      `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
+	MaxBytes    int      `mapstructure:"maxBytes" help:"Most bytes a fetch returns."`
+	// maxBytes bounds what a fetch reads, not what its compressed batches
+	// inflate to.
+	MaxDecompressedBytes int           `mapstructure:"maxDecompressedBytes" help:"Most bytes a record batch may decompress to (at least 1048576). A batch over it is skipped as poison (too_large) and the partition goes on; maxBytes bounds only the compressed bytes a fetch reads."`
+	MaxWait              time.Duration `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
+	SessionTimeout       time.Duration `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
 	// Too short a deadline for the batches (a loaded broker, a fleet
 	// filter waiting for its produce) keeps a group rebalancing without
 	// end; too long a one holds partitions while a member that died in a
@@ -91,6 +94,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = 16 << 20
+	}
+	if c.MaxDecompressedBytes == 0 {
+		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 500 * time.Millisecond
@@ -154,6 +160,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinBytes < 1 || c.MaxBytes < c.MinBytes {
 		bad("maxBytes", "must be at least minBytes (%d), got %d", c.MinBytes, c.MaxBytes)
+	}
+	if c.MaxDecompressedBytes < 1<<20 {
+		bad("maxDecompressedBytes", "must be at least 1048576 (1 MiB), got %d", c.MaxDecompressedBytes)
 	}
 	if c.SessionTimeout < time.Second {
 		// Brokers enforce their own minimum (6s by default) at join time.

@@ -80,11 +80,14 @@ type Options struct {
 
 // PoisonSample describes a skipped message without its content.
 type PoisonSample struct {
-	Reason    string    `json:"reason"`
-	Topic     string    `json:"topic"`
-	Partition int       `json:"partition"`
-	Offset    int64     `json:"offset"`
-	Time      time.Time `json:"time"`
+	Reason    string `json:"reason"`
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	Offset    int64  `json:"offset"`
+	// Messages is how many messages from Offset on it stands for: 1, or
+	// the rest of a record batch too large to decompress (too_large).
+	Messages int64     `json:"messages"`
+	Time     time.Time `json:"time"`
 }
 
 // Consumer is a member of the consumer group.
@@ -120,6 +123,7 @@ func New(o Options) (*Consumer, error) {
 	}
 	log := o.Logger.With().Str("component", "kafka").Logger()
 	cfg.WarnInsecure(log)
+	SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
 	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
 		log: log, metrics: newMetrics(o.Registerer),
 		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet"}, nil
@@ -270,7 +274,7 @@ func (c *Consumer) consumePartition(ctx context.Context, oc *offsetCommitter, to
 	}
 	log.Debug().Int64("offset", start).Msg("consuming partition")
 	p := &partition{c: c, offsets: oc, topic: topic, id: pa.ID, label: strconv.Itoa(pa.ID), cursor: c.cursorName(topic, pa.ID)}
-	runPartition(ctx, r, c.cfg, log, stages[batch]{prepare: p.prepare, merge: mergeBatches, commit: p.commit, depth: commitQueueDepth})
+	runPartition(ctx, r, c.cfg, log, stages[batch]{prepare: p.prepare, merge: mergeBatches, commit: p.commit, skip: p.skip, depth: commitQueueDepth})
 	// The group learns where this member stopped before the partition
 	// can go to another one.
 	oc.flush()
@@ -296,7 +300,7 @@ type batch struct {
 	groups   []*Group
 	byOrigin map[aggregate.Origin]*Group
 	// next is the offset after the last message; lag what the broker
-	// still held after it.
+	// still held after it, -1 when unknown (a skipped batch).
 	next, lag int64
 	ok        int
 	invalid   int
@@ -310,9 +314,17 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 	b := &batch{}
 	for i := range msgs {
 		m := &msgs[i]
-		d, reason := c.decoder.decode(m.Value)
+		var d decoded
+		reason := ""
+		if int64(len(m.Value)) > maxDecompressed.Load() {
+			// An uncompressed message over the bound of a decompressed
+			// batch is poison as well.
+			reason = ReasonTooLarge
+		} else {
+			d, reason = c.decoder.decode(m.Value)
+		}
 		if reason != "" {
-			b.poison = append(b.poison, PoisonSample{Reason: reason, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: time.Now().UTC()})
+			b.poison = append(b.poison, PoisonSample{Reason: reason, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Messages: 1, Time: time.Now().UTC()})
 			continue
 		}
 		b.ok++
@@ -336,6 +348,18 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 	return b
 }
 
+// skip stands for the messages from first to next (excluded): a record
+// batch that decompresses to more than kafka.maxDecompressedBytes. It is
+// poison, and its commit moves the partition past it.
+func (p *partition) skip(first, next int64) *batch {
+	b := &batch{next: next, lag: -1, poison: []PoisonSample{{Reason: ReasonTooLarge, Topic: p.topic, Partition: p.id,
+		Offset: first, Messages: next - first, Time: time.Now().UTC()}}}
+	if p.c.prepared != nil {
+		p.c.prepared(p.topic, p.id, b.next)
+	}
+	return b
+}
+
 // add appends events of origin o.
 func (b *batch) add(o aggregate.Origin, events []aggregate.Event) {
 	if b.byOrigin == nil {
@@ -355,7 +379,10 @@ func mergeBatches(into, next *batch) {
 	for _, g := range next.groups {
 		into.add(g.Origin, g.Events)
 	}
-	into.next, into.lag = next.next, next.lag
+	into.next = next.next
+	if next.lag >= 0 {
+		into.lag = next.lag
+	}
 	into.ok += next.ok
 	into.invalid += next.invalid
 	into.skipped.OtherStage += next.skipped.OtherStage
@@ -392,7 +419,9 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	}
 	p.offsets.note(p.topic, p.id, b.next)
 	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
-	c.metrics.lag.WithLabelValues(p.topic, p.label).Set(float64(b.lag))
+	if b.lag >= 0 {
+		c.metrics.lag.WithLabelValues(p.topic, p.label).Set(float64(b.lag))
+	}
 	// Once counts, metrics and the position are all told: a test waits
 	// for this line rather than asking again and again.
 	c.log.Debug().Str("topic", p.topic).Int("partition", p.id).Int64("next", b.next).Msg("batch committed")
@@ -498,7 +527,7 @@ func (c *Consumer) ingest(ctx context.Context, groups []*Group, cursor aggregate
 }
 
 func (c *Consumer) recordPoison(p PoisonSample) {
-	c.metrics.messages.WithLabelValues(p.Topic, p.Reason).Inc()
+	c.metrics.messages.WithLabelValues(p.Topic, p.Reason).Add(float64(max(p.Messages, 1)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.poison) == maxPoisonSamples {

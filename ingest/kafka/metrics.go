@@ -17,7 +17,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		messages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_kafka_messages_total",
-			Help: "Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope).",
+			Help: "Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope, too_large: in a record batch or message that decompresses to more than kafka.maxDecompressedBytes).",
 		}, []string{"topic", "result"}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sunset_kafka_consumer_lag",

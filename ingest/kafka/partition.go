@@ -31,6 +31,11 @@ const maxRetryBackoff = 30 * time.Second
 // batch is read again from its first offset after a pause (cfg.RetryBackoff,
 // doubling up to 30s), so that a full disk does not spin: the partition
 // neither stalls nor skips.
+//
+// A record batch that decompresses to more than kafka.maxDecompressedBytes
+// cannot be read: it is handed to commit as one message of no value, at
+// the batch's last offset, with the header SkippedHeader saying
+// too_large, so that committing it moves the partition past it.
 func ReadBatches(ctx context.Context, r *kafkago.Reader, cfg Config, log zerolog.Logger, commit func(context.Context, []kafkago.Message) error) {
 	runPartition(ctx, r, cfg, log, stages[[]kafkago.Message]{
 		depth: 4,
@@ -40,8 +45,17 @@ func ReadBatches(ctx context.Context, r *kafkago.Reader, cfg Config, log zerolog
 		},
 		merge:  func(into, next *[]kafkago.Message) { *into = append(*into, *next...) },
 		commit: func(ctx context.Context, b *[]kafkago.Message) error { return commit(ctx, *b) },
+		skip: func(first, next int64) *[]kafkago.Message {
+			rc := r.Config()
+			return &[]kafkago.Message{{Topic: rc.Topic, Partition: rc.Partition, Offset: next - 1,
+				Headers: []kafkago.Header{{Key: SkippedHeader, Value: []byte(ReasonTooLarge)}}}}
+		},
 	})
 }
+
+// SkippedHeader marks the message ReadBatches hands over in place of a
+// record batch it could not read; its value is the reason.
+const SkippedHeader = "sunset-skipped"
 
 // stages are what a partition does with the batches it fetches.
 type stages[B any] struct {
@@ -56,6 +70,10 @@ type stages[B any] struct {
 	// depth is how many prepared batches may wait for their commit before
 	// fetching waits too.
 	depth int
+	// skip stands for the messages from first to next (excluded), a
+	// record batch over kafka.maxDecompressedBytes that cannot be read:
+	// committing it moves the partition past them.
+	skip func(first, next int64) *B
 }
 
 // staged is a prepared batch on its way to its commit.
@@ -79,7 +97,7 @@ func runPartition[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log
 	retry := backoff.New(cfg.RetryBackoff, maxRetryBackoff)
 	buf := make([]kafkago.Message, 0, cfg.BatchSize)
 	for {
-		failure, committed, err := runEpoch(ctx, r, cfg, st, &buf)
+		failure, committed, err := runEpoch(ctx, r, cfg, log, st, &buf)
 		if committed {
 			retry.Reset()
 		}
@@ -119,7 +137,7 @@ type commitFailure struct {
 // a commit fails (failure). committed reports whether any commit went
 // through. Once ctx is done, what was fetched is still committed before it
 // returns.
-func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, st stages[B], buf *[]kafkago.Message) (failure *commitFailure, committed bool, err error) {
+func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log zerolog.Logger, st stages[B], buf *[]kafkago.Message) (failure *commitFailure, committed bool, err error) {
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
 	queue := make(chan staged[B], st.depth)
@@ -133,19 +151,40 @@ func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, st stag
 			stopFetching()
 		}
 	}()
+	stage := func(s staged[B]) {
+		select {
+		case <-failed:
+		default:
+			select {
+			case queue <- s:
+			case <-failed:
+			}
+		}
+	}
 	for {
 		batch, ferr := fetchBatch(fetchCtx, r, (*buf)[:0], cfg.BatchSize, cfg.BatchWait)
 		*buf = batch[:0]
 		if len(batch) > 0 {
-			select {
-			case <-failed:
-			default:
-				s := staged[B]{first: batch[0].Offset, batch: st.prepare(batch)}
-				select {
-				case queue <- s:
-				case <-failed:
-				}
+			stage(staged[B]{first: batch[0].Offset, batch: st.prepare(batch)})
+		}
+		if isTooLarge(ferr) && fetchCtx.Err() == nil {
+			// The next record batch cannot be read: it is poison, and
+			// the partition goes on after it.
+			first := r.Offset()
+			next, perr := batchEnd(fetchCtx, r, first)
+			if perr != nil {
+				// Its header could not be read: skip its first message,
+				// and the next fetch finds whether more of it is left.
+				next = first + 1
+				log.Warn().Err(perr).Int64("offset", first).Msg("reading where a record batch too large to decompress ends; skipping one message of it")
 			}
+			log.Warn().Err(ferr).Int64("offset", first).Int64("next", next).Msg("skipping a record batch that decompresses to more than kafka.maxDecompressedBytes")
+			stage(staged[B]{first: first, batch: st.skip(first, next)})
+			if serr := r.SetOffset(next); serr != nil {
+				err = serr
+				break
+			}
+			continue
 		}
 		if ferr != nil {
 			err = ferr
@@ -196,6 +235,9 @@ func fetchBatch(ctx context.Context, r *kafkago.Reader, buf []kafkago.Message, s
 		if err != nil {
 			if ctx.Err() != nil {
 				return batch, ctx.Err()
+			}
+			if isTooLarge(err) {
+				return batch, err
 			}
 			break
 		}

@@ -89,6 +89,34 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 	}
 }
 
+// ProduceBatch writes msgs to one partition of topic as one record batch,
+// compressed with codec, however large they are: a compression bomb is a
+// small batch of many bytes once inflated.
+func ProduceBatch(t testing.TB, brokers []string, topic string, partition int, codec kafkago.Compression, msgs ...kafkago.Message) {
+	t.Helper()
+	size := 0
+	for _, m := range msgs {
+		size += len(m.Key) + len(m.Value) + 64
+	}
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     kafkago.BalancerFunc(func(kafkago.Message, ...int) int { return partition }),
+		BatchTimeout: time.Hour, // the batch is sent when it holds all of msgs
+		BatchSize:    len(msgs),
+		BatchBytes:   int64(size),
+		RequiredAcks: kafkago.RequireAll,
+		Compression:  codec,
+		Transport:    &kafkago.Transport{},
+	}
+	defer func() { _ = w.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("producing a batch to %s: %v", topic, err)
+	}
+}
+
 // GroupCommitted reports whether group has committed the end of every
 // partition of topic, that is, it has consumed everything produced so far.
 func GroupCommitted(ctx context.Context, brokers []string, group, topic string, partitions int) (bool, error) {

@@ -1,0 +1,150 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/kafkatest"
+)
+
+// withBound sets the decompression bound for one test.
+func withBound(t *testing.T, n int64) {
+	before := maxDecompressed.Load()
+	SetMaxDecompressedBytes(n)
+	t.Cleanup(func() { SetMaxDecompressedBytes(before) })
+}
+
+// Every codec kafka-go reads with stops one byte past the bound, and
+// reads a batch of exactly the bound whole.
+func TestCodecsStopAtTheBound(t *testing.T) {
+	const bound = 1 << 20
+	withBound(t, bound)
+	for _, c := range []compress.Compression{compress.Gzip, compress.Snappy, compress.Lz4, compress.Zstd} {
+		t.Run(c.String(), func(t *testing.T) {
+			for _, tc := range []struct {
+				size    int
+				tooLong bool
+			}{{bound, false}, {bound + 1, true}, {64 << 20, true}} {
+				var z bytes.Buffer
+				w := c.Codec().NewWriter(&z)
+				_, err := w.Write(make([]byte, tc.size))
+				require.NoError(t, err)
+				require.NoError(t, w.Close())
+				r := c.Codec().NewReader(&z)
+				var out bytes.Buffer
+				n, err := out.ReadFrom(r)
+				require.NoError(t, r.Close())
+				if !tc.tooLong {
+					require.NoError(t, err)
+					require.Equal(t, int64(tc.size), n)
+					continue
+				}
+				require.EqualError(t, err, "kafka: a record batch decompresses to more than 1048576 bytes (kafka.maxDecompressedBytes)")
+				require.True(t, isTooLarge(err))
+				var ke kafkago.Error
+				require.ErrorAs(t, err, &ke, "kafka-go's reader hands it to FetchMessage")
+				require.Equal(t, kafkago.MessageSizeTooLarge, ke)
+				require.Equal(t, int64(bound), n, "nothing past the bound is kept")
+			}
+		})
+	}
+	// Writers are kafka-go's own.
+	require.Equal(t, "gzip", compress.Gzip.String())
+	_, ok := compress.Codecs[compress.Gzip].NewWriter(io.Discard).(interface{ Flush() error })
+	require.True(t, ok)
+}
+
+// bombMessages are n messages of size bytes each, which compress to
+// almost nothing.
+func bombMessages(n, size int) []kafkago.Message {
+	msgs := make([]kafkago.Message, n)
+	for i := range msgs {
+		msgs[i].Value = []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"bomb","stage":"ResponseComplete","verb":"get","x":"` + strings.Repeat("a", size) + `"}`)
+	}
+	return msgs
+}
+
+func events(prefix string, n int) ([]kafkago.Message, []string) {
+	var msgs []kafkago.Message
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		ids = append(ids, id)
+		msgs = append(msgs, kafkago.Message{Value: []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"` + id + `","stage":"ResponseComplete","verb":"get"}`)})
+	}
+	return msgs, ids
+}
+
+// A record batch of a few kilobytes that inflates past the bound is
+// poison (too_large): the consumer neither stalls nor dies on it, counts
+// every message before and after it once, and commits the end of the
+// partition.
+func TestCompressionBombIsSkipped(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "bomb", 1)
+	before, wantBefore := events("before", 3)
+	after, wantAfter := events("after", 3)
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Gzip, before...)                   // offsets 0-2
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Gzip, bombMessages(4, 300<<10)...) // 3-6: 1.2 MiB inflated
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Gzip, after...)                    // 7-9
+
+	ing := &ingesttest.Flaky{}
+	reg := prometheus.NewRegistry()
+	group := "bomb-" + topic
+	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
+		MaxDecompressedBytes: 1 << 20, BatchSize: 100, RetryBackoff: 5 * time.Millisecond},
+		DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 1, 30*time.Second)
+	cancel()
+	require.NoError(t, <-done)
+
+	require.Equal(t, append(wantBefore, wantAfter...), ing.Accepted())
+	pos, ok, err := ing.Cursor(c.cursorName(topic, 0))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(10), binary.BigEndian.Uint64(pos), "committed past the bomb, to the end")
+	poison := c.Poison()
+	require.Len(t, poison, 1)
+	require.Equal(t, PoisonSample{Reason: ReasonTooLarge, Topic: topic, Partition: 0, Offset: 3, Messages: 4, Time: poison[0].Time}, poison[0])
+	require.Equal(t, 6.0, testutil.ToFloat64(c.metrics.messages.WithLabelValues(topic, "ok")))
+	require.Equal(t, 4.0, testutil.ToFloat64(c.metrics.messages.WithLabelValues(topic, ReasonTooLarge)))
+}
+
+// The header of a record batch says where it ends, whatever its
+// compression, without inflating it.
+func TestBatchEndReadsTheHeader(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "batchend", 1)
+	first, _ := events("a", 2)
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Zstd, first...)               // 0-1
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Lz4, bombMessages(5, 10)...)  // 2-6
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Compression(0), first[:1]...) // 7
+	cfg := Config{Brokers: brokers}.WithDefaults()
+	d, err := cfg.Dialer()
+	require.NoError(t, err)
+	r := NewPartitionReader(cfg, d, topic, 0, zerolog.Nop())
+	defer func() { _ = r.Close() }()
+	for offset, want := range map[int64]int64{0: 2, 1: 2, 2: 7, 4: 7, 6: 7, 7: 8} {
+		next, err := batchEnd(context.Background(), r, offset)
+		require.NoError(t, err)
+		require.Equal(t, want, next, "offset %d", offset)
+	}
+}
