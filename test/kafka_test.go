@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,8 +30,14 @@ func kafkaEvent(id string, user int, deprecated bool, at time.Time) []byte {
 		id, user, resource, at.Format(time.RFC3339Nano), ann))
 }
 
-func writeKafkaConfig(t *testing.T, brokers []string, topic, group string) string {
+// writeKafkaConfig writes a config file; extra are more lines of the
+// kafka key, e.g. "  maxDecompressedBytes: 1048576".
+func writeKafkaConfig(t *testing.T, brokers []string, topic, group string, extra ...string) string {
 	cfg := filepath.Join(t.TempDir(), "sunset.yaml")
+	more := ""
+	for _, e := range extra {
+		more += e + "\n"
+	}
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`kafka:
   brokers: [%s]
   topics: [%s]
@@ -38,7 +45,7 @@ func writeKafkaConfig(t *testing.T, brokers []string, topic, group string) strin
   sessionTimeout: 2s
   batchSize: 100
   batchWait: 10ms
-`, strings.Join(brokers, ", "), topic, group)), 0o600))
+%s`, strings.Join(brokers, ", "), topic, group, more)), 0o600))
 	return cfg
 }
 
@@ -131,4 +138,110 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 		sum += n
 	}
 	t.Logf("%d messages, %d kills, %d deprecated requests counted exactly", len(msgs), kills, sum)
+}
+
+// bombBatch is 4 messages of 300 KiB each: 1.2 MiB once inflated, a few
+// kilobytes of gzip.
+func bombBatch() []kafkago.Message {
+	msgs := make([]kafkago.Message, 4)
+	for i := range msgs {
+		msgs[i].Value = []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"bomb","stage":"ResponseComplete","verb":"list","x":"` + strings.Repeat("a", 300<<10) + `"}`)
+	}
+	return msgs
+}
+
+// Hostile messages in the stream cost no other message its count: a
+// deprecated request whose auditID is 70,000 bytes (delivered twice, it
+// counts once, stored under a digest of its ID) and a compression bomb in
+// each partition, a record batch of a few kilobytes that inflates past
+// kafka.maxDecompressedBytes. Sunset is killed with SIGKILL after some
+// commits, and right as it skips a bomb; every partition moves on to its
+// end and every other deprecated request counts exactly once. A fresh
+// start afterwards reads no bomb again: the skips were committed.
+func TestKafkaPoisonAndBombAcrossKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "audit-hostile", 2)
+	group := "hostile-" + topic
+	cfg := writeKafkaConfig(t, brokers, topic, group, "  maxDecompressedBytes: 1048576")
+	dataDir := t.TempDir()
+	now := time.Now().UTC()
+
+	want := map[string]int64{}
+	chunk := func(from, to int) []kafkago.Message {
+		var msgs []kafkago.Message
+		for i := from; i < to; i++ {
+			deprecated := i%10 == 0
+			if deprecated {
+				want[fmt.Sprintf("user-%d", i%5)]++
+			}
+			id := fmt.Sprintf("hostile-%d", i)
+			msgs = append(msgs, kafkago.Message{Key: []byte(id), Value: kafkaEvent(id, i%5, deprecated, now)})
+		}
+		return msgs
+	}
+	longID := strings.Repeat("L", 70000)
+	long := kafkaEvent(longID, 99, true, now)
+	want["user-99"] = 1
+
+	kafkatest.Produce(t, brokers, topic, kafkago.Gzip, chunk(0, 1000)...)
+	p := startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
+	p.waitCount(t, "batch committed", 3, 60*time.Second)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+
+	// Both bombs and the long ID between ordinary messages.
+	kafkatest.Produce(t, brokers, topic, kafkago.Gzip, chunk(1000, 1500)...)
+	kafkatest.ProduceBatch(t, brokers, topic, 0, kafkago.Gzip, bombBatch()...)
+	kafkatest.ProduceBatch(t, brokers, topic, 1, kafkago.Gzip, bombBatch()...)
+	kafkatest.Produce(t, brokers, topic, kafkago.Gzip, kafkago.Message{Key: []byte("long"), Value: long})
+	kafkatest.Produce(t, brokers, topic, kafkago.Gzip, chunk(1500, 2000)...)
+	kafkatest.Produce(t, brokers, topic, kafkago.Gzip, kafkago.Message{Key: []byte("long-again"), Value: long})
+	p = startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
+	p.waitLogged(t, "skipping a record batch that decompresses to more than kafka.maxDecompressedBytes", 60*time.Second)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+
+	for round := range 3 {
+		kafkatest.Produce(t, brokers, topic, kafkago.Gzip, chunk(2000+round*1000, 3000+round*1000)...)
+		p = startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
+		p.waitCount(t, "batch committed", 2+round, 60*time.Second)
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		<-p.exited
+	}
+
+	p = startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
+	var got map[string]int64
+	err := p.await(90*time.Second, testserver.RecheckGap, func() bool {
+		got = userCounts(t, p.url)
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+	require.Equal(t, want, got, "%v", err)
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 2, 30*time.Second)
+	require.Equal(t, want, userCounts(t, p.url), "no late double counts")
+	require.NotContains(t, p.stderr.String(), longID[:100], "the ID is never logged")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+
+	// Started again, it finds every partition committed past its bomb:
+	// one more request in each is counted, and no bomb is read again.
+	p = startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
+	for part := range 2 {
+		id := fmt.Sprintf("marker-%d", part)
+		kafkatest.ProduceBatch(t, brokers, topic, part, kafkago.Compression(0), kafkago.Message{Value: kafkaEvent(id, 98, true, now)})
+	}
+	want["user-98"] = 2
+	err = p.await(60*time.Second, testserver.RecheckGap, func() bool {
+		got = userCounts(t, p.url)
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+	require.Equal(t, want, got, "%v", err)
+	require.NotContains(t, p.stderr.String(), "skipping a record batch")
+	var sum int64
+	for _, n := range want {
+		sum += n
+	}
+	require.Equal(t, int64(503), sum, "500 ordinary deprecated requests, the long ID's and the 2 markers")
 }
