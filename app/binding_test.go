@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/testpki"
 )
 
 // postAs posts one deprecated event with a bearer token (none when empty)
@@ -124,13 +126,14 @@ func TestWebhookClientCertificateNamesItsNode(t *testing.T) {
 	cfg := testConfig(t)
 	var serverPEM []byte
 	cfg.TLSCertFile, cfg.TLSKeyFile, serverPEM = selfSigned(t)
-	caPEM, certPEM, keyPEM := clientCert(t, "master-7", "master-7.example", "10.0.0.7")
+	// The profile of an apiserver's certificate: O=<cluster>, CN=<node>.
+	ca := testpki.NewCA(t, "apiserver-client-ca")
+	prod := ca.Apiserver(t, "prod", "master-7", "master-7.example", "10.0.0.7")
 	dir := t.TempDir()
 	cfg.TLSClientCAFile = filepath.Join(dir, "client-ca.crt")
-	require.NoError(t, os.WriteFile(cfg.TLSClientCAFile, caPEM, 0o600))
+	require.NoError(t, os.WriteFile(cfg.TLSClientCAFile, ca.PEM, 0o600))
 	s := start(t, cfg)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
+	pair := prod.TLS(t)
 	s.client = tlsClient(serverPEM, pair)
 
 	for path, node := range map[string]string{
@@ -198,4 +201,37 @@ func TestUnauthenticatedWebhookBeyondLoopbackMustBeAskedFor(t *testing.T) {
 	} {
 		require.Equal(t, loopback, app.LoopbackListen(listen), listen)
 	}
+}
+
+// kube-apiserver's own webhook client with a certificate of the dev
+// cluster's master-0 cannot post as prod's master-0, the same node name in
+// another cluster; prod's own certificate can.
+func TestWebhookClientCertificateIsBoundToItsCluster(t *testing.T) {
+	cfg := testConfig(t)
+	var serverPEM []byte
+	cfg.TLSCertFile, cfg.TLSKeyFile, serverPEM = selfSigned(t)
+	ca := testpki.NewCA(t, "apiserver-client-ca")
+	cfg.TLSClientCAFile = testpki.WriteFile(t, t.TempDir(), "client-ca.crt", ca.PEM)
+	reg := prometheus.NewRegistry()
+	s := startWith(t, cfg, func(o *app.Options) { o.Registry = reg })
+	s.client = tlsClient(serverPEM)
+
+	user := func(p testpki.Pair) string {
+		return "\n    client-certificate-data: " + base64.StdEncoding.EncodeToString(p.CertPEM) +
+			"\n    client-key-data: " + base64.StdEncoding.EncodeToString(p.KeyPEM)
+	}
+	at := time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)
+	ref := &auditinternal.ObjectReference{Resource: "endpoints", APIVersion: "v1"}
+	url := s.url + "/audit/webhook/prod/master-0"
+	sendThroughWebhook(t, realWebhookWithUser(t, url, user(ca.Apiserver(t, "dev", "master-0")), serverPEM), "dev", at,
+		[]traffic{{n: 3, user: "mallory", agent: "kubectl/v1.32.4", verb: "get", ref: ref, deprecated: true}})
+	sendThroughWebhook(t, realWebhookWithUser(t, url, user(ca.Apiserver(t, "prod", "master-0")), serverPEM), "prod", at,
+		[]traffic{{n: 4, user: "alice", agent: "kubectl/v1.32.4", verb: "get", ref: ref, deprecated: true}})
+
+	ep := getAPI(t, s, "endpoints.v1")
+	require.Equal(t, int64(4), ep.Status.RequestCount, "prod's four, none of dev's three")
+	require.Len(t, ep.Status.CurrentHour.ByNode, 1)
+	require.Equal(t, [2]string{"prod", "master-0"}, [2]string{ep.Status.CurrentHour.ByNode[0].Cluster, ep.Status.CurrentHour.ByNode[0].NodeName})
+	require.Equal(t, "alice", ep.Status.CurrentHour.ByNode[0].ByUser[0].UserName)
+	require.Equal(t, 5.0, metricValue(t, reg, "sunset_webhook_forbidden_total", nil), "dev's batch, refused at each of the client's five attempts")
 }

@@ -33,7 +33,7 @@ type Config struct {
 	// TLS carries HTTP/2 too, which kube-apiserver's webhook client uses.
 	TLSCertFile     string `mapstructure:"tls-cert-file" help:"Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate. Set together with tls-key-file."`
 	TLSKeyFile      string `mapstructure:"tls-key-file" help:"The PEM private key of tls-cert-file."`
-	TLSClientCAFile string `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise). Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
+	TLSClientCAFile string `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise), issued as O=<cluster>, CN=<node>. Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name, and a cluster in the path one of its organizations (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
 
 	WebhookTokenFile            string `mapstructure:"webhook-token-file" help:"The webhook requires Authorization: Bearer <the file's contents> (401 otherwise), from any apiserver."`
 	WebhookTokenAuthFile        string `mapstructure:"webhook-token-auth-file" help:"The webhook requires a bearer token from this CSV file, token,user,uid[,\"groups\"] as kube-apiserver's --token-auth-file, where user is <cluster>/<node> or <node>: each token posts only as that apiserver (401 for an unknown token, 403 for another apiserver's path)."`

@@ -9,7 +9,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/kube-sunset/sunset/aggregate"
 )
 
 // Binding is the one apiserver a credential may post as.
@@ -148,9 +151,19 @@ func (h *Handler) authenticate(r *http.Request) (credential, string) {
 
 // authorize checks that the credential may post as the origin's cluster and
 // node, and fills in what the path leaves out: a bound token names both, a
-// client certificate's common name the node. It returns a message when the
-// credential belongs to another apiserver.
-func (c credential) authorize(cluster, node string, pathNode bool) (string, string, string) {
+// client certificate's common name the node. pathNode and pathCluster say
+// what the path named. It returns a message when the credential belongs to
+// another apiserver.
+//
+// A client certificate follows the profile of kube-apiserver's own client
+// certificates, with the cluster as organization: O=<cluster>, CN=<node>
+// (the node may also be a DNS, IP or URI subject alternative name). A
+// path that names a cluster needs that cluster among the certificate's
+// organizations, so that the certificate of a node of one cluster cannot
+// post as the node of the same name in another. A path without a cluster
+// posts to default-cluster and checks the node only, as before clusters
+// were in paths.
+func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) (string, string, string) {
 	if c.token != nil {
 		if !pathNode {
 			cluster, node = c.token.Cluster, c.token.Node
@@ -162,11 +175,15 @@ func (c credential) authorize(cluster, node string, pathNode bool) (string, stri
 	}
 	if c.cert != nil {
 		if node == "" {
-			return cluster, c.cert.Subject.CommonName, ""
-		}
-		if !certNames(c.cert, node) {
+			node = c.cert.Subject.CommonName
+		} else if !certNames(c.cert, node) {
 			return cluster, node, fmt.Sprintf("the client certificate (CN %q) does not name node %q in its common name or subject alternative names; fix the URL path or issue the apiserver a certificate for its node",
-				c.cert.Subject.CommonName, node)
+				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), node)
+		}
+		if pathCluster && !slices.Contains(c.cert.Subject.Organization, cluster) {
+			return cluster, node, fmt.Sprintf("the client certificate (CN %q) is not issued for cluster %q: a path that names a cluster needs a certificate with O=%s and CN=%s; fix the URL path or issue the apiserver such a certificate",
+				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), aggregate.Truncate(cluster, maxNameBytes),
+				aggregate.Truncate(cluster, maxNameBytes), aggregate.Truncate(node, maxNameBytes))
 		}
 	}
 	return cluster, node, ""

@@ -1,10 +1,22 @@
 package webhook
 
 import (
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testpki"
 )
 
 func TestParseTokens(t *testing.T) {
@@ -43,4 +55,79 @@ func TestParseTokens(t *testing.T) {
 	require.EqualError(t, err, "holds no token")
 	_, err = ParseTokens(strings.NewReader("secret,\"prod/master-0,uid\n"), "default")
 	require.EqualError(t, err, `line 1: not valid CSV (extraneous or missing " in quoted-field)`)
+}
+
+// A client certificate is bound to its cluster and node, O=<cluster> and
+// CN=<node>: a dev cluster's master-0 may not post as prod's master-0. A
+// path without a cluster posts to the default cluster and checks the node
+// only.
+func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
+	mux := http.NewServeMux()
+	New(Options{Ingester: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
+	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
+	srv := httptest.NewUnstartedServer(mux)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},
+		ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	certs := map[string]testpki.Pair{
+		"prod/master-0":    ca.Apiserver(t, "prod", "master-0", "master-0.prod.example"),
+		"dev/master-0":     ca.Apiserver(t, "dev", "master-0"),
+		"no cluster":       ca.Apiserver(t, "", "master-0"),
+		"groups, not prod": ca.Client(t, "master-0", "system:masters"),
+	}
+	post := func(cert, path, id string) (int, string) {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: serving.Pool(), Certificates: []tls.Certificate{certs[cert].TLS(t)}}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Post(srv.URL+path, "application/json",
+			strings.NewReader(string(eventList(deprecatedItem(id, "", "2026-11-21T19:10:00.000001Z")))))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	notIssued := func(cluster string) string {
+		return `the client certificate (CN \"master-0\") is not issued for cluster \"` + cluster + `\": a path that names a cluster needs a certificate with O=` +
+			cluster + ` and CN=master-0; fix the URL path or issue the apiserver such a certificate`
+	}
+	for _, tc := range []struct {
+		cert, path string
+		code       int
+		says       string
+	}{
+		{"prod/master-0", "/audit/webhook/prod/master-0", 200, "prod/master-0"},
+		{"prod/master-0", "/audit/webhook/prod/master-0.prod.example", 200, "prod/master-0.prod.example"},
+		{"dev/master-0", "/audit/webhook/dev/master-0", 200, "dev/master-0"},
+		{"dev/master-0", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
+		{"no cluster", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
+		{"groups, not prod", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
+		{"prod/master-0", "/audit/webhook/dev/master-0", 403, notIssued("dev")},
+		{"prod/master-0", "/audit/webhook/prod/master-1", 403, `does not name node \"master-1\"`},
+		// No cluster in the path: the default cluster, the node alone.
+		{"no cluster", "/audit/webhook/master-0", 200, "default/master-0"},
+		{"dev/master-0", "/audit/webhook", 200, "default/master-0"},
+		{"dev/master-0", "/audit/webhook/master-1", 403, `does not name node \"master-1\"`},
+	} {
+		code, body := post(tc.cert, tc.path, tc.cert+tc.path)
+		require.Equal(t, tc.code, code, "%+v: %s", tc, body)
+		if code == 200 {
+			var r Response
+			require.NoError(t, json.Unmarshal([]byte(body), &r))
+			require.Equal(t, tc.says, r.Cluster+"/"+r.Node, "%+v", tc)
+			continue
+		}
+		require.Contains(t, body, tc.says, "%+v", tc)
+	}
+	n, err := c.Requests("prod", "endpoints.v1", hostileNow, hostileNow)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), n, "only prod's own certificate counted for prod")
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sunset_webhook_forbidden_total Audit webhook batches answered 403: valid credentials of one apiserver posting as another.
+# TYPE sunset_webhook_forbidden_total counter
+sunset_webhook_forbidden_total 6
+`), "sunset_webhook_forbidden_total"))
 }

@@ -85,7 +85,8 @@ type Options struct {
 	// RequireClientCert demands a client certificate verified by the
 	// server's client CA. Its common name names the node when the path
 	// does not; a node in the path must be its common name or one of its
-	// subject alternative names (403 otherwise).
+	// subject alternative names, and a cluster in the path one of its
+	// organizations (403 otherwise).
 	RequireClientCert bool
 	// KeepRequestObject says which events' request objects the ingester
 	// reads (field rules); the others are dropped as they are decoded, so
@@ -402,11 +403,11 @@ func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
 // denied says why the credential may not post as that apiserver.
 func (h *Handler) origin(r *http.Request, cred credential) (o aggregate.Origin, denied string, err error) {
 	o = aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
-	pathNode := o.Node != ""
+	pathNode, pathCluster := o.Node != "", o.Cluster != ""
 	if o.Cluster == "" {
 		o.Cluster = h.defaultCluster
 	}
-	if o.Cluster, o.Node, denied = cred.authorize(o.Cluster, o.Node, pathNode); denied != "" {
+	if o.Cluster, o.Node, denied = cred.authorize(o.Cluster, o.Node, pathNode, pathCluster); denied != "" {
 		return o, denied, nil
 	}
 	if o.Node == "" {

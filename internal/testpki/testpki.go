@@ -71,6 +71,18 @@ func (ca *CA) ClientNamed(t testing.TB, cn string, names ...string) Pair {
 	return ca.issue(t, pkix.Name{CommonName: cn}, x509.ExtKeyUsageClientAuth, names)
 }
 
+// Apiserver issues the client certificate of kube-apiserver node of
+// cluster for Sunset's webhook: O=<cluster>, CN=<node>, with names as
+// subject alternative names (DNS names or IPs). An empty cluster leaves
+// out the organization, as a certificate made before clusters had one.
+func (ca *CA) Apiserver(t testing.TB, cluster, node string, names ...string) Pair {
+	subject := pkix.Name{CommonName: node}
+	if cluster != "" {
+		subject.Organization = []string{cluster}
+	}
+	return ca.issue(t, subject, x509.ExtKeyUsageClientAuth, names)
+}
+
 // Server issues a serving certificate for the names (DNS names or IPs).
 func (ca *CA) Server(t testing.TB, names ...string) Pair {
 	return ca.issue(t, pkix.Name{CommonName: names[0]}, x509.ExtKeyUsageServerAuth, names)
