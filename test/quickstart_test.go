@@ -31,8 +31,7 @@ type quickStep struct {
 }
 
 // readQuickStart reads the shell blocks of the README's "Quick start"
-// section: commands (a line ending in | or \ goes on), each followed by
-// the output the README shows for it as "# " lines.
+// section.
 func readQuickStart(t *testing.T) [][]quickStep {
 	t.Helper()
 	raw, err := os.ReadFile("../README.md")
@@ -42,26 +41,34 @@ func readQuickStart(t *testing.T) [][]quickStep {
 	section, _, _ = strings.Cut(section, "\n## ")
 	var blocks [][]quickStep
 	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
-		var steps []quickStep
-		continued := false
-		for _, line := range strings.Split(strings.TrimRight(m[1], "\n"), "\n") {
-			switch {
-			case continued:
-				steps[len(steps)-1].command += "\n" + line
-			case strings.TrimSpace(line) == "":
-			case strings.HasPrefix(line, "#"):
-				require.NotEmpty(t, steps, "output before any command: %q", line)
-				out := strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ")
-				steps[len(steps)-1].want = append(steps[len(steps)-1].want, out)
-			default:
-				steps = append(steps, quickStep{command: line})
-			}
-			trimmed := strings.TrimSpace(line)
-			continued = !strings.HasPrefix(trimmed, "#") && (strings.HasSuffix(trimmed, "|") || strings.HasSuffix(trimmed, "\\"))
-		}
-		blocks = append(blocks, steps)
+		blocks = append(blocks, parseSteps(t, m[1]))
 	}
 	return blocks
+}
+
+// parseSteps reads a shell block of a document: commands (a line ending in
+// | or \ goes on), each followed by the output the document shows for it
+// as "# " lines.
+func parseSteps(t *testing.T, block string) []quickStep {
+	t.Helper()
+	var steps []quickStep
+	continued := false
+	for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+		switch {
+		case continued:
+			steps[len(steps)-1].command += "\n" + line
+		case strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "#"):
+			require.NotEmpty(t, steps, "output before any command: %q", line)
+			out := strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ")
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, out)
+		default:
+			steps = append(steps, quickStep{command: line})
+		}
+		trimmed := strings.TrimSpace(line)
+		continued = !strings.HasPrefix(trimmed, "#") && (strings.HasSuffix(trimmed, "|") || strings.HasSuffix(trimmed, "\\"))
+	}
+	return steps
 }
 
 // networkNamespace returns the unshare arguments that give a process a

@@ -1,5 +1,6 @@
 // Command sunset finds who still calls deprecated Kubernetes APIs, from the
-// kube-apiserver audit stream. See README.md for every command and key.
+// kube-apiserver audit stream. docs/cli.md describes every command and
+// docs/configuration.md every key.
 //
 // main only parses flags and calls packages: app serves, report reads and
 // prints, replay imports, source opens where the read commands read.

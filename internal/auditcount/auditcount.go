@@ -1,4 +1,4 @@
-// Package auditcount counts audit events the way README.md says Sunset
+// Package auditcount counts audit events the way docs/counting.md says Sunset
 // counts them ("How counting works", "Admission webhooks"), with nothing
 // of Sunset's own: events are decoded with encoding/json into maps, and
 // every rule is written out again here. Tests hold golden files and

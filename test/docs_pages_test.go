@@ -1,0 +1,236 @@
+package test
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/app"
+)
+
+// docPages are the documents a user reads: the README, CONTRIBUTING.md,
+// every page under docs/ and the benchmarks' README, by path from the
+// repository's root.
+func docPages(t *testing.T) map[string]string {
+	t.Helper()
+	pages := map[string]string{}
+	read := func(path string) {
+		raw, err := os.ReadFile(filepath.Join("..", path))
+		require.NoError(t, err)
+		pages[path] = string(raw)
+	}
+	for _, p := range []string{"README.md", "CONTRIBUTING.md", "benchmarks/README.md"} {
+		read(p)
+	}
+	require.NoError(t, filepath.WalkDir("../docs", func(path string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(path, ".md") {
+			read(strings.TrimPrefix(path, "../"))
+		}
+		return err
+	}))
+	return pages
+}
+
+// fence matches a fenced block and its info string.
+var fence = regexp.MustCompile("(?ms)^```([^\n]*)\n(.*?)^```")
+
+// prose is a page without its fenced blocks.
+func prose(page string) string { return fence.ReplaceAllString(page, "") }
+
+var (
+	mdLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	heading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+)
+
+// anchors are the fragments GitHub gives a page's headings.
+func anchors(page string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range heading.FindAllStringSubmatch(prose(page), -1) {
+		a := strings.ToLower(strings.TrimSpace(m[1]))
+		a = regexp.MustCompile(`[^\p{L}\p{N}\- _]`).ReplaceAllString(a, "")
+		out[strings.ReplaceAll(a, " ", "-")] = true
+	}
+	return out
+}
+
+// Every relative link of every page leads somewhere: a file or folder of
+// the repository, and a heading of the page when it names one.
+func TestDocsLinksResolve(t *testing.T) {
+	pages := docPages(t)
+	var broken []string
+	checked := 0
+	for path, page := range pages {
+		for _, m := range mdLink.FindAllStringSubmatch(prose(page), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			file, frag, _ := strings.Cut(target, "#")
+			dest := path
+			if file != "" {
+				dest = filepath.Clean(filepath.Join(filepath.Dir(path), file))
+				if _, err := os.Stat(filepath.Join("..", dest)); err != nil {
+					broken = append(broken, path+": "+target+" (no such file)")
+					continue
+				}
+			}
+			if frag == "" {
+				continue
+			}
+			destPage, ok := pages[dest]
+			if !ok {
+				broken = append(broken, path+": "+target+" (a fragment of a page that is not documentation)")
+				continue
+			}
+			if !anchors(destPage)[frag] {
+				broken = append(broken, path+": "+target+" (no such heading)")
+			}
+		}
+	}
+	t.Logf("%d relative links checked", checked)
+	require.Greater(t, checked, 60, "links checked")
+	require.Empty(t, broken, "broken links")
+}
+
+var (
+	// metricName matches a Sunset metric as pages cite it, perhaps with
+	// labels or a histogram's suffix.
+	metricName = regexp.MustCompile(`^(sunset_[a-z0-9_]+?)(?:_bucket|_sum|_count)?(?:\{.*\})?$`)
+	alertName  = regexp.MustCompile(`^Sunset[A-Z][A-Za-z]+$`)
+	envVar     = regexp.MustCompile(`^(SUNSET_[A-Z0-9_]+)(?:=.*)?$`)
+	// configKey matches a nested config key as pages cite it, perhaps
+	// with a value.
+	configKey = regexp.MustCompile(`^((?:kafka|metrics|admission|ingest|catalog|clusters)\.[a-z<*][A-Za-z0-9.<>*-]*)(?:[:=].*)?$`)
+)
+
+// What the pages cite as code is what Sunset has: every metric is one the
+// code declares, every alert is in the shipped rules, every config key
+// and SUNSET_ variable is in the configuration reference (or, for the
+// variables tests and benchmarks read, in the code).
+func TestDocsCiteMetricsAlertsAndKeysThatExist(t *testing.T) {
+	code := declaredNames(t, "..")
+	rules, err := os.ReadFile("../deploy/prometheus/sunset-rules.yaml")
+	require.NoError(t, err)
+	keys, envs := map[string]bool{}, map[string]bool{}
+	for _, k := range app.Keys() {
+		keys[k.Name] = true
+		envs[k.Env] = true
+	}
+	goSource := allGoSource(t)
+	var unknown []string
+	counts := map[string]int{}
+	for path, page := range docPages(t) {
+		for _, m := range codeSpan.FindAllStringSubmatch(page, -1) {
+			span := m[1]
+			switch {
+			case metricName.MatchString(span):
+				counts["metrics"]++
+				name := metricName.FindStringSubmatch(span)[1]
+				if !code.values[name] && !code.values[strings.TrimSuffix(name, "_total")] {
+					unknown = append(unknown, path+": metric "+span)
+				}
+			case alertName.MatchString(span):
+				counts["alerts"]++
+				if !strings.Contains(string(rules), "alert: "+span+"\n") {
+					unknown = append(unknown, path+": alert "+span)
+				}
+			case envVar.MatchString(span):
+				counts["variables"]++
+				name := envVar.FindStringSubmatch(span)[1]
+				if !envs[name] && !strings.Contains(goSource, `"`+name+`"`) {
+					unknown = append(unknown, path+": variable "+span)
+				}
+			case configKey.MatchString(span) && !strings.Contains(span, ".k8s.io"):
+				counts["keys"]++
+				if key := configKey.FindStringSubmatch(span)[1]; !citesKey(keys, key) {
+					unknown = append(unknown, path+": key "+span)
+				}
+			}
+		}
+	}
+	t.Logf("checked: %v", counts)
+	require.Greater(t, counts["metrics"], 60, "metrics checked")
+	require.Greater(t, counts["alerts"], 10, "alerts checked")
+	require.Greater(t, counts["keys"], 40, "keys checked")
+	require.Empty(t, unknown, "pages cite what Sunset does not have")
+}
+
+// allGoSource is every Go file of the module, tests included, for the
+// variables that only tests and benchmarks read.
+func allGoSource(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, filepath.WalkDir("..", func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		b.Write(raw)
+		return err
+	}))
+	return b.String()
+}
+
+// citesKey reports whether key names a config key, or the key of a group
+// of them (kafka.tls), or one with a map key filled in
+// (clusters.prod.version).
+func citesKey(keys map[string]bool, key string) bool {
+	key = strings.TrimSuffix(strings.TrimSuffix(key, ".*"), ".")
+	for k := range keys {
+		if k == key || strings.HasPrefix(k, key+".") {
+			return true
+		}
+		if pattern, ok := strings.CutPrefix(k, "clusters.<name>."); ok && strings.HasPrefix(key, "clusters.") &&
+			strings.HasSuffix(key, "."+pattern) {
+			return true
+		}
+	}
+	return false
+}
+
+// The shell blocks a page marks "sh runnable" run as written, in a fresh
+// directory that holds the repository's testdata, with sunset on the PATH;
+// where a block shows a command's output as "# " lines, the command
+// prints exactly that.
+func TestDocsRunnableBlocksRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	ran := 0
+	for path, page := range docPages(t) {
+		for _, m := range fence.FindAllStringSubmatch(page, -1) {
+			if strings.TrimSpace(m[1]) != "sh runnable" {
+				continue
+			}
+			dir := t.TempDir()
+			require.NoError(t, os.Symlink(filepath.Join(root, "testdata"), filepath.Join(dir, "testdata")))
+			env := append(os.Environ(), "PATH="+filepath.Dir(sunsetBin)+":"+os.Getenv("PATH"))
+			for _, s := range parseSteps(t, m[2]) {
+				ran++
+				cmd := exec.Command("bash", "-o", "pipefail", "-c", s.command)
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "%s: $ %s\n%s", path, s.command, out)
+				if s.want == nil {
+					continue
+				}
+				got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+				for i := range got {
+					got[i] = strings.TrimRight(got[i], " ")
+				}
+				require.Equal(t, strings.Join(s.want, "\n"), strings.Join(got, "\n"), "%s: $ %s", path, s.command)
+			}
+		}
+	}
+	t.Logf("%d commands run", ran)
+	require.GreaterOrEqual(t, ran, 5, "commands in runnable blocks")
+}
