@@ -148,3 +148,42 @@ func TestBatchEndReadsTheHeader(t *testing.T) {
 		require.Equal(t, want, next, "offset %d", offset)
 	}
 }
+
+// FuzzBoundedCodecs compresses arbitrary bytes with each codec and reads
+// them back through the bounded readers: a batch up to the bound comes
+// back exactly, a larger one stops at the bound with TooLargeError. Seeds
+// include runs that compress a thousandfold, as bombs do.
+func FuzzBoundedCodecs(f *testing.F) {
+	f.Add([]byte(`{"kind":"Event","auditID":"a"}`), uint16(64), uint8(1))
+	f.Add(bytes.Repeat([]byte{0}, 60000), uint16(1000), uint8(2))
+	f.Add(bytes.Repeat([]byte("a"), 4097), uint16(4096), uint8(3))
+	f.Add(bytes.Repeat([]byte(`{"items":[1,1,1]}`), 3000), uint16(65535), uint8(4))
+	f.Add([]byte{}, uint16(0), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, bound uint16, code uint8) {
+		c := compress.Compression(1 + code%4)
+		var z bytes.Buffer
+		w := c.Codec().NewWriter(&z)
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before := maxDecompressed.Load()
+		SetMaxDecompressedBytes(int64(bound))
+		defer SetMaxDecompressedBytes(before)
+		r := c.Codec().NewReader(&z)
+		var out bytes.Buffer
+		_, err := out.ReadFrom(r)
+		_ = r.Close()
+		if len(data) <= int(bound) {
+			if err != nil || !bytes.Equal(out.Bytes(), data) {
+				t.Fatalf("%s: %d bytes under a bound of %d: got %d bytes, %v", c, len(data), bound, out.Len(), err)
+			}
+			return
+		}
+		if !isTooLarge(err) || out.Len() != int(bound) || !bytes.Equal(out.Bytes(), data[:bound]) {
+			t.Fatalf("%s: %d bytes over a bound of %d: got %d bytes, %v", c, len(data), bound, out.Len(), err)
+		}
+	})
+}
