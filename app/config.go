@@ -66,7 +66,8 @@ type Config struct {
 	// The body limit's floor is a full batch of small events: see
 	// minMaxBodyBytes.
 	MaxBodyBytes          int64         `mapstructure:"max-body-bytes" help:"Largest webhook body accepted, in bytes; larger ones get 413. The default fits 400 events of 160 KiB. At least 1 MiB."`
-	MaxInFlightBatches    int           `mapstructure:"max-inflight-batches" help:"Webhook batches handled at once; more get 429 with Retry-After: 1."`
+	MaxInFlightBatches    int           `mapstructure:"max-inflight-batches" help:"Webhook batches handled at once; more get 429 with Retry-After: 1. A batch takes a slot only once its body has started."`
+	MinBodyBytesPerSecond int64         `mapstructure:"min-body-bytes-per-second" help:"Slowest average rate, in bytes per second, at which a webhook body must arrive once it has started (after 2s of slack); a slower sender gets 408 and gives its batch slot back, so that slow senders cannot hold every slot. A body that has not started 10s after its headers gets 408 too, having held no slot. -1 turns the rate off."`
 	Retention             time.Duration `mapstructure:"retention" help:"How long hourly counts and dedupe marks are kept. At least 24h."`
 	MaxClientsPerNodeHour int           `mapstructure:"max-clients-per-node-hour" help:"Clients (user name and user agent) an API keeps per apiserver node and hour; further ones are counted as the client \"other\"."`
 	ShutdownTimeout       time.Duration `mapstructure:"shutdown-timeout" help:"How long SIGTERM waits for the batches in flight."`
@@ -188,6 +189,7 @@ func DefaultConfig() Config {
 		Decoder:               DecoderPrefilter,
 		MaxBodyBytes:          webhook.DefaultMaxBodyBytes,
 		MaxInFlightBatches:    webhook.DefaultMaxInFlight,
+		MinBodyBytesPerSecond: webhook.DefaultMinBodyBytesPerSecond,
 		Retention:             store.DefaultRetention,
 		MaxClientsPerNodeHour: store.DefaultMaxClients,
 		ShutdownTimeout:       30 * time.Second,
@@ -290,6 +292,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlightBatches < 1 {
 		bad("max-inflight-batches", "must be at least 1, got %d", c.MaxInFlightBatches)
+	}
+	if c.MinBodyBytesPerSecond < 1 && c.MinBodyBytesPerSecond != -1 {
+		bad("min-body-bytes-per-second", "must be at least 1, or -1 for no minimum, got %d", c.MinBodyBytesPerSecond)
 	}
 	if c.Retention < 24*time.Hour {
 		bad("retention", "%s is shorter than the 24h the API reports", c.Retention)

@@ -89,6 +89,7 @@ sunset_webhook_requests_total{code="200"} 1
 sunset_webhook_requests_total{code="400"} 0
 sunset_webhook_requests_total{code="401"} 0
 sunset_webhook_requests_total{code="403"} 0
+sunset_webhook_requests_total{code="408"} 0
 sunset_webhook_requests_total{code="413"} 0
 sunset_webhook_requests_total{code="415"} 1
 sunset_webhook_requests_total{code="429"} 0

@@ -12,6 +12,7 @@ type metrics struct {
 	duration   prometheus.Histogram
 	overloaded prometheus.Counter
 	forbidden  prometheus.Counter
+	tooSlow    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,12 +31,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sunset_webhook_overloaded_total",
 			Help: "Audit webhook batches answered 429 because too many were in flight.",
 		}),
+		tooSlow: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_webhook_slow_bodies_total",
+			Help: "Audit webhook batches answered 408: the body did not start in time, or came slower than min-body-bytes-per-second.",
+		}),
 		forbidden: f.NewCounter(prometheus.CounterOpts{
 			Name: "sunset_webhook_forbidden_total",
 			Help: "Audit webhook batches answered 403: valid credentials of one apiserver posting as another.",
 		}),
 	}
-	for _, code := range []string{"200", "400", "401", "403", "413", "415", "429", "500", "503"} {
+	for _, code := range []string{"200", "400", "401", "403", "408", "413", "415", "429", "500", "503"} {
 		m.requests.WithLabelValues(code)
 	}
 	return m

@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
@@ -95,6 +96,14 @@ type Options struct {
 	// Prefilter sets aside, undecoded, the events of a batch that cannot
 	// count; nil decodes every event.
 	Prefilter *auditjson.Prefilter
+	// MinBodyBytesPerSecond is the slowest average rate a body may come
+	// at once it has started (see pace.go); slower ones get 408. Zero
+	// means DefaultMinBodyBytesPerSecond, negative no minimum.
+	MinBodyBytesPerSecond int64
+	// BodyStartTimeout bounds the wait for a body's first byte, and
+	// BodySlack how far behind the minimum rate a body may fall. Zero
+	// means DefaultBodyStartTimeout and DefaultBodySlack.
+	BodyStartTimeout, BodySlack time.Duration
 }
 
 // Handler serves the webhook endpoints.
@@ -110,6 +119,12 @@ type Handler struct {
 	metrics        *metrics
 	keep           func(*aggregate.Event) bool
 	prefilter      *auditjson.Prefilter
+	minRate        int64
+	bodyStart      time.Duration
+	slack          time.Duration
+	// onBodyWait, onSlot: test hooks, called when a batch starts waiting
+	// for its body and when it has taken a slot.
+	onBodyWait, onSlot func()
 
 	// drainMu orders Drain against batches taking a slot: once draining is
 	// set no batch starts, and inFlight counts those that did.
@@ -132,6 +147,15 @@ func New(opts Options) *Handler {
 	if opts.KeepRequestObject == nil {
 		opts.KeepRequestObject = func(*aggregate.Event) bool { return true }
 	}
+	if opts.MinBodyBytesPerSecond == 0 {
+		opts.MinBodyBytesPerSecond = DefaultMinBodyBytesPerSecond
+	}
+	if opts.BodyStartTimeout <= 0 {
+		opts.BodyStartTimeout = DefaultBodyStartTimeout
+	}
+	if opts.BodySlack <= 0 {
+		opts.BodySlack = DefaultBodySlack
+	}
 	return &Handler{
 		ingester:       opts.Ingester,
 		log:            opts.Logger.With().Str("component", "webhook").Logger(),
@@ -144,6 +168,9 @@ func New(opts Options) *Handler {
 		metrics:        newMetrics(opts.Registerer),
 		keep:           opts.KeepRequestObject,
 		prefilter:      opts.Prefilter,
+		minRate:        opts.MinBodyBytesPerSecond,
+		bodyStart:      opts.BodyStartTimeout,
+		slack:          opts.BodySlack,
 	}
 }
 
@@ -277,9 +304,22 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia, msg)
 		return
 	}
+	if r.ContentLength > h.maxBody {
+		bodyError(w, http.StatusRequestEntityTooLarge, tooLarge(h.maxBody))
+		return
+	}
+	// No slot is held while the body has not started (pace.go).
+	raw, err := h.awaitBody(w, r)
+	if err != nil {
+		h.readFailed(w, err)
+		return
+	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
+		if h.onSlot != nil {
+			h.onSlot()
+		}
 	default:
 		h.metrics.overloaded.Inc()
 		w.Header().Set("Retry-After", "1")
@@ -292,7 +332,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.inFlight.Done()
-	body, code, msg := h.openBody(w, r)
+	body, code, msg := h.openBody(w, r, h.pace(w, raw))
 	if code != 0 {
 		bodyError(w, code, msg)
 		return
@@ -311,8 +351,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
 			return
 		}
-		code, msg := readError(err, h.maxBody)
-		bodyError(w, code, msg)
+		h.readFailed(w, err)
 		return
 	}
 	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: len(bad)}
@@ -442,11 +481,8 @@ var errTooLarge = errors.New("body too large")
 // openBody returns the body to decode, decompressed and limited to
 // max-body-bytes. On failure it returns the HTTP code and message to answer
 // with.
-func (h *Handler) openBody(w http.ResponseWriter, r *http.Request) (io.Reader, int, string) {
-	if r.ContentLength > h.maxBody {
-		return nil, http.StatusRequestEntityTooLarge, tooLarge(h.maxBody)
-	}
-	var src io.Reader = http.MaxBytesReader(w, r.Body, h.maxBody)
+func (h *Handler) openBody(w http.ResponseWriter, r *http.Request, raw io.Reader) (io.Reader, int, string) {
+	var src io.Reader = http.MaxBytesReader(w, io.NopCloser(raw), h.maxBody)
 	switch enc := r.Header.Get("Content-Encoding"); enc {
 	case "", "identity":
 	case "gzip":
@@ -466,13 +502,20 @@ func tooLarge(maxBody int64) string {
 	return fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", maxBody)
 }
 
-// readError is the answer to an error reading the body.
-func readError(err error, maxBody int64) (int, string) {
+// readFailed answers an error reading the body.
+func (h *Handler) readFailed(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) || errors.Is(err, errTooLarge) {
-		return http.StatusRequestEntityTooLarge, tooLarge(maxBody)
+	switch {
+	case errors.As(err, &mbe) || errors.Is(err, errTooLarge):
+		bodyError(w, http.StatusRequestEntityTooLarge, tooLarge(h.maxBody))
+	case errors.Is(err, errBodyTooSlow):
+		h.metrics.tooSlow.Inc()
+		httpjson.Error(w, http.StatusRequestTimeout, metav1.StatusReasonTimeout,
+			fmt.Sprintf("the body did not start within %s of the headers, or came slower than %d bytes per second after %s of slack; send it again",
+				h.bodyStart, h.minRate, h.slack))
+	default:
+		bodyError(w, http.StatusBadRequest, "reading body: "+err.Error())
 	}
-	return http.StatusBadRequest, "reading body: " + err.Error()
 }
 
 func bodyError(w http.ResponseWriter, code int, msg string) {
@@ -532,6 +575,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection, for read
+// deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.code == 0 {

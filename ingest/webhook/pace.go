@@ -1,0 +1,124 @@
+package webhook
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Slow senders.
+//
+// A batch holds one of the max-inflight-batches slots while its body is
+// read and decoded, since decoding reads the body as it arrives. Were a
+// slot taken on arrival and held for as long as the sender cared to drip
+// its body, a few connections sending a byte now and then would hold
+// every slot for the server's whole read timeout, and real apiservers
+// would get 429 all that time.
+//
+// So, two rules:
+//
+//   - a slot is taken only once the body's first byte has arrived: a
+//     request whose body does not start holds no slot, only its
+//     connection, and is answered 408 after DefaultBodyStartTimeout;
+//   - once it holds a slot, the body must keep up a minimum average rate
+//     (MinBodyBytesPerSecond) after a short slack (DefaultBodySlack): the
+//     read deadline moves on only as bytes arrive. A slower sender gets
+//     408 and its slot back, and the apiserver's client retries.
+//
+// A slot therefore costs a sender the bandwidth of a real batch, for as
+// long as it holds it. A per-client bound was not chosen: apiservers can
+// share an address behind NAT, and one client's fair share is what
+// authentication (bound tokens, client certificates) decides.
+
+// DefaultMinBodyBytesPerSecond is the slowest average rate a body may
+// arrive at once its first byte has: 1 MiB/s sends kube-apiserver's
+// largest batch at the default body limit in about a minute, far below
+// what any network between an apiserver and Sunset carries.
+const DefaultMinBodyBytesPerSecond = 1 << 20
+
+// DefaultBodyStartTimeout is how long after its headers a body's first
+// byte may come; the same as the server's header timeout.
+const DefaultBodyStartTimeout = 10 * time.Second
+
+// DefaultBodySlack is how far behind the minimum rate a body may fall: a
+// pause of a network or a sender's garbage collector.
+const DefaultBodySlack = 2 * time.Second
+
+// paceStep is how many bytes a read deadline is set ahead for, so that a
+// deadline is not set at every small read.
+const paceStep = 64 << 10
+
+// errBodyTooSlow says the body did not start, or came slower than the
+// minimum rate.
+var errBodyTooSlow = errors.New("body too slow")
+
+// awaitBody waits, holding no slot, until the body's first byte has come
+// (or the body is empty), and returns a reader of the whole body.
+func (h *Handler) awaitBody(w http.ResponseWriter, r *http.Request) (io.Reader, error) {
+	rc := http.NewResponseController(w)
+	if h.bodyStart > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(h.bodyStart)) // unsupported only by test recorders
+	}
+	if h.onBodyWait != nil {
+		h.onBodyWait()
+	}
+	br := bufio.NewReaderSize(r.Body, 512)
+	if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+		return nil, slowOr(err)
+	}
+	return br, nil
+}
+
+// pace makes body keep up the minimum rate from now on; with no minimum
+// it lifts the start deadline.
+func (h *Handler) pace(w http.ResponseWriter, body io.Reader) io.Reader {
+	rc := http.NewResponseController(w)
+	if h.minRate <= 0 {
+		_ = rc.SetReadDeadline(time.Time{})
+		return body
+	}
+	return &pacedReader{r: body, rc: rc, start: time.Now(), slack: h.slack, rate: h.minRate}
+}
+
+// pacedReader moves the connection's read deadline on as bytes arrive:
+// byte n must have come by start + slack + n/rate.
+type pacedReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	slack time.Duration
+	rate  int64
+	// read is how many bytes came; next is the count the deadline was
+	// last set for.
+	read, next int64
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if p.read >= p.next {
+		p.next = p.read + paceStep
+		_ = p.rc.SetReadDeadline(p.start.Add(p.slack + time.Duration(float64(p.next)/float64(p.rate)*float64(time.Second))))
+	}
+	n, err := p.r.Read(b)
+	p.read += int64(n)
+	switch {
+	case errors.Is(err, io.EOF):
+		// The whole body is here. A deadline left behind would cut the
+		// server's watch for a closed connection, which cancels the
+		// request's context, while the batch commits.
+		_ = p.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		err = slowOr(err)
+	}
+	return n, err
+}
+
+// slowOr turns a passed read deadline into errBodyTooSlow.
+func slowOr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errBodyTooSlow
+	}
+	return err
+}
