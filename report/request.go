@@ -301,7 +301,7 @@ func Verify(dataDir string, quick bool, out Output) error {
 	}
 	WriteVerify(out.Out, r)
 	if !r.Healthy() {
-		fmt.Fprintf(out.Err, "Error: %s is damaged; keep a copy of it and see \"Recovering a damaged store\" in the README\n", dataDir)
+		fmt.Fprintf(out.Err, "Error: %s is damaged; keep a copy of it and see \"Recovering a damaged store\" in docs/operations.md\n", dataDir)
 		return &ExitCodeError{Code: ExitVerifyDamaged, Err: errors.New("damaged")}
 	}
 	return nil

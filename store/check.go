@@ -54,7 +54,7 @@ type DamageError struct {
 
 func (e *DamageError) Error() string {
 	return fmt.Sprintf("store: the data directory %s is damaged: %s. Sunset does not start over it, so that nothing more is lost: "+
-		"keep a copy of the directory, run `sunset store verify --data-dir %s`, and follow \"Recovering a damaged store\" in the README",
+		"keep a copy of the directory, run `sunset store verify --data-dir %s`, and follow \"Recovering a damaged store\" in docs/operations.md",
 		e.Dir, strings.Join(e.Problems, "; "), e.Dir)
 }
 

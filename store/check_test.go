@@ -148,7 +148,7 @@ func TestDamagedStoreIsRefused(t *testing.T) {
 			require.ErrorIs(t, err, ErrDamaged)
 			require.ErrorContains(t, err, "store: the data directory "+dir+" is damaged: ")
 			require.ErrorContains(t, err, tc.want)
-			require.ErrorContains(t, err, "Sunset does not start over it, so that nothing more is lost: keep a copy of the directory, run `sunset store verify --data-dir "+dir+"`, and follow \"Recovering a damaged store\" in the README")
+			require.ErrorContains(t, err, "Sunset does not start over it, so that nothing more is lost: keep a copy of the directory, run `sunset store verify --data-dir "+dir+"`, and follow \"Recovering a damaged store\" in docs/operations.md")
 			require.Equal(t, before, testdir.Listing(t, dir), "nothing was changed")
 
 			r, err := Verify(dir, true)

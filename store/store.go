@@ -241,7 +241,7 @@ func Open(opts Options) (*Store, error) {
 		if isLocked(err) {
 			return nil, inUse(opts.Dir, err)
 		}
-		return nil, fmt.Errorf("store: opening badger in %s: %w (if the directory is damaged, run `sunset store verify --data-dir %s` and see \"Recovering a damaged store\" in the README)", opts.Dir, err, opts.Dir)
+		return nil, fmt.Errorf("store: opening badger in %s: %w (if the directory is damaged, run `sunset store verify --data-dir %s` and see \"Recovering a damaged store\" in docs/operations.md)", opts.Dir, err, opts.Dir)
 	}
 	if !opts.ReadOnly {
 		if err := writeMarker(opts.Dir); err != nil {

@@ -112,12 +112,12 @@ func TestDamagedDataDirectory(t *testing.T) {
 			require.Equal(t, 1, code, stderr)
 			require.True(t, strings.HasPrefix(stderr, "Error: store: the data directory "+dir+" is damaged: "+tc.want), stderr)
 			require.True(t, strings.HasSuffix(stderr, ". Sunset does not start over it, so that nothing more is lost: keep a copy of the directory, run `sunset store verify --data-dir "+dir+
-				"`, and follow \"Recovering a damaged store\" in the README\n"), stderr)
+				"`, and follow \"Recovering a damaged store\" in docs/operations.md\n"), stderr)
 
 			code, stdout, stderr := runSunset(t, "store", "verify", "--data-dir", dir)
 			require.Equal(t, 2, code)
 			require.Contains(t, stdout, "\nDAMAGED: "+tc.want)
-			require.Equal(t, "Error: "+dir+" is damaged; keep a copy of it and see \"Recovering a damaged store\" in the README\n", stderr)
+			require.Equal(t, "Error: "+dir+" is damaged; keep a copy of it and see \"Recovering a damaged store\" in docs/operations.md\n", stderr)
 
 			// A report reads the directory read-only, and refuses it too.
 			code, _, stderr = runSunset(t, "report", "--data-dir", dir)
