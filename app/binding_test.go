@@ -179,7 +179,8 @@ func TestUnauthenticatedWebhookBeyondLoopbackMustBeAskedFor(t *testing.T) {
 	warning := "the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts"
 	logs := func(cfg app.Config) string {
 		var buf bytes.Buffer
-		a, err := app.New(cfg, app.Options{Logger: zerolog.New(&buf), Registry: prometheus.NewRegistry()})
+		// Badger logs from its own goroutines.
+		a, err := app.New(cfg, app.Options{Logger: zerolog.New(zerolog.SyncWriter(&buf)), Registry: prometheus.NewRegistry()})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -233,5 +234,8 @@ func TestWebhookClientCertificateIsBoundToItsCluster(t *testing.T) {
 	require.Len(t, ep.Status.CurrentHour.ByNode, 1)
 	require.Equal(t, [2]string{"prod", "master-0"}, [2]string{ep.Status.CurrentHour.ByNode[0].Cluster, ep.Status.CurrentHour.ByNode[0].NodeName})
 	require.Equal(t, "alice", ep.Status.CurrentHour.ByNode[0].ByUser[0].UserName)
-	require.Equal(t, 5.0, metricValue(t, reg, "sunset_webhook_forbidden_total", nil), "dev's batch, refused at each of the client's five attempts")
+	// Each of dev's batches (the client may split its six events in
+	// two) is refused at each of the client's five attempts.
+	forbidden := metricValue(t, reg, "sunset_webhook_forbidden_total", nil)
+	require.Contains(t, []float64{5, 10}, forbidden)
 }
