@@ -75,7 +75,8 @@ func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
 		dir = o.DataDir
 	}
 	p.Store, err = store.Open(store.Options{Dir: dir, ReadOnly: o.ReadOnly, Retention: cfg.Retention,
-		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge(), Registerer: o.Registerer})
+		Logger: o.Logger, Now: o.Now, MaxClients: cfg.MaxClientsPerNodeHour,
+		MaxClusters: cfg.MaxStoredClusters, MaxNodes: cfg.MaxAPIServersPerCluster, Merge: aggregate.StoreMerge(), Registerer: o.Registerer})
 	if err != nil {
 		var inUse *store.InUseError
 		if o.Hint != "" && errors.As(err, &inUse) {

@@ -65,15 +65,17 @@ type Config struct {
 	Decoder        string `mapstructure:"decoder" help:"prefilter sets aside, from its bytes and undecoded, every event that cannot count; full decodes every event with encoding/json. Both count exactly the same; full is the reference the prefilter is tested against, and slower."`
 	// The body limit's floor is a full batch of small events: see
 	// minMaxBodyBytes.
-	MaxBodyBytes          int64         `mapstructure:"max-body-bytes" help:"Largest webhook body accepted, in bytes; larger ones get 413. The default fits 400 events of 160 KiB. At least 1 MiB."`
-	MaxInFlightBatches    int           `mapstructure:"max-inflight-batches" help:"Webhook batches handled at once; more get 429 with Retry-After: 1. A batch takes a slot only once its body has started."`
-	MinBodyBytesPerSecond int64         `mapstructure:"min-body-bytes-per-second" help:"Slowest average rate, in bytes per second, at which a webhook body must arrive once it has started (after 2s of slack); a slower sender gets 408 and gives its batch slot back, so that slow senders cannot hold every slot. A body that has not started 10s after its headers gets 408 too, having held no slot. -1 turns the rate off."`
-	Retention             time.Duration `mapstructure:"retention" help:"How long hourly counts and dedupe marks are kept. At least 24h."`
-	MaxClientsPerNodeHour int           `mapstructure:"max-clients-per-node-hour" help:"Clients (user name and user agent) an API keeps per apiserver node and hour; further ones are counted as the client \"other\"."`
-	ShutdownTimeout       time.Duration `mapstructure:"shutdown-timeout" help:"How long SIGTERM waits for the batches in flight."`
-	LogLevel              string        `mapstructure:"log-level" help:"trace, debug, info, warn or error."`
-	LogFormat             string        `mapstructure:"log-format" help:"json, console, or auto (console on a terminal, else json)."`
-	SystemUsers           []string      `mapstructure:"system-users" help:"User names classified as system traffic; an entry ending in * matches a prefix. A list replaces the defaults."`
+	MaxBodyBytes            int64         `mapstructure:"max-body-bytes" help:"Largest webhook body accepted, in bytes; larger ones get 413. The default fits 400 events of 160 KiB. At least 1 MiB."`
+	MaxInFlightBatches      int           `mapstructure:"max-inflight-batches" help:"Webhook batches handled at once; more get 429 with Retry-After: 1. A batch takes a slot only once its body has started."`
+	MinBodyBytesPerSecond   int64         `mapstructure:"min-body-bytes-per-second" help:"Slowest average rate, in bytes per second, at which a webhook body must arrive once it has started (after 2s of slack); a slower sender gets 408 and gives its batch slot back, so that slow senders cannot hold every slot. A body that has not started 10s after its headers gets 408 too, having held no slot. -1 turns the rate off."`
+	Retention               time.Duration `mapstructure:"retention" help:"How long hourly counts and dedupe marks are kept. At least 24h."`
+	MaxClientsPerNodeHour   int           `mapstructure:"max-clients-per-node-hour" help:"Clients (user name and user agent) an API keeps per apiserver node and hour; further ones are counted as the client \"other\"."`
+	MaxStoredClusters       int           `mapstructure:"max-stored-clusters" help:"Clusters the store keeps counts of within the retention period; requests of further clusters are counted under cluster \"other\", so that a sender inventing cluster names cannot grow the store without end."`
+	MaxAPIServersPerCluster int           `mapstructure:"max-apiservers-per-cluster" help:"Apiservers per cluster the store keeps counts of within the retention period; requests of further ones are counted under node \"other\"."`
+	ShutdownTimeout         time.Duration `mapstructure:"shutdown-timeout" help:"How long SIGTERM waits for the batches in flight."`
+	LogLevel                string        `mapstructure:"log-level" help:"trace, debug, info, warn or error."`
+	LogFormat               string        `mapstructure:"log-format" help:"json, console, or auto (console on a terminal, else json)."`
+	SystemUsers             []string      `mapstructure:"system-users" help:"User names classified as system traffic; an entry ending in * matches a prefix. A list replaces the defaults."`
 
 	Catalog CatalogConfig `mapstructure:"catalog"`
 	// Clusters' names are lowercased by the config loader (viper), so the
@@ -182,20 +184,22 @@ const (
 // the host can reach it.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:               "./sunset-data",
-		Listen:                "127.0.0.1:8080",
-		DefaultCluster:        "default",
-		UserAgent:             string(aggregate.UserAgentShort),
-		Decoder:               DecoderPrefilter,
-		MaxBodyBytes:          webhook.DefaultMaxBodyBytes,
-		MaxInFlightBatches:    webhook.DefaultMaxInFlight,
-		MinBodyBytesPerSecond: webhook.DefaultMinBodyBytesPerSecond,
-		Retention:             store.DefaultRetention,
-		MaxClientsPerNodeHour: store.DefaultMaxClients,
-		ShutdownTimeout:       30 * time.Second,
-		LogLevel:              "info",
-		LogFormat:             "auto",
-		SystemUsers:           slices.Clone(noise.DefaultSystemUsers),
+		DataDir:                 "./sunset-data",
+		Listen:                  "127.0.0.1:8080",
+		DefaultCluster:          "default",
+		UserAgent:               string(aggregate.UserAgentShort),
+		Decoder:                 DecoderPrefilter,
+		MaxBodyBytes:            webhook.DefaultMaxBodyBytes,
+		MaxInFlightBatches:      webhook.DefaultMaxInFlight,
+		MinBodyBytesPerSecond:   webhook.DefaultMinBodyBytesPerSecond,
+		Retention:               store.DefaultRetention,
+		MaxClientsPerNodeHour:   store.DefaultMaxClients,
+		MaxStoredClusters:       store.DefaultMaxClusters,
+		MaxAPIServersPerCluster: store.DefaultMaxNodes,
+		ShutdownTimeout:         30 * time.Second,
+		LogLevel:                "info",
+		LogFormat:               "auto",
+		SystemUsers:             slices.Clone(noise.DefaultSystemUsers),
 		Metrics: MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second,
 			MaxSeries: cardinality.DefaultMaxSeries, MaxClusters: cardinality.DefaultMaxClusters},
 
@@ -331,6 +335,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClientsPerNodeHour < 1 {
 		bad("max-clients-per-node-hour", "must be at least 1, got %d", c.MaxClientsPerNodeHour)
+	}
+	if c.MaxStoredClusters < 1 {
+		bad("max-stored-clusters", "must be at least 1, got %d", c.MaxStoredClusters)
+	}
+	if c.MaxAPIServersPerCluster < 1 {
+		bad("max-apiservers-per-cluster", "must be at least 1, got %d", c.MaxAPIServersPerCluster)
 	}
 	if _, err := fieldrule.New(c.FieldRules); err != nil {
 		errs = append(errs, err)

@@ -116,7 +116,7 @@ func TestKafkaMessageShapes(t *testing.T) {
 	require.Equal(t, map[string]int64{"master-h": 1, "master-f": 1, "master-v": 1, "kafka": 8}, nodes)
 
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(fmt.Sprintf(`
-# HELP sunset_kafka_messages_total Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope).
+# HELP sunset_kafka_messages_total Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope, too_large: in a record batch or message that decompresses to more than kafka.maxDecompressedBytes).
 # TYPE sunset_kafka_messages_total counter
 sunset_kafka_messages_total{result="empty_envelope",topic=%[1]q} 1
 sunset_kafka_messages_total{result="invalid_event",topic=%[1]q} 1
@@ -249,7 +249,8 @@ func TestKafkaAuthAndConnectionErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			kafkaConfig(&cfg, tc.brokers, "audit-auth", "auth")
-			cfg.Kafka.SASL = kafka.SASLConfig{Mechanism: tc.mechanism, Username: "admin", Password: tc.password}
+			// The test broker has no TLS.
+			cfg.Kafka.SASL = kafka.SASLConfig{Mechanism: tc.mechanism, Username: "admin", Password: tc.password, AllowPlaintext: true}
 			s := start(t, cfg)
 			code, body := awaitReady(s, 15*time.Second, func(code int, body string) bool {
 				return code == 200 || strings.Contains(body, "kafka: kafka")

@@ -69,8 +69,10 @@ func TestWorkloadAttribution(t *testing.T) {
 	}
 	defaultAt := time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC) // ev's requestReceivedTimestamp
 	require.Equal(t, []api.ClientWorkload{
+		// The address the apiserver saw, last in sourceIPs, first: a
+		// caller can forge the forwarded ones before it.
 		{Cluster: "default", UserName: "alice", UserAgent: agent, Workload: &api.Workload{SourceIPs: []api.SourceIP{
-			{IP: "198.51.100.4", LastSeen: defaultAt}, {IP: "10.0.0.1", LastSeen: defaultAt}}}},
+			{IP: "10.0.0.1", LastSeen: defaultAt}, {IP: "198.51.100.4", LastSeen: defaultAt}}}},
 		{Cluster: "default", UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, Workload: &api.Workload{
 			Namespace: "apps", ServiceAccount: "legacy-sync",
 			// pod11 is not a generated suffix: the heuristic keeps the pod.
