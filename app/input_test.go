@@ -169,7 +169,7 @@ func TestWebhookCountsGoodItemsOfAPartlyMalformedList(t *testing.T) {
 	got := getAPI(t, s, "endpoints.v1")
 	require.Equal(t, int64(2), got.Status.RequestCount)
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(`
-# HELP sunset_ingest_events_total Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).
+# HELP sunset_ingest_events_total Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid, too_long).
 # TYPE sunset_ingest_events_total counter
 sunset_ingest_events_total{result="counted",source="webhook"} 2
 sunset_ingest_events_total{result="duplicate",source="webhook"} 0

@@ -167,7 +167,7 @@ func TestRealAuditWebhookClient(t *testing.T) {
 	// 1,050 requests: 1,050 RequestReceived and 100 ResponseStarted events
 	// skipped, 400 complete but not deprecated, 650 counted.
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(`
-# HELP sunset_ingest_events_total Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).
+# HELP sunset_ingest_events_total Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid, too_long).
 # TYPE sunset_ingest_events_total counter
 sunset_ingest_events_total{result="counted",source="webhook"} 650
 sunset_ingest_events_total{result="duplicate",source="webhook"} 0

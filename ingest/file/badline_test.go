@@ -78,7 +78,7 @@ func TestFollowSkipsBadLinesLikeReplay(t *testing.T) {
 sunset_ingest_decode_errors_total{reason="line_too_long",source="file"} 1
 sunset_ingest_decode_errors_total{reason="malformed_json",source="file"} 1
 sunset_ingest_decode_errors_total{reason="missing_stage",source="file"} 1
-# HELP sunset_ingest_events_total Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid).
+# HELP sunset_ingest_events_total Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid, too_long).
 # TYPE sunset_ingest_events_total counter
 sunset_ingest_events_total{result="counted",source="file"} %d
 sunset_ingest_events_total{result="duplicate",source="file"} 0
