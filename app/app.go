@@ -301,7 +301,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	// access, decided by package access.
 	top := http.NewServeMux()
 	var hookHandler http.Handler = hooks
-	var reads http.Handler = a.access.Wrap(mux)
+	reads := a.access.Wrap(mux)
 	if LoopbackListen(cfg.Listen) {
 		// What answers without credentials on loopback answers only
 		// requests addressed to loopback: a web page whose name was
