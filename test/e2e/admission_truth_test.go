@@ -66,8 +66,8 @@ func latencyBucket(d time.Duration) int {
 	return 5
 }
 
-// admissionTruth reads kube-apiserver's own audit log: every auditID once,
-// at ResponseComplete or Panic, with its webhook annotations. It also counts
+// admissionTruth reads kube-apiserver's own audit log: every request at
+// ResponseComplete or Panic, with its webhook annotations. It also counts
 // the deprecated gadgets.v1beta1 requests.
 func admissionTruth(t *testing.T, path string) (admissionTally, int64) {
 	t.Helper()

@@ -34,6 +34,8 @@ var users = map[string][]string{
 	"alice":   {"developers"},
 	"bob":     {"developers"},
 	"carol":   {"storage-admins"},
+	"dave":    {"developers"},
+	"erin":    {"developers"},
 	"mallory": {"visitors"},
 	"victor":  {"auditors"},
 }
@@ -105,7 +107,9 @@ func webhookKubeconfig(t *testing.T, p *pki, server, token string) string {
 	}
 	cluster.Server = server
 	cluster.CertificateAuthority = p.CAFile
-	cert, key := p.issue(t, "apiserver-webhook-client", nodeName, false)
+	// Sunset's profile for an apiserver's certificate: O=<cluster>,
+	// CN=<node>, matching the cluster and node of the webhook path.
+	cert, key := p.issue(t, "apiserver-webhook-client", nodeName, false, clusterName)
 	user.Token = token
 	user.ClientCertificate, user.ClientKey = cert, key
 	path := filepath.Join(t.TempDir(), "audit-webhook.kubeconfig")

@@ -77,7 +77,7 @@ func prepare(t *testing.T, a *apiserver) *traffic {
 		_, err := tr.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		must(t, "creating namespace "+ns, err)
 	}
-	for _, u := range []string{"alice", "bob", "carol"} {
+	for _, u := range []string{"alice", "bob", "carol", "dave", "erin"} {
 		_, err := tr.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + u},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},

@@ -95,8 +95,8 @@ func (ev *auditEvent) resource() string {
 	return name
 }
 
-// groundTruth reads kube-apiserver's own audit log: every auditID once, at
-// ResponseComplete or Panic, carrying k8s.io/deprecated, plus the 404s of
+// groundTruth reads kube-apiserver's own audit log: every request at
+// ResponseComplete or Panic carrying k8s.io/deprecated, plus the 404s of
 // already-removed APIs.
 func groundTruth(t *testing.T, path string) (tally, int) {
 	t.Helper()
@@ -105,9 +105,12 @@ func groundTruth(t *testing.T, path string) (tally, int) {
 	return truth, lines
 }
 
-// eachCompleted hands add every request's first ResponseComplete or Panic
-// event in kube-apiserver's audit log at path, and returns how many lines
-// the log has.
+// eachCompleted hands add every ResponseComplete or Panic event in
+// kube-apiserver's audit log at path, and returns how many lines the log
+// has. The log holds each request's events once and a request ends with
+// exactly one of the two stages, so each is one request. Their auditIDs
+// are no identity: kube-apiserver takes the caller's Audit-ID header as it
+// is, so different requests may share one.
 func eachCompleted(t *testing.T, path string, add func(ev *auditEvent)) int {
 	t.Helper()
 	f, err := os.Open(path)
@@ -115,7 +118,6 @@ func eachCompleted(t *testing.T, path string, add func(ev *auditEvent)) int {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	seen := map[string]bool{}
 	r := bufio.NewReaderSize(f, 1<<20)
 	lines := 0
 	for {
@@ -126,8 +128,7 @@ func eachCompleted(t *testing.T, path string, add func(ev *auditEvent)) int {
 			if jerr := json.Unmarshal(line, &ev); jerr != nil {
 				t.Fatalf("%s line %d: %v", path, lines, jerr)
 			}
-			if (ev.Stage == "ResponseComplete" || ev.Stage == "Panic") && !seen[ev.AuditID] {
-				seen[ev.AuditID] = true
+			if ev.Stage == "ResponseComplete" || ev.Stage == "Panic" {
 				add(&ev)
 			}
 		}
@@ -287,6 +288,28 @@ func sunsetTally(t *testing.T, list requestCountList) tally {
 		got.byAPI[item.Metadata.Name] = tot
 	}
 	return got
+}
+
+// mustEqual fails the test unless every count Sunset serves equals the
+// audit log's, and logs the totals compared.
+func (s *sunsetServer) mustEqual(t *testing.T, truth tally) {
+	t.Helper()
+	got := sunsetTally(t, s.list(t))
+	problems := slices.Concat(
+		diff("requests of", truth.byClient, got.byClient),
+		diff("totals of", truth.byAPI, got.byAPI),
+		diff("pods behind", truth.workloads, got.workloads),
+	)
+	if len(problems) > 0 {
+		t.Fatalf("Sunset differs from the apiserver's audit log:\n%s", strings.Join(problems, "\n"))
+	}
+	var total, dry int64
+	for _, c := range truth.byClient {
+		total += c.Requests
+		dry += c.DryRuns
+	}
+	t.Logf("Sunset equals the audit log: %d deprecated requests (%d dry runs) over %d APIs and %d clients",
+		total, dry, len(truth.byAPI), len(truth.byClient))
 }
 
 // diff lists every difference between want and got, one per line.
