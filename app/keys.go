@@ -26,7 +26,8 @@ type Key struct {
 	Default string
 	// Help is the key's one description.
 	Help string
-	// FileOnly keys hold lists of objects, which only a file can write.
+	// FileOnly keys hold lists of objects, which only a file can write;
+	// keys under a map are file only too (they have no Env).
 	FileOnly bool
 	// field locates the key in Config, for Flags to read the default.
 	field reflect.StructField
@@ -62,6 +63,10 @@ func appendKeys(out []Key, v reflect.Value, prefix string, topLevel bool) []Key 
 			out = appendKeys(out, reflect.New(ft.Elem()).Elem(), prefix+name+"."+mapKeyName+".", false)
 		default:
 			k := Key{Name: prefix + name, Help: f.Tag.Get("help"), Default: formatDefault(fv), field: f, value: fv}
+			if shown, ok := f.Tag.Lookup("default"); ok {
+				// A default the code fills in later, from another key.
+				k.Default = shown
+			}
 			k.FileOnly = ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct
 			if !strings.Contains(k.Name, mapKeyName) && !k.FileOnly {
 				k.Env = envName(k.Name)
@@ -168,35 +173,44 @@ var tableCell = strings.NewReplacer("|", `\|`, "<", "&lt;")
 func WriteReference(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString(referenceIntro)
-	section := "\x00"
+	// Each group once, in Config's order (the top-level keys come first):
+	// field-rules comes after metrics in the struct but belongs with the
+	// top-level keys.
+	var order []string
+	groups := map[string][]Key{}
 	for _, k := range Keys() {
 		top, _, nested := strings.Cut(k.Name, ".")
 		if !nested {
 			top = ""
 		}
-		if top != section {
-			section = top
-			title := "Top-level keys"
-			if top != "" {
-				title = "`" + top + "`"
+		if _, seen := groups[top]; !seen {
+			order = append(order, top)
+		}
+		groups[top] = append(groups[top], k)
+	}
+	for _, top := range order {
+		title := "Top-level keys"
+		if top != "" {
+			title = "`" + top + "`"
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n| key | flag, environment | default | what it does |\n|---|---|---|---|\n", title)
+		for _, k := range groups[top] {
+			var where []string
+			if k.Flag != "" {
+				where = append(where, "`--"+k.Flag+"`")
 			}
-			fmt.Fprintf(&b, "\n## %s\n\n| key | flag, environment | default | what it does |\n|---|---|---|---|\n", title)
+			if k.Env != "" {
+				where = append(where, "`"+k.Env+"`")
+			}
+			if k.Env == "" {
+				where = append(where, "file only")
+			}
+			def := "(none)"
+			if k.Default != "" {
+				def = "`" + k.Default + "`"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.Name, strings.Join(where, "<br>"), def, tableCell.Replace(k.Help))
 		}
-		var where []string
-		if k.Flag != "" {
-			where = append(where, "`--"+k.Flag+"`")
-		}
-		if k.Env != "" {
-			where = append(where, "`"+k.Env+"`")
-		}
-		if k.FileOnly {
-			where = append(where, "file only")
-		}
-		def := "(none)"
-		if k.Default != "" {
-			def = "`" + k.Default + "`"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.Name, strings.Join(where, "<br>"), def, tableCell.Replace(k.Help))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -38,7 +38,7 @@ type Config struct {
 	// filter waiting for its produce) keeps a group rebalancing without
 	// end; too long a one holds partitions while a member that died in a
 	// rebalance is waited for.
-	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
+	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout" default:"kafka.sessionTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
 	RetryBackoff     time.Duration `mapstructure:"retryBackoff" help:"First pause after a failed commit, doubling up to 30s; the batch is read again and the partition never stalls. While the data directory is short of space, consumption pauses and looks again at this pace."`
 	BatchSize        int           `mapstructure:"batchSize" help:"Most messages that share one commit."`
 	BatchWait        time.Duration `mapstructure:"batchWait" help:"How long a batch waits to fill before it is committed."`

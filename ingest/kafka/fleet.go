@@ -13,7 +13,7 @@ import (
 type FleetConfig struct {
 	Topic string `mapstructure:"topic" help:"Topic of request records. Setting it turns fleet mode on: kafka.topics are then filtered into it instead of counted here. See fleet.md."`
 	// Count is a pointer so that a file that leaves it out means true.
-	Count       *bool  `mapstructure:"count" help:"Consume every partition of kafka.fleet.topic into this replica's store; false makes a replica that only filters or forwards. Unset means true."`
+	Count       *bool  `mapstructure:"count" default:"true" help:"Consume every partition of kafka.fleet.topic into this replica's store; false makes a replica that only filters or forwards. Unset means true."`
 	Compression string `mapstructure:"compression" help:"Compression of the records produced: none, gzip, snappy, lz4 or zstd."`
 }
 
