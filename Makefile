@@ -122,10 +122,10 @@ format: ## Format the code.
 #     TestReplayThroughServerAndDryRuns);
 #   deploy/kubernetes/base/prometheusrule.yaml  from deploy/prometheus/sunset-rules.yaml
 #     (test: TestPrometheusRuleMatchesRulesFile);
-#   docs/page-*.png  the README's screenshots of the page (web: TestPageInBrowser;
+#   docs/page-*.png  the screenshots of the page in README.md and docs/ (web: TestPageInBrowser;
 #     needs chromium, skipped without it).
 # Only these packages define -update, so they are named, not ./... .
-update-golden: ## Rewrite the golden files, the generated PrometheusRule and the README's screenshots after an intended change; review the diff.
+update-golden: ## Rewrite the golden files, the generated PrometheusRule and the page's screenshots after an intended change; review the diff.
 	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./test/ ./web/ -update -run \
 		'^(TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestPageInBrowser)$$'
 
