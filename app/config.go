@@ -53,12 +53,10 @@ type Config struct {
 	RequestheaderGroupHeaders       []string `mapstructure:"requestheader-group-headers" help:"Front-proxy headers that carry the groups; empty means X-Remote-Group."`
 	RequestheaderExtraHeadersPrefix []string `mapstructure:"requestheader-extra-headers-prefix" help:"Front-proxy header prefixes of the user's extras; empty means X-Remote-Extra-."`
 	TokenAuthFile                   string   `mapstructure:"token-auth-file" help:"Readers' static tokens in kube-apiserver's --token-auth-file format, one per line: token,user,uid,\"group1,group2\"."`
-	// The read and reset groups decide only where no cluster can: no
-	// authorization kubeconfig and not in a pod.
-	AuthorizationReadGroups       []string `mapstructure:"authorization-read-groups" help:"Without a cluster to ask (no authorization-kubeconfig, not in a pod): groups that may read the API and /metrics."`
-	AuthorizationResetGroups      []string `mapstructure:"authorization-reset-groups" help:"Without a cluster to ask: groups that may also reset counts (DELETE)."`
-	AuthorizationAlwaysAllowPaths []string `mapstructure:"authorization-always-allow-paths" help:"Paths anyone may GET, for probes; add /metrics to leave it open."`
-	AllowUnauthenticated          bool     `mapstructure:"allow-unauthenticated" help:"Let anyone who reaches the port read, reset and scrape, on any listen address (a warning is logged at start). On loopback without authentication keys that is the default."`
+	AuthorizationReadGroups         []string `mapstructure:"authorization-read-groups" help:"Without a cluster to ask (no authorization-kubeconfig, not in a pod): groups that may read the API and /metrics."`
+	AuthorizationResetGroups        []string `mapstructure:"authorization-reset-groups" help:"Without a cluster to ask: groups that may also reset counts (DELETE)."`
+	AuthorizationAlwaysAllowPaths   []string `mapstructure:"authorization-always-allow-paths" help:"Paths anyone may GET, for probes; add /metrics to leave it open."`
+	AllowUnauthenticated            bool     `mapstructure:"allow-unauthenticated" help:"Let anyone who reaches the port read, reset and scrape, on any listen address (a warning is logged at start). On loopback without authentication keys that is the default."`
 
 	DefaultCluster string `mapstructure:"default-cluster" help:"Cluster of webhook paths, Kafka messages and files that name none."`
 	UserAgent      string `mapstructure:"user-agent" help:"short keeps the user agent up to its first space, as OpenShift does; full keeps it whole."`

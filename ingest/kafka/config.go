@@ -22,36 +22,30 @@ import (
 // set. Defaults are filled by WithDefaults, so that a config file that
 // leaves a key out and a zero value mean the same.
 type Config struct {
-	Brokers     []string `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
-	Topics      []string `mapstructure:"topics" help:"Topics of audit events to consume."`
-	GroupID     string   `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
-	ClientID    string   `mapstructure:"clientID" help:"Client ID sent to the brokers."`
-	StartOffset string   `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
-	MinBytes    int      `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
-	MaxBytes    int      `mapstructure:"maxBytes" help:"Most bytes a fetch returns."`
-	// maxBytes bounds what a fetch reads, not what its compressed batches
-	// inflate to.
+	Brokers              []string      `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
+	Topics               []string      `mapstructure:"topics" help:"Topics of audit events to consume."`
+	GroupID              string        `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
+	ClientID             string        `mapstructure:"clientID" help:"Client ID sent to the brokers."`
+	StartOffset          string        `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
+	MinBytes             int           `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
+	MaxBytes             int           `mapstructure:"maxBytes" help:"Most bytes a fetch returns."`
 	MaxDecompressedBytes int           `mapstructure:"maxDecompressedBytes" help:"Most bytes a record batch may decompress to (at least 1048576). A batch over it is skipped as poison (too_large) and the partition goes on; maxBytes bounds only the compressed bytes a fetch reads."`
 	MaxWait              time.Duration `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
 	SessionTimeout       time.Duration `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
-	// Too short a deadline for the batches (a loaded broker, a fleet
-	// filter waiting for its produce) keeps a group rebalancing without
-	// end; too long a one holds partitions while a member that died in a
-	// rebalance is waited for.
-	RebalanceTimeout time.Duration `mapstructure:"rebalanceTimeout" default:"kafka.sessionTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
-	RetryBackoff     time.Duration `mapstructure:"retryBackoff" help:"First pause after a failed commit, doubling up to 30s; the batch is read again and the partition never stalls. While the data directory is short of space, consumption pauses and looks again at this pace."`
-	BatchSize        int           `mapstructure:"batchSize" help:"Most messages that share one commit."`
-	BatchWait        time.Duration `mapstructure:"batchWait" help:"How long a batch waits to fill before it is committed."`
-	TLS              TLSConfig     `mapstructure:"tls"`
-	SASL             SASLConfig    `mapstructure:"sasl"`
-	EnvelopeFields   []string      `mapstructure:"envelopeFields" help:"Fields, tried in order, whose string holds the event JSON (fluent-bit: log, Vector: message)."`
-	NodeHeader       string        `mapstructure:"nodeHeader" help:"Message header that names the apiserver."`
-	NodeField        string        `mapstructure:"nodeField" help:"Message field that names the apiserver; a dotted field is a path (kubernetes.host)."`
-	Node             string        `mapstructure:"node" help:"The apiserver of messages that name none."`
-	ClusterHeader    string        `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
-	ClusterField     string        `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
-	Fleet            FleetConfig   `mapstructure:"fleet"`
-	Forward          bool          `mapstructure:"forward" help:"Also send the requests counted from the webhook and from files to kafka.fleet.topic."`
+	RebalanceTimeout     time.Duration `mapstructure:"rebalanceTimeout" default:"kafka.sessionTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
+	RetryBackoff         time.Duration `mapstructure:"retryBackoff" help:"First pause after a failed commit, doubling up to 30s; the batch is read again and the partition never stalls. While the data directory is short of space, consumption pauses and looks again at this pace."`
+	BatchSize            int           `mapstructure:"batchSize" help:"Most messages that share one commit."`
+	BatchWait            time.Duration `mapstructure:"batchWait" help:"How long a batch waits to fill before it is committed."`
+	TLS                  TLSConfig     `mapstructure:"tls"`
+	SASL                 SASLConfig    `mapstructure:"sasl"`
+	EnvelopeFields       []string      `mapstructure:"envelopeFields" help:"Fields, tried in order, whose string holds the event JSON (fluent-bit: log, Vector: message)."`
+	NodeHeader           string        `mapstructure:"nodeHeader" help:"Message header that names the apiserver."`
+	NodeField            string        `mapstructure:"nodeField" help:"Message field that names the apiserver; a dotted field is a path (kubernetes.host)."`
+	Node                 string        `mapstructure:"node" help:"The apiserver of messages that name none."`
+	ClusterHeader        string        `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
+	ClusterField         string        `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
+	Fleet                FleetConfig   `mapstructure:"fleet"`
+	Forward              bool          `mapstructure:"forward" help:"Also send the requests counted from the webhook and from files to kafka.fleet.topic."`
 }
 
 // TLSConfig is kafka.tls.
