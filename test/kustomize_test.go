@@ -948,16 +948,19 @@ func flagsFileFlags(t *testing.T) map[string]string {
 // kube-apiserver's audit webhook flags (k8s.io/apiserver
 // pkg/server/options/audit.go) and how to check their values.
 var apiserverAuditFlags = map[string]func(string) error{
-	"audit-policy-file":                  absPath,
-	"audit-webhook-config-file":          absPath,
-	"audit-webhook-version":              oneOf("audit.k8s.io/v1"),
-	"audit-webhook-mode":                 oneOf("batch", "blocking", "blocking-strict"),
-	"audit-webhook-batch-max-size":       positiveInt,
-	"audit-webhook-batch-max-wait":       positiveDuration,
-	"audit-webhook-batch-throttle-qps":   positiveFloat,
-	"audit-webhook-batch-throttle-burst": positiveInt,
-	"audit-webhook-batch-buffer-size":    positiveInt,
-	"audit-webhook-initial-backoff":      positiveDuration,
+	"audit-policy-file":                     absPath,
+	"audit-webhook-config-file":             absPath,
+	"audit-webhook-version":                 oneOf("audit.k8s.io/v1"),
+	"audit-webhook-mode":                    oneOf("batch", "blocking", "blocking-strict"),
+	"audit-webhook-batch-max-size":          positiveInt,
+	"audit-webhook-batch-max-wait":          positiveDuration,
+	"audit-webhook-batch-throttle-qps":      positiveFloat,
+	"audit-webhook-batch-throttle-burst":    positiveInt,
+	"audit-webhook-batch-buffer-size":       positiveInt,
+	"audit-webhook-initial-backoff":         positiveDuration,
+	"audit-webhook-truncate-enabled":        oneOf("true"),
+	"audit-webhook-truncate-max-batch-size": positiveInt,
+	"audit-webhook-truncate-max-event-size": positiveInt,
 }
 
 func absPath(s string) error {
@@ -1010,6 +1013,21 @@ func TestDeployKubeAPIServerFlags(t *testing.T) {
 	require.Equal(t, "batch", flags["audit-webhook-mode"])
 	require.Equal(t, "400", flags["audit-webhook-batch-max-size"])
 	require.Equal(t, "5s", flags["audit-webhook-batch-max-wait"])
+	// A batch kube-apiserver sends always fits the body limit of every
+	// shipped Sunset: one caller's huge event is truncated or dropped
+	// alone, never answered 413 with everyone else's in its batch.
+	maxBatch, err := strconv.Atoi(flags["audit-webhook-truncate-max-batch-size"])
+	require.NoError(t, err)
+	for _, file := range []string{"control-plane/sunset-static-pod.yaml", "control-plane/sunset.service",
+		"kubernetes/base/config.yaml", "kubernetes/overlays/kafka/config.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("../deploy", file))
+		require.NoError(t, err)
+		m := regexp.MustCompile(`max-body-bytes[=:] ?(\d+)`).FindSubmatch(raw)
+		require.NotNil(t, m, "%s sets max-body-bytes", file)
+		limit, err := strconv.Atoi(string(m[1]))
+		require.NoError(t, err)
+		require.Less(t, maxBatch, limit, "%s: a truncated batch must fit max-body-bytes", file)
+	}
 
 	// The names are kube-apiserver's own, as the vendored k8s.io/apiserver
 	// declares them.
