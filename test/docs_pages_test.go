@@ -234,3 +234,60 @@ func TestDocsRunnableBlocksRun(t *testing.T) {
 	t.Logf("%d commands run", ran)
 	require.GreaterOrEqual(t, ran, 5, "commands in runnable blocks")
 }
+
+// sunsetLine matches a command line that runs Sunset, in a page's block.
+var sunsetLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:\./)?(?:bin/)?sunset ((?:store |report )?[a-z]+)\b(.*)$`)
+
+// Every flag a page passes to a sunset command, in a block or in a code
+// span, is one that command has, as its --help lists them.
+func TestDocsSunsetCommandsUseRealFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	flagsOf := map[string]map[string]bool{}
+	known := func(command string) map[string]bool {
+		if f, ok := flagsOf[command]; ok {
+			return f
+		}
+		out, err := exec.Command(sunsetBin, append(strings.Fields(command), "--help")...).CombinedOutput()
+		require.NoError(t, err, "sunset %s --help: %s", command, out)
+		f := map[string]bool{}
+		for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+			f[m[1]] = true
+		}
+		flagsOf[command] = f
+		return f
+	}
+	var unknown []string
+	checked := 0
+	for path, page := range docPages(t) {
+		var commands []string
+		for _, block := range fence.FindAllStringSubmatch(page, -1) {
+			commands = append(commands, block[2])
+		}
+		for _, span := range codeSpan.FindAllStringSubmatch(prose(page), -1) {
+			commands = append(commands, span[1])
+		}
+		for _, text := range commands {
+			for _, m := range sunsetLine.FindAllStringSubmatch(text, -1) {
+				command := m[1]
+				if strings.HasPrefix(command, "report ") && command != "report webhooks" {
+					command = "report" // report NAME
+				}
+				if strings.HasPrefix(command, "store ") && command != "store verify" {
+					continue
+				}
+				flags := known(command)
+				for _, f := range regexp.MustCompile(`(?:^|\s)--([a-z0-9-]+)`).FindAllStringSubmatch(m[2], -1) {
+					checked++
+					if !flags[f[1]] && f[1] != "help" {
+						unknown = append(unknown, path+": sunset "+command+" --"+f[1])
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d flags checked in %d commands", checked, len(flagsOf))
+	require.Greater(t, checked, 20, "flags checked")
+	require.Empty(t, unknown, "pages pass flags Sunset does not have")
+}
