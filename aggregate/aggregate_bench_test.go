@@ -22,8 +22,8 @@ func benchBatch(b *testing.B, at time.Time, deprecatedEvery int) (events []aggre
 	b.Helper()
 	opts := auditgen.Options{Prefix: "bench", DeprecatedEvery: deprecatedEvery, At: at}
 	events, bad, err := auditjson.DecodeBody(opts.List(0, 400))
-	if err != nil || len(bad) > 0 || len(events) != 400 {
-		b.Fatalf("decoding the batch: %d events, %d bad, %v", len(events), len(bad), err)
+	if err != nil || bad.Count > 0 || len(events) != 400 {
+		b.Fatalf("decoding the batch: %d events, %d bad, %v", len(events), bad.Count, err)
 	}
 	return events, opts.CountDeprecated(0, 400)
 }

@@ -65,11 +65,96 @@ type ItemError struct {
 	Err   *Error
 }
 
-type envelope struct {
-	Kind       string            `json:"kind"`
-	APIVersion string            `json:"apiVersion"`
-	Items      []json.RawMessage `json:"items"`
+// MaxSamples is how many malformed items of a list Invalid describes; the
+// webhook lists them in its answer.
+const MaxSamples = 10
+
+// Invalid tallies the malformed items of an EventList. Only the first
+// MaxSamples are kept, so that a list of a million bad items costs a count,
+// not a million errors: an item that is not a JSON object is counted
+// without being decoded at all, unless it is one of the samples.
+type Invalid struct {
+	// Count is how many items were malformed.
+	Count int
+	// ByReason counts them by reason; nil when Count is 0.
+	ByReason map[Reason]int
+	// Samples are the first MaxSamples of them, in the list's order.
+	Samples []ItemError
 }
+
+// add tallies the malformed item at index.
+func (v *Invalid) add(index int, e *Error) {
+	v.Count++
+	if v.ByReason == nil {
+		v.ByReason = make(map[Reason]int, 2)
+	}
+	v.ByReason[e.Reason]++
+	if len(v.Samples) < MaxSamples {
+		v.Samples = append(v.Samples, ItemError{Index: index, Err: e})
+	}
+}
+
+// addNonObject tallies the item raw at index, a JSON value that is neither
+// an object nor null, and so an event of reason ReasonMalformedEvent (as
+// decoding it would say). It is decoded, for its message, only to be a
+// sample.
+func (v *Invalid) addNonObject(index int, raw []byte) {
+	if len(v.Samples) < MaxSamples {
+		_, err := DecodeEvent(raw)
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{ReasonMalformedEvent, "event is not a JSON object"}
+		}
+		v.add(index, e)
+		return
+	}
+	v.Count++
+	if v.ByReason == nil {
+		v.ByReason = make(map[Reason]int, 2)
+	}
+	v.ByReason[ReasonMalformedEvent]++
+}
+
+// objectOrNull reports whether the JSON value raw, without space before it,
+// may decode to an event: encoding/json refuses any other value for a
+// struct.
+func objectOrNull(raw []byte) bool {
+	return len(raw) > 0 && (raw[0] == '{' || raw[0] == 'n')
+}
+
+type envelope struct {
+	Kind       string   `json:"kind"`
+	APIVersion string   `json:"apiVersion"`
+	Items      rawItems `json:"items"`
+}
+
+// rawItems is the items of an EventList, undecoded: the bytes of the array,
+// nil for null. Of repeated keys the last wins, as with any value
+// encoding/json replaces; lists counts the arrays seen.
+type rawItems struct {
+	raw   []byte
+	lists int
+}
+
+func (r *rawItems) UnmarshalJSON(b []byte) error {
+	switch b[0] {
+	case '[':
+		// b is part of the body, which the caller keeps.
+		r.raw = b
+		r.lists++
+		return nil
+	case 'n':
+		r.raw = nil
+		return nil
+	}
+	// The error a slice gives for this value, named by encoding/json.
+	var items []json.RawMessage
+	return json.Unmarshal(b, &items)
+}
+
+// maxFastItems is the most items a list may have to be decoded in one pass
+// (see decodeBody); kube-apiserver sends at most 400.
+const maxFastItems = 1024
 
 type wireObjectRef struct {
 	Resource    string `json:"resource"`
@@ -150,13 +235,6 @@ func (a *deprecationAnnotations) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// listOf decodes a whole EventList in one pass, the fast path.
-type listOf[T any] struct {
-	Kind       string `json:"kind"`
-	APIVersion string `json:"apiVersion"`
-	Items      []T    `json:"items"`
-}
-
 // wireItem is an event type the fast path can decode into.
 type wireItem interface {
 	event(raw []byte) (aggregate.Event, error)
@@ -169,8 +247,8 @@ var errNeedRaw = errors.New("auditjson: event needs its raw bytes")
 
 // DecodeBody decodes a whole body: an EventList or one Event. A non-nil error
 // means the body as a whole is unusable (*Error). Otherwise the good events
-// are returned, and each malformed item of a list is reported in bad.
-func DecodeBody(body []byte) (events []aggregate.Event, bad []ItemError, err error) {
+// are returned, and the malformed items of a list are tallied in bad.
+func DecodeBody(body []byte) (events []aggregate.Event, bad Invalid, err error) {
 	// A batch without admission webhook annotations (one memory scan
 	// tells) decodes exactly as if the admission counter did not exist.
 	if admission.MayHave(body) {
@@ -182,65 +260,171 @@ func DecodeBody(body []byte) (events []aggregate.Event, bad []ItemError, err err
 func decodeBody[T any, P interface {
 	*T
 	wireItem
-}](body []byte) (events []aggregate.Event, bad []ItemError, err error) {
+}](body []byte) (events []aggregate.Event, bad Invalid, err error) {
+	// The envelope first, its items left as bytes: nothing is allocated
+	// per item until the items are known to be few and all objects. A
+	// plain list is walked by the scanner; anything else is read by
+	// encoding/json.
+	items, n, objects, ok := plainList(body)
+	if !ok {
+		var env envelope
+		if err := json.Unmarshal(body, &env); err != nil {
+			e := syntaxError("body", err)
+			e.Reason = ReasonMalformedJSON
+			return nil, Invalid{}, e
+		}
+		if err := envelopeError(env.Kind, env.APIVersion); err != nil {
+			return nil, Invalid{}, err
+		}
+		if env.Kind == KindEvent {
+			ev, err := DecodeEvent(body)
+			if err != nil {
+				return nil, Invalid{}, err
+			}
+			return []aggregate.Event{ev}, Invalid{}, nil
+		}
+		if items = env.Items.raw; items == nil {
+			return []aggregate.Event{}, Invalid{}, nil
+		}
+		if n, objects = countItems(items); n < 0 {
+			// encoding/json has validated it; should the scanner
+			// differ, encoding/json has the last word.
+			return decodeRawItems[T, P](items)
+		}
+	}
+	if n > maxFastItems || !objects {
+		// Item by item, so that junk costs a count, not a decoded
+		// event each.
+		return decodeItems[T, P](items)
+	}
 	// Fast path: one pass over a well-formed list. Anything unusual (a type
 	// error somewhere, an item without auditID) takes the item-by-item path,
 	// which can isolate bad items.
-	var list listOf[T]
-	err = json.Unmarshal(body, &list)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		e := syntaxError("body", err)
-		e.Reason = ReasonMalformedJSON
-		return nil, nil, e
+	var list []T
+	if json.Unmarshal(items, &list) != nil {
+		return decodeItems[T, P](items)
 	}
-	if err == nil && list.Kind == KindEventList && list.APIVersion == APIVersion {
-		events = make([]aggregate.Event, 0, len(list.Items))
-		for i := range list.Items {
-			ev, err := P(&list.Items[i]).event(nil)
-			if errors.Is(err, errNeedRaw) {
-				return decodeItems(body)
-			}
-			var itemErr *Error
-			if errors.As(err, &itemErr) {
-				bad = append(bad, ItemError{Index: i, Err: itemErr})
-				continue
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			events = append(events, ev)
+	events = make([]aggregate.Event, 0, len(list))
+	for i := range list {
+		ev, err := P(&list[i]).event(nil)
+		if errors.Is(err, errNeedRaw) {
+			return decodeItems[T, P](items)
 		}
-		return events, bad, nil
+		var itemErr *Error
+		if errors.As(err, &itemErr) {
+			bad.add(i, itemErr)
+			continue
+		}
+		if err != nil {
+			return nil, Invalid{}, err
+		}
+		events = append(events, ev)
 	}
-	return decodeItems(body)
+	return events, bad, nil
 }
 
-// decodeItems decodes a body item by item.
-func decodeItems(body []byte) (events []aggregate.Event, bad []ItemError, err error) {
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
+// plainList finds the items of body when it is a plain EventList of
+// audit.k8s.io/v1, as decodeListFiltered reads one: valid JSON, the three
+// envelope keys once each and spelt exactly, items an array. It says how
+// many items there are, and whether all are objects or null.
+func plainList(body []byte) (items []byte, n int, objects, ok bool) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, 0, false, false
+	}
+	var kind, apiVersion, list span
+	unusual := false
+	end := scanObject(body, i, 1, func(key []byte, flags stringFlags, start int) int {
+		switch {
+		case !flags.plain():
+			unusual = true
+		case string(key) == "items" && list.end == 0 && start < len(body) && body[start] == '[':
+			end := skipArray(body, start, 2)
+			list = span{start, end}
+			return end
+		case string(key) == "kind" && kind.end == 0:
+			return envelopeString(body, start, &kind, &unusual)
+		case string(key) == "apiVersion" && apiVersion.end == 0:
+			return envelopeString(body, start, &apiVersion, &unusual)
+		case equalFoldASCII(key, "kind") || equalFoldASCII(key, "apiversion") || equalFoldASCII(key, "items"):
+			unusual = true
+		}
+		return skipValue(body, start, 1)
+	})
+	if end < 0 || unusual || list.end <= 0 || skipSpace(body, end) != len(body) ||
+		string(kind.of(body)) != KindEventList || string(apiVersion.of(body)) != APIVersion {
+		return nil, 0, false, false
+	}
+	items = list.of(body)
+	n, objects = countItems(items)
+	return items, n, objects, n >= 0
+}
+
+// countItems counts the items of the JSON array items, and says whether
+// all are objects or null; n is -1 when the scanner cannot walk it.
+func countItems(items []byte) (n int, objects bool) {
+	objects = true
+	if scanArray(items, 0, 2, func(start int) int {
+		n++
+		objects = objects && objectOrNull(items[start:])
+		return skipValue(items, start, 2)
+	}) < 0 {
+		return -1, false
+	}
+	return n, objects
+}
+
+// decodeItems decodes the items of a list, the JSON array items (valid
+// already), one by one. Items that are not objects are only counted.
+func decodeItems[T any, P interface {
+	*T
+	wireItem
+}](items []byte) (events []aggregate.Event, bad Invalid, err error) {
+	events = []aggregate.Event{}
+	index := 0
+	end := scanArray(items, 0, 2, func(start int) int {
+		end := skipValue(items, start, 2)
+		if end < 0 {
+			return -1
+		}
+		raw := items[start:end]
+		if !objectOrNull(raw) {
+			bad.addNonObject(index, raw)
+		} else if ev, err := decodeEvent[T, P](raw); err != nil {
+			var e *Error
+			errors.As(err, &e)
+			bad.add(index, e)
+		} else {
+			events = append(events, ev)
+		}
+		index++
+		return end
+	})
+	if end < 0 {
+		return decodeRawItems[T, P](items)
+	}
+	return events, bad, nil
+}
+
+// decodeRawItems is decodeItems by encoding/json alone, for an array the
+// scanner would not walk.
+func decodeRawItems[T any, P interface {
+	*T
+	wireItem
+}](items []byte) (events []aggregate.Event, bad Invalid, err error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(items, &list); err != nil {
 		e := syntaxError("body", err)
 		e.Reason = ReasonMalformedJSON
-		return nil, nil, e
+		return nil, Invalid{}, e
 	}
-	if err := envelopeError(env.Kind, env.APIVersion); err != nil {
-		return nil, nil, err
-	}
-	if env.Kind == KindEvent {
-		ev, err := DecodeEvent(body)
-		if err != nil {
-			return nil, nil, err
-		}
-		return []aggregate.Event{ev}, nil, nil
-	}
-	events = make([]aggregate.Event, 0, len(env.Items))
-	for i, raw := range env.Items {
-		ev, err := DecodeEvent(raw)
+	events = make([]aggregate.Event, 0, len(list))
+	for i, raw := range list {
+		ev, err := decodeEvent[T, P](raw)
 		if err != nil {
 			var e *Error
 			errors.As(err, &e)
-			bad = append(bad, ItemError{Index: i, Err: e})
+			bad.add(i, e)
 			continue
 		}
 		events = append(events, ev)

@@ -24,7 +24,7 @@ func TestDecodesEveryCapturedBody(t *testing.T) {
 		require.NoError(t, err)
 		events, bad, err := DecodeBody(body)
 		require.NoError(t, err, n)
-		require.Empty(t, bad, n)
+		require.Zero(t, bad.Count, n)
 		total += len(events)
 		for _, e := range events {
 			if e.Deprecated && e.Stage == "ResponseComplete" {
@@ -87,7 +87,17 @@ func FuzzDecodeBody(f *testing.F) {
 				t.Fatalf("error without reason: %v", err)
 			}
 		}
-		for _, it := range bad {
+		byReason := 0
+		for reason, n := range bad.ByReason {
+			if reason == "" || n <= 0 {
+				t.Fatalf("item errors without reason")
+			}
+			byReason += n
+		}
+		if byReason != bad.Count || len(bad.Samples) != min(bad.Count, MaxSamples) {
+			t.Fatalf("%d invalid items, %d by reason, %d samples", bad.Count, byReason, len(bad.Samples))
+		}
+		for _, it := range bad.Samples {
 			if it.Err == nil || it.Err.Reason == "" {
 				t.Fatalf("item error without reason")
 			}

@@ -194,7 +194,7 @@ func (p *Prefilter) judge(b []byte, sh *eventShape) (aggregate.Result, bool) {
 // undecoded and tallied in skipped. Its answer is DecodeBody's for every
 // other event, errors included: a body it cannot walk plainly (invalid
 // JSON, an unusual envelope) is handed to DecodeBody whole.
-func DecodeBodyFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad []ItemError, skipped aggregate.Prefiltered, err error) {
+func DecodeBodyFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
 	if p != nil {
 		if events, bad, skipped, ok := decodeListFiltered(body, p); ok {
 			return events, bad, skipped, nil
@@ -206,10 +206,10 @@ func DecodeBodyFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 
 // decodeListFiltered walks an EventList once. ok is false when the body is
 // anything else, or anything but plain: DecodeBody then has the last word.
-func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad []ItemError, skipped aggregate.Prefiltered, ok bool) {
+func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, ok bool) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
-		return nil, nil, skipped, false
+		return nil, Invalid{}, skipped, false
 	}
 	var kind, apiVersion span
 	unusual, listed := false, false
@@ -232,11 +232,16 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 		} else if end = skipValue(body, start, 2); end < 0 {
 			return -1
 		}
+		if !objectOrNull(body[start:end]) {
+			// Junk: counted, not decoded.
+			bad.addNonObject(index, body[start:end])
+			return end
+		}
 		ev, err := DecodeEvent(body[start:end])
 		if err != nil {
 			var e *Error
 			errors.As(err, &e)
-			bad = append(bad, ItemError{Index: index, Err: e})
+			bad.add(index, e)
 			return end
 		}
 		events = append(events, ev)
@@ -261,7 +266,7 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 	})
 	if end < 0 || unusual || !listed || skipSpace(body, end) != len(body) ||
 		string(kind.of(body)) != KindEventList || string(apiVersion.of(body)) != APIVersion {
-		return nil, nil, aggregate.Prefiltered{}, false
+		return nil, Invalid{}, aggregate.Prefiltered{}, false
 	}
 	return events, bad, skipped, true
 }

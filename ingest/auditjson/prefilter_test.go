@@ -76,8 +76,8 @@ type outcome struct {
 	Err       string
 }
 
-func plan(t testing.TB, a *aggregate.Aggregator, events []aggregate.Event, skipped aggregate.Prefiltered, bad []ItemError, err error) outcome {
-	o := outcome{Results: map[aggregate.Result]int{}, Counted: map[string]string{}, Admission: map[string]aggregate.Result{}, Invalid: len(bad)}
+func plan(t testing.TB, a *aggregate.Aggregator, events []aggregate.Event, skipped aggregate.Prefiltered, bad Invalid, err error) outcome {
+	o := outcome{Results: map[aggregate.Result]int{}, Counted: map[string]string{}, Admission: map[string]aggregate.Result{}, Invalid: bad.Count}
 	if err != nil {
 		o.Err = err.Error()
 		return o
@@ -170,7 +170,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 		}
 		events = append(events, ev)
 	}
-	return plan(t, a, events, aggregate.Prefiltered{}, nil, nil).Counted, true
+	return plan(t, a, events, aggregate.Prefiltered{}, Invalid{}, nil).Counted, true
 }
 
 // The captured batches of a real kube-apiserver, and a generated stream of

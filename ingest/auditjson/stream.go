@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -23,7 +24,7 @@ import (
 //
 // A *Error means the body is unusable; any other error is r's, such as
 // *http.MaxBytesError.
-func DecodeStream(r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, []ItemError, error) {
+func DecodeStream(r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, error) {
 	rec := &recorder{r: r}
 	dec := json.NewDecoder(rec)
 	events, bad, streamed, err := streamList(dec, rec, keep)
@@ -31,11 +32,12 @@ func DecodeStream(r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Ev
 		return events, bad, err
 	}
 	// Not a list that can be streamed: read the rest, and decode the whole.
-	if _, err := io.ReadAll(rec); err != nil {
-		return nil, nil, err
+	// rec keeps what it reads.
+	if _, err := io.Copy(io.Discard, rec); err != nil {
+		return nil, Invalid{}, err
 	}
 	if events, bad, err = DecodeBody(rec.buf); err != nil {
-		return nil, nil, err
+		return nil, Invalid{}, err
 	}
 	for i := range events {
 		dropRequestObject(&events[i], keep)
@@ -57,7 +59,7 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 // read whole and walked once (DecodeBodyFiltered); a larger one is
 // streamed by DecodeStream, without the prefilter. A nil p sets nothing
 // aside.
-func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Prefilter) (events []aggregate.Event, bad []ItemError, skipped aggregate.Prefiltered, err error) {
+func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
 	if p == nil {
 		events, bad, err = DecodeStream(r, keep)
 		return events, bad, skipped, err
@@ -71,7 +73,7 @@ func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Pref
 	body, whole, err := readAtMost((*buf)[:0], r, maxWholeBody)
 	*buf = body
 	if err != nil {
-		return nil, nil, skipped, err
+		return nil, Invalid{}, skipped, err
 	}
 	if !whole {
 		events, bad, err = DecodeStream(io.MultiReader(bytes.NewReader(body), r), keep)
@@ -79,7 +81,7 @@ func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Pref
 	}
 	// Decoded events share nothing with body, which is reused.
 	if events, bad, skipped, err = DecodeBodyFiltered(body, p); err != nil {
-		return nil, nil, skipped, err
+		return nil, Invalid{}, skipped, err
 	}
 	for i := range events {
 		dropRequestObject(&events[i], keep)
@@ -92,7 +94,9 @@ func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Pref
 func readAtMost(b []byte, r io.Reader, limit int) (_ []byte, whole bool, err error) {
 	for len(b) < limit {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			// Doubling: append's smaller steps for large slices would
+			// allocate five times the body on the way.
+			b = slices.Grow(b, max(len(b), bytes.MinRead))
 		}
 		n, err := r.Read(b[len(b):min(cap(b), limit)])
 		b = b[:len(b)+n]
@@ -115,52 +119,61 @@ func dropRequestObject(ev *aggregate.Event, keep func(*aggregate.Event) bool) {
 // streamList reads an EventList's envelope up to its items and streams them.
 // streamed is false, with rec still recording, when the body is anything
 // else or goes wrong before the items: DecodeBody then says what.
-func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bool) (events []aggregate.Event, bad []ItemError, streamed bool, err error) {
+func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bool) (events []aggregate.Event, bad Invalid, streamed bool, err error) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, nil, false, nil
+		return nil, Invalid{}, false, nil
 	}
 	var kind, apiVersion string
 	// An envelope problem after the items is told once the body is known
 	// to be JSON, as DecodeBody would.
 	var pending error
+	// shift is the body offset of what dec reads from, once the items
+	// are read.
+	var shift int64
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, nil, false, nil
+			return nil, Invalid{}, false, nil
 		}
 		switch key := tok.(string); {
 		case key == "kind" && !streamed:
 			if dec.Decode(&kind) != nil {
-				return nil, nil, false, nil
+				return nil, Invalid{}, false, nil
 			}
 		case key == "apiVersion" && !streamed:
 			if dec.Decode(&apiVersion) != nil {
-				return nil, nil, false, nil
+				return nil, Invalid{}, false, nil
 			}
 		case key == "items" && !streamed && kind == KindEventList && apiVersion == APIVersion:
 			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-				return nil, nil, false, nil
+				return nil, Invalid{}, false, nil
 			}
 			// From here on nothing is kept but the events.
-			rec.discardBefore(dec.InputOffset())
+			// From here on nothing is kept but the events.
 			streamed = true
-			if events, bad, err = streamItems(dec, rec, keep); err != nil {
-				return nil, nil, true, err
+			var tail *json.Decoder
+			if events, bad, tail, shift, err = splitItems(dec, rec.r, keep); err != nil {
+				return nil, Invalid{}, true, err
 			}
+			dec = tail
+		case !streamed && strings.EqualFold(key, "items"):
+			// Items before the envelope: read whole by DecodeBody,
+			// without the decoder holding them as well.
+			return nil, Invalid{}, false, nil
 		case !streamed && isEnvelopeKey(key):
 			// "Kind" or "ITEMS": encoding/json matches keys regardless of
 			// case; let it.
-			return nil, nil, false, nil
+			return nil, Invalid{}, false, nil
 		case strings.EqualFold(key, "items"):
-			if err := dec.Decode(&json.RawMessage{}); err != nil {
-				return nil, nil, true, streamError(dec, "after the items", err)
+			if err := dec.Decode(&discard{}); err != nil {
+				return nil, Invalid{}, true, streamError(dec, "after the items", err)
 			}
 			pending = cmp.Or(pending, error(&Error{ReasonMalformedJSON, "body has items twice"}))
 		case strings.EqualFold(key, "kind") || strings.EqualFold(key, "apiVersion"):
 			// Repeated after the items: encoding/json would let it win.
 			var value string
 			if err := dec.Decode(&value); err != nil {
-				return nil, nil, true, streamError(dec, "after the items", err)
+				return nil, Invalid{}, true, streamError(dec, "after the items", err)
 			}
 			k, v := kind, apiVersion
 			if strings.EqualFold(key, "kind") {
@@ -176,28 +189,28 @@ func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bo
 				pending = cmp.Or(pending, err)
 			}
 		default:
-			if err := dec.Decode(&json.RawMessage{}); err != nil {
+			if err := dec.Decode(&discard{}); err != nil {
 				if !streamed {
-					return nil, nil, false, nil
+					return nil, Invalid{}, false, nil
 				}
-				return nil, nil, true, streamError(dec, "after the items", err)
+				return nil, Invalid{}, true, streamError(dec, "after the items", err)
 			}
 		}
 	}
 	if !streamed {
-		return nil, nil, false, nil
+		return nil, Invalid{}, false, nil
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, nil, true, streamError(dec, "after the items", err)
+		return nil, Invalid{}, true, streamError(dec, "after the items", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		if err == nil {
-			return nil, nil, true, &Error{ReasonMalformedJSON, fmt.Sprintf("body is not valid JSON: data after the top-level object, at byte %d", dec.InputOffset())}
+			return nil, Invalid{}, true, &Error{ReasonMalformedJSON, fmt.Sprintf("body is not valid JSON: data after the top-level object, at byte %d", dec.InputOffset()+shift)}
 		}
-		return nil, nil, true, streamError(dec, "after the items", err)
+		return nil, Invalid{}, true, streamError(dec, "after the items", err)
 	}
 	if pending != nil {
-		return nil, nil, true, pending
+		return nil, Invalid{}, true, pending
 	}
 	return events, bad, true, nil
 }
@@ -206,25 +219,36 @@ func isEnvelopeKey(key string) bool {
 	return strings.EqualFold(key, "kind") || strings.EqualFold(key, "apiVersion") || strings.EqualFold(key, "items")
 }
 
-// streamItems decodes the items of a list, the opening bracket read. Each
-// item is decoded straight from the stream; its bytes, which the dedupe
-// digest of an event without an auditID needs, are sliced from what rec
-// kept, so nothing is scanned twice.
-func streamItems(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bool) ([]aggregate.Event, []ItemError, error) {
+// splitItems decodes the items of a list, the opening bracket read by dec,
+// reading what dec has buffered and then src. Items are split by the
+// scanner, not by dec, so that an item that is not an object (junk, that
+// encoding/json would allocate an error for) costs nothing: it is counted
+// and never decoded. Objects are decoded one at a time, and only the
+// events are kept. It returns a decoder of the rest of the envelope, as if
+// the items had been an empty value of an empty key, and the body offset
+// of what that decoder reads.
+func splitItems(dec *json.Decoder, src io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, *json.Decoder, int64, error) {
+	s := &splitter{src: io.MultiReader(dec.Buffered(), src), base: dec.InputOffset()}
 	var events []aggregate.Event
-	var bad []ItemError
-	for i := 0; dec.More(); i++ {
-		start := dec.InputOffset()
-		var w wireEvent
-		err := dec.Decode(&w)
-		var te *json.UnmarshalTypeError
-		if err != nil && !errors.As(err, &te) {
-			return nil, nil, streamError(dec, fmt.Sprintf("in item %d", i), err)
+	var bad Invalid
+	var w wireEvent
+	for i := 0; ; i++ {
+		start, end, done, err := s.item(i)
+		if err != nil {
+			return nil, Invalid{}, nil, 0, err
 		}
-		// Between the previous value and this one: a comma and spaces.
-		raw := bytes.TrimLeft(rec.slice(start, dec.InputOffset()), ", \t\r\n")
+		if done {
+			break
+		}
+		raw := s.buf[start:end]
+		s.pos = end
+		if !objectOrNull(raw) {
+			bad.addNonObject(i, raw)
+			continue
+		}
+		w = wireEvent{}
 		var ev aggregate.Event
-		switch {
+		switch err = json.Unmarshal(raw, &w); {
 		case err != nil:
 			// Decoded again on its own, for the same message as an
 			// item of a list decoded whole.
@@ -236,21 +260,133 @@ func streamItems(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) b
 		default:
 			ev, err = convert(&w, raw)
 		}
-		rec.discardBefore(dec.InputOffset())
 		if err != nil {
 			var e *Error
 			errors.As(err, &e)
-			bad = append(bad, ItemError{Index: i, Err: e})
+			bad.add(i, e)
 			continue
 		}
-		dropRequestObject(&ev, keep)
 		events = append(events, ev)
+		dropRequestObject(&events[len(events)-1], keep)
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, streamError(dec, "after the items", err)
+	// The rest of the envelope, after an empty member standing in for
+	// the items.
+	const stand = `{"":0`
+	tail := json.NewDecoder(io.MultiReader(strings.NewReader(stand), bytes.NewReader(s.buf[s.pos:]), s.src))
+	if _, err := tail.Token(); err != nil {
+		return nil, Invalid{}, nil, 0, streamError(tail, "after the items", err)
 	}
-	return events, bad, nil
+	return events, bad, tail, s.base + int64(s.pos) - int64(len(stand)), nil
 }
+
+// splitter splits the items of a list as they are read.
+type splitter struct {
+	src io.Reader
+	buf []byte
+	// pos is where in buf the next item's separator starts.
+	pos int
+	// base is the body offset of buf[0].
+	base int64
+	eof  bool
+}
+
+// item finds item i: from pos, the comma before it (for all but the
+// first) and the item itself, at buf[start:end]; or the closing bracket
+// (done, with pos after it). It reads more as needed.
+func (s *splitter) item(i int) (start, end int, done bool, err error) {
+	for {
+		start, end, done, ok := s.scan(i)
+		if ok {
+			return start, end, done, nil
+		}
+		if s.eof {
+			return 0, 0, false, s.syntaxError(i)
+		}
+		if err := s.fill(); err != nil {
+			return 0, 0, false, err
+		}
+	}
+}
+
+// scan is item within what is read; ok is false when that is not enough
+// (or not valid JSON: the end of the body tells which).
+func (s *splitter) scan(i int) (start, end int, done, ok bool) {
+	b := s.buf
+	j := skipSpace(b, s.pos)
+	if j >= len(b) {
+		return 0, 0, false, false
+	}
+	if b[j] == ']' {
+		s.pos = j + 1
+		return 0, 0, true, true
+	}
+	if i > 0 {
+		if b[j] != ',' {
+			return 0, 0, false, false
+		}
+		if j = skipSpace(b, j+1); j >= len(b) {
+			return 0, 0, false, false
+		}
+	}
+	end = skipValue(b, j, 2)
+	if end < 0 || (end == len(b) && !s.eof && (b[j] == '-' || isDigit(b[j]))) {
+		// Incomplete, or a number that may go on.
+		return 0, 0, false, false
+	}
+	return j, end, false, true
+}
+
+// fill reads at least as much again as is left of buf after pos, so that
+// an item scanned again after each read costs linear time in all.
+func (s *splitter) fill() error {
+	if s.pos > 0 {
+		n := copy(s.buf, s.buf[s.pos:])
+		s.buf, s.base, s.pos = s.buf[:n], s.base+int64(s.pos), 0
+	}
+	target := len(s.buf) + max(len(s.buf), 4096)
+	s.buf = slices.Grow(s.buf, target-len(s.buf))
+	for len(s.buf) < target {
+		n, err := s.src.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+n]
+		if err == io.EOF {
+			s.eof = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syntaxError says what is wrong at item i, the body read to its end:
+// encoding/json's error for the rest of the list, read as a list.
+func (s *splitter) syntaxError(i int) error {
+	prefix := "["
+	if i > 0 {
+		prefix = "[0"
+	}
+	dec := json.NewDecoder(io.MultiReader(strings.NewReader(prefix), bytes.NewReader(s.buf[s.pos:])))
+	_, err := dec.Token()
+	for err == nil {
+		if !dec.More() {
+			_, err = dec.Token()
+			if err == nil {
+				// The scanner and encoding/json disagree; say so
+				// rather than guess.
+				return &Error{ReasonMalformedJSON, fmt.Sprintf("body is not valid JSON in item %d", i)}
+			}
+			break
+		}
+		err = dec.Decode(&discard{})
+	}
+	return streamError(dec, fmt.Sprintf("in item %d", i), err)
+}
+
+// discard is a JSON value read and not kept.
+type discard struct{}
+
+func (*discard) UnmarshalJSON([]byte) error { return nil }
 
 // streamError turns a decoder error into an *Error, or passes on the
 // reader's own error. where says where in the body the decoder was (the
@@ -272,32 +408,20 @@ func streamError(dec *json.Decoder, where string, err error) error {
 	}
 }
 
-// recorder keeps what is read through it: everything until the items of a
-// list, then only what the decoder has not finished with.
+// recorder keeps what is read through it, so that a body that is not a
+// list to stream can be handed to DecodeBody whole. A list's items are
+// read from r directly, and not kept.
 type recorder struct {
 	r   io.Reader
 	buf []byte
-	// base is the body offset of buf[0].
-	base int64
 }
 
 func (c *recorder) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	if len(c.buf)+n > cap(c.buf) {
+		// Doubling, as in readAtMost.
+		c.buf = slices.Grow(c.buf, max(n, len(c.buf)))
+	}
 	c.buf = append(c.buf, p[:n]...)
 	return n, err
-}
-
-// slice returns the body's bytes from start to end, which must be kept.
-func (c *recorder) slice(start, end int64) []byte {
-	return c.buf[start-c.base : end-c.base]
-}
-
-// discardBefore forgets the body before offset off. It moves the rest down
-// only once the part forgotten is the larger, so that each byte is moved
-// about once.
-func (c *recorder) discardBefore(off int64) {
-	if drop := int(off - c.base); drop > len(c.buf)/2 {
-		n := copy(c.buf, c.buf[drop:])
-		c.buf, c.base = c.buf[:n], off
-	}
 }

@@ -140,7 +140,7 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		if err != nil {
 			return decoded{}, ReasonInvalidEvent
 		}
-		return d.checked(value, decoded{events: events, invalid: len(bad), skipped: skipped}, "")
+		return d.checked(value, decoded{events: events, invalid: bad.Count, skipped: skipped}, "")
 	case shape.stage.end != 0:
 		return d.event(value, value, true)
 	}

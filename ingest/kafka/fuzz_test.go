@@ -185,7 +185,7 @@ func referenceDecode(d *decoder, value []byte) (decoded, string) {
 		if err != nil {
 			return decoded{}, ReasonInvalidEvent
 		}
-		out.events, out.invalid = events, len(bad)
+		out.events, out.invalid = events, bad.Count
 		return out, ""
 	}
 	if _, ok := top["stage"]; ok {

@@ -50,8 +50,9 @@ const DefaultMaxInFlight = 16
 // Kubernetes object name.
 const maxNameBytes = 253
 
-// maxReportedItemErrors bounds how many malformed items a response lists.
-const maxReportedItemErrors = 10
+// maxReportedItemErrors bounds how many malformed items a response lists:
+// as many as the decoder keeps.
+const maxReportedItemErrors = auditjson.MaxSamples
 
 // Ingester is what the webhook needs from the aggregator.
 type Ingester interface {
@@ -354,22 +355,24 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		h.readFailed(w, err)
 		return
 	}
-	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: len(bad)}
-	for _, b := range bad {
-		h.ingester.CountDecodeError(Source, string(b.Err.Reason), 1)
-		if len(resp.Errors) < maxReportedItemErrors {
-			resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
-		}
+	// Malformed items are counted by reason; only the first few are
+	// described (auditjson keeps no more).
+	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: bad.Count}
+	for reason, n := range bad.ByReason {
+		h.ingester.CountDecodeError(Source, string(reason), n)
+	}
+	for _, b := range bad.Samples[:min(len(bad.Samples), maxReportedItemErrors)] {
+		resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
 	}
 	if dryRun {
 		h.plan(w, origin, events, resp)
 		return
 	}
-	if len(bad) > 0 {
-		h.ingester.CountInvalid(Source, len(bad))
-		h.log.Warn().Int("invalid", len(bad)).Int("events", len(events)+len(bad)).
+	if bad.Count > 0 {
+		h.ingester.CountInvalid(Source, bad.Count)
+		h.log.Warn().Int("invalid", bad.Count).Int("events", len(events)+bad.Count).
 			Str("cluster", origin.Cluster).Str("node", origin.Node).
-			Str("first_reason", string(bad[0].Err.Reason)).Msg("batch has malformed events; counting the others")
+			Str("first_reason", string(bad.Samples[0].Err.Reason)).Msg("batch has malformed events; counting the others")
 	}
 	h.ingester.CountPrefiltered(Source, skipped)
 	ctx, cancel := requestContext(r)
