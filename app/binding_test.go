@@ -132,6 +132,9 @@ func TestWebhookClientCertificateNamesItsNode(t *testing.T) {
 	dir := t.TempDir()
 	cfg.TLSClientCAFile = filepath.Join(dir, "client-ca.crt")
 	require.NoError(t, os.WriteFile(cfg.TLSClientCAFile, ca.PEM, 0o600))
+	// Paths without a cluster post to the default cluster, which an O=prod
+	// certificate may post to only when it is prod.
+	cfg.DefaultCluster = "prod"
 	s := start(t, cfg)
 	pair := prod.TLS(t)
 	s.client = tlsClient(serverPEM, pair)
@@ -143,11 +146,7 @@ func TestWebhookClientCertificateNamesItsNode(t *testing.T) {
 		"/audit/webhook/10.0.0.7":         "10.0.0.7",
 	} {
 		code, body := s.postAs(path, "", "c-"+node+path)
-		cluster := "default"
-		if strings.Contains(path, "prod") {
-			cluster = "prod"
-		}
-		requireOrigin(t, code, body, cluster, node)
+		requireOrigin(t, code, body, "prod", node)
 	}
 	code, body := s.postAs("/audit/webhook/master-8", "", "c-8")
 	require.Equal(t, 403, code)

@@ -180,8 +180,14 @@ func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) 
 			return cluster, node, fmt.Sprintf("the client certificate (CN %q) does not name node %q in its common name or subject alternative names; fix the URL path or issue the apiserver a certificate for its node",
 				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), node)
 		}
-		if pathCluster && !slices.Contains(c.cert.Subject.Organization, cluster) {
-			return cluster, node, fmt.Sprintf("the client certificate (CN %q) is not issued for cluster %q: a path that names a cluster needs a certificate with O=%s and CN=%s; fix the URL path or issue the apiserver such a certificate",
+		// A certificate that names clusters (O) posts only for one of
+		// them, the default cluster included: dev's O=dev certificate
+		// may not post to /audit/webhook/master-0 and count for prod.
+		// One without O, bound to a node only, posts where no cluster is
+		// named.
+		orgs := c.cert.Subject.Organization
+		if (pathCluster || len(orgs) > 0) && !slices.Contains(orgs, cluster) {
+			return cluster, node, fmt.Sprintf("the client certificate (CN %q) is not issued for cluster %q: it needs O=%s and CN=%s (a path without a cluster posts to the default cluster); fix the URL path or issue the apiserver such a certificate",
 				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), aggregate.Truncate(cluster, maxNameBytes),
 				aggregate.Truncate(cluster, maxNameBytes), aggregate.Truncate(node, maxNameBytes))
 		}

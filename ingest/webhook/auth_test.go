@@ -59,8 +59,8 @@ func TestParseTokens(t *testing.T) {
 
 // A client certificate is bound to its cluster and node, O=<cluster> and
 // CN=<node>: a dev cluster's master-0 may not post as prod's master-0. A
-// path without a cluster posts to the default cluster and checks the node
-// only.
+// path without a cluster posts to the default cluster, which a certificate
+// that names clusters must name too.
 func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
@@ -77,6 +77,7 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 		"prod/master-0":    ca.Apiserver(t, "prod", "master-0", "master-0.prod.example"),
 		"dev/master-0":     ca.Apiserver(t, "dev", "master-0"),
 		"no cluster":       ca.Apiserver(t, "", "master-0"),
+		"default/master-0": ca.Apiserver(t, "default", "master-0"),
 		"groups, not prod": ca.Client(t, "master-0", "system:masters"),
 	}
 	post := func(cert, path, id string) (int, string) {
@@ -91,8 +92,8 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	notIssued := func(cluster string) string {
-		return `the client certificate (CN \"master-0\") is not issued for cluster \"` + cluster + `\": a path that names a cluster needs a certificate with O=` +
-			cluster + ` and CN=master-0; fix the URL path or issue the apiserver such a certificate`
+		return `the client certificate (CN \"master-0\") is not issued for cluster \"` + cluster + `\": it needs O=` +
+			cluster + ` and CN=master-0 (a path without a cluster posts to the default cluster); fix the URL path or issue the apiserver such a certificate`
 	}
 	for _, tc := range []struct {
 		cert, path string
@@ -107,10 +108,15 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 		{"groups, not prod", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
 		{"prod/master-0", "/audit/webhook/dev/master-0", 403, notIssued("dev")},
 		{"prod/master-0", "/audit/webhook/prod/master-1", 403, `does not name node \"master-1\"`},
-		// No cluster in the path: the default cluster, the node alone.
+		// No cluster in the path: the default cluster. A certificate
+		// without O is bound to its node alone; one with O must name the
+		// default cluster, so that dev's cannot count for it.
 		{"no cluster", "/audit/webhook/master-0", 200, "default/master-0"},
-		{"dev/master-0", "/audit/webhook", 200, "default/master-0"},
-		{"dev/master-0", "/audit/webhook/master-1", 403, `does not name node \"master-1\"`},
+		{"default/master-0", "/audit/webhook", 200, "default/master-0"},
+		{"dev/master-0", "/audit/webhook", 403, notIssued("default")},
+		{"dev/master-0", "/audit/webhook/master-0", 403, notIssued("default")},
+		{"groups, not prod", "/audit/webhook/master-0", 403, notIssued("default")},
+		{"no cluster", "/audit/webhook/master-1", 403, `does not name node \"master-1\"`},
 	} {
 		code, body := post(tc.cert, tc.path, tc.cert+tc.path)
 		require.Equal(t, tc.code, code, "%+v: %s", tc, body)
@@ -128,6 +134,6 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP sunset_webhook_forbidden_total Audit webhook batches answered 403: valid credentials of one apiserver posting as another.
 # TYPE sunset_webhook_forbidden_total counter
-sunset_webhook_forbidden_total 6
+sunset_webhook_forbidden_total 9
 `), "sunset_webhook_forbidden_total"))
 }
