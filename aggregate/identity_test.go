@@ -81,3 +81,25 @@ func TestSourceIPsKeepTheAddressTheApiserverSaw(t *testing.T) {
 	require.Equal(t, []string{"10.1.2.3", "192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4", "192.0.2.5",
 		"192.0.2.6", "192.0.2.7", "192.0.2.8", "192.0.2.9"}, ips)
 }
+
+// Only a time a replay's shift can have kept names a request: one after
+// its received time, off by part of an hour, or before 1970 (where
+// UnixNano wraps) is a sender's invention, and the received time is used.
+func TestIdentityTimeOnlyFromAShift(t *testing.T) {
+	received := time.Date(2026, 11, 23, 13, 18, 3, 123456000, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		original time.Time
+		want     time.Time
+	}{
+		{"none", time.Time{}, received},
+		{"shifted 43h", received.Add(-43 * time.Hour), received.Add(-43 * time.Hour)},
+		{"not shifted", received, received},
+		{"later than received", received.Add(time.Hour), received},
+		{"part of an hour", received.Add(-90 * time.Minute), received},
+		{"before 1970", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), received},
+	} {
+		e := Event{ID: "a1", RequestReceived: received, IdentityTime: tc.original}
+		require.Equal(t, RequestID("a1", tc.want), e.identity(), tc.name)
+	}
+}

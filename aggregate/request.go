@@ -84,13 +84,25 @@ func RequestID(auditID string, received time.Time) string {
 	return store.MarkID(b.String())
 }
 
-// identity is e's RequestID.
+// identity is e's RequestID: by the time a shifted replay kept
+// (IdentityTime) where it is one a shift can have made, else by the
+// received time.
 func (e *Event) identity() string {
-	t := e.IdentityTime
-	if t.IsZero() {
-		t = e.RequestReceived
+	if shiftedFrom(e.IdentityTime, e.RequestReceived) {
+		return RequestID(e.ID, e.IdentityTime)
 	}
-	return RequestID(e.ID, t)
+	return RequestID(e.ID, e.RequestReceived)
+}
+
+// shiftedFrom reports whether received can be original moved later by
+// whole hours, as a replay's shift moves it, from a time UnixNano holds
+// (after 1970). Any other original is a sender's invention: honoured, it
+// could pin many requests to one identity.
+func shiftedFrom(original, received time.Time) bool {
+	if original.IsZero() || original.Year() < 1970 || received.Before(original) {
+		return false
+	}
+	return received.Sub(original)%time.Hour == 0
 }
 
 // EventID is the ID of the event the request came from: ID without a
