@@ -11,7 +11,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // recordVersion is the format of the records this build writes and reads.
@@ -124,9 +123,9 @@ const maxClockSkew = 10 * time.Minute
 
 // Bounds of a record's fields that the store's key bounds do not give.
 const (
-	// maxRecordIDBytes is a request's identity (at most store.MaxIDBytes)
+	// maxRecordIDBytes is a request's identity (at most aggregate.MaxIDBytes)
 	// followed, for a field rule's match, by the rule's name.
-	maxRecordIDBytes = store.MaxIDBytes + len("#field:") + store.MaxRuleBytes
+	maxRecordIDBytes = aggregate.MaxIDBytes + len("#field:") + aggregate.MaxRuleBytes
 	// maxReleaseBytes is far above "1.37".
 	maxReleaseBytes = 32
 	maxPodBytes     = 253
@@ -171,23 +170,23 @@ func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
 
 // tooLong names the first field of rec over its bound, or is empty.
 func (rec record) tooLong() string {
-	api := store.MaxAPIBytes
+	api := aggregate.MaxAPIBytes
 	if strings.HasPrefix(rec.API, wireFieldRulePrefix) {
-		api = len(wireFieldRulePrefix) + store.MaxRuleBytes
+		api = len(wireFieldRulePrefix) + aggregate.MaxRuleBytes
 	}
 	for _, f := range []struct {
 		name  string
 		value string
 		max   int
 	}{
-		{"cluster", rec.Cluster, store.MaxClusterBytes},
+		{"cluster", rec.Cluster, aggregate.MaxClusterBytes},
 		{"id", rec.ID, maxRecordIDBytes},
 		{"api", rec.API, api},
-		{"subresource", rec.Subresource, store.MaxSubresourceBytes},
-		{"node", rec.Node, store.MaxNodeBytes},
-		{"user", rec.User, store.MaxUsernameBytes},
-		{"userAgent", rec.UserAgent, store.MaxUserAgentBytes},
-		{"verb", rec.Verb, store.MaxVerbBytes},
+		{"subresource", rec.Subresource, aggregate.MaxSubresourceBytes},
+		{"node", rec.Node, aggregate.MaxNodeBytes},
+		{"user", rec.User, aggregate.MaxUsernameBytes},
+		{"userAgent", rec.UserAgent, aggregate.MaxUserAgentBytes},
+		{"verb", rec.Verb, aggregate.MaxVerbBytes},
 		{"removedRelease", rec.RemovedRelease, maxReleaseBytes},
 	} {
 		if len(f.value) > f.max {
@@ -198,9 +197,9 @@ func (rec record) tooLong() string {
 		switch {
 		case len(s.Pod) > maxPodBytes:
 			return "seen.pod"
-		case len(s.PodNode) > store.MaxNodeBytes:
+		case len(s.PodNode) > aggregate.MaxNodeBytes:
 			return "seen.podNode"
-		case len(s.ImpersonatedBy) > store.MaxUsernameBytes:
+		case len(s.ImpersonatedBy) > aggregate.MaxUsernameBytes:
 			return "seen.impersonatedBy"
 		case len(s.SourceIPs) > aggregate.MaxSourceIPs:
 			return "seen.sourceIPs"
