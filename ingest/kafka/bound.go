@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -8,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,11 +39,23 @@ const DefaultMaxDecompressedBytes = 32 << 20
 // TooLargeError past the bound, so that a batch of a few kilobytes cannot
 // inflate to gigabytes. Every kafka-go reader in the process is bounded;
 // writers compress as before.
+//
+// Bounding the output is not enough for zstd and snappy, whose readers
+// allocate what the input declares before they output anything: a zstd
+// window of up to 512 MiB, a xerial snappy chunk of up to 4 GiB. Those two
+// read with decoders of their own, which refuse such input first.
 func init() {
 	for i, c := range compress.Codecs {
-		if c != nil {
-			compress.Codecs[i] = &boundedCodec{Codec: c}
+		if c == nil {
+			continue
 		}
+		switch compress.Compression(c.Code()) {
+		case compress.Zstd:
+			c = &zstdCodec{Codec: c}
+		case compress.Snappy:
+			c = &snappyCodec{Codec: c}
+		}
+		compress.Codecs[i] = &boundedCodec{Codec: c}
 	}
 }
 
@@ -107,6 +123,217 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 }
 
 func (b *boundedReader) Close() error { return b.rc.Close() }
+
+// zstdMinWindow is the least window a zstd frame may declare, whatever the
+// bound: kafka-go's own writer (klauspost/compress at its default level)
+// declares 8 MiB for every batch it does not know the size of, however
+// small the batch.
+const zstdMinWindow = 8 << 20
+
+// zstdCodec reads zstd with decoders that refuse a frame declaring a
+// window (or, single-segment, a content size) over the bound, or over
+// zstdMinWindow if that is more, before they allocate it; writers are
+// kafka-go's. kafka-go's decoders allow 512 MiB, allocate it for a frame
+// of ten bytes, and keep it in their pool.
+type zstdCodec struct{ compress.Codec }
+
+var zstdDecoders sync.Pool // *zstd.Decoder
+
+func (c *zstdCodec) NewReader(r io.Reader) io.ReadCloser {
+	limit := maxDecompressed.Load()
+	window := uint64(max(limit, zstdMinWindow))
+	window = min(window, 1<<41) // what WithDecoderMaxWindow takes
+	opts := []zstd.DOption{zstd.WithDecoderMaxWindow(window), zstd.WithDecoderMaxMemory(window)}
+	d, _ := zstdDecoders.Get().(*zstd.Decoder)
+	var err error
+	if d != nil {
+		err = d.ResetWithOptions(r, opts...)
+	} else {
+		d, err = zstd.NewReader(r, append(opts,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			// Always stream: a whole decode stops at the bound with an
+			// error and none of the output.
+			zstd.WithDecodeBuffersBelow(0))...)
+	}
+	if err != nil {
+		return &zstdReader{err: err}
+	}
+	return &zstdReader{dec: d, limit: limit}
+}
+
+type zstdReader struct {
+	dec   *zstd.Decoder
+	limit int64
+	err   error
+}
+
+func (z *zstdReader) Read(p []byte) (int, error) {
+	if z.dec == nil {
+		if z.err == nil {
+			return 0, io.ErrClosedPipe
+		}
+		return 0, z.err
+	}
+	n, err := z.dec.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = &TooLargeError{Limit: z.limit}
+	}
+	return n, err
+}
+
+func (z *zstdReader) Close() error {
+	if z.dec != nil {
+		// Let go of the input; the decoder keeps at most a window.
+		if z.dec.Reset(bytes.NewReader(nil)) == nil {
+			zstdDecoders.Put(z.dec)
+		}
+		z.dec = nil
+	}
+	return nil
+}
+
+// Snappy, as Kafka clients write it, is either one block or a xerial
+// stream: a 16-byte header, then chunks that are each a 4-byte length and
+// a block. Writers chunk by 32 KiB (kafka-go, snappy-java).
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// snappyMaxChunk is the most a snappy block may decode to past the bound
+// and still be decoded, so that a batch over the bound stops exactly at it
+// (a block is decoded whole); a larger block over the bound is refused
+// before it is decoded.
+const snappyMaxChunk = 64 << 10
+
+// snappyCodec reads snappy without allocating more than the input holds
+// or the bound allows; writers are kafka-go's. kafka-go's reader allocates
+// the length a xerial chunk declares, up to 4 GiB, before reading it.
+type snappyCodec struct{ compress.Codec }
+
+var snappyReaders sync.Pool // *snappyReader
+
+func (c *snappyCodec) NewReader(r io.Reader) io.ReadCloser {
+	s, _ := snappyReaders.Get().(*snappyReader)
+	if s == nil {
+		s = new(snappyReader)
+	}
+	limit := maxDecompressed.Load()
+	s.r, s.limit, s.left = r, limit, limit
+	s.started, s.framed, s.last = false, false, false
+	s.in.Reset()
+	s.out, s.off, s.err = s.out[:0], 0, nil
+	return s
+}
+
+type snappyReader struct {
+	r            io.Reader
+	limit, left  int64 // left: what the bound allows yet; below 0 past it
+	started      bool
+	framed, last bool
+	in           bytes.Buffer // a block
+	out          []byte       // what it decodes to
+	off          int
+	err          error
+}
+
+func (s *snappyReader) Read(p []byte) (int, error) {
+	for s.off == len(s.out) {
+		if s.err != nil {
+			return 0, s.err
+		}
+		s.err = s.next()
+	}
+	n := copy(p, s.out[s.off:])
+	s.off += n
+	return n, nil
+}
+
+func (s *snappyReader) tooLarge() error { return &TooLargeError{Limit: s.limit} }
+
+// maxBlock is the most bytes a block may take that decodes to what the
+// bound allows, or snappyMaxChunk (snappy.MaxEncodedLen of it).
+func (s *snappyReader) maxBlock() int64 {
+	n := max(s.left, snappyMaxChunk)
+	return 32 + n + n/6
+}
+
+// next reads and decodes the next block into out.
+func (s *snappyReader) next() error {
+	s.out, s.off = s.out[:0], 0
+	if s.last {
+		return io.EOF
+	}
+	s.in.Reset()
+	if !s.started {
+		s.started = true
+		var head [16]byte
+		n, err := io.ReadFull(s.r, head[:])
+		switch {
+		case n == 0 && err != nil:
+			return err
+		case n == len(head) && bytes.Equal(head[:8], xerialMagic):
+			s.framed = true
+		case err != nil && err != io.ErrUnexpectedEOF:
+			return err
+		default:
+			// One block: all of the input.
+			s.last = true
+			s.in.Write(head[:n])
+			if err == nil {
+				if _, err := s.in.ReadFrom(io.LimitReader(s.r, s.maxBlock()+1-int64(n))); err != nil {
+					return err
+				}
+			}
+			if int64(s.in.Len()) > s.maxBlock() {
+				return s.tooLarge()
+			}
+			return s.decode()
+		}
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(s.r, size[:]); err != nil {
+		return err // io.EOF between chunks is the end
+	}
+	n := int64(binary.BigEndian.Uint32(size[:]))
+	if n > s.maxBlock() {
+		return s.tooLarge()
+	}
+	// Grows with what the input holds, not with what n says.
+	if _, err := io.CopyN(&s.in, s.r, n); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return s.decode()
+}
+
+func (s *snappyReader) decode() error {
+	n, err := snappy.DecodedLen(s.in.Bytes())
+	if err != nil {
+		return err
+	}
+	if int64(n) > s.left && n > snappyMaxChunk {
+		return s.tooLarge()
+	}
+	if s.out, err = snappy.Decode(s.out[:cap(s.out)], s.in.Bytes()); err != nil {
+		s.out = s.out[:0]
+		return err
+	}
+	s.left -= int64(len(s.out))
+	return nil
+}
+
+func (s *snappyReader) Close() error {
+	if s.r == nil {
+		return nil
+	}
+	s.r = nil
+	// Keep buffers of what clients write, not of one big block.
+	if cap(s.out) <= 2*snappyMaxChunk && s.in.Cap() <= 2*snappyMaxChunk {
+		snappyReaders.Put(s)
+	}
+	return nil
+}
 
 // batchEnd returns the offset after the record batch that holds offset, as
 // its header says, without decompressing it: kafka-go cannot, since it
