@@ -94,7 +94,12 @@ func New(o Options) (*Fleet, error) {
 	log := o.Logger.With().Str("component", "fleet").Logger()
 	m := newMetrics(o.Registerer)
 	f := &Fleet{pub: newPublisher(cfg, d, log, m)}
-	if len(cfg.Topics) > 0 {
+	if len(cfg.Topics) == 0 {
+		// kafka.New does this for the filter role; the counter's and
+		// the forwarder's connections need it as much.
+		cfg.WarnInsecure(log)
+		kafka.SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
+	} else {
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg, DefaultCluster: o.DefaultCluster,
 			Ingester: &filter{agg: o.Aggregator, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer})
 		if err != nil {
