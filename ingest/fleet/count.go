@@ -227,6 +227,14 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 	kafka.ReadBatches(ctx, r, c.cfg, log, func(ctx context.Context, batch []kafkago.Message) error {
 		reqs := make([]aggregate.Request, 0, len(batch))
 		for _, m := range batch {
+			if skippedBatch(m) {
+				// It stands for a record batch over
+				// kafka.maxDecompressedBytes; committing it moves on.
+				c.metrics.records.WithLabelValues(reasonTooLarge).Inc()
+				log.Warn().Int64("offset", m.Offset).Int64("max_decompressed_bytes", int64(c.cfg.MaxDecompressedBytes)).
+					Msg("skipping a record batch that decompresses past kafka.maxDecompressedBytes")
+				continue
+			}
 			req, err := decodeRecord(m.Value, c.now())
 			if err != nil {
 				c.metrics.records.WithLabelValues(reason(err)).Inc()
@@ -263,4 +271,19 @@ func (c *counter) progress(partition int, next int64) {
 		c.metrics.caughtUp.Set(1)
 		c.log.Info().Int("partitions", len(c.running)).Msg("caught up with the fleet's topic")
 	}
+}
+
+// skippedBatch reports whether m is what ReadBatches hands over in place of
+// a record batch too large to read: no value, and the header that says so.
+// A header set by a producer on a real record (with a value) is ignored.
+func skippedBatch(m kafkago.Message) bool {
+	if len(m.Value) != 0 {
+		return false
+	}
+	for _, h := range m.Headers {
+		if h.Key == kafka.SkippedHeader && string(h.Value) == kafka.ReasonTooLarge {
+			return true
+		}
+	}
+	return false
 }

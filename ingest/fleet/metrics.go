@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"role"}),
 		records: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_fleet_records_total",
-			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version, unknown_field, too_long, future).",
+			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version, unknown_field, too_long, future, too_large: a record batch that decompresses to more than kafka.maxDecompressedBytes, counted once per batch).",
 		}, []string{"result"}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sunset_fleet_consumer_lag",

@@ -92,6 +92,9 @@ const (
 	reasonUnknownField = "unknown_field"
 	reasonTooLong      = "too_long"
 	reasonFuture       = "future"
+	// reasonTooLarge is a record batch that decompresses to more than
+	// kafka.maxDecompressedBytes, counted once for the whole batch.
+	reasonTooLarge = "too_large"
 )
 
 var (
