@@ -299,7 +299,7 @@ func (s *snappyReader) next() error {
 	}
 	// Grows with what the input holds, not with what n says.
 	if _, err := io.CopyN(&s.in, s.r, n); err != nil {
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return err
