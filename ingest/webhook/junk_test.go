@@ -93,3 +93,36 @@ func decodeErrors(t *testing.T, reg *prometheus.Registry, reason string) float64
 	}
 	return 0
 }
+
+// A body that is all here but decodes slowly is not a slow sender: only
+// the time spent waiting for the sender counts against its rate. Eight KB
+// of gzip arrive at once, then take far longer than the slack to inflate
+// and decode.
+func TestSlowDecodingIsNotASlowSender(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
+	mux := http.NewServeMux()
+	New(Options{Ingester: c, Logger: zerolog.Nop(), MaxBodyBytes: 16 << 20,
+		MinBodyBytesPerSecond: 1 << 30, BodySlack: 20 * time.Millisecond}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	good := deprecatedItem("good", "", "2026-11-21T19:10:00.000001Z")
+	junk := junkList(4 << 20)
+	body := append(eventList(good)[:len(eventList(good))-2], ',')
+	body = append(body, junk[bytes.IndexByte(junk, '[')+1:]...)
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/audit/webhook/prod/master-0", bytes.NewReader(gzipped(t, body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var answer Response
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
+	require.NoError(t, resp.Body.Close())
+	t.Logf("answered in %s", time.Since(start))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 1, answer.Counted)
+	require.Equal(t, 4<<20, answer.Invalid)
+}

@@ -24,9 +24,13 @@ import (
 //     request whose body does not start holds no slot, only its
 //     connection, and is answered 408 after DefaultBodyStartTimeout;
 //   - once it holds a slot, the body must keep up a minimum average rate
-//     (MinBodyBytesPerSecond) after a short slack (DefaultBodySlack): the
-//     read deadline moves on only as bytes arrive. A slower sender gets
-//     408 and its slot back, and the apiserver's client retries.
+//     (MinBodyBytesPerSecond) after a short slack (DefaultBodySlack),
+//     counting only the time Sunset waits for it: the read deadline is
+//     set afresh before each read for what is left of the body's
+//     allowance. A slower sender gets 408 and its slot back, and the
+//     apiserver's client retries. Time spent decoding between reads never
+//     counts against the sender: a body that is all here but decodes
+//     slowly (a gzip body of junk, a loaded machine) is not "slow".
 //
 // A slot therefore costs a sender the bandwidth of a real batch, for as
 // long as it holds it. A per-client bound was not chosen: apiservers can
@@ -46,10 +50,6 @@ const DefaultBodyStartTimeout = 10 * time.Second
 // DefaultBodySlack is how far behind the minimum rate a body may fall: a
 // pause of a network or a sender's garbage collector.
 const DefaultBodySlack = 2 * time.Second
-
-// paceStep is how many bytes a read deadline is set ahead for, so that a
-// deadline is not set at every small read.
-const paceStep = 64 << 10
 
 // errBodyTooSlow says the body did not start, or came slower than the
 // minimum rate.
@@ -80,28 +80,28 @@ func (h *Handler) pace(w http.ResponseWriter, body io.Reader) io.Reader {
 		_ = rc.SetReadDeadline(time.Time{})
 		return body
 	}
-	return &pacedReader{r: body, rc: rc, start: time.Now(), slack: h.slack, rate: h.minRate}
+	return &pacedReader{r: body, rc: rc, slack: h.slack, rate: h.minRate}
 }
 
-// pacedReader moves the connection's read deadline on as bytes arrive:
-// byte n must have come by start + slack + n/rate.
+// pacedReader gives the sender slack + n/rate of waiting for its first n
+// bytes: before each read it sets the connection's read deadline to what
+// is left of that, and it adds the time the read took to waited.
 type pacedReader struct {
 	r     io.Reader
 	rc    *http.ResponseController
-	start time.Time
 	slack time.Duration
 	rate  int64
-	// read is how many bytes came; next is the count the deadline was
-	// last set for.
-	read, next int64
+	// read is how many bytes came; waited how long reads took.
+	read   int64
+	waited time.Duration
 }
 
 func (p *pacedReader) Read(b []byte) (int, error) {
-	if p.read >= p.next {
-		p.next = p.read + paceStep
-		_ = p.rc.SetReadDeadline(p.start.Add(p.slack + time.Duration(float64(p.next)/float64(p.rate)*float64(time.Second))))
-	}
+	allowed := p.slack + time.Duration(float64(p.read+int64(len(b)))/float64(p.rate)*float64(time.Second))
+	before := time.Now()
+	_ = p.rc.SetReadDeadline(before.Add(allowed - p.waited))
 	n, err := p.r.Read(b)
+	p.waited += time.Since(before)
 	p.read += int64(n)
 	switch {
 	case errors.Is(err, io.EOF):
