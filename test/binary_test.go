@@ -239,13 +239,14 @@ func post(url string, body []byte) (int, error) {
 
 func apiName(i int) string { return fmt.Sprintf("widgets.v1beta1.g%d.example", i) }
 
-// sendConcurrently posts batches 0..n-1 from 4 clients and calls onAck after
-// each 200; it returns which batches were acknowledged.
-func sendConcurrently(url string, n int, onAck func(acked int64)) []bool {
+// sendConcurrently posts batches 0..n-1, their requests received at now,
+// from 4 clients and calls onAck after each 200; it returns which batches
+// were acknowledged. A retry sends the same now, as kube-apiserver re-sends
+// the same events.
+func sendConcurrently(url string, now time.Time, n int, onAck func(acked int64)) []bool {
 	acked := make([]bool, n)
 	var next, total atomic.Int64
 	var wg sync.WaitGroup
-	now := time.Now().UTC()
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
 		go func() {
@@ -281,7 +282,8 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 	p := startBinary(t, dir)
 	const n = 60
 	var once sync.Once
-	acked := sendConcurrently(p.url, n, func(total int64) {
+	now := time.Now().UTC()
+	acked := sendConcurrently(p.url, now, n, func(total int64) {
 		if total == 25 {
 			once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
 		}
@@ -303,7 +305,7 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 	t.Logf("%d of %d batches acknowledged before the kill; %d APIs on disk after restart", ackedCount, n, len(got))
 
 	// The apiserver re-sends what was not acknowledged; re-send everything.
-	acked = sendConcurrently(p.url, n, func(int64) {})
+	acked = sendConcurrently(p.url, now, n, func(int64) {})
 	for i := 0; i < n; i++ {
 		require.True(t, acked[i])
 	}
@@ -323,7 +325,7 @@ func TestSigtermDrainsInFlightBatches(t *testing.T) {
 	dir := t.TempDir()
 	p := startBinary(t, dir)
 	var once sync.Once
-	acked := sendConcurrently(p.url, 40, func(total int64) {
+	acked := sendConcurrently(p.url, time.Now().UTC(), 40, func(total int64) {
 		if total == 10 {
 			once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
 		}

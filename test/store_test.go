@@ -47,7 +47,7 @@ func filledStores(t *testing.T) (killed, stopped string) {
 	killed, stopped = t.TempDir(), t.TempDir()
 	for dir, sig := range map[string]syscall.Signal{killed: syscall.SIGKILL, stopped: syscall.SIGTERM} {
 		p := startBinary(t, dir)
-		acked := sendConcurrently(p.url, 20, func(int64) {})
+		acked := sendConcurrently(p.url, time.Now().UTC(), 20, func(int64) {})
 		for i, ok := range acked {
 			require.True(t, ok, "batch %d", i)
 		}
