@@ -124,10 +124,17 @@ func TestWebhookCountsRequestsThatShareAnAuditID(t *testing.T) {
 // result.
 func events(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	t.Helper()
+	return webhookCounter(t, reg, "sunset_ingest_events_total", "result", result)
+}
+
+// webhookCounter is the value of the counter metric of the webhook's
+// source whose label is value, 0 if it has none.
+func webhookCounter(t *testing.T, reg *prometheus.Registry, metric, label, value string) float64 {
+	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
-		if f.GetName() != "sunset_ingest_events_total" {
+		if f.GetName() != metric {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -135,7 +142,7 @@ func events(t *testing.T, reg *prometheus.Registry, result string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["source"] == Source && labels["result"] == result {
+			if labels["source"] == Source && labels[label] == value {
 				return m.GetCounter().GetValue()
 			}
 		}

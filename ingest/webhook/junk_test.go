@@ -17,42 +17,57 @@ import (
 	"github.com/kube-sunset/sunset/internal/ingesttest"
 )
 
-// About 8 KB of gzip inflates to 8 MiB of [1,1,...]: 4,194,304 items that
-// are not events. The answer still counts every one and describes ten;
-// the webhook keeps nothing per item, and the good events of the batch
-// count.
-func TestJunkItemsCostACountNotMemory(t *testing.T) {
-	const n = 4 << 20
-	reg := prometheus.NewRegistry()
-	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	mux := http.NewServeMux()
-	New(Options{Ingester: c, Logger: zerolog.Nop(), MaxBodyBytes: 16 << 20}).Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+// junkItems is how many items of junk junkBatch holds.
+const junkItems = 4 << 20
 
+// junkBatch is one good deprecated event and then 8 MiB of [1,1,...]:
+// 4,194,304 items that are not events, in about 8 KB of gzip.
+func junkBatch(t *testing.T) []byte {
+	t.Helper()
 	good := deprecatedItem("good", "", "2026-11-21T19:10:00.000001Z")
-	junk := junkList(n)
+	junk := junkList(junkItems)
 	body := append(eventList(good)[:len(eventList(good))-2], ',')
 	body = append(body, junk[bytes.IndexByte(junk, '[')+1:]...)
-	zipped := gzipped(t, body)
-	require.Less(t, len(zipped), 16<<10)
+	return gzipped(t, body)
+}
 
+// postGzip posts a gzip body to a webhook with opts and a real store, and
+// returns the answer's code, the answer and the counter.
+func postGzip(t *testing.T, opts Options, zipped []byte) (int, Response, *ingesttest.Counter, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
+	opts.Ingester, opts.Logger, opts.MaxBodyBytes = c, zerolog.Nop(), 16<<20
+	mux := http.NewServeMux()
+	New(opts).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/audit/webhook/prod/master-0", bytes.NewReader(zipped))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Content-Encoding", "gzip")
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	var answer Response
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
 	require.NoError(t, resp.Body.Close())
-	runtime.ReadMemStats(&after)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return resp.StatusCode, answer, c, reg
+}
 
-	require.Equal(t, n, answer.Invalid)
+// About 8 KB of gzip inflates to 8 MiB of [1,1,...]. The answer still
+// counts every item and describes ten; the webhook keeps nothing per item,
+// and the good events of the batch count.
+func TestJunkItemsCostACountNotMemory(t *testing.T) {
+	zipped := junkBatch(t)
+	require.Less(t, len(zipped), 16<<10)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	code, answer, c, reg := postGzip(t, Options{}, zipped)
+	runtime.ReadMemStats(&after)
+	require.Equal(t, http.StatusOK, code)
+
+	require.Equal(t, junkItems, answer.Invalid)
 	require.Len(t, answer.Errors, 10)
 	for i, e := range answer.Errors {
 		require.Equal(t, ItemError{Index: i + 1, Reason: "malformed_event", Message: "event is a JSON number, want an object"}, e)
@@ -61,37 +76,14 @@ func TestJunkItemsCostACountNotMemory(t *testing.T) {
 	got, err := c.Requests("prod", "endpoints.v1", hostileNow, hostileNow)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), got)
-	require.Equal(t, float64(n), events(t, reg, string(aggregate.ResultInvalid)))
-	require.Equal(t, float64(n), decodeErrors(t, reg, "malformed_event"))
+	require.Equal(t, float64(junkItems), events(t, reg, string(aggregate.ResultInvalid)))
+	require.Equal(t, float64(junkItems), decodeErrors(t, reg, "malformed_event"))
 
 	// Server and client together; the items were 400 MiB of errors kept,
 	// and several GiB allocated, before.
 	alloc := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%d-byte gzip body of %d bytes, %d invalid items: %d bytes allocated", len(zipped), len(body), n, alloc)
+	t.Logf("%d-byte gzip body, %d invalid items: %d bytes allocated", len(zipped), junkItems, alloc)
 	require.Less(t, alloc, uint64(64<<20))
-}
-
-// decodeErrors is sunset_ingest_decode_errors_total of the webhook with
-// the given reason.
-func decodeErrors(t *testing.T, reg *prometheus.Registry, reason string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "sunset_ingest_decode_errors_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["source"] == Source && labels["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 // A body that is all here but decodes slowly is not a slow sender: only
@@ -99,30 +91,17 @@ func decodeErrors(t *testing.T, reg *prometheus.Registry, reason string) float64
 // of gzip arrive at once, then take far longer than the slack to inflate
 // and decode.
 func TestSlowDecodingIsNotASlowSender(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	mux := http.NewServeMux()
-	New(Options{Ingester: c, Logger: zerolog.Nop(), MaxBodyBytes: 16 << 20,
-		MinBodyBytesPerSecond: 1 << 30, BodySlack: 20 * time.Millisecond}).Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-
-	good := deprecatedItem("good", "", "2026-11-21T19:10:00.000001Z")
-	junk := junkList(4 << 20)
-	body := append(eventList(good)[:len(eventList(good))-2], ',')
-	body = append(body, junk[bytes.IndexByte(junk, '[')+1:]...)
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/audit/webhook/prod/master-0", bytes.NewReader(gzipped(t, body)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Content-Encoding", "gzip")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var answer Response
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
-	require.NoError(t, resp.Body.Close())
+	code, answer, _, _ := postGzip(t, Options{MinBodyBytesPerSecond: 1 << 30, BodySlack: 20 * time.Millisecond}, junkBatch(t))
 	t.Logf("answered in %s", time.Since(start))
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, 1, answer.Counted)
-	require.Equal(t, 4<<20, answer.Invalid)
+	require.Equal(t, junkItems, answer.Invalid)
+}
+
+// decodeErrors is sunset_ingest_decode_errors_total of the webhook with
+// the given reason.
+func decodeErrors(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	return webhookCounter(t, reg, "sunset_ingest_decode_errors_total", "reason", reason)
 }
