@@ -37,6 +37,11 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Flag help wraps at 100 columns: serve's keys carry a full sentence
+	// or three each (their help tags, which docs/configuration.md shows
+	// too).
+	root.SetUsageTemplate(strings.NewReplacer(".LocalFlags.FlagUsages", ".LocalFlags.FlagUsagesWrapped 100",
+		".InheritedFlags.FlagUsages", ".InheritedFlags.FlagUsagesWrapped 100").Replace(root.UsageTemplate()))
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.SetIn(env.stdin)
