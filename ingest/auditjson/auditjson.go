@@ -328,31 +328,11 @@ func decodeBody[T any, P interface {
 // envelope keys once each and spelt exactly, items an array. It says how
 // many items there are, and whether all are objects or null.
 func plainList(body []byte) (items []byte, n int, objects, ok bool) {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return nil, 0, false, false
-	}
-	var kind, apiVersion, list span
-	unusual := false
-	end := scanObject(body, i, 1, func(key []byte, flags stringFlags, start int) int {
-		switch {
-		case !flags.plain():
-			unusual = true
-		case string(key) == "items" && list.end == 0 && start < len(body) && body[start] == '[':
-			end := skipArray(body, start, 2)
-			list = span{start, end}
-			return end
-		case string(key) == "kind" && kind.end == 0:
-			return envelopeString(body, start, &kind, &unusual)
-		case string(key) == "apiVersion" && apiVersion.end == 0:
-			return envelopeString(body, start, &apiVersion, &unusual)
-		case equalFoldASCII(key, "kind") || equalFoldASCII(key, "apiversion") || equalFoldASCII(key, "items"):
-			unusual = true
-		}
-		return skipValue(body, start, 1)
-	})
-	if end < 0 || unusual || list.end <= 0 || skipSpace(body, end) != len(body) ||
-		string(kind.of(body)) != KindEventList || string(apiVersion.of(body)) != APIVersion {
+	var list span
+	if !plainEnvelope(body, func(start int) int {
+		list = span{start, skipArray(body, start, 2)}
+		return list.end
+	}) {
 		return nil, 0, false, false
 	}
 	items = list.of(body)

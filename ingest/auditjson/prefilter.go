@@ -207,12 +207,6 @@ func DecodeBodyFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 // decodeListFiltered walks an EventList once. ok is false when the body is
 // anything else, or anything but plain: DecodeBody then has the last word.
 func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, ok bool) {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return nil, Invalid{}, skipped, false
-	}
-	var kind, apiVersion span
-	unusual, listed := false, false
 	index := 0
 	item := func(start int) int {
 		defer func() { index++ }()
@@ -247,13 +241,30 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 		events = append(events, ev)
 		return end
 	}
+	if !plainEnvelope(body, func(start int) int { return scanArray(body, start, 2, item) }) {
+		return nil, Invalid{}, aggregate.Prefiltered{}, false
+	}
+	return events, bad, skipped, true
+}
+
+// plainEnvelope walks body when it is a plain EventList of
+// audit.k8s.io/v1: valid JSON, the three envelope keys once each and
+// spelt exactly, items an array, which items walks from its '[' and
+// returns the end of. It reports whether body is one.
+func plainEnvelope(body []byte, items func(start int) int) bool {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	var kind, apiVersion span
+	unusual, listed := false, false
 	end := scanObject(body, i, 1, func(key []byte, flags stringFlags, start int) int {
 		switch {
 		case !flags.plain():
 			unusual = true
 		case string(key) == "items" && !listed && start < len(body) && body[start] == '[':
 			listed = true
-			return scanArray(body, start, 2, item)
+			return items(start)
 		case string(key) == "kind" && kind.end == 0:
 			return envelopeString(body, start, &kind, &unusual)
 		case string(key) == "apiVersion" && apiVersion.end == 0:
@@ -264,11 +275,8 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 		}
 		return skipValue(body, start, 1)
 	})
-	if end < 0 || unusual || !listed || skipSpace(body, end) != len(body) ||
-		string(kind.of(body)) != KindEventList || string(apiVersion.of(body)) != APIVersion {
-		return nil, Invalid{}, aggregate.Prefiltered{}, false
-	}
-	return events, bad, skipped, true
+	return end >= 0 && !unusual && listed && skipSpace(body, end) == len(body) &&
+		string(kind.of(body)) == KindEventList && string(apiVersion.of(body)) == APIVersion
 }
 
 // envelopeString scans the envelope's string value at body[start] into s,
