@@ -20,17 +20,13 @@ type Key struct {
 	// Flag is the flag's name without its dashes, or "" when the key has
 	// none: only top-level keys of plain values do.
 	Flag string
-	// Env is the environment variable, or "" for keys under a map.
+	// Env is the environment variable, or "" for keys only a file can
+	// write: lists of objects and keys under a map.
 	Env string
 	// Default is the default value as a user would write it; "" for none.
 	Default string
 	// Help is the key's one description.
 	Help string
-	// FileOnly keys hold lists of objects, which only a file can write;
-	// keys under a map are file only too (they have no Env).
-	FileOnly bool
-	// field locates the key in Config, for Flags to read the default.
-	field reflect.StructField
 	// value is the key's default as a Go value.
 	value reflect.Value
 }
@@ -62,16 +58,17 @@ func appendKeys(out []Key, v reflect.Value, prefix string, topLevel bool) []Key 
 		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
 			out = appendKeys(out, reflect.New(ft.Elem()).Elem(), prefix+name+"."+mapKeyName+".", false)
 		default:
-			k := Key{Name: prefix + name, Help: f.Tag.Get("help"), Default: formatDefault(fv), field: f, value: fv}
+			k := Key{Name: prefix + name, Help: f.Tag.Get("help"), Default: formatDefault(fv), value: fv}
 			if shown, ok := f.Tag.Lookup("default"); ok {
 				// A default the code fills in later, from another key.
 				k.Default = shown
 			}
-			k.FileOnly = ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct
-			if !strings.Contains(k.Name, mapKeyName) && !k.FileOnly {
+			// Lists of objects and keys under a map only a file can write.
+			objects := ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct
+			if !strings.Contains(k.Name, mapKeyName) && !objects {
 				k.Env = envName(k.Name)
 			}
-			if topLevel && !k.FileOnly {
+			if topLevel && !objects {
 				k.Flag = name
 			}
 			out = append(out, k)
