@@ -69,9 +69,24 @@ func CreateTopic(t testing.TB, brokers []string, name string, partitions int) {
 // hash, or set Partition with a Writer of your own.
 func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compression, msgs ...kafkago.Message) {
 	t.Helper()
-	w := writer(brokers, topic, codec)
-	w.Balancer, w.BatchTimeout, w.BatchSize = &kafkago.Hash{}, 5*time.Millisecond, 1000
-	write(t, w, msgs)
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     &kafkago.Hash{},
+		BatchTimeout: 5 * time.Millisecond,
+		BatchSize:    1000,
+		RequiredAcks: kafkago.RequireAll,
+		Compression:  codec,
+		// Its own transport: the shared default caches metadata for
+		// seconds and would not yet know a topic created just before.
+		Transport: &kafkago.Transport{},
+	}
+	defer func() { _ = w.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("producing to %s: %v", topic, err)
+	}
 }
 
 // ProduceBatch writes msgs to one partition of topic as one record batch,
@@ -83,34 +98,22 @@ func ProduceBatch(t testing.TB, brokers []string, topic string, partition int, c
 	for _, m := range msgs {
 		size += len(m.Key) + len(m.Value) + 64
 	}
-	w := writer(brokers, topic, codec)
-	w.Balancer = kafkago.BalancerFunc(func(kafkago.Message, ...int) int { return partition })
-	w.BatchTimeout = time.Hour // the batch is sent when it holds all of msgs
-	w.BatchSize, w.BatchBytes = len(msgs), int64(size)
-	write(t, w, msgs)
-}
-
-// writer is a producer to topic that waits for every replica.
-func writer(brokers []string, topic string, codec kafkago.Compression) *kafkago.Writer {
-	return &kafkago.Writer{
+	w := &kafkago.Writer{
 		Addr:         kafkago.TCP(brokers...),
 		Topic:        topic,
+		Balancer:     kafkago.BalancerFunc(func(kafkago.Message, ...int) int { return partition }),
+		BatchTimeout: time.Hour, // the batch is sent when it holds all of msgs
+		BatchSize:    len(msgs),
+		BatchBytes:   int64(size),
 		RequiredAcks: kafkago.RequireAll,
 		Compression:  codec,
-		// Its own transport: the shared default caches metadata for
-		// seconds and would not yet know a topic created just before.
-		Transport: &kafkago.Transport{},
+		Transport:    &kafkago.Transport{},
 	}
-}
-
-// write sends msgs with w, then closes it.
-func write(t testing.TB, w *kafkago.Writer, msgs []kafkago.Message) {
-	t.Helper()
 	defer func() { _ = w.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		t.Fatalf("producing to %s: %v", w.Topic, err)
+		t.Fatalf("producing a batch to %s: %v", topic, err)
 	}
 }
 
