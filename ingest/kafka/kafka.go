@@ -273,11 +273,16 @@ func (c *Consumer) consumePartition(ctx context.Context, oc *offsetCommitter, to
 		return
 	}
 	log.Debug().Int64("offset", start).Msg("consuming partition")
+	if start > pa.Offset {
+		// Killed after its own commit and before the group's: the group
+		// learns the position now, not only when more messages come.
+		oc.note(topic, pa.ID, start)
+	}
 	p := &partition{c: c, offsets: oc, topic: topic, id: pa.ID, label: strconv.Itoa(pa.ID), cursor: c.cursorName(topic, pa.ID)}
 	runPartition(ctx, r, c.cfg, log, stages[batch]{prepare: p.prepare, merge: mergeBatches, commit: p.commit, skip: p.skip, depth: commitQueueDepth})
 	// The group learns where this member stopped before the partition
 	// can go to another one.
-	oc.flush()
+	_ = oc.flush()
 }
 
 // commitQueueDepth is how many decoded batches of a partition may wait for
@@ -462,22 +467,32 @@ func (o *offsetCommitter) note(topic string, partition int, next int64) {
 	}
 }
 
+// groupCommitRetry is how long a failed group commit waits before it is
+// tried again. The partition may have nothing more to read, so no later
+// batch would carry the position to the group.
+const groupCommitRetry = time.Second
+
 // run tells the group what is noted, as it is noted, until the generation
 // ends.
 func (o *offsetCommitter) run(ctx context.Context) {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			o.flush()
 			return
 		case <-o.kick:
-			o.flush()
+		case <-retry:
+		}
+		retry = nil
+		if o.flush() != nil {
+			retry = time.After(groupCommitRetry)
 		}
 	}
 }
 
 // flush tells the group what is noted, and returns once it has answered.
-func (o *offsetCommitter) flush() {
+func (o *offsetCommitter) flush() error {
 	o.sending.Lock()
 	defer o.sending.Unlock()
 	o.mu.Lock()
@@ -485,11 +500,12 @@ func (o *offsetCommitter) flush() {
 	o.pending = map[string]map[int]int64{}
 	o.mu.Unlock()
 	if len(offsets) == 0 {
-		return
+		return nil
 	}
-	if err := o.gen.CommitOffsets(offsets); err != nil {
+	err := o.gen.CommitOffsets(offsets)
+	if err != nil {
 		// Not fatal: Sunset's own positions are committed. The group's
-		// are tried again with the next ones.
+		// are tried again, unless newer ones were noted meanwhile.
 		o.log.Warn().Err(err).Msg("committing offsets to the group")
 		o.mu.Lock()
 		for topic, parts := range offsets {
@@ -504,6 +520,7 @@ func (o *offsetCommitter) flush() {
 		}
 		o.mu.Unlock()
 	}
+	return err
 }
 
 // ingest hands a batch's groups to the ingester, in one call when it takes

@@ -10,7 +10,11 @@ import (
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/internal/ingesttest"
 
 	"github.com/kube-sunset/sunset/internal/kafkatest"
@@ -46,6 +50,76 @@ func TestFailedCommitsAreRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, uint64(len(msgs)), binary.BigEndian.Uint64(pos), "the committed position is the end")
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, want, ing.Accepted())
+}
+
+// Killed after committing its own position and before telling the group,
+// a consumer that restarts on a partition with nothing more to read still
+// brings the group to its position, and reads nothing again.
+func TestStoredPositionAheadIsToldToTheGroup(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "ahead", 1)
+	msgs, _ := events("ahead", 5)
+	kafkatest.Produce(t, brokers, topic, kafkago.Compression(0), msgs...)
+
+	ing := &ingesttest.Flaky{}
+	group := "ahead-" + topic
+	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
+		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	end := binary.BigEndian.AppendUint64(nil, uint64(len(msgs)))
+	_, err = ing.IngestAt(context.Background(), aggregate.Origin{}, nil, aggregate.Cursor{Name: c.cursorName(topic, 0), Value: end})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 1, 20*time.Second)
+	cancel()
+	require.NoError(t, <-done)
+	require.Empty(t, ing.Accepted(), "nothing is read again")
+}
+
+// A group commit the broker refuses is tried again on its own, though no
+// more messages come to carry the position.
+func TestRefusedGroupCommitIsRetried(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	refused := make(chan struct{})
+	cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		commit := req.(*kmsg.OffsetCommitRequest)
+		resp := commit.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, topic := range commit.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = topic.Topic
+			for _, p := range topic.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.RequestTimedOut.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		close(refused)
+		return resp, nil, true
+	})
+	brokers := cluster.ListenAddrs()
+	topic := kafkatest.Topic(t, brokers, "refused", 1)
+	msgs, want := events("refused", 5)
+	kafkatest.Produce(t, brokers, topic, kafkago.Compression(0), msgs...)
+
+	ing := &ingesttest.Flaky{}
+	group := "refused-" + topic
+	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
+		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	<-refused
+	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 1, 20*time.Second)
 	cancel()
 	require.NoError(t, <-done)
 	require.Equal(t, want, ing.Accepted())
