@@ -479,7 +479,7 @@ func (o *offsetCommitter) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			o.flush()
+			_ = o.flush()
 			return
 		case <-o.kick:
 		case <-retry:
