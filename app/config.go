@@ -138,14 +138,14 @@ type MetricsConfig struct {
 
 // IngestConfig is the ingest key.
 type IngestConfig struct {
-	Files []FollowFile `mapstructure:"files" help:"Audit log files to follow like tail -F, each with path, node (the apiserver that writes it) and optional cluster. See inputs/files.md."`
+	Files []FollowFile `mapstructure:"files" help:"Audit log files to follow like tail -F. See inputs/files.md."`
 }
 
 // FollowFile is one audit log file to follow.
 type FollowFile struct {
-	Path    string `mapstructure:"path"`
-	Node    string `mapstructure:"node"`
-	Cluster string `mapstructure:"cluster"`
+	Path    string `mapstructure:"path" help:"The audit log file kube-apiserver writes (--audit-log-path)."`
+	Node    string `mapstructure:"node" help:"The apiserver that writes it, as the apiserver label of its counts."`
+	Cluster string `mapstructure:"cluster" help:"The cluster its counts go to; default-cluster when empty."`
 }
 
 // CatalogConfig is the catalog key.

@@ -1,13 +1,16 @@
 package app
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
@@ -58,7 +61,7 @@ func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
 	for _, k := range keys {
 		// Nested keys (kafka.sasl.password) come from the environment
 		// only when bound; map entries (clusters.*) cannot.
-		if !strings.Contains(k, "*") {
+		if !strings.Contains(k, "*") && !strings.Contains(k, listEntry) {
 			if err := v.BindEnv(k); err != nil {
 				return Config{}, err
 			}
@@ -94,10 +97,25 @@ func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
 	// Decode over the defaults: nested keys (metrics.window) have no flag
 	// to carry theirs.
 	cfg := DefaultConfig()
-	if err := v.UnmarshalExact(&cfg); err != nil {
+	if err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), objectListFromJSON))); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
 	return cfg, cfg.Validate()
+}
+
+// objectListFromJSON reads a list of objects (ingest.eks) written in the
+// environment, where it can only be a string: a JSON array, as in
+// SUNSET_INGEST_EKS='[{"cluster":"prod","region":"eu-west-1"}]'.
+func objectListFromJSON(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to.Elem().Kind() != reflect.Struct {
+		return data, nil
+	}
+	var items []map[string]any
+	if err := json.Unmarshal([]byte(data.(string)), &items); err != nil {
+		return nil, fmt.Errorf("a list of objects in the environment is a JSON array of objects: %w", err)
+	}
+	return items, nil
 }
 
 // fileKeys are the keys the config file itself sets.
@@ -151,7 +169,7 @@ func matchesAny(key string, patterns []string) bool {
 func unknownEnv(environ, keys []string) []error {
 	names := map[string]bool{}
 	for _, k := range keys {
-		if !strings.Contains(k, "*") {
+		if !strings.Contains(k, "*") && !strings.Contains(k, listEntry) {
 			names[envName(k)] = true
 		}
 	}

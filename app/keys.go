@@ -34,6 +34,21 @@ type Key struct {
 // mapKeyName stands for any key of a map in Key.Name.
 const mapKeyName = "<name>"
 
+// listEntry marks the fields of each entry of a list in Key.Name
+// (ingest.eks[].cluster).
+const listEntry = "[]"
+
+// entryHasHelp reports whether a list entry's fields carry their own help,
+// and so get a key each.
+func entryHasHelp(t reflect.Type) bool {
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("help") != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Keys lists every config key, in Config's order, with the defaults of
 // DefaultConfig (Kafka's filled in, as the server fills them).
 func Keys() []Key {
@@ -63,15 +78,19 @@ func appendKeys(out []Key, v reflect.Value, prefix string, topLevel bool) []Key 
 				// A default the code fills in later, from another key.
 				k.Default = shown
 			}
-			// Lists of objects and keys under a map only a file can write.
+			// Keys under a map or a list entry only a file can write; a
+			// list of objects is a JSON array in the environment.
 			objects := ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct
-			if !strings.Contains(k.Name, mapKeyName) && !objects {
+			if !strings.Contains(k.Name, mapKeyName) && !strings.Contains(k.Name, listEntry) {
 				k.Env = envName(k.Name)
 			}
 			if topLevel && !objects {
 				k.Flag = name
 			}
 			out = append(out, k)
+			if objects && entryHasHelp(ft.Elem()) {
+				out = appendKeys(out, reflect.New(ft.Elem()).Elem(), prefix+name+listEntry+".", false)
+			}
 		}
 	}
 	return out
@@ -141,8 +160,10 @@ wins over the earlier ones:
    dashes and dots as underscores (` + "`SUNSET_KAFKA_SASL_PASSWORD`" + `);
 3. as a flag, for the top-level keys that hold a plain value (` + "`--data-dir`" + `).
 
-Keys that hold lists of objects can only be written in the file. Lists
-in the environment and in flags are comma-separated; durations are written
+Keys that hold lists of objects are written in the environment as a JSON
+array (` + "`SUNSET_INGEST_FILES='[{\"path\":\"/var/log/audit.log\",\"node\":\"m0\"}]'`" + `); the fields of
+their entries are listed as ` + "`key[].field`" + `. Other lists in the
+environment and in flags are comma-separated; durations are written
 ` + "`30s`, `10m`, `720h`" + `. Unknown keys in the file and unknown ` + "`SUNSET_*`" + `
 variables are errors, and every invalid value is reported at once, each
 naming its key.
@@ -199,7 +220,10 @@ func WriteReference(w io.Writer) error {
 			if k.Env != "" {
 				where = append(where, "`"+k.Env+"`")
 			}
-			if k.Env == "" {
+			switch {
+			case strings.Contains(k.Name, listEntry):
+				where = append(where, "in each entry")
+			case k.Env == "":
 				where = append(where, "file only")
 			}
 			def := "(none)"

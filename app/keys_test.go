@@ -20,7 +20,7 @@ func TestEveryKeyHasHelp(t *testing.T) {
 			missing = append(missing, k.Name)
 		}
 	}
-	require.Len(t, names, 86, "keys; update the count when adding one")
+	require.Len(t, names, 89, "keys; update the count when adding one")
 	require.Empty(t, missing, "keys without a help tag")
 }
 
@@ -67,4 +67,22 @@ func TestValidateReportsInOneOrder(t *testing.T) {
 	for range 20 {
 		require.Equal(t, full, c.Validate().Error())
 	}
+}
+
+// A list of objects, which has no flag, is a JSON array in the
+// environment; its entries are checked as strictly as in a file.
+func TestObjectListFromTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SUNSET_INGEST_FILES", `[{"path":"`+dir+`/a.log","node":"master-0"},{"path":"`+dir+`/b.log","node":"master-1","cluster":"prod"}]`)
+	cfg, err := LoadConfig(Flags(), "")
+	require.NoError(t, err)
+	require.Equal(t, []FollowFile{{Path: dir + "/a.log", Node: "master-0"}, {Path: dir + "/b.log", Node: "master-1", Cluster: "prod"}}, cfg.Ingest.Files)
+
+	t.Setenv("SUNSET_INGEST_FILES", `[{"path":"`+dir+`/a.log","nod":"master-0"}]`)
+	_, err = LoadConfig(Flags(), "")
+	require.ErrorContains(t, err, `invalid keys: nod`)
+
+	t.Setenv("SUNSET_INGEST_FILES", `path=a.log`)
+	_, err = LoadConfig(Flags(), "")
+	require.ErrorContains(t, err, "a list of objects in the environment is a JSON array of objects")
 }
