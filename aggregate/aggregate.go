@@ -99,6 +99,7 @@ type Aggregator struct {
 	admission  admissionCounter
 	labels     *cardinality.Guard
 	series     *cardinality.Series
+	reads      *readWatch
 	jobs       chan *job
 	stopped    chan struct{}
 	// noSpace is set while commits are refused for lack of disk space, so
@@ -143,7 +144,12 @@ func New(opts Options) *Aggregator {
 	if opts.Labels == nil {
 		opts.Labels = cardinality.New(cardinality.Options{Catalog: opts.Catalog})
 	}
+	reads := newReadWatch(opts.Labels, opts.Now)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(reads)
+	}
 	return &Aggregator{
+		reads:      reads,
 		admission:  newAdmissionCounter(opts.Admission, opts.Registerer),
 		labels:     opts.Labels,
 		series:     opts.Labels.Series(requestsMetric, requestsLabels, "dry_run", "system", "state"),
@@ -357,6 +363,7 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 // admission, the admission webhook requests; sum tells what was skipped.
 func (a *Aggregator) classifyAll(origin Origin, events []Event, admission bool) (reqs []Request, apiReqs int, adm []store.AdmissionRequest, sum Summary) {
 	now := a.now()
+	a.noteEvents(origin, events)
 	reqs = make([]Request, 0, len(events))
 	var fields []Request
 	for i := range events {

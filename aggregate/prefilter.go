@@ -35,16 +35,37 @@ func (a *Aggregator) Interest() Interest {
 type Prefiltered struct {
 	OtherStage    int
 	NotDeprecated int
+	// Reads is how many of them were a get, list or watch, for the
+	// warning about clusters whose reads Sunset cannot see.
+	Reads int
 }
 
-// Add records one event set aside with result r (ResultOtherStage or
-// ResultNotDeprecated).
-func (p *Prefiltered) Add(r Result) {
-	if r == ResultOtherStage {
+// SetAside is what an ingest path knows of an event it set aside
+// undecoded.
+type SetAside struct {
+	// Result is ResultOtherStage or ResultNotDeprecated.
+	Result Result
+	// Read is set when its verb was get, list or watch.
+	Read bool
+}
+
+// Add records one event set aside.
+func (p *Prefiltered) Add(s SetAside) {
+	if s.Result == ResultOtherStage {
 		p.OtherStage++
 	} else {
 		p.NotDeprecated++
 	}
+	if s.Read {
+		p.Reads++
+	}
+}
+
+// Merge adds the counts of q to p.
+func (p *Prefiltered) Merge(q Prefiltered) {
+	p.OtherStage += q.OtherStage
+	p.NotDeprecated += q.NotDeprecated
+	p.Reads += q.Reads
 }
 
 // CountPrefiltered adds events set aside by an ingest path to the metrics,

@@ -179,6 +179,9 @@ func TestHostileClusterPathsStayWithinTheClusterCap(t *testing.T) {
 	require.Equal(t, 5901.0, gauge[folded])
 
 	require.Equal(t, map[string]float64{
+		// The third cluster's one batch, as the clusters-without-reads
+		// watch heard it.
+		`limit="metrics.max-clusters",metric="sunset_cluster_reads_missing"`:     1,
 		`limit="metrics.max-clusters",metric="sunset_deprecated_requests"`:       1,
 		`limit="metrics.max-clusters",metric="sunset_deprecated_requests_total"`: 2000,
 		`limit="metrics.max-series",metric="sunset_deprecated_requests"`:         5901,

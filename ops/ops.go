@@ -5,6 +5,7 @@ package ops
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,6 +20,9 @@ type Readiness struct {
 	OK     bool
 	Reason string
 	Detail string
+	// Warnings are what a ready server cannot see, shown like a detail:
+	// they do not make it unready.
+	Warnings []string
 }
 
 // Options are what the endpoints report on.
@@ -43,15 +47,23 @@ func Register(mux *http.ServeMux, o Options) {
 	healthy := func(w http.ResponseWriter, _ *http.Request) { write(w, http.StatusOK, "Sunset is healthy.\n") }
 	ready := func(w http.ResponseWriter, r *http.Request) {
 		rd := o.Ready()
+		_, verbose := r.URL.Query()["verbose"]
+		verbose = verbose && o.Verbose != nil && o.Verbose(r)
+		var warnings strings.Builder
+		if verbose {
+			for _, w := range rd.Warnings {
+				warnings.WriteString("warning: " + w + "\n")
+			}
+		}
 		if rd.OK {
-			write(w, http.StatusOK, "Sunset is ready.\n")
+			write(w, http.StatusOK, "Sunset is ready.\n"+warnings.String())
 			return
 		}
 		text := "Sunset is not ready: " + rd.Reason
-		if _, verbose := r.URL.Query()["verbose"]; verbose && rd.Detail != "" && o.Verbose != nil && o.Verbose(r) {
+		if verbose && rd.Detail != "" {
 			text += ": " + rd.Detail
 		}
-		write(w, http.StatusServiceUnavailable, text+"\n")
+		write(w, http.StatusServiceUnavailable, text+"\n"+warnings.String())
 	}
 	// A GET pattern also matches HEAD; the mux answers other methods with
 	// 405 and Allow.

@@ -44,7 +44,7 @@ func (s span) of(b []byte) []byte { return b[s.start:s.end] }
 
 // eventShape is what the prefilter reads from an event's top level.
 type eventShape struct {
-	kind, apiVersion, stage              span
+	kind, apiVersion, stage, verb        span
 	annotations, objectRef, responseStat span
 	// deprecated is set when the annotations have the key
 	// k8s.io/deprecated.
@@ -71,6 +71,8 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 		case 4:
 			if equalFoldASCII(key, "kind") {
 				sh.kind = plainString(b, start, end, sh)
+			} else if equalFoldASCII(key, "verb") {
+				sh.verb = plainString(b, start, end, sh)
 			}
 		case 5:
 			if equalFoldASCII(key, "stage") {
@@ -138,20 +140,33 @@ func once(b []byte, s *span, start, end int, sh *eventShape) {
 
 // Skip reports whether the event raw, one JSON value, cannot count, and the
 // result Ingest would give it. A nil Prefilter sets nothing aside.
-func (p *Prefilter) Skip(raw []byte) (aggregate.Result, bool) {
+func (p *Prefilter) Skip(raw []byte) (aggregate.SetAside, bool) {
 	if p == nil {
-		return "", false
+		return aggregate.SetAside{}, false
 	}
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
-		return "", false
+		return aggregate.SetAside{}, false
 	}
 	var sh eventShape
 	end := inspect(raw, i, 1, &sh)
 	if end < 0 || skipSpace(raw, end) != len(raw) {
-		return "", false
+		return aggregate.SetAside{}, false
 	}
-	return p.judge(raw, &sh)
+	return p.setAside(raw, &sh)
+}
+
+// setAside is judge's verdict with whether the event was a read.
+func (p *Prefilter) setAside(b []byte, sh *eventShape) (aggregate.SetAside, bool) {
+	r, skip := p.judge(b, sh)
+	if !skip {
+		return aggregate.SetAside{}, false
+	}
+	switch string(sh.verb.of(b)) {
+	case "get", "list", "watch":
+		return aggregate.SetAside{Result: r, Read: true}, true
+	}
+	return aggregate.SetAside{Result: r}, true
 }
 
 // judge decides from an event's shape.
@@ -219,7 +234,7 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 			if end = inspect(body, start, 3, &sh); end < 0 {
 				return -1
 			}
-			if r, skip := p.judge(body, &sh); skip {
+			if r, skip := p.setAside(body, &sh); skip {
 				skipped.Add(r)
 				return end
 			}

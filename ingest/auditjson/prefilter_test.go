@@ -292,7 +292,7 @@ func TestPrefilterSkipDoesNotAllocate(t *testing.T) {
 	raw := auditgen.Options{Prefix: "a", At: now}.Append(nil, 1)
 	r, skip := p.Skip(raw)
 	require.True(t, skip)
-	require.Equal(t, aggregate.ResultNotDeprecated, r)
+	require.Equal(t, aggregate.SetAside{Result: aggregate.ResultNotDeprecated, Read: true}, r, "auditgen's events are gets")
 	require.Zero(t, testing.AllocsPerRun(100, func() { p.Skip(raw) }))
 }
 
@@ -337,4 +337,40 @@ func TestScannerFindsSpecialBytesAtEveryPosition(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The reads the prefilter sets aside, with those it leaves to the decoder,
+// are every get, list and watch of the captures, as encoding/json reads
+// them: the warning about clusters without reads sees them all.
+func TestPrefilterTellsTheReadsItSetsAside(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(captured, "*.body"))
+	require.NoError(t, err)
+	var first time.Time
+	reads, want, skippedReads := 0, 0, 0
+	for _, n := range names {
+		body, err := os.ReadFile(n)
+		require.NoError(t, err)
+		var list auditv1.EventList
+		require.NoError(t, json.Unmarshal(body, &list))
+		if first.IsZero() {
+			first = list.Items[0].RequestReceivedTimestamp.Time
+		}
+		for _, e := range list.Items {
+			if e.Verb == "get" || e.Verb == "list" || e.Verb == "watch" {
+				want++
+			}
+		}
+		events, _, skipped, err := DecodeBodyFiltered(body, NewPrefilter(testAggregator(t, first).Interest()))
+		require.NoError(t, err)
+		for _, e := range events {
+			if e.Verb == "get" || e.Verb == "list" || e.Verb == "watch" {
+				reads++
+			}
+		}
+		reads += skipped.Reads
+		skippedReads += skipped.Reads
+	}
+	require.Equal(t, want, reads)
+	require.Equal(t, 857, want, "the captures' reads, as grep counts \"verb\":\"get\", list and watch")
+	require.Equal(t, 670, skippedReads, "set aside by the prefilter")
 }

@@ -157,7 +157,7 @@ func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 				if r, skip := prefilter.Skip(l.Bytes); skip {
 					sum.Events++
 					prog.Events.Add(1)
-					sum.skip(r)
+					sum.skip(r.Result)
 					return nil
 				}
 			}

@@ -45,6 +45,7 @@ type Aggregator interface {
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
 	CountPrefiltered(source string, p aggregate.Prefiltered)
+	HeardReads(cluster string, read bool)
 }
 
 // Store reads committed positions and keeps the forwarding outbox.

@@ -96,6 +96,9 @@ func (f *Forwarder) CountPrefiltered(source string, p aggregate.Prefiltered) {
 	f.agg.CountPrefiltered(source, p)
 }
 
+// HeardReads notes reads set aside undecoded; see aggregate.HeardReads.
+func (f *Forwarder) HeardReads(cluster string, read bool) { f.agg.HeardReads(cluster, read) }
+
 // CountDecodeError counts lines or bodies that were not audit events.
 func (f *Forwarder) CountDecodeError(source, reason string, n int) {
 	f.agg.CountDecodeError(source, reason, n)

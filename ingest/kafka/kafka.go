@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -58,6 +59,9 @@ type BatchIngester interface {
 // pre-filter set aside undecoded (the aggregator does).
 type PrefilterCounter interface {
 	CountPrefiltered(source string, p aggregate.Prefiltered)
+	// HeardReads notes that cluster sent reads the pre-filter set aside,
+	// so that it is not taken for a cluster whose reads are not logged.
+	HeardReads(cluster string, read bool)
 }
 
 // CursorReader reads a committed position back.
@@ -310,7 +314,16 @@ type batch struct {
 	ok        int
 	invalid   int
 	skipped   aggregate.Prefiltered
-	poison    []PoisonSample
+	// readers are the clusters of the reads set aside.
+	readers []string
+	poison  []PoisonSample
+}
+
+// addReader notes a cluster whose reads were set aside; a batch holds few.
+func (b *batch) addReader(cluster string) {
+	if !slices.Contains(b.readers, cluster) {
+		b.readers = append(b.readers, cluster)
+	}
 }
 
 // prepare decodes a fetched batch; it runs as batches are fetched.
@@ -334,15 +347,19 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 		}
 		b.ok++
 		b.invalid += d.invalid
-		b.skipped.OtherStage += d.skipped.OtherStage
-		b.skipped.NotDeprecated += d.skipped.NotDeprecated
-		if len(d.events) == 0 {
+		b.skipped.Merge(d.skipped)
+		if len(d.events) == 0 && d.skipped.Reads == 0 {
 			continue
 		}
 		o := aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}
 		o.Node = cmp.Or(header(m, c.cfg.NodeHeader), d.node, o.Node)
 		o.Cluster = cmp.Or(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
-		b.add(o, d.events)
+		if d.skipped.Reads > 0 {
+			b.addReader(o.Cluster)
+		}
+		if len(d.events) > 0 {
+			b.add(o, d.events)
+		}
 	}
 	last := msgs[len(msgs)-1]
 	b.next = last.Offset + 1
@@ -390,8 +407,10 @@ func mergeBatches(into, next *batch) {
 	}
 	into.ok += next.ok
 	into.invalid += next.invalid
-	into.skipped.OtherStage += next.skipped.OtherStage
-	into.skipped.NotDeprecated += next.skipped.NotDeprecated
+	into.skipped.Merge(next.skipped)
+	for _, r := range next.readers {
+		into.addReader(r)
+	}
 	into.poison = append(into.poison, next.poison...)
 }
 
@@ -415,6 +434,9 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	}
 	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (aggregate.Prefiltered{}) {
 		pc.CountPrefiltered(Source, b.skipped)
+		for _, cluster := range b.readers {
+			pc.HeardReads(cluster, true)
+		}
 	}
 	if b.ok > 0 {
 		c.metrics.messages.WithLabelValues(p.topic, "ok").Add(float64(b.ok))

@@ -61,6 +61,8 @@ type Ingester interface {
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
 	CountPrefiltered(source string, p aggregate.Prefiltered)
+	// HeardReads notes that a cluster sent reads that were set aside.
+	HeardReads(cluster string, read bool)
 }
 
 // Options configures New.
@@ -375,6 +377,9 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			Str("first_reason", string(bad.Samples[0].Err.Reason)).Msg("batch has malformed events; counting the others")
 	}
 	h.ingester.CountPrefiltered(Source, skipped)
+	if skipped.Reads > 0 {
+		h.ingester.HeardReads(origin.Cluster, true)
+	}
 	ctx, cancel := requestContext(r)
 	defer cancel()
 	sum, err := h.ingester.Ingest(ctx, origin, events)

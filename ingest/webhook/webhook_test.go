@@ -42,6 +42,7 @@ func (b *blockingIngester) CountInvalid(string, int) {}
 func (b *blockingIngester) CountDecodeError(string, string, int) {}
 
 func (b *blockingIngester) CountPrefiltered(string, aggregate.Prefiltered) {}
+func (b *blockingIngester) HeardReads(string, bool)                        {}
 
 func (b *blockingIngester) Plan(o aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error) {
 	out := make([]aggregate.Planned, len(events))
