@@ -120,14 +120,16 @@ format: ## Format the code.
 #   cmd/sunset/testdata/*  report, check and replay output (TestReportFormatsGolden,
 #     TestCheckExitCodes, TestReportWebhooksGolden, TestReplayThirdPartySamplesAndHugeLines,
 #     TestReplayThroughServerAndDryRuns);
+#   ingest/gke/testdata/entries/*.event.json  the audit event of each hand-written GKE
+#     LogEntry (TestEntriesMapToTheirEvents);
 #   deploy/kubernetes/base/prometheusrule.yaml  from deploy/prometheus/sunset-rules.yaml
 #     (test: TestPrometheusRuleMatchesRulesFile);
 #   docs/page-*.png  the screenshots of the page in README.md and docs/ (web: TestPageInBrowser;
 #     needs chromium, skipped without it).
 # Only these packages define -update, so they are named, not ./... .
 update-golden: ## Rewrite the golden files, the generated PrometheusRule and the page's screenshots after an intended change; review the diff.
-	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./test/ ./web/ -update -run \
-		'^(TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestPageInBrowser)$$'
+	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./ingest/gke/ ./test/ ./web/ -update -run \
+		'^(TestEntriesMapToTheirEvents|TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestPageInBrowser)$$'
 
 clean:
 	rm -rf bin
