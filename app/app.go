@@ -112,6 +112,7 @@ const (
 type App struct {
 	cfg       Config
 	followers []*file.Follower
+	managed   []managedSource
 	kafka     *kafka.Consumer
 	fleet     *fleet.Fleet
 	log       zerolog.Logger
@@ -180,7 +181,7 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: a.store, Labels: admissionLabels,
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
 
-	if err := a.buildInputs(reg); err != nil {
+	if err := a.buildInputs(reg, opts.Now); err != nil {
 		return nil, err
 	}
 	if a.access, err = access.New(context.Background(), cfg.Access()); err != nil {
@@ -199,7 +200,7 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 
 // buildInputs builds what feeds the aggregator: the webhook, the followed
 // files, and the Kafka consumer or the fleet.
-func (a *App) buildInputs(reg *prometheus.Registry) error {
+func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error {
 	cfg, st := a.cfg, a.store
 	var prefilter *auditjson.Prefilter
 	if cfg.Decoder == DecoderPrefilter {
@@ -228,6 +229,9 @@ func (a *App) buildInputs(reg *prometheus.Registry) error {
 			Path: ff.Path, Node: ff.Node, Cluster: cmp.Or(ff.Cluster, cfg.DefaultCluster),
 			Ingester: local, Cursors: st, Logger: a.log,
 		}))
+	}
+	if err := a.buildManaged(local, reg, now); err != nil {
+		return err
 	}
 	if cfg.Kafka.Enabled() && a.fleet == nil {
 		var err error
@@ -328,7 +332,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	}).Set(1)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sunset_ready",
-		Help: "1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space or out of its Kafka group.",
+		Help: "1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space, out of its Kafka group, or while an EKS or GKE source cannot read.",
 	}, func() float64 {
 		if a.probeReadiness().OK {
 			return 1
@@ -408,6 +412,9 @@ func (a *App) readiness() ops.Readiness {
 			return ops.Readiness{Reason: notReadyKafka, Detail: why}
 		}
 	}
+	if reason, detail, ok := a.managedReadiness(); !ok {
+		return ops.Readiness{Reason: reason, Detail: detail}
+	}
 	return ops.Readiness{OK: true}
 }
 
@@ -417,9 +424,12 @@ func (a *App) readiness() ops.Readiness {
 func (a *App) probeReadiness() ops.Readiness {
 	r := a.readiness()
 	a.readyMu.Lock()
-	changed := r != a.lastReady
+	changed := r.OK != a.lastReady.OK || r.Reason != a.lastReady.Reason || r.Detail != a.lastReady.Detail
 	a.lastReady = r
 	a.readyMu.Unlock()
+	for _, c := range a.agg.ClustersWithoutReads() {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("cluster %s sent no get, list or watch in %s: its reads are not logged, so deprecated reads cannot be seen (see inputs/managed.md#reads)", c, shortDuration(aggregate.ReadsWindow)))
+	}
 	// Starting and stopping are told by their own lines.
 	switch {
 	case changed && r.Detail != "":
@@ -459,6 +469,9 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("maintenance", func(ctx context.Context) error { a.store.Maintain(ctx, maintenanceInterval); return nil }, nil)
 	for _, f := range a.followers {
 		g.Add("follow", f.Run, nil)
+	}
+	for _, m := range a.managed {
+		g.Add(m.kind, m.run, nil)
 	}
 	switch {
 	case a.fleet != nil:

@@ -16,6 +16,8 @@ import (
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
+	"github.com/kube-sunset/sunset/ingest/eks"
+	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/noise"
@@ -139,6 +141,8 @@ type MetricsConfig struct {
 // IngestConfig is the ingest key.
 type IngestConfig struct {
 	Files []FollowFile `mapstructure:"files" help:"Audit log files to follow like tail -F. See inputs/files.md."`
+	EKS   []eks.Config `mapstructure:"eks" help:"EKS clusters whose audit logs are read from CloudWatch Logs, one entry each. AWS credentials come from the SDK's default chain (IRSA, EKS Pod Identity, the environment), never from this file. See inputs/managed.md#eks."`
+	GKE   []gke.Config `mapstructure:"gke" help:"GKE clusters whose audit logs a Log Router sink sends to Pub/Sub, one subscription each. Google credentials come from Application Default Credentials (Workload Identity), never from this file. See inputs/managed.md#gke."`
 }
 
 // FollowFile is one audit log file to follow.
@@ -374,6 +378,7 @@ func (c Config) Validate() error {
 			bad(key+".node", "must name the apiserver that writes %s", f.Path)
 		}
 	}
+	errs = append(errs, c.Ingest.validateManaged()...)
 	for _, name := range slices.Sorted(maps.Keys(c.Clusters)) {
 		if v := c.Clusters[name].Version; v != "" {
 			if _, err := catalog.ParseRelease(v); err != nil {
@@ -464,6 +469,12 @@ func (c Config) ClusterNames() []string {
 	}
 	for _, f := range c.Ingest.Files {
 		names = append(names, f.Cluster)
+	}
+	for _, e := range c.Ingest.EKS {
+		names = append(names, e.Cluster)
+	}
+	for _, g := range c.Ingest.GKE {
+		names = append(names, g.Cluster)
 	}
 	return names
 }

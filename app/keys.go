@@ -38,6 +38,16 @@ const mapKeyName = "<name>"
 // (ingest.eks[].cluster).
 const listEntry = "[]"
 
+// entryDefaults is a list entry with the defaults its WithDefaults method,
+// if it has one, fills in.
+func entryDefaults(t reflect.Type) reflect.Value {
+	v := reflect.New(t).Elem()
+	if m := v.MethodByName("WithDefaults"); m.IsValid() && m.Type().NumIn() == 0 && m.Type().NumOut() == 1 && m.Type().Out(0) == t {
+		return m.Call(nil)[0]
+	}
+	return v
+}
+
 // entryHasHelp reports whether a list entry's fields carry their own help,
 // and so get a key each.
 func entryHasHelp(t reflect.Type) bool {
@@ -89,7 +99,7 @@ func appendKeys(out []Key, v reflect.Value, prefix string, topLevel bool) []Key 
 			}
 			out = append(out, k)
 			if objects && entryHasHelp(ft.Elem()) {
-				out = appendKeys(out, reflect.New(ft.Elem()).Elem(), prefix+name+listEntry+".", false)
+				out = appendKeys(out, entryDefaults(ft.Elem()), prefix+name+listEntry+".", false)
 			}
 		}
 	}

@@ -158,7 +158,16 @@ func (b *lockedBuffer) String() string {
 // waits until it is ready.
 func startBinary(t *testing.T, dataDir string, args ...string) *process {
 	t.Helper()
+	return startBinaryEnv(t, nil, dataDir, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the environment.
+func startBinaryEnv(t *testing.T, env []string, dataDir string, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(sunsetBin, append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())

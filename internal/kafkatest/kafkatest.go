@@ -6,6 +6,8 @@ package kafkatest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"net"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -69,6 +72,28 @@ func CreateTopic(t testing.TB, brokers []string, name string, partitions int) {
 // hash, or set Partition with a Writer of your own.
 func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compression, msgs ...kafkago.Message) {
 	t.Helper()
+	// Its own transport: the shared default caches metadata for seconds
+	// and would not yet know a topic created just before.
+	produce(t, &kafkago.Transport{}, brokers, topic, codec, msgs...)
+}
+
+// PlainOverTLS is a transport to brokers that serve TLS with a
+// certificate caPEM signed and take SASL PLAIN, as Event Hubs does.
+func PlainOverTLS(caPEM []byte, user, password string) *kafkago.Transport {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	return &kafkago.Transport{TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		SASL: plain.Mechanism{Username: user, Password: password}}
+}
+
+// ProduceVia is Produce, uncompressed, over transport.
+func ProduceVia(t testing.TB, transport *kafkago.Transport, brokers []string, topic string, msgs ...kafkago.Message) {
+	t.Helper()
+	produce(t, transport, brokers, topic, kafkago.Compression(0), msgs...)
+}
+
+func produce(t testing.TB, transport *kafkago.Transport, brokers []string, topic string, codec kafkago.Compression, msgs ...kafkago.Message) {
+	t.Helper()
 	w := &kafkago.Writer{
 		Addr:         kafkago.TCP(brokers...),
 		Topic:        topic,
@@ -77,9 +102,7 @@ func Produce(t testing.TB, brokers []string, topic string, codec kafkago.Compres
 		BatchSize:    1000,
 		RequiredAcks: kafkago.RequireAll,
 		Compression:  codec,
-		// Its own transport: the shared default caches metadata for
-		// seconds and would not yet know a topic created just before.
-		Transport: &kafkago.Transport{},
+		Transport:    transport,
 	}
 	defer func() { _ = w.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

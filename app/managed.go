@@ -1,0 +1,99 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-sunset/sunset/ingest/eks"
+	"github.com/kube-sunset/sunset/ingest/file"
+	"github.com/kube-sunset/sunset/ingest/gke"
+)
+
+// managedSource is a managed control plane's audit log source: EKS through
+// CloudWatch Logs, GKE through Pub/Sub.
+type managedSource struct {
+	// kind is the source's name (eks, gke): its readiness reason and its
+	// component's name.
+	kind, cluster string
+	run           func(ctx context.Context) error
+	ready         func() (bool, string)
+}
+
+// validateManaged checks the managed-cluster sources, each under its own
+// key, and that no two read the same log into the same cluster: they
+// would share a checkpoint.
+func (c IngestConfig) validateManaged() []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, e := range c.EKS {
+		key := fmt.Sprintf("ingest.eks[%d]", i)
+		e = e.WithDefaults()
+		if err := e.Validate(key); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		id := e.Cluster + "\x00" + e.LogGroup
+		if seen[id] {
+			errs = append(errs, fmt.Errorf("%s: cluster %s reads log group %s a second time", key, e.Cluster, e.LogGroup))
+		}
+		seen[id] = true
+	}
+	subscriptions := map[string]bool{}
+	for i, g := range c.GKE {
+		key := fmt.Sprintf("ingest.gke[%d]", i)
+		if err := g.WithDefaults().Validate(); err != nil {
+			// gke names its fields alone; each line gets the entry's key.
+			for _, line := range strings.Split(err.Error(), "\n") {
+				errs = append(errs, fmt.Errorf("%s.%s", key, line))
+			}
+			continue
+		}
+		if subscriptions[g.Subscription] {
+			// Two receivers would split its messages between clusters.
+			errs = append(errs, fmt.Errorf("%s.subscription: %s is read a second time", key, g.Subscription))
+		}
+		subscriptions[g.Subscription] = true
+	}
+	return errs
+}
+
+// buildManaged builds the managed-cluster sources. What they count goes
+// through local, so that kafka.forward sends it to the fleet.
+func (a *App) buildManaged(local file.CursorIngester, reg prometheus.Registerer, now func() time.Time) error {
+	lag := newSourceLag(now)
+	if len(a.cfg.Ingest.EKS)+len(a.cfg.Ingest.GKE) > 0 {
+		reg.MustRegister(lag)
+	}
+	for _, c := range a.cfg.Ingest.EKS {
+		src, err := eks.New(eks.Options{Config: c.WithDefaults(), Ingester: local, Cursors: a.store, Logger: a.log,
+			Registerer: reg, Newest: lag.observer(eks.SourceName), Now: now})
+		if err != nil {
+			return fmt.Errorf("ingest.eks %s: %w", c.Cluster, err)
+		}
+		a.managed = append(a.managed, managedSource{kind: eks.SourceName, cluster: c.Cluster, run: src.Run, ready: src.Ready})
+	}
+	for _, c := range a.cfg.Ingest.GKE {
+		src, err := gke.New(context.Background(), gke.Options{Config: c, Ingester: local, Logger: a.log,
+			Registerer: reg, Newest: lag.observer(gke.SourceName)})
+		if err != nil {
+			return fmt.Errorf("ingest.gke %s: %w", c.Cluster, err)
+		}
+		a.managed = append(a.managed, managedSource{kind: gke.SourceName, cluster: c.Cluster, run: src.Run, ready: src.Ready})
+	}
+	return nil
+}
+
+// managedReadiness is the first managed source that is not ready.
+func (a *App) managedReadiness() (reason, detail string, ok bool) {
+	for _, m := range a.managed {
+		if ready, why := m.ready(); !ready {
+			return m.kind, cmp.Or(why, m.cluster+" has not read yet"), false
+		}
+	}
+	return "", "", true
+}
