@@ -291,3 +291,26 @@ func TestDocsSunsetCommandsUseRealFlags(t *testing.T) {
 	require.Greater(t, checked, 20, "flags checked")
 	require.Empty(t, unknown, "pages pass flags Sunset does not have")
 }
+
+// yamlBlock is a fenced YAML block, indented as a list item's may be.
+var yamlBlock = regexp.MustCompile("(?ms)^( *)```yaml\n(.*?)^ *```")
+
+// Every config a managed-cluster page shows loads as written: the keys
+// exist, the values are valid, and credentials are nowhere in it.
+func TestManagedClusterConfigsLoad(t *testing.T) {
+	raw, err := os.ReadFile("../docs/inputs/managed.md")
+	require.NoError(t, err)
+	blocks := yamlBlock.FindAllStringSubmatch(string(raw), -1)
+	require.Len(t, blocks, 3, "EKS, GKE and AKS")
+	for _, b := range blocks {
+		var body strings.Builder
+		for _, line := range strings.SplitAfter(b[2], "\n") {
+			body.WriteString(strings.TrimPrefix(line, b[1]))
+		}
+		path := filepath.Join(t.TempDir(), "sunset.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(body.String()), 0o600))
+		_, err := app.LoadConfig(app.Flags(), path)
+		require.NoError(t, err, body.String())
+		require.NotContains(t, strings.ToLower(body.String()), "password:", "credentials stay out of the file")
+	}
+}
