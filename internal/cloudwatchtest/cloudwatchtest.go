@@ -13,7 +13,9 @@
 // ignores logStreamNamePrefix, its event IDs are small integers, and
 // FilterLogEvents orders events stream by stream rather than by time. It
 // does enforce PutLogEvents' time window (no older than 14 days, no more
-// than 2 hours ahead), so tests give events times near the real clock.
+// than 2 hours ahead) against the real clock, so tests give events
+// CloudWatch times near time.Now(), whatever the times in their messages;
+// Put fails a test that gives it one outside the window.
 //
 // It is for tests only; production code must not import it.
 package cloudwatchtest

@@ -2,6 +2,7 @@ package cloudwatchtest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,6 +17,18 @@ const (
 	maxBatchEvents = 10000
 	maxBatchBytes  = 1 << 20
 	eventOverhead  = 26
+)
+
+// The window Put holds events' times to, around the real clock:
+// PutLogEvents' own (no older than 14 days, no more than 2 hours ahead),
+// less a day and an hour to spare. moto enforces PutLogEvents' window
+// against the real clock, as CloudWatch does, so a test that gives events
+// fixed times (a capture's) starts failing two weeks after they were
+// written. Put refuses such times a day before moto would, saying why and
+// what to do.
+const (
+	maxAge   = 13 * 24 * time.Hour
+	maxAhead = time.Hour
 )
 
 // Event is one log event to put: its CloudWatch timestamp and message.
@@ -54,11 +67,17 @@ func (s *Server) CreateStream(t testing.TB, group, stream string) {
 
 // Put writes events to a stream (created with its group when missing), in
 // as many PutLogEvents calls as CloudWatch's limits need, in order: give
-// them non-decreasing times, as CloudWatch wants. An event moto rejects
-// (too old, too far ahead) fails t. moto takes messages larger than
-// CloudWatch would, so a test can feed oversized ones.
+// them non-decreasing times, as CloudWatch wants, derived from time.Now()
+// (an event's own times, in its message, may be anything). An event
+// outside the window, more than 13 days before the real clock or more
+// than an hour after it, fails t before anything is put, as does one moto
+// rejects. moto takes messages larger than CloudWatch would, so a test can
+// feed oversized ones.
 func (s *Server) Put(t testing.TB, group, stream string, events []Event) {
 	t.Helper()
+	if err := checkWindow(time.Now(), events); err != nil {
+		t.Fatalf("cloudwatchtest: putting to %s/%s: %v", group, stream, err)
+	}
 	s.CreateStream(t, group, stream)
 	for len(events) > 0 {
 		n, size := 0, 0
@@ -90,6 +109,27 @@ func (s *Server) put(t testing.TB, group, stream string, events []Event) {
 		t.Fatalf("cloudwatchtest: %s/%s rejected events (too old before index %d, too new from index %d, expired before index %d): give events times within 14 days before and 2 hours after now",
 			group, stream, aws.ToInt32(r.TooOldLogEventEndIndex), aws.ToInt32(r.TooNewLogEventStartIndex), aws.ToInt32(r.ExpiredLogEventEndIndex))
 	}
+}
+
+// checkWindow returns an error naming the first event whose time is
+// outside the window around now.
+func checkWindow(now time.Time, events []Event) error {
+	for i, e := range events {
+		age := now.Sub(e.Time)
+		if age <= maxAge && -age <= maxAhead {
+			continue
+		}
+		when := fmt.Sprintf("%s before", age.Round(time.Second))
+		if age < 0 {
+			when = fmt.Sprintf("%s after", (-age).Round(time.Second))
+		}
+		return fmt.Errorf("event %d of %d has the CloudWatch time %s, %s the real clock (%s): "+
+			"moto, as CloudWatch, refuses PutLogEvents events older than 14 days or over 2 hours ahead, "+
+			"and Put allows %d days back and %s ahead; derive the times put from time.Now(), not from a fixed date, "+
+			"which would stop passing once it is two weeks old (an event's own times, in its message, may stay fixed)",
+			i, len(events), e.Time.UTC().Format(time.RFC3339Nano), when, now.UTC().Format(time.RFC3339), maxAge/(24*time.Hour), maxAhead)
+	}
+	return nil
 }
 
 // Lines turns messages into events one millisecond apart from start.
