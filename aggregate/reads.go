@@ -30,7 +30,7 @@ type readWatch struct {
 	clusters map[string]*heard
 }
 
-type heard struct{ first, lastRead time.Time }
+type heard struct{ first, last, lastRead time.Time }
 
 func newReadWatch(labels *cardinality.Guard, now func() time.Time) *readWatch {
 	return &readWatch{labels: labels, now: now, clusters: map[string]*heard{}}
@@ -49,20 +49,22 @@ func (w *readWatch) note(cluster string, read bool) {
 		h = &heard{first: now}
 		w.clusters[cluster] = h
 	}
+	h.last = now
 	if read {
 		h.lastRead = now
 	}
 }
 
-// missing lists, sorted, the clusters heard for at least ReadsWindow that
-// sent no read within it.
+// missing lists, sorted, the clusters heard for at least ReadsWindow, and
+// within it, that sent no read within it. A cluster that has gone quiet
+// is not one whose reads are missing.
 func (w *readWatch) missing() []string {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
 	for c, h := range w.clusters {
-		if now.Sub(h.first) >= ReadsWindow && now.Sub(h.lastRead) >= ReadsWindow {
+		if now.Sub(h.first) >= ReadsWindow && now.Sub(h.last) < ReadsWindow && now.Sub(h.lastRead) >= ReadsWindow {
 			out = append(out, c)
 		}
 	}

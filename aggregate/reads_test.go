@@ -43,6 +43,7 @@ func TestClustersWithoutReads(t *testing.T) {
 	a.HeardReads("full", true)
 	tick(ReadsWindow - time.Minute)
 	write("admin-only", "w-3")
+	write("full", "w-4")
 	require.Empty(t, a.ClustersWithoutReads(), "not heard for a day yet")
 
 	tick(time.Minute)
@@ -58,4 +59,11 @@ func TestClustersWithoutReads(t *testing.T) {
 sunset_cluster_reads_missing{cluster="admin-only"} 1
 sunset_cluster_reads_missing{cluster="full"} 0
 `), "sunset_cluster_reads_missing"))
+
+	// A cluster that has gone quiet for a day is not one without reads;
+	// set-aside writes are heard like decoded ones.
+	tick(ReadsWindow)
+	require.Empty(t, a.ClustersWithoutReads())
+	a.HeardReads("admin-only", false)
+	require.Equal(t, []string{"admin-only"}, a.ClustersWithoutReads())
 }

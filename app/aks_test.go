@@ -25,7 +25,7 @@ import (
 // aksMessages wraps the events of each captured body in the envelope AKS
 // diagnostic settings write to Event Hubs, several records per message,
 // in the category given.
-func aksMessages(t *testing.T, category string, keep func(verb string) bool) []kafkago.Message {
+func aksMessages(t *testing.T, category string, keep func(verb string, item []byte) bool) []kafkago.Message {
 	t.Helper()
 	type record struct {
 		Category   string `json:"category"`
@@ -41,7 +41,7 @@ func aksMessages(t *testing.T, category string, keep func(verb string) bool) []k
 		for _, item := range list.Items {
 			var e struct{ Verb string }
 			require.NoError(t, json.Unmarshal(item, &e))
-			if !keep(e.Verb) {
+			if !keep(e.Verb, item) {
 				continue
 			}
 			r := record{Category: category}
@@ -83,8 +83,12 @@ func TestAKSThroughEventHubs(t *testing.T) {
 		SASL: kafka.SASLConfig{Mechanism: "plain", Username: "$ConnectionString", Password: conn}}
 	s := startWith(t, cfg, func(o *app.Options) { o.Now = func() time.Time { return time.Unix(0, clock.Load()).UTC() } })
 
-	all := aksMessages(t, "kube-audit", func(string) bool { return true })
-	writes := aksMessages(t, "kube-audit-admin", func(verb string) bool { return verb != "get" && verb != "list" && verb != "watch" })
+	all := aksMessages(t, "kube-audit", func(string, []byte) bool { return true })
+	// The harder case: writes that do not count either, which the
+	// prefilter sets aside undecoded.
+	writes := aksMessages(t, "kube-audit-admin", func(verb string, item []byte) bool {
+		return verb != "get" && verb != "list" && verb != "watch" && !strings.Contains(string(item), "k8s.io/deprecated")
+	})
 	for i := range writes {
 		writes[i].Headers = []kafkago.Header{{Key: "cluster", Value: []byte("aks-admin")}}
 	}

@@ -167,11 +167,8 @@ func (d *decoder) event(value, raw []byte, whole bool) (decoded, string) {
 	var out decoded
 	if r, skip := d.prefilter.Skip(raw); skip {
 		out.skipped.Add(r)
-		if r.Read {
-			// Whose read it was, for the clusters-without-reads warning.
-			return d.located(value, out), ""
-		}
-		return out, ""
+		// Whose event it was, for the clusters-without-reads warning.
+		return d.located(value, out), ""
 	}
 	ev, err := auditjson.DecodeEvent(raw)
 	if err != nil {
@@ -194,7 +191,7 @@ func (d *decoder) event(value, raw []byte, whole bool) (decoded, string) {
 // would have it, and then says where it came from.
 func (d *decoder) checked(value []byte, out decoded, reason string) (decoded, string) {
 	if reason != "" || len(out.events) == 0 {
-		if reason == "" && out.skipped.Reads > 0 {
+		if reason == "" && out.skipped != (aggregate.Prefiltered{}) {
 			return d.located(value, out), ""
 		}
 		return out, reason

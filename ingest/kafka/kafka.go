@@ -15,7 +15,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -59,8 +58,9 @@ type BatchIngester interface {
 // pre-filter set aside undecoded (the aggregator does).
 type PrefilterCounter interface {
 	CountPrefiltered(source string, p aggregate.Prefiltered)
-	// HeardReads notes that cluster sent reads the pre-filter set aside,
-	// so that it is not taken for a cluster whose reads are not logged.
+	// HeardReads notes that cluster sent events the pre-filter set
+	// aside, reads among them when read is true, so that a cluster whose
+	// reads are not logged is told from one that reads.
 	HeardReads(cluster string, read bool)
 }
 
@@ -314,16 +314,26 @@ type batch struct {
 	ok        int
 	invalid   int
 	skipped   aggregate.Prefiltered
-	// readers are the clusters of the reads set aside.
-	readers []string
-	poison  []PoisonSample
+	// heard are the clusters of the events set aside, and whether any of
+	// them read.
+	heard  []heardCluster
+	poison []PoisonSample
 }
 
-// addReader notes a cluster whose reads were set aside; a batch holds few.
-func (b *batch) addReader(cluster string) {
-	if !slices.Contains(b.readers, cluster) {
-		b.readers = append(b.readers, cluster)
+type heardCluster struct {
+	cluster string
+	read    bool
+}
+
+// addHeard notes a cluster whose events were set aside; a batch holds few.
+func (b *batch) addHeard(cluster string, read bool) {
+	for i := range b.heard {
+		if b.heard[i].cluster == cluster {
+			b.heard[i].read = b.heard[i].read || read
+			return
+		}
 	}
+	b.heard = append(b.heard, heardCluster{cluster, read})
 }
 
 // prepare decodes a fetched batch; it runs as batches are fetched.
@@ -348,14 +358,14 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 		b.ok++
 		b.invalid += d.invalid
 		b.skipped.Merge(d.skipped)
-		if len(d.events) == 0 && d.skipped.Reads == 0 {
+		if len(d.events) == 0 && d.skipped == (aggregate.Prefiltered{}) {
 			continue
 		}
 		o := aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}
 		o.Node = cmp.Or(header(m, c.cfg.NodeHeader), d.node, o.Node)
 		o.Cluster = cmp.Or(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
-		if d.skipped.Reads > 0 {
-			b.addReader(o.Cluster)
+		if d.skipped != (aggregate.Prefiltered{}) {
+			b.addHeard(o.Cluster, d.skipped.Reads > 0)
 		}
 		if len(d.events) > 0 {
 			b.add(o, d.events)
@@ -408,8 +418,8 @@ func mergeBatches(into, next *batch) {
 	into.ok += next.ok
 	into.invalid += next.invalid
 	into.skipped.Merge(next.skipped)
-	for _, r := range next.readers {
-		into.addReader(r)
+	for _, h := range next.heard {
+		into.addHeard(h.cluster, h.read)
 	}
 	into.poison = append(into.poison, next.poison...)
 }
@@ -434,8 +444,8 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	}
 	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (aggregate.Prefiltered{}) {
 		pc.CountPrefiltered(Source, b.skipped)
-		for _, cluster := range b.readers {
-			pc.HeardReads(cluster, true)
+		for _, h := range b.heard {
+			pc.HeardReads(h.cluster, h.read)
 		}
 	}
 	if b.ok > 0 {

@@ -61,7 +61,8 @@ type Ingester interface {
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
 	CountPrefiltered(source string, p aggregate.Prefiltered)
-	// HeardReads notes that a cluster sent reads that were set aside.
+	// HeardReads notes that a cluster sent events that were set aside,
+	// reads among them or not.
 	HeardReads(cluster string, read bool)
 }
 
@@ -377,8 +378,8 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 			Str("first_reason", string(bad.Samples[0].Err.Reason)).Msg("batch has malformed events; counting the others")
 	}
 	h.ingester.CountPrefiltered(Source, skipped)
-	if skipped.Reads > 0 {
-		h.ingester.HeardReads(origin.Cluster, true)
+	if skipped != (aggregate.Prefiltered{}) {
+		h.ingester.HeardReads(origin.Cluster, skipped.Reads > 0)
 	}
 	ctx, cancel := requestContext(r)
 	defer cancel()
