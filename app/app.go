@@ -332,7 +332,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	}).Set(1)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sunset_ready",
-		Help: "1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space, out of its Kafka group, or while an EKS or GKE source cannot read.",
+		Help: "1 while Sunset accepts and commits audit events (/-/ready answers 200), 0 while starting, shutting down, short of disk space or out of its Kafka group.",
 	}, func() float64 {
 		if a.probeReadiness().OK {
 			return 1
@@ -412,9 +412,6 @@ func (a *App) readiness() ops.Readiness {
 			return ops.Readiness{Reason: notReadyKafka, Detail: why}
 		}
 	}
-	if reason, detail, ok := a.managedReadiness(); !ok {
-		return ops.Readiness{Reason: reason, Detail: detail}
-	}
 	return ops.Readiness{OK: true}
 }
 
@@ -427,6 +424,7 @@ func (a *App) probeReadiness() ops.Readiness {
 	changed := r.OK != a.lastReady.OK || r.Reason != a.lastReady.Reason || r.Detail != a.lastReady.Detail
 	a.lastReady = r
 	a.readyMu.Unlock()
+	r.Warnings = append(r.Warnings, a.managedWarnings()...)
 	for _, c := range a.agg.ClustersWithoutReads() {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("cluster %s sent no get, list or watch in %s: its reads are not logged, so deprecated reads cannot be seen (see inputs/managed.md#reads)", c, shortDuration(aggregate.ReadsWindow)))
 	}

@@ -16,16 +16,26 @@ type sourceLag struct {
 
 	mu     sync.Mutex
 	newest map[sourceCluster]time.Time
+	// since is when each source was built: until its first event its lag
+	// counts from there, so that one that never reads still shows.
+	since map[sourceCluster]time.Time
 }
 
 type sourceCluster struct{ source, cluster string }
 
 var sourceLagDesc = prometheus.NewDesc("sunset_source_lag_seconds",
-	"Now minus the time of the newest event a managed-cluster source (eks, gke) has read, per cluster; it grows while the source reads nothing.",
+	"Now minus the time of the newest event a managed-cluster source (eks, gke) has read, per cluster, or since Sunset started until the first; it grows while the source reads nothing.",
 	[]string{"source", "cluster"}, nil)
 
 func newSourceLag(now func() time.Time) *sourceLag {
-	return &sourceLag{now: now, newest: map[sourceCluster]time.Time{}}
+	return &sourceLag{now: now, newest: map[sourceCluster]time.Time{}, since: map[sourceCluster]time.Time{}}
+}
+
+// expect adds a series for a source before its first event.
+func (l *sourceLag) expect(source, cluster string) {
+	l.mu.Lock()
+	l.since[sourceCluster{source, cluster}] = l.now()
+	l.mu.Unlock()
 }
 
 // observer is what a source calls with its newest event's time.
@@ -48,7 +58,11 @@ func (l *sourceLag) Collect(ch chan<- prometheus.Metric) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k, t := range l.newest {
+	for k, since := range l.since {
+		t, read := l.newest[k]
+		if !read {
+			t = since
+		}
 		ch <- prometheus.MustNewConstMetric(sourceLagDesc, prometheus.GaugeValue, now.Sub(t).Seconds(), k.source, k.cluster)
 	}
 }

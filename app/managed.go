@@ -17,7 +17,7 @@ import (
 // managedSource is a managed control plane's audit log source: EKS through
 // CloudWatch Logs, GKE through Pub/Sub.
 type managedSource struct {
-	// kind is the source's name (eks, gke): its readiness reason and its
+	// kind is the source's name (eks, gke), as in its warnings and its
 	// component's name.
 	kind, cluster string
 	run           func(ctx context.Context) error
@@ -76,6 +76,10 @@ func (a *App) buildManaged(local file.CursorIngester, reg prometheus.Registerer,
 			return fmt.Errorf("ingest.eks %s: %w", c.Cluster, err)
 		}
 		a.managed = append(a.managed, managedSource{kind: eks.SourceName, cluster: c.Cluster, run: src.Run, ready: src.Ready})
+		lag.expect(eks.SourceName, c.Cluster)
+		if _, ok := a.cfg.ClusterVersions()[c.Cluster]; !ok {
+			a.log.Warn().Str("cluster", c.Cluster).Msg("EKS cuts audit entries over 256 KB, and a cut entry counts as deprecated only by the catalog, which needs the cluster's version: set clusters." + c.Cluster + ".version")
+		}
 	}
 	for _, c := range a.cfg.Ingest.GKE {
 		src, err := gke.New(context.Background(), gke.Options{Config: c, Ingester: local, Logger: a.log,
@@ -84,16 +88,22 @@ func (a *App) buildManaged(local file.CursorIngester, reg prometheus.Registerer,
 			return fmt.Errorf("ingest.gke %s: %w", c.Cluster, err)
 		}
 		a.managed = append(a.managed, managedSource{kind: gke.SourceName, cluster: c.Cluster, run: src.Run, ready: src.Ready})
+		lag.expect(gke.SourceName, c.Cluster)
 	}
 	return nil
 }
 
-// managedReadiness is the first managed source that is not ready.
-func (a *App) managedReadiness() (reason, detail string, ok bool) {
+// managedWarnings say which managed sources cannot read, and why. They
+// are warnings, not unreadiness: a pod taken out of its Service for one
+// cloud's missing permission would cost the webhook's clusters their
+// batches.
+func (a *App) managedWarnings() []string {
+	var out []string
 	for _, m := range a.managed {
 		if ready, why := m.ready(); !ready {
-			return m.kind, cmp.Or(why, m.cluster+" has not read yet"), false
+			why = strings.TrimPrefix(why, m.kind+" "+m.cluster+": ")
+			out = append(out, fmt.Sprintf("%s cluster %s cannot read: %s", m.kind, m.cluster, cmp.Or(why, "it has not read yet")))
 		}
 	}
-	return "", "", true
+	return out
 }

@@ -91,6 +91,36 @@ func TestManagedSourcesSideBySideFeedAFleet(t *testing.T) {
 		// The newest event is a second before the feed's now; the
 		// scrape comes later, by as long as the test took to get here.
 		require.GreaterOrEqual(t, lag, 1.0, c.cluster)
-		require.Less(t, lag, time.Since(now).Seconds()+1, c.cluster)
+		// CloudWatch keeps milliseconds.
+		require.Less(t, lag, time.Since(now).Seconds()+1.001, c.cluster)
 	}
+}
+
+// A managed source that cannot read is a warning that says what to do,
+// not unreadiness: the webhook's clusters keep their Sunset. Its lag
+// counts from the start, so SunsetSourceStalled can fire.
+func TestManagedSourceFailureIsAWarning(t *testing.T) {
+	moto := cloudwatchtest.Start(t)
+	for _, kv := range moto.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		t.Setenv(name, value)
+	}
+	group := eks.DefaultLogGroup("denied")
+	moto.CreateGroup(t, group)
+	moto.Fail("FilterLogEvents", -1, cloudwatchtest.AccessDenied("FilterLogEvents", group))
+	cfg := testConfig(t)
+	cfg.Ingest.EKS = []eks.Config{{Cluster: "denied", PollInterval: time.Second}}
+	s := startWith(t, cfg, func(o *app.Options) { o.Now = time.Now })
+	var body string
+	s.eventually(30*time.Second, "the warning", func() bool {
+		_, b := s.get("/-/ready?verbose")
+		body = string(b)
+		return strings.Contains(body, "logs:FilterLogEvents")
+	})
+	require.Equal(t, "Sunset is ready.\nwarning: eks cluster denied cannot read: FilterLogEvents on /aws/eks/denied/cluster: access denied; "+
+		"grant logs:FilterLogEvents on arn:aws:logs:us-east-1:123456789012:log-group:/aws/eks/denied/cluster:* to the role Sunset runs as (IRSA or EKS Pod Identity)", strings.TrimSpace(body))
+	code, _ := s.post("/audit/webhook/master-0", "application/json", eventList(ev("still-counted")))
+	require.Equal(t, 200, code)
+	require.Greater(t, metricValue(t, s.reg, "sunset_source_lag_seconds", map[string]string{"source": "eks", "cluster": "denied"}), 0.0,
+		"a series from the start, though nothing was read")
 }

@@ -45,7 +45,7 @@ type Config struct {
 	ClusterHeader        string        `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
 	ClusterField         string        `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
 	Fleet                FleetConfig   `mapstructure:"fleet"`
-	Forward              bool          `mapstructure:"forward" help:"Also send the requests counted from the webhook and from files to kafka.fleet.topic."`
+	Forward              bool          `mapstructure:"forward" help:"Also send the requests counted from the webhook, from files and from EKS and GKE to kafka.fleet.topic."`
 }
 
 // TLSConfig is kafka.tls.
