@@ -66,10 +66,10 @@ func userCounts(t *testing.T, url string) map[string]int64 {
 // A stream of 20,000 messages (5% deprecated, some delivered twice) is
 // consumed while sunset is killed with SIGKILL at random points, at least
 // five times. The counts must come out exact. A tenth of the other
-// requests are at stage RequestReceived and a third of all messages come
-// in a fluent-bit envelope, so that events set aside undecoded by the
-// pre-filter and events read out of envelopes both share batches, and
-// commits, with counted ones.
+// requests are at stage RequestReceived, and a third of all messages come
+// in a fluent-bit envelope and a third in AKS's (records from Event Hubs),
+// so that events set aside undecoded by the pre-filter and events read out
+// of envelopes all share batches, and commits, with counted ones.
 func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the binary")
@@ -95,8 +95,14 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 		if !deprecated && i%10 == 9 {
 			value = bytes.Replace(value, []byte(`"stage":"ResponseComplete"`), []byte(`"stage":"RequestReceived"`), 1)
 		}
-		if i%3 == 1 {
+		switch i % 3 {
+		case 1:
 			enveloped, err := json.Marshal(map[string]string{"log": string(value) + "\n", "stream": "stdout"})
+			require.NoError(t, err)
+			value = enveloped
+		case 2:
+			// AKS's diagnostic setting, through Event Hubs.
+			enveloped, err := json.Marshal(map[string]any{"records": []any{map[string]any{"category": "kube-audit", "properties": map[string]string{"log": string(value)}}}})
 			require.NoError(t, err)
 			value = enveloped
 		}

@@ -56,9 +56,9 @@ func decodeMessage(msg string, ts int64) (ev aggregate.Event, truncated bool, e 
 // request survives but its time and k8s.io/deprecated do not. The complete
 // fields are kept, in a new object that auditjson reads as any other
 // event: the aggregator then judges the request by the catalog. Without a
-// timestamp, the log event's time is written as stageTimestamp, so that
-// the request counts in the hour it was made rather than the one it was
-// read in.
+// timestamp, the log event's time is written as its received and stage
+// times, so that the request counts in the hour it was made rather than
+// the one it was read in.
 func recoverTruncated(head string, ts int64) ([]byte, *auditjson.Error) {
 	dec := json.NewDecoder(strings.NewReader(head))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -98,9 +98,10 @@ func recoverTruncated(head string, ts int64) ([]byte, *auditjson.Error) {
 		if fields > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`"stageTimestamp":"`)
-		b.WriteString(time.UnixMilli(ts).UTC().Format(time.RFC3339Nano))
-		b.WriteByte('"')
+		// Both: the received time is also half of the request's identity,
+		// which must be the same each time the entry is read.
+		at := time.UnixMilli(ts).UTC().Format(time.RFC3339Nano)
+		b.WriteString(`"requestReceivedTimestamp":"` + at + `","stageTimestamp":"` + at + `"`)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil

@@ -182,14 +182,14 @@ func TestRecoverTruncated(t *testing.T) {
 	ts := time.Date(2026, 11, 21, 19, 24, 7, 123e6, time.UTC).UnixMilli()
 	for _, c := range []struct{ name, head, want string }{
 		{"cut in a string", `{"kind":"Event","auditID":"a","stage":"ResponseComplete","requestObject":{"x":"yy`,
-			`{"kind":"Event","auditID":"a","stage":"ResponseComplete","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
+			`{"kind":"Event","auditID":"a","stage":"ResponseComplete","requestReceivedTimestamp":"2026-11-21T19:24:07.123Z","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
 		{"cut in a key", `{"kind":"Event","verb":"get","requestObj`,
-			`{"kind":"Event","verb":"get","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
-		{"a number up to the cut", `{"kind":"Event","n":40`, `{"kind":"Event","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
-		{"a number before it", `{"n":404,"kind":"Ev`, `{"n":404,"stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
+			`{"kind":"Event","verb":"get","requestReceivedTimestamp":"2026-11-21T19:24:07.123Z","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
+		{"a number up to the cut", `{"kind":"Event","n":40`, `{"kind":"Event","requestReceivedTimestamp":"2026-11-21T19:24:07.123Z","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
+		{"a number before it", `{"n":404,"kind":"Ev`, `{"n":404,"requestReceivedTimestamp":"2026-11-21T19:24:07.123Z","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
 		{"timestamps kept", `{"requestReceivedTimestamp":"2026-11-21T19:00:00Z","annotations":{"k8s.io/dep`,
 			`{"requestReceivedTimestamp":"2026-11-21T19:00:00Z"}`},
-		{"nothing complete", `{"ki`, `{"stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
+		{"nothing complete", `{"ki`, `{"requestReceivedTimestamp":"2026-11-21T19:24:07.123Z","stageTimestamp":"2026-11-21T19:24:07.123Z"}`},
 	} {
 		got, err := recoverTruncated(c.head, ts)
 		require.Nil(t, err, c.name)
