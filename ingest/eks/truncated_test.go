@@ -3,7 +3,6 @@ package eks
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,48 +10,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/internal/ingesttest"
 )
-
-// versionedStore is ingesttest.Counter with the cluster's Kubernetes
-// version configured, which NewCounter has no option for: with it, the
-// aggregator judges a request that lost its deprecation annotation by the
-// catalog. Its clock is the real one, as the source's log event times are.
-type versionedStore struct {
-	*aggregate.Aggregator
-	st *store.Store
-}
-
-func newVersionedStore(t *testing.T, cluster, version string) *versionedStore {
-	t.Helper()
-	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Merge: aggregate.StoreMerge()})
-	require.NoError(t, err)
-	agg := aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(),
-		ClusterVersions: map[string]catalog.Release{cluster: catalog.MustParseRelease(version)}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { agg.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
-	return &versionedStore{Aggregator: agg, st: st}
-}
-
-func (v *versionedStore) Cursor(name string) ([]byte, bool, error) { return v.st.Cursor(name) }
-
-func (v *versionedStore) Requests(cluster, api string, from, to time.Time) (uint64, error) {
-	var n uint64
-	err := v.st.ScanCounts(cluster, api, from, to, func(_ store.CountKey, c uint64) error {
-		n += c
-		return nil
-	})
-	return n, err
-}
 
 // capturedEvent is the ResponseComplete event of auditID in the captures
 // at Request level.
@@ -87,7 +50,10 @@ func cutAt(line []byte, n int) string { return string(line[:n]) + truncatedMarke
 func TestTruncatedEntryCountsByTheCatalog(t *testing.T) {
 	t.Parallel()
 	const api = "volumeattributesclasses.v1beta1.storage.k8s.io"
-	vs := newVersionedStore(t, "eks-test", "1.36")
+	// The cluster's version lets the catalog judge a request that lost
+	// its deprecation annotation; the clock is the real one, as the log
+	// event times are.
+	vs := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil, ingesttest.WithClusterVersion("eks-test", "1.36"))
 	e := newEnvWith(t, vs, time.Now())
 	// bob creates a VolumeAttributesClass through storage.k8s.io/v1beta1
 	// (deprecated in 1.34, removed in 1.37), with a large parameter.

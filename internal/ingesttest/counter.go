@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -23,18 +24,36 @@ type Counter struct {
 // NewCounter opens the store in dir with the clock now and runs an
 // aggregator over it, its metrics registered on reg (nil: none), until the
 // test ends.
-func NewCounter(t testing.TB, dir string, now func() time.Time, reg prometheus.Registerer) *Counter {
+func NewCounter(t testing.TB, dir string, now func() time.Time, reg prometheus.Registerer, opts ...CounterOption) *Counter {
 	t.Helper()
 	st, err := store.Open(store.Options{Dir: dir, Logger: zerolog.Nop(), Now: now, Merge: aggregate.StoreMerge()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg := aggregate.New(aggregate.Options{Store: st, Logger: zerolog.Nop(), Registerer: reg, Now: now})
+	o := aggregate.Options{Store: st, Logger: zerolog.Nop(), Registerer: reg, Now: now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	agg := aggregate.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { agg.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
 	return &Counter{Aggregator: agg, store: st}
+}
+
+// CounterOption changes the aggregator NewCounter runs.
+type CounterOption func(*aggregate.Options)
+
+// WithClusterVersion tells the aggregator a cluster's release (1.36), as
+// clusters.<name>.version does, so that the catalog judges its requests.
+func WithClusterVersion(cluster, version string) CounterOption {
+	return func(o *aggregate.Options) {
+		if o.ClusterVersions == nil {
+			o.ClusterVersions = map[string]catalog.Release{}
+		}
+		o.ClusterVersions[cluster] = catalog.MustParseRelease(version)
+	}
 }
 
 // Cursor reads a committed cursor.
