@@ -17,9 +17,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/golden"
 	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/pubsubtest"
 	"github.com/kube-sunset/sunset/internal/testserver"
 )
 
@@ -57,7 +59,7 @@ func TestNoRuleNamesAKubernetesVersion(t *testing.T) {
 	for _, e := range exprs {
 		require.False(t, version.MatchString(e), "a rule names a Kubernetes version: %s", e)
 	}
-	require.Len(t, exprs, 12)
+	require.Len(t, exprs, 14)
 }
 
 // ruleExprs returns the expression of every rule in the rules file.
@@ -156,13 +158,16 @@ func ruleAndDashboardExprs(t *testing.T) []string {
 }
 
 // Every metric the rules and the dashboard query exists in a live scrape of
-// a Sunset fed through the webhook and Kafka.
+// a Sunset fed through the webhook and Kafka, with a GKE source beside.
 func TestEveryQueriedMetricExists(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "audit-metrics", 1)
+	ps := pubsubtest.Start(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Fake.Addr)
 	cfg := testserver.Config(t)
 	cfg.Clusters = map[string]app.ClusterConfig{"default": {Version: "1.36"}}
 	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
+	cfg.Ingest.GKE = []gke.Config{{Cluster: "gke-prod", Subscription: ps.Subscription}}
 	srv := testserver.Start(t, cfg, app.Options{Logger: testserver.Logger(t)})
 	url := srv.URL
 
