@@ -23,6 +23,7 @@ type Config struct {
 	PollInterval time.Duration `mapstructure:"pollInterval" help:"How often the log group is read (at least 1s). FilterLogEvents' quota is 5 calls a second per account and Region, shared with every other caller."`
 	Overlap      time.Duration `mapstructure:"overlap" help:"How far behind the newest event each poll reads again (up to 1h), since CloudWatch can deliver an event after later ones; an event that arrives later than this behind the newest is missed. Events read twice count once."`
 	StartFrom    time.Duration `mapstructure:"startFrom" help:"How far back a cluster read for the first time starts; after that, reading resumes where the committed counts end."`
+	PageSize     int           `mapstructure:"pageSize" help:"Most log events one FilterLogEvents call returns, and one commit holds (1 to 10000); CloudWatch also stops a page at 1 MB. Smaller pages commit more often and hold less in memory, at the cost of more calls against the shared quota."`
 	Endpoint     string        `mapstructure:"endpoint" help:"CloudWatch Logs endpoint URL, for a VPC interface endpoint or a test server; empty means the Region's."`
 }
 
@@ -32,6 +33,8 @@ const (
 	DefaultPollInterval = 15 * time.Second
 	DefaultOverlap      = 5 * time.Minute
 	DefaultStartFrom    = time.Hour
+	// DefaultPageSize is FilterLogEvents' own most.
+	DefaultPageSize = 10000
 )
 
 // Bounds Validate holds the fields to.
@@ -75,6 +78,9 @@ func (c Config) WithDefaults() Config {
 	if c.StartFrom == 0 {
 		c.StartFrom = DefaultStartFrom
 	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
 	return c
 }
 
@@ -114,6 +120,9 @@ func (c Config) Validate(key string) error {
 	}
 	if c.Overlap < 0 || c.Overlap > maxOverlap {
 		bad("overlap", "%s is outside 0 to %s; EKS delivers within a few minutes, and the default is %s", c.Overlap, maxOverlap, DefaultOverlap)
+	}
+	if c.PageSize < 1 || c.PageSize > DefaultPageSize {
+		bad("pageSize", "%d is outside 1 to %d, FilterLogEvents' limit", c.PageSize, DefaultPageSize)
 	}
 	if c.StartFrom < 0 {
 		bad("startFrom", "%s is negative; it is how far back a cluster read for the first time starts, e.g. 1h", c.StartFrom)

@@ -16,9 +16,9 @@ import (
 func TestWithDefaults(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, Config{Cluster: "prod", LogGroup: "/aws/eks/prod/cluster", StreamPrefix: "kube-apiserver-audit-",
-		PollInterval: 15 * time.Second, Overlap: 5 * time.Minute, StartFrom: time.Hour}, Config{Cluster: "prod"}.WithDefaults())
+		PollInterval: 15 * time.Second, Overlap: 5 * time.Minute, StartFrom: time.Hour, PageSize: 10000}, Config{Cluster: "prod"}.WithDefaults())
 	set := Config{Cluster: "prod", LogGroup: "/aws/eks/prod-eks/cluster", StreamPrefix: "audit-", PollInterval: time.Minute,
-		Overlap: time.Minute, StartFrom: 24 * time.Hour, Region: "eu-west-1", Endpoint: "https://vpce-1.logs.eu-west-1.vpce.amazonaws.com"}
+		Overlap: time.Minute, StartFrom: 24 * time.Hour, PageSize: 500, Region: "eu-west-1", Endpoint: "https://vpce-1.logs.eu-west-1.vpce.amazonaws.com"}
 	require.Equal(t, set, set.WithDefaults(), "set fields are kept")
 	require.NoError(t, set.WithDefaults().Validate("eks"))
 }
@@ -56,9 +56,10 @@ func TestValidate(t *testing.T) {
 		require.Equal(t, c.want, err.Error(), c.name)
 	}
 	// Every problem at once, in a stable order.
-	err := Config{Cluster: "prod", Region: "x", PollInterval: time.Millisecond, StreamPrefix: "p", LogGroup: "g", Overlap: -1}.Validate("eks")
+	err := Config{Cluster: "prod", Region: "x", PollInterval: time.Millisecond, StreamPrefix: "p", LogGroup: "g", Overlap: -1, PageSize: 10001}.Validate("eks")
 	require.EqualError(t, err, strings.Join([]string{
 		"eks.overlap: -1ns is outside 0 to 1h0m0s; EKS delivers within a few minutes, and the default is 5m0s",
+		"eks.pageSize: 10001 is outside 1 to 10000, FilterLogEvents' limit",
 		"eks.pollInterval: 1ms is below 1s: FilterLogEvents allows 5 calls a second per account and Region, shared with every other caller",
 		`eks.region: "x" is not an AWS Region, e.g. eu-west-1`,
 	}, "\n"))

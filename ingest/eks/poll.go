@@ -56,6 +56,7 @@ func (s *Source) poll(ctx context.Context) error {
 		LogStreamNamePrefix: aws.String(s.cfg.StreamPrefix),
 		StartTime:           aws.Int64(s.state.from(s.cfg.Overlap.Milliseconds())),
 	}
+	in.Limit = aws.Int32(int32(s.cfg.PageSize))
 	if s.knobs.pageLimit > 0 {
 		in.Limit = aws.Int32(s.knobs.pageLimit)
 	}
