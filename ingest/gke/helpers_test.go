@@ -20,11 +20,17 @@ import (
 
 const testCluster = "prod-gke"
 
-// eventually polls cond until it holds; nothing in these tests sleeps to
-// wait.
-func eventually(t *testing.T, cond func() bool, msg string, args ...any) {
+// await waits until ch is closed, and fails the test, saying what it
+// waited for, if that takes over a minute. Nothing in these tests sleeps
+// or polls to wait: they wait on a channel a hook closes, or on the
+// server's notifications (pubsubtest's Await and AwaitAcked).
+func await(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
-	require.Eventually(t, cond, 60*time.Second, 2*time.Millisecond, append([]any{msg}, args...)...)
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("waited a minute for %s", what)
+	}
 }
 
 // newCounter is an aggregator over a real store in a temporary directory,

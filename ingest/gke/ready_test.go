@@ -79,13 +79,16 @@ func TestReadySaysWhatToDo(t *testing.T) {
 			require.False(t, ok)
 			require.Equal(t, "not started: Sunset has not yet connected to "+s.cfg.Subscription, why)
 			stop := run(t, s)
+			// Await tests Ready at each call the source starts: it says it
+			// is ready before it opens its stream, and why not before it
+			// probes again.
 			if tc.ok {
-				eventually(t, func() bool { ok, _ := s.Ready(); return ok }, "ready")
+				srv.Await(t, "ready", func() bool { ok, _ := s.Ready(); return ok })
 				require.Equal(t, 1.0, metric(t, reg, "sunset_gke_receiving", map[string]string{"cluster": testCluster}))
 				ids := srv.Publish(t, readEntry(t, "list-deprecated"))
-				eventually(t, func() bool { return srv.Acked(ids...) == 1 }, "receiving")
+				srv.Await(t, "receiving", func() bool { return srv.Acked(ids...) == 1 })
 			} else {
-				eventually(t, func() bool { _, why := s.Ready(); return why == tc.why }, "the reason")
+				srv.Await(t, "the reason", func() bool { _, why := s.Ready(); return why == tc.why })
 				require.Equal(t, 0.0, metric(t, reg, "sunset_gke_receiving", map[string]string{"cluster": testCluster}))
 			}
 			stop()
@@ -136,7 +139,7 @@ func TestEndpointAndEmulatorHost(t *testing.T) {
 			counter := newCounter(t, reg)
 			run(t, newSource(t, srv, counter, reg, func(o *Options) { tc.change(o, srv) }))
 			ids := srv.Publish(t, readEntry(t, "list-deprecated"))
-			eventually(t, func() bool { return srv.Acked(ids...) == 1 }, "received and acknowledged")
+			srv.Await(t, "received and acknowledged", func() bool { return srv.Acked(ids...) == 1 })
 			require.Equal(t, 1.0, metric(t, reg, "sunset_ingest_events_total", map[string]string{"source": SourceName, "result": "counted"}))
 		})
 	}

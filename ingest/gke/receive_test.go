@@ -105,7 +105,7 @@ func TestCapturedEventsCountAsTheEventsThemselves(t *testing.T) {
 	})
 	start := time.Now()
 	run(t, s)
-	eventually(t, func() bool { return srv.Acked(ids...) == len(ids) }, "every message acknowledged")
+	srv.Await(t, "every message acknowledged", func() bool { return srv.Acked(ids...) == len(ids) })
 	t.Logf("%d entries counted and acknowledged in %s", len(ids), time.Since(start))
 
 	c.requireCounts(t, counter, reg)
@@ -205,7 +205,7 @@ func TestRedeliveriesCountOnce(t *testing.T) {
 	ids := order.publish(t, srv, []string{"0b6f4c1e-3a52-4d7e-9a0c-5f1d2e8b7a10"}, list)
 	s := newSource(t, srv, order, reg, nil)
 	run(t, s)
-	eventually(t, func() bool { return srv.Acked(ids...) == 1 }, "acknowledged once committed")
+	srv.Await(t, "acknowledged once committed", func() bool { return srv.Acked(ids...) == 1 })
 	// Two commits failed and one went through but failed to say so: the
 	// message came back three times, and counts once.
 	require.Equal(t, 4, srv.Deliveries(ids[0]))
@@ -214,7 +214,7 @@ func TestRedeliveriesCountOnce(t *testing.T) {
 	watch := "8e2b7d90-1f4c-4a3b-b5e6-0d9c8a7f6e51"
 	more := order.publish(t, srv, []string{"0b6f4c1e-3a52-4d7e-9a0c-5f1d2e8b7a10", watch, watch, watch},
 		list, readEntry(t, "watch-started"), readEntry(t, "watch-complete"), readEntry(t, "watch-complete"))
-	eventually(t, func() bool { return srv.Acked(more...) == len(more) }, "every message acknowledged")
+	srv.Await(t, "every message acknowledged", func() bool { return srv.Acked(more...) == len(more) })
 	all := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	for api, want := range map[string]uint64{"volumeattributesclasses.v1beta1.storage.k8s.io": 1, "widgets.v1beta1.e2e.example.com": 1} {
 		got, err := counter.Requests(testCluster, api, all, all.Add(23*time.Hour))
@@ -279,7 +279,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 	}
 	ids := order.publish(t, srv, events, data...)
 	run(t, newSource(t, srv, order, reg, nil))
-	eventually(t, func() bool { return srv.Acked(ids...) == len(ids) }, "every message acknowledged")
+	srv.Await(t, "every message acknowledged", func() bool { return srv.Acked(ids...) == len(ids) })
 
 	all := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	got, err := counter.Requests(testCluster, "volumeattributesclasses.v1beta1.storage.k8s.io", all, all.Add(23*time.Hour))
@@ -308,12 +308,15 @@ type batches struct {
 	Ingester
 	release chan struct{}
 	held    atomic.Bool
+	// holding is closed once the first commit is held.
+	holding chan struct{}
 	mu      sync.Mutex
 	sizes   []string
 }
 
 func (b *batches) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
 	if b.held.CompareAndSwap(false, true) {
+		close(b.holding)
 		<-b.release
 	}
 	b.mu.Lock()
@@ -330,7 +333,7 @@ func TestMessagesQueuedDuringACommitShareTheNext(t *testing.T) {
 	order := newAckOrder(nil)
 	srv := pubsubtest.Start(t, order.reactor())
 	counter := newCounter(t, reg)
-	ing := &batches{Ingester: counter, release: make(chan struct{})}
+	ing := &batches{Ingester: counter, release: make(chan struct{}), holding: make(chan struct{})}
 	order.Ingester = ing
 	const n = 40
 	var entries [][]byte
@@ -346,16 +349,21 @@ func TestMessagesQueuedDuringACommitShareTheNext(t *testing.T) {
 		events = append(events, id)
 	}
 	var handed atomic.Int32
+	allHanded := make(chan struct{})
 	s := newSource(t, srv, order, reg, func(o *Options) { o.Config.MaxOutstanding = n })
-	s.handedOff = func() { handed.Add(1) }
+	s.handedOff = func() {
+		if handed.Add(1) == n {
+			close(allHanded)
+		}
+	}
 	ids := order.publish(t, srv, events[:1], entries[0])
 	run(t, s)
-	eventually(t, func() bool { return ing.held.Load() }, "the first commit started")
+	await(t, ing.holding, "the first commit started")
 	more := order.publish(t, srv, events[1:], entries[1:]...)
-	eventually(t, func() bool { return handed.Load() == n }, "every message waits for a commit")
+	await(t, allHanded, "every message waits for a commit")
 	require.Zero(t, srv.Acked(append(ids, more...)...), "nothing acknowledged before its commit")
 	close(ing.release)
-	eventually(t, func() bool { return srv.Acked(append(ids, more...)...) == n }, "every message acknowledged")
+	srv.Await(t, "every message acknowledged", func() bool { return srv.Acked(append(ids, more...)...) == n })
 	ing.mu.Lock()
 	require.Equal(t, "europe-west1:1", ing.sizes[0])
 	require.ElementsMatch(t, []string{"europe-west1:29", "us-central1:10"}, ing.sizes[1:], "one commit per node, in the order they came")

@@ -9,13 +9,17 @@
 //		ClientOptions: srv.ClientOptions(t), ...})
 //	entry, err := pubsubtest.LogEntry(eventJSON)
 //	ids := srv.Publish(t, entry)
-//	// ... poll srv.Acked(ids...) == len(ids)
+//	srv.AwaitAcked(t, ids...)
+//
+// Nothing here polls: the server tells waiters of each acknowledgement
+// it applies, and of each call a client of ClientOptions starts (Await).
 //
 // It is for tests only; production code must not import it.
 package pubsubtest
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,6 +49,40 @@ type Server struct {
 	Topic, Subscription string
 	// ahead is how far the server's clock is ahead of the real one.
 	ahead atomic.Int64
+
+	mu sync.Mutex
+	// changed is closed, and replaced, at each acknowledgement the server
+	// is asked to apply and each call a client of ClientOptions starts.
+	changed chan struct{}
+}
+
+// changes returns a channel closed at the next change (notify): a waiter
+// takes it before it tests its condition, so that no change between the
+// test and the wait goes unnoticed.
+func (s *Server) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// notify wakes every waiter.
+func (s *Server) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// ackNotifier is the reactor on Acknowledge that wakes waiters. pstest
+// runs it holding the server's lock, which it keeps until it has applied
+// the acknowledgement: a waiter woken reads the acknowledgements
+// (Fake.Message) under that lock, so after it. It never answers in
+// pstest's place.
+type ackNotifier struct{ s *Server }
+
+func (n ackNotifier) React(any) (handled bool, ret any, err error) {
+	n.s.notify()
+	return false, nil, nil
 }
 
 // Option changes the server Start runs.
@@ -75,13 +113,18 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	s := &Server{Topic: "projects/" + Project + "/topics/gke-audit", Subscription: "projects/" + Project + "/subscriptions/sunset",
+		changed: make(chan struct{})}
+	// The notifier comes first, so that it hears of every call, whatever
+	// the reactors after it answer.
+	reactors := append([]pstest.ServerReactorOption{{FuncName: "Acknowledge", Reactor: ackNotifier{s}}}, o.reactors...)
 	fake := pstest.NewServerWithCallback(0, func(g *grpc.Server) {
 		for _, register := range o.services {
 			register(g)
 		}
-	}, o.reactors...)
+	}, reactors...)
 	t.Cleanup(func() { _ = fake.Close() })
-	s := &Server{Fake: fake, Topic: "projects/" + Project + "/topics/gke-audit", Subscription: "projects/" + Project + "/subscriptions/sunset"}
+	s.Fake = fake
 	fake.SetTimeNowFunc(func() time.Time { return time.Now().Add(time.Duration(s.ahead.Load())) })
 	ctx := context.Background()
 	if _, err := fake.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: s.Topic}); err != nil {
@@ -95,10 +138,20 @@ func Start(t testing.TB, opts ...Option) *Server {
 
 // ClientOptions returns the options with which the real Pub/Sub client
 // reaches the server: a connection of its own, without TLS or
-// credentials, closed when the test ends.
+// credentials, closed when the test ends. Each call the client starts on
+// it, a stream (StreamingPull) or not, wakes Await's waiters: what the
+// client did before the call is done when they test their condition.
 func (s *Server) ClientOptions(t testing.TB) []option.ClientOption {
 	t.Helper()
-	conn, err := grpc.NewClient(s.Fake.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.Fake.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			s.notify()
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			s.notify()
+			return streamer(ctx, desc, cc, method, opts...)
+		}))
 	if err != nil {
 		t.Fatalf("pubsubtest: dialing %s: %v", s.Fake.Addr, err)
 	}
@@ -126,6 +179,31 @@ func (s *Server) Publish(t testing.TB, data ...[]byte) []string {
 // its clock that are not out for delivery, so keep the total under that.
 func (s *Server) Advance(d time.Duration) { s.ahead.Add(int64(d)) }
 
+// awaitTimeout bounds a wait of Await or AwaitAcked.
+const awaitTimeout = time.Minute
+
+// Await waits until cond holds, and fails the test, saying what it waited
+// for, if that takes over a minute. It tests cond at once and again at
+// each change: each acknowledgement the server applies, and each call a
+// client of ClientOptions starts. A condition no such change follows is
+// not seen to hold.
+func (s *Server) Await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.NewTimer(awaitTimeout)
+	defer timeout.Stop()
+	for {
+		changed := s.changes()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("pubsubtest: waited a minute for %s", what)
+		}
+	}
+}
+
 // AwaitAcked waits until every message of ids has been acknowledged, and
 // fails the test if that takes over a minute. A message that was on the
 // wire when its subscriber closed its stream stays leased to that stream
@@ -138,27 +216,33 @@ func (s *Server) Advance(d time.Duration) { s.ahead.Add(int64(d)) }
 func (s *Server) AwaitAcked(t testing.TB, ids ...string) {
 	t.Helper()
 	const stall, step, maxSteps = time.Second, 2 * time.Minute, 3
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(time.Minute)
-	last, since, steps := -1, time.Now(), 0
+	timeout := time.NewTimer(awaitTimeout)
+	defer timeout.Stop()
+	stalled := time.NewTimer(stall)
+	defer stalled.Stop()
+	last, steps := -1, 0
 	for {
+		changed := s.changes()
 		n := s.Acked(ids...)
 		if n == len(ids) {
 			return
 		}
-		now := time.Now()
-		switch {
-		case now.After(deadline):
-			t.Fatalf("pubsubtest: %d of %d messages acknowledged after a minute", n, len(ids))
-		case n != last:
-			last, since = n, now
-		case now.Sub(since) > stall && steps < maxSteps:
-			s.Advance(step)
-			steps++
-			since = now
+		if n != last {
+			last = n
+			stalled.Reset(stall)
 		}
-		<-tick.C
+		select {
+		case <-changed:
+		case <-stalled.C:
+			// A second without a new acknowledgement.
+			if steps < maxSteps {
+				s.Advance(step)
+				steps++
+				stalled.Reset(stall)
+			}
+		case <-timeout.C:
+			t.Fatalf("pubsubtest: %d of %d messages acknowledged after a minute", s.Acked(ids...), len(ids))
+		}
 	}
 }
 

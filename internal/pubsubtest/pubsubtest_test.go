@@ -3,7 +3,6 @@ package pubsubtest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/stretchr/testify/require"
@@ -100,7 +99,7 @@ func TestServerDeliversToTheRealClient(t *testing.T) {
 		})
 	}()
 	require.ElementsMatch(t, []string{"one", "two"}, []string{<-got, <-got})
-	require.Eventually(t, func() bool { return srv.Acked(ids...) == 2 }, time.Minute, 2*time.Millisecond)
+	srv.Await(t, "both acknowledged", func() bool { return srv.Acked(ids...) == 2 })
 	require.Equal(t, 1, srv.Deliveries(ids[0]))
 	cancel()
 	require.NoError(t, <-done)
