@@ -194,7 +194,9 @@ func TestKafkaPoisonAndBombAcrossKills(t *testing.T) {
 
 	kafkatest.Produce(t, brokers, topic, kafkago.Gzip, chunk(0, 1000)...)
 	p := startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
-	p.waitCount(t, "batch committed", 3, 60*time.Second)
+	// Two commits, at least one per partition, is all a run is sure to
+	// make: when commits are slow, fetched batches merge into fewer.
+	p.waitCount(t, "batch committed", 2, 60*time.Second)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	<-p.exited
 
@@ -213,7 +215,7 @@ func TestKafkaPoisonAndBombAcrossKills(t *testing.T) {
 	for round := range 3 {
 		kafkatest.Produce(t, brokers, topic, kafkago.Gzip, chunk(2000+round*1000, 3000+round*1000)...)
 		p = startBinary(t, dataDir, "--config", cfg, "--log-level", "debug")
-		p.waitCount(t, "batch committed", 2+round, 60*time.Second)
+		p.waitCount(t, "batch committed", 2, 60*time.Second)
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 		<-p.exited
 	}
