@@ -102,6 +102,7 @@ type Consumer struct {
 	cursors        CursorReader
 	log            zerolog.Logger
 	metrics        *metrics
+	age            *topicAge
 	decoder        *decoder
 	dialer         *kafkago.Dialer
 
@@ -128,8 +129,12 @@ func New(o Options) (*Consumer, error) {
 	log := o.Logger.With().Str("component", "kafka").Logger()
 	cfg.WarnInsecure(log)
 	SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
+	age := newTopicAge(cfg.Topics, time.Now)
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(age)
+	}
 	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
-		log: log, metrics: newMetrics(o.Registerer),
+		log: log, metrics: newMetrics(o.Registerer), age: age,
 		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet"}, nil
 }
 
@@ -318,6 +323,8 @@ type batch struct {
 	// them read.
 	heard  []heardCluster
 	poison []PoisonSample
+	// newest is the latest time stamped on a message of the batch.
+	newest time.Time
 }
 
 type heardCluster struct {
@@ -342,6 +349,9 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 	b := &batch{}
 	for i := range msgs {
 		m := &msgs[i]
+		if m.Time.After(b.newest) {
+			b.newest = m.Time
+		}
 		var d decoded
 		reason := ""
 		if int64(len(m.Value)) > maxDecompressed.Load() {
@@ -412,6 +422,9 @@ func mergeBatches(into, next *batch) {
 		into.add(g.Origin, g.Events)
 	}
 	into.next = next.next
+	if next.newest.After(into.newest) {
+		into.newest = next.newest
+	}
 	if next.lag >= 0 {
 		into.lag = next.lag
 	}
@@ -454,6 +467,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	for _, ps := range b.poison {
 		c.recordPoison(ps)
 	}
+	c.age.saw(p.topic, b.newest)
 	p.offsets.note(p.topic, p.id, b.next)
 	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	if b.lag >= 0 {
