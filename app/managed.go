@@ -12,6 +12,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/eks"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/gke"
+	"github.com/kube-sunset/sunset/internal/agegauge"
 )
 
 // managedSource is a managed control plane's audit log source: EKS through
@@ -65,32 +66,37 @@ func (c IngestConfig) validateManaged() []error {
 // buildManaged builds the managed-cluster sources. What they count goes
 // through local, so that kafka.forward sends it to the fleet.
 func (a *App) buildManaged(local file.CursorIngester, reg prometheus.Registerer, now func() time.Time) error {
-	lag := newSourceLag(now)
+	lag := agegauge.New(sourceLagDesc, now)
 	if len(a.cfg.Ingest.EKS)+len(a.cfg.Ingest.GKE) > 0 {
 		reg.MustRegister(lag)
 	}
 	for _, c := range a.cfg.Ingest.EKS {
 		src, err := eks.New(eks.Options{Config: c.WithDefaults(), Ingester: local, Cursors: a.store, Logger: a.log,
-			Registerer: reg, Newest: lag.observer(eks.SourceName), Now: now})
+			Registerer: reg, Newest: newestOf(lag, eks.SourceName), Now: now})
 		if err != nil {
 			return fmt.Errorf("ingest.eks %s: %w", c.Cluster, err)
 		}
 		a.managed = append(a.managed, managedSource{kind: eks.SourceName, cluster: c.Cluster, run: src.Run, ready: src.Ready})
-		lag.expect(eks.SourceName, c.Cluster)
+		lag.Expect(eks.SourceName, c.Cluster)
 		if _, ok := a.cfg.ClusterVersions()[c.Cluster]; !ok {
 			a.log.Warn().Str("cluster", c.Cluster).Msg("EKS cuts audit entries over 256 KB, and a cut entry counts as deprecated only by the catalog, which needs the cluster's version: set clusters." + c.Cluster + ".version")
 		}
 	}
 	for _, c := range a.cfg.Ingest.GKE {
 		src, err := gke.New(context.Background(), gke.Options{Config: c, Ingester: local, Logger: a.log,
-			Registerer: reg, Newest: lag.observer(gke.SourceName)})
+			Registerer: reg, Newest: newestOf(lag, gke.SourceName)})
 		if err != nil {
 			return fmt.Errorf("ingest.gke %s: %w", c.Cluster, err)
 		}
 		a.managed = append(a.managed, managedSource{kind: gke.SourceName, cluster: c.Cluster, run: src.Run, ready: src.Ready})
-		lag.expect(gke.SourceName, c.Cluster)
+		lag.Expect(gke.SourceName, c.Cluster)
 	}
 	return nil
+}
+
+// newestOf is what a source of kind calls with its newest event's time.
+func newestOf(lag *agegauge.Gauge, kind string) func(cluster string, t time.Time) {
+	return func(cluster string, t time.Time) { lag.Saw(t, kind, cluster) }
 }
 
 // managedWarnings say which managed sources cannot read, and why. They

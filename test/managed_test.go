@@ -31,6 +31,24 @@ func managedFeed(prefix string, first, n int, start time.Time, want map[string]i
 	return out
 }
 
+// requireUserCounts waits until the server counts want by user, and
+// requires the feed's deprecated requests, deprecated of them, to be all
+// that want holds.
+func requireUserCounts(t *testing.T, p *process, want map[string]int64, within time.Duration, deprecated int) {
+	t.Helper()
+	var got map[string]int64
+	err := p.await(within, testserver.RecheckGap, func() bool {
+		got = userCounts(t, p.url)
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+	require.Equal(t, want, got, "%v", err)
+	var sum int64
+	for _, n := range want {
+		sum += n
+	}
+	require.Equal(t, int64(deprecated), sum, "a tenth of the events are deprecated")
+}
+
 // An EKS cluster's audit log in CloudWatch Logs, read by the binary with
 // the SDK's default credential chain (credentials, Region and endpoint
 // from the environment, as IRSA would give them), is counted exactly
@@ -74,17 +92,7 @@ func TestEKSExactAcrossKills(t *testing.T) {
 		<-p.exited
 	}
 	p := startBinaryEnv(t, moto.Env(), dataDir, "--config", cfg, "--log-level", "debug")
-	var got map[string]int64
-	err := p.await(90*time.Second, testserver.RecheckGap, func() bool {
-		got = userCounts(t, p.url)
-		return fmt.Sprint(got) == fmt.Sprint(want)
-	})
-	require.Equal(t, want, got, "%v", err)
-	var sum int64
-	for _, n := range want {
-		sum += n
-	}
-	require.Equal(t, int64(rounds*perRound/10), sum, "a tenth of the events are deprecated")
+	requireUserCounts(t, p, want, 90*time.Second, rounds*perRound/10)
 }
 
 // A GKE cluster's audit log, routed to Pub/Sub as LogEntries, is read by
@@ -128,15 +136,5 @@ func TestGKEExactAcrossKills(t *testing.T) {
 	}
 	p := startBinaryEnv(t, env, dataDir, "--config", cfg, "--log-level", "debug")
 	ps.AwaitAcked(t, ids...)
-	var got map[string]int64
-	err := p.await(30*time.Second, testserver.RecheckGap, func() bool {
-		got = userCounts(t, p.url)
-		return fmt.Sprint(got) == fmt.Sprint(want)
-	})
-	require.Equal(t, want, got, "%v", err)
-	var sum int64
-	for _, n := range want {
-		sum += n
-	}
-	require.Equal(t, int64(rounds*perRound/10), sum, "a tenth of the events are deprecated")
+	requireUserCounts(t, p, want, 30*time.Second, rounds*perRound/10)
 }

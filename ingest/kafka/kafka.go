@@ -25,6 +25,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/agegauge"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
 
@@ -102,7 +103,7 @@ type Consumer struct {
 	cursors        CursorReader
 	log            zerolog.Logger
 	metrics        *metrics
-	age            *topicAge
+	age            *agegauge.Gauge
 	decoder        *decoder
 	dialer         *kafkago.Dialer
 
@@ -129,7 +130,10 @@ func New(o Options) (*Consumer, error) {
 	log := o.Logger.With().Str("component", "kafka").Logger()
 	cfg.WarnInsecure(log)
 	SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
-	age := newTopicAge(cfg.Topics, time.Now)
+	age := agegauge.New(topicAgeDesc, time.Now)
+	for _, t := range cfg.Topics {
+		age.Expect(t)
+	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(age)
 	}
@@ -467,7 +471,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	for _, ps := range b.poison {
 		c.recordPoison(ps)
 	}
-	c.age.saw(p.topic, b.newest)
+	c.age.Saw(b.newest, p.topic)
 	p.offsets.note(p.topic, p.id, b.next)
 	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	if b.lag >= 0 {
