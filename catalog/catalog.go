@@ -24,9 +24,14 @@ var builtinYAML []byte
 // immutable and safe for concurrent use.
 type Catalog struct {
 	byGVR map[gvr]Entry
+	// byGVK answers for manifests, which name a kind, not a resource.
+	byGVK map[gvk]Entry
 }
 
-type gvr struct{ group, version, resource string }
+type (
+	gvr struct{ group, version, resource string }
+	gvk struct{ group, version, kind string }
+)
 
 // Builtin returns the entries compiled into Sunset.
 func Builtin() ([]Entry, error) {
@@ -63,6 +68,15 @@ func New(extra []Entry) (*Catalog, error) {
 		e.DeprecatedIn, e.RemovedIn = NormalizeRelease(e.DeprecatedIn), NormalizeRelease(e.RemovedIn)
 		c.byGVR[gvr{e.Group, e.Version, e.Resource}] = e
 	}
+	c.byGVK = make(map[gvk]Entry, len(c.byGVR))
+	for _, e := range c.byGVR {
+		k := gvk{e.Group, e.Version, e.Kind}
+		// Two resources of one kind in one version would make the answer
+		// depend on map order; the alphabetically first resource wins.
+		if old, ok := c.byGVK[k]; !ok || e.Resource < old.Resource {
+			c.byGVK[k] = e
+		}
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -70,6 +84,13 @@ func New(extra []Entry) (*Catalog, error) {
 // group is "".
 func (c *Catalog) Lookup(group, version, resource string) (Entry, bool) {
 	e, ok := c.byGVR[gvr{group, version, resource}]
+	return e, ok
+}
+
+// LookupKind returns the lifecycle of an API by the kind a manifest names
+// (apiVersion and kind), if the catalog has it.
+func (c *Catalog) LookupKind(group, version, kind string) (Entry, bool) {
+	e, ok := c.byGVK[gvk{group, version, kind}]
 	return e, ok
 }
 

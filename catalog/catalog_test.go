@@ -132,3 +132,39 @@ func TestExtraEntryReleasesAreNormalised(t *testing.T) {
 	require.Empty(t, NormalizeRelease(""))
 	require.Equal(t, "soon", NormalizeRelease("soon"))
 }
+
+func TestLookupKindAnswersForManifests(t *testing.T) {
+	c, err := New([]Entry{{Group: "example.com", Version: "v1beta1", Resource: "widgets", Kind: "Widget", DeprecatedIn: "1.30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		group, version, kind string
+		wantResource         string
+	}{
+		{"extensions", "v1beta1", "Ingress", "ingresses"},
+		{"batch", "v1beta1", "CronJob", "cronjobs"},
+		{"", "v1", "Endpoints", "endpoints"},
+		{"example.com", "v1beta1", "Widget", "widgets"},
+		{"networking.k8s.io", "v1", "Ingress", ""},
+		{"extensions", "v1beta1", "ingresses", ""},
+	} {
+		e, ok := c.LookupKind(tc.group, tc.version, tc.kind)
+		if got := map[bool]string{true: e.Resource}[ok]; got != tc.wantResource {
+			t.Errorf("LookupKind(%q, %q, %q) = %q, want %q", tc.group, tc.version, tc.kind, got, tc.wantResource)
+		}
+	}
+}
+
+// The horizon is the newest release the built-in catalog names: 1.43, the
+// planned removal of scheduling.k8s.io/v1beta1 (introduced in 1.37,
+// deprecated in 1.40).
+func TestHorizonIsTheNewestReleaseTheCatalogNames(t *testing.T) {
+	h, err := Horizon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.String(); got != "1.43" {
+		t.Errorf("Horizon() = %s, want 1.43", got)
+	}
+}

@@ -83,3 +83,27 @@ func (e Entry) Removed() Release {
 	r, _ := ParseRelease(e.RemovedIn)
 	return r
 }
+
+// Horizon is the last release the built-in catalog speaks for: the newest
+// release any entry names (planned removals included) or was generated
+// from. Past it, what a release removes is unknown.
+func Horizon() (Release, error) {
+	entries, err := Builtin()
+	if err != nil {
+		return Release{}, err
+	}
+	var h Release
+	for _, e := range entries {
+		// k8s.io/api v0.37.x is Kubernetes 1.37.
+		generatedFrom := ""
+		if v, ok := strings.CutPrefix(e.Source, "api@v0."); ok {
+			generatedFrom = "1." + v
+		}
+		for _, s := range []string{e.IntroducedIn, e.DeprecatedIn, e.RemovedIn, generatedFrom} {
+			if r, err := ParseRelease(s); err == nil && h.Less(r) {
+				h = r
+			}
+		}
+	}
+	return h, nil
+}
