@@ -7,6 +7,7 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/plural"
+	"github.com/kube-sunset/sunset/scan"
 )
 
 // Exit codes of `sunset check`.
@@ -32,13 +33,19 @@ type Finding = api.Finding
 // CheckResult is the verdict of the upgrade gate. The logic is the API's
 // (api.Check), so `sunset check` and the upgradechecks endpoint agree; its
 // JSON is api.CheckResult's.
-type CheckResult struct{ api.CheckResult }
+type CheckResult struct {
+	api.CheckResult
+	// Scan is what `check --scan` found in manifests, charts and the
+	// cluster, and ScanVerdict its sentence; ExitCode covers both.
+	Scan        *scan.Result `json:"scan,omitempty"`
+	ScanVerdict string       `json:"scanVerdict,omitempty"`
+}
 
 // Check decides whether upgrading to the target is safe from what list says
 // was requested. list must have been read with Since set, so each item has
 // a window.
 func Check(list api.APIRequestCountList, o CheckOptions) CheckResult {
-	return CheckResult{api.Check(list, o)}
+	return CheckResult{CheckResult: api.Check(list, o)}
 }
 
 // maxNamedClients is how many clients a warning line names.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -178,6 +179,9 @@ type CheckRequest struct {
 	TargetVersion    string
 	Output           string
 	WarningsAsErrors bool
+	// Scan adds what is about to be applied (paths, a cluster) to the
+	// traffic, for one verdict over both.
+	Scan ScanOptions
 
 	target catalog.Release
 }
@@ -187,12 +191,12 @@ func (c *CheckRequest) Validate() error {
 	var errs []error
 	if c.TargetVersion == "" {
 		errs = append(errs, errors.New("--target-version is required, e.g. --target-version 1.37"))
-	} else if rel, err := catalog.ParseRelease(c.TargetVersion); err != nil {
-		errs = append(errs, fmt.Errorf("--target-version: %w", err))
+	} else if rel, err := parseTarget(c.TargetVersion); err != nil {
+		errs = append(errs, err)
 	} else {
 		c.target = rel
 	}
-	errs = append(errs, validateSince(c.Since))
+	errs = append(errs, validateSince(c.Since), c.Scan.validate())
 	if c.Output != "text" && c.Output != "json" {
 		errs = append(errs, fmt.Errorf("-o %q is not one of text, json", c.Output))
 	}
@@ -214,10 +218,15 @@ func (c *CheckRequest) Run(r api.Reader, out Output) error {
 			fmt.Fprintln(out.Err, msg)
 		}
 	}
+	if c.Scan.wanted() {
+		if err := c.addScan(&res); err != nil {
+			return err
+		}
+	}
 	if c.Output == "json" {
 		err = WriteObject(out.Out, res, FormatJSON)
 	} else {
-		err = res.WriteText(out.Out)
+		err = c.writeText(out, res)
 	}
 	if err != nil {
 		return err
@@ -226,6 +235,47 @@ func (c *CheckRequest) Run(r api.Reader, out Output) error {
 		return &ExitCodeError{Code: res.ExitCode, Err: fmt.Errorf("check failed with exit code %d", res.ExitCode)}
 	}
 	return nil
+}
+
+// addScan scans and joins the verdicts: removed APIs in either fail with
+// ExitRemoved; otherwise an incomplete scan fails with ExitError, since
+// "safe" would be a guess; otherwise deprecated ones (with
+// --warnings-as-errors) give ExitDeprecated.
+func (c *CheckRequest) addScan(res *CheckResult) error {
+	sres, err := c.Scan.run(context.Background(), c.target)
+	if err != nil {
+		return err
+	}
+	res.Scan, res.ScanVerdict = &sres, sres.Verdict(c.WarningsAsErrors)
+	scanCode := ScanExitCode(sres, c.WarningsAsErrors)
+	switch {
+	case res.ExitCode == ExitRemoved || scanCode == ExitRemoved:
+		res.ExitCode = ExitRemoved
+	case scanCode == ExitError:
+		res.ExitCode = ExitError
+	default:
+		res.ExitCode = max(res.ExitCode, scanCode)
+	}
+	return nil
+}
+
+// writeText writes the traffic's warnings, then the scan's findings, then
+// both verdicts.
+func (c *CheckRequest) writeText(out Output, res CheckResult) error {
+	if res.Scan == nil {
+		return res.WriteText(out.Out)
+	}
+	if err := res.WriteText(out.Out); err != nil {
+		return err
+	}
+	if len(res.Scan.Findings) > 0 {
+		if err := res.Scan.Write(out.Out, "table", "", Terminal); err != nil {
+			return err
+		}
+	}
+	writeScanProblems(out.Err, *res.Scan)
+	_, err := fmt.Fprintln(out.Out, Terminal(res.ScanVerdict))
+	return err
 }
 
 // WebhooksRequest is `sunset report webhooks [NAME]`: admission webhook

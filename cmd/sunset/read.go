@@ -73,6 +73,19 @@ func newCheckCommand(env cli) *cobra.Command {
 	fs.StringVar(&req.TargetVersion, "target-version", "", "the Kubernetes release to upgrade to, e.g. 1.37")
 	fs.BoolVar(&req.WarningsAsErrors, "warnings-as-errors", false, "exit 2 when deprecated (not yet removed) APIs were requested")
 	fs.StringVarP(&req.Output, "output", "o", "text", "text or json")
+	fs.StringArrayVar(&req.Scan.Paths, "scan", nil, "also scan these manifests, kustomizations or charts (as sunset scan), for one verdict (repeatable)")
+	scanCluster := fs.Bool("scan-cluster", true, "with --kubeconfig or --context, also scan that cluster's Helm releases, CRDs and APIServices")
+	addScanFlags(fs, &req.Scan)
+	readTraffic := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req.Scan.Stdin = env.stdin
+		if *scanCluster {
+			// The cluster whose traffic is read through kube-apiserver is
+			// the one to scan.
+			req.Scan.Kubeconfig, req.Scan.Context = fs.Lookup("kubeconfig").Value.String(), fs.Lookup("context").Value.String()
+		}
+		return readTraffic(cmd, args)
+	}
 	return cmd
 }
 

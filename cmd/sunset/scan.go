@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/report"
+)
+
+func newScanCommand(env cli) *cobra.Command {
+	req := report.ScanRequest{Version: version}
+	var configFile string
+	cmd := withHelp(&cobra.Command{Use: "scan --target-version 1.NN [PATH|-]...",
+		Short: "Find deprecated and removed APIs in manifests, kustomizations, charts and a cluster's Helm releases"}, "scan")
+	fs := cmd.Flags()
+	fs.StringVar(&req.TargetVersion, "target-version", "", "the Kubernetes release to upgrade to, e.g. 1.37")
+	fs.StringVar(&req.CurrentVersion, "current-version", "", "the cluster's release now, to mark APIs it already stopped serving (read from the cluster with --kubeconfig)")
+	fs.StringVarP(&req.Output, "output", "o", "table", "table, wide, json, yaml, markdown, sarif or junit")
+	fs.BoolVar(&req.WarningsAsErrors, "warnings-as-errors", true, "exit 2 when deprecated (not yet removed) APIs are used; =false to exit 0")
+	fs.StringVar(&configFile, "config", "", "a server config file, for its catalog.extra and fieldRules")
+	addScanFlags(fs, &req.ScanOptions)
+	fs.StringVar(&req.Kubeconfig, "kubeconfig", "", "scan the cluster this kubeconfig reaches (Helm releases, CRDs, APIServices)")
+	fs.StringVar(&req.Context, "context", "", "the kubeconfig context to scan; alone, the kubeconfig comes from KUBECONFIG or ~/.kube/config")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req.Paths, req.Stdin = args, env.stdin
+		if err := loadExtras(configFile, &req.ScanOptions); err != nil {
+			return err
+		}
+		if env.isTerminal {
+			req.Progress = func(what, path string) { fmt.Fprintf(env.stderr, "scanning %s %s\n", what, path) }
+		}
+		if err := req.Validate(); err != nil {
+			return err
+		}
+		return req.Run(cmd.Context(), env.output())
+	}
+	return cmd
+}
+
+// addScanFlags declares how charts are rendered, for scan and check --scan.
+func addScanFlags(fs *pflag.FlagSet, o *report.ScanOptions) {
+	fs.StringArrayVarP(&o.Chart.ValueFiles, "values", "f", nil, "render charts with this values file, as helm template -f (repeatable)")
+	fs.StringArrayVar(&o.Chart.Set, "set", nil, "render charts with this value, as helm template --set key=value (repeatable)")
+	fs.StringArrayVar(&o.Chart.SetString, "set-string", nil, "as helm template --set-string key=value (repeatable)")
+	fs.StringArrayVar(&o.Chart.SetJSON, "set-json", nil, "as helm template --set-json key=json (repeatable)")
+	fs.StringVar(&o.Chart.KubeVersion, "kube-version", "", "the release charts see as .Capabilities.KubeVersion (default: the target version)")
+	fs.StringVar(&o.Chart.ReleaseName, "release-name", "release-name", "the release name charts are rendered with")
+}
+
+// loadExtras reads catalog.extra and fieldRules from a server config file,
+// so that a scan knows the same CRD lifecycles and field rules as the
+// server.
+func loadExtras(configFile string, o *report.ScanOptions) error {
+	if configFile == "" {
+		return nil
+	}
+	cfg, err := app.LoadConfig(app.Flags(), configFile)
+	if err != nil {
+		return err
+	}
+	o.Catalog, o.FieldRules = cfg.Catalog.Extra, cfg.FieldRules
+	return nil
+}

@@ -1,0 +1,196 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/fieldrule"
+	"github.com/kube-sunset/sunset/scan"
+)
+
+// ScanOptions are the flags of a scan, alone (`sunset scan`) or as part of
+// `sunset check --scan`.
+type ScanOptions struct {
+	Paths []string
+	Chart scan.ChartOptions
+	// CurrentVersion is the cluster's release, for a scan without a
+	// cluster; a cluster scan reads it from the cluster.
+	CurrentVersion string
+	// Kubeconfig and Context choose a cluster to scan, as kubectl's flags
+	// do; with neither, no cluster is scanned.
+	Kubeconfig, Context string
+	// Catalog and FieldRules are the configured extras (a server config's
+	// catalog.extra and fieldRules).
+	Catalog    []catalog.Entry
+	FieldRules []fieldrule.Rule
+	Stdin      io.Reader
+	// Progress, if set, is told what is being read.
+	Progress func(what, path string)
+
+	current catalog.Release
+}
+
+func (o *ScanOptions) validate() error {
+	if o.CurrentVersion == "" {
+		return nil
+	}
+	rel, err := catalog.ParseRelease(o.CurrentVersion)
+	if err != nil {
+		return fmt.Errorf("--current-version: %w", err)
+	}
+	o.current = rel
+	return nil
+}
+
+// wanted reports whether there is anything to scan.
+func (o *ScanOptions) wanted() bool { return len(o.Paths) > 0 || o.cluster() }
+
+func (o *ScanOptions) cluster() bool { return o.Kubeconfig != "" || o.Context != "" }
+
+// KubeConfig loads a kubeconfig as kubectl does: the file given, else
+// KUBECONFIG, else ~/.kube/config; the context given, else the current one.
+func KubeConfig(kubeconfig, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// run scans the paths and then the cluster, judging against target.
+func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (scan.Result, error) {
+	cat, err := catalog.New(o.Catalog)
+	if err != nil {
+		return scan.Result{}, err
+	}
+	rules, err := fieldrule.New(o.FieldRules)
+	if err != nil {
+		return scan.Result{}, err
+	}
+	j := scan.Judge{Catalog: cat, Fields: rules, Target: target, Current: o.current}
+	res := scan.Result{TargetVersion: target.String()}
+	if len(o.Paths) > 0 {
+		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Chart: o.Chart, Progress: o.Progress}.Scan(ctx, o.Paths))
+	}
+	if o.cluster() {
+		cfg, err := KubeConfig(o.Kubeconfig, o.Context)
+		if err != nil {
+			return res, err
+		}
+		c, err := scan.NewCluster(cfg, j)
+		if err != nil {
+			return res, err
+		}
+		c.Progress = o.Progress
+		cres, err := c.Scan(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Merge(cres)
+	}
+	return res, nil
+}
+
+// ScanExitCode is the exit code of a scan: ExitError when an input could not
+// be read (the verdict would be a guess), else as `sunset check`.
+func ScanExitCode(r scan.Result, warningsAsErrors bool) int {
+	switch {
+	case len(r.Errors) > 0:
+		return ExitError
+	case r.Removed() > 0:
+		return ExitRemoved
+	case r.Deprecated() > 0 && warningsAsErrors:
+		return ExitDeprecated
+	}
+	return ExitSafe
+}
+
+// ScanRequest is `sunset scan`.
+type ScanRequest struct {
+	ScanOptions
+	TargetVersion    string
+	Output           string
+	WarningsAsErrors bool
+	Version          string
+
+	target catalog.Release
+}
+
+// Validate checks the flags.
+func (s *ScanRequest) Validate() error {
+	errs := []error{s.validate()}
+	if s.TargetVersion == "" {
+		errs = append(errs, errors.New("--target-version is required, e.g. --target-version 1.37"))
+	} else if rel, err := parseTarget(s.TargetVersion); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.target = rel
+	}
+	if !slices.Contains(scan.Formats, s.Output) {
+		errs = append(errs, fmt.Errorf("-o %q is not one of %s", s.Output, strings.Join(scan.Formats, ", ")))
+	}
+	if !s.wanted() {
+		errs = append(errs, errors.New("give paths to scan (a directory, files, or - for standard input), or --kubeconfig/--context to scan a cluster"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run scans and prints the findings; gaps and errors go to stderr too,
+// since -o sarif or junit may go to a file. A verdict other than safe is
+// an ExitCodeError.
+func (s *ScanRequest) Run(ctx context.Context, out Output) error {
+	res, err := s.run(ctx, s.target)
+	if err != nil {
+		return err
+	}
+	if err := res.Write(out.Out, s.Output, s.Version, Terminal); err != nil {
+		return err
+	}
+	writeScanProblems(out.Err, res)
+	if s.Output == "table" || s.Output == "wide" {
+		fmt.Fprintln(out.Out, Terminal(res.Verdict(s.WarningsAsErrors)))
+	}
+	if code := ScanExitCode(res, s.WarningsAsErrors); code != ExitSafe {
+		return &ExitCodeError{Code: code, Err: fmt.Errorf("scan failed with exit code %d", code)}
+	}
+	return nil
+}
+
+// writeScanProblems says what was not scanned and what could not be read.
+func writeScanProblems(w io.Writer, res scan.Result) {
+	for _, n := range res.NotScanned {
+		fmt.Fprintln(w, "Warning:", Terminal(n.String()))
+	}
+	for _, e := range res.Errors {
+		fmt.Fprintln(w, "Error:", Terminal(e.String()))
+	}
+}
+
+// parseTarget reads --target-version, which must be a release the catalog
+// can speak for: one it has heard of. A target far past the newest release
+// the catalog knows would read as "safe" only because nothing is known to
+// be removed there yet.
+func parseTarget(s string) (catalog.Release, error) {
+	rel, err := catalog.ParseRelease(s)
+	if err != nil {
+		return rel, fmt.Errorf("--target-version: %w", err)
+	}
+	horizon, err := catalog.Horizon()
+	if err != nil {
+		return rel, err
+	}
+	if horizon.Less(rel) {
+		return rel, fmt.Errorf("--target-version %s is past every release this Sunset's catalog knows (the last is %s): what %s removes is unknown, so the verdict would be a guess. Give a release up to %s, or a newer Sunset", rel, horizon, rel, horizon)
+	}
+	return rel, nil
+}

@@ -1,0 +1,398 @@
+package scan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-sunset/sunset/catalog"
+)
+
+// PageSize is how many objects one list request asks for, so that memory
+// stays flat however big the cluster. Helm release records are up to 1 MiB
+// each, hence the small pages.
+const (
+	PageSize        = 500
+	releasePageSize = 20
+)
+
+// Cluster scans a live cluster: its Helm releases, CRDs and APIServices.
+type Cluster struct {
+	Judge    Judge
+	Kube     kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Progress func(what, path string)
+}
+
+// NewCluster connects to the cluster cfg reaches.
+func NewCluster(cfg *rest.Config, j Judge) (*Cluster, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Judge: j, Kube: kube, Dynamic: dyn}, nil
+}
+
+// Scan reads the cluster. What the credentials may not list is reported in
+// NotScanned and the scan goes on; a cluster that cannot be reached at all
+// is an error.
+func (c *Cluster) Scan(ctx context.Context) (Result, error) {
+	v, err := c.Kube.Discovery().ServerVersion()
+	if err != nil {
+		return Result{}, fmt.Errorf("reaching the cluster: %w", err)
+	}
+	var res Result
+	if cur, err := catalog.ParseRelease(v.GitVersion); err == nil {
+		c.Judge.Current = cur
+		res.CurrentVersion = cur.String()
+	}
+	res.Merge(c.helmReleases(ctx))
+	res.Merge(c.crds(ctx))
+	res.Merge(c.apiServices(ctx))
+	return res, nil
+}
+
+func (c *Cluster) progress(what, path string) {
+	if c.Progress != nil {
+		c.Progress(what, path)
+	}
+}
+
+// listPages lists every page of a list, giving each to page. A refusal
+// is returned as is for the caller to report.
+func listPages(ctx context.Context, limit int64, list func(context.Context, metav1.ListOptions) (string, error)) error {
+	opts := metav1.ListOptions{Limit: limit}
+	for {
+		next, err := list(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		opts.Continue = next
+	}
+}
+
+// notScanned is a gap in the scan. Any error is one, not only a refusal,
+// since one resource must not stop the rest of the scan; a refusal's
+// message names the user, verb and resource, which says what to grant.
+func notScanned(resource, namespace string, err error) NotScanned {
+	return NotScanned{Resource: resource, Namespace: namespace, Reason: err.Error()}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// crds reports each CRD that still stores objects at a version that is
+// deprecated, no longer served, or that the catalog removes: dropping that
+// version needs a storage migration first.
+func (c *Cluster) crds(ctx context.Context) Result {
+	c.progress("customresourcedefinitions", "")
+	var res Result
+	err := listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := c.Dynamic.Resource(crdGVR).List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for _, crd := range l.Items {
+			res.Scanned.CRDs++
+			res.Findings = append(res.Findings, c.storedVersions(crd)...)
+		}
+		return l.GetContinue(), nil
+	})
+	if err != nil {
+		res.NotScanned = append(res.NotScanned, notScanned("customresourcedefinitions.apiextensions.k8s.io", "", err))
+	}
+	return res
+}
+
+func (c *Cluster) storedVersions(crd unstructured.Unstructured) []Finding {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	type version struct{ served, deprecated bool }
+	byName := map[string]version{}
+	storage := ""
+	for _, v := range versions {
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := m["name"].(string)
+		served, _ := m["served"].(bool)
+		deprecated, _ := m["deprecated"].(bool)
+		byName[name] = version{served, deprecated}
+		if s, _ := m["storage"].(bool); s {
+			storage = name
+		}
+	}
+	var out []Finding
+	for _, sv := range stored {
+		if sv == storage {
+			continue
+		}
+		v, known := byName[sv]
+		f := Finding{APIVersion: group + "/" + sv, Kind: kind, Name: crd.GetName(), Rule: RuleCRDStoredVersion,
+			Origin: Origin{Object: "customresourcedefinitions/" + crd.GetName()}}
+		why := ""
+		switch e, inCatalog := c.Judge.Catalog.Lookup(group, sv, plural); {
+		case !known || !v.served:
+			f.Severity, why = catalog.StateRemoved, "no longer served"
+		case inCatalog && c.Judge.severity(e.DeprecatedIn, e.RemovedIn) != "":
+			f.Severity, f.DeprecatedIn, f.RemovedIn = c.Judge.severity(e.DeprecatedIn, e.RemovedIn), e.DeprecatedIn, e.RemovedIn
+			why = "deprecated"
+			if e.RemovedIn != "" {
+				why += ", removed in v" + e.RemovedIn
+			}
+		case v.deprecated:
+			f.Severity, why = catalog.StateDeprecated, "marked deprecated"
+		default:
+			continue
+		}
+		f.Replacement = group + "/" + storage + " " + kind
+		f.Message = fmt.Sprintf("%s still lists %s in status.storedVersions (%s): objects may still be stored at it. "+
+			"Rewrite every %s at the storage version %s (a StorageVersionMigration, or `kubectl get %s.%s -A -o json | kubectl replace -f -`), "+
+			"then `kubectl patch crd %s --subresource=status --type=merge -p '{\"status\":{\"storedVersions\":[\"%s\"]}}'`, before removing %s from the CRD",
+			crd.GetName(), sv, why, kind, storage, plural, group, crd.GetName(), storage, sv)
+		out = append(out, f)
+	}
+	return out
+}
+
+var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// apiServices reports APIService objects for group versions the catalog
+// removes: after the upgrade nothing serves them, and a leftover
+// APIService for one makes discovery report it as unavailable.
+func (c *Cluster) apiServices(ctx context.Context) Result {
+	c.progress("apiservices", "")
+	removal := c.groupVersionRemovals()
+	var res Result
+	err := listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := c.Dynamic.Resource(apiServiceGVR).List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range l.Items {
+			res.Scanned.APIServices++
+			group, _, _ := unstructured.NestedString(s.Object, "spec", "group")
+			version, _, _ := unstructured.NestedString(s.Object, "spec", "version")
+			gv := catalog.GroupVersion(group, version)
+			e, ok := removal[gv]
+			if !ok {
+				continue
+			}
+			severity := c.Judge.severity(e.DeprecatedIn, e.RemovedIn)
+			if severity == "" {
+				continue
+			}
+			f := Finding{Severity: severity, Rule: RuleAPIService, APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService",
+				Name: s.GetName(), DeprecatedIn: e.DeprecatedIn, RemovedIn: e.RemovedIn,
+				Origin: Origin{Object: "apiservices/" + s.GetName()}}
+			f.Message = fmt.Sprintf("APIService %s registers %s, which Kubernetes removes in v%s: delete it, and move its clients to the replacement versions", s.GetName(), gv, e.RemovedIn)
+			removed, _ := catalog.ParseRelease(e.RemovedIn)
+			f.AlreadyRemoved = !c.Judge.Current.IsZero() && !c.Judge.Current.Less(removed)
+			res.Findings = append(res.Findings, f)
+		}
+		return l.GetContinue(), nil
+	})
+	if err != nil {
+		res.NotScanned = append(res.NotScanned, notScanned("apiservices.apiregistration.k8s.io", "", err))
+	}
+	return res
+}
+
+// groupVersionRemovals is, for each group version every one of whose
+// catalog entries is removed, the entry removed last: the group version is
+// gone from that release on.
+func (c *Cluster) groupVersionRemovals() map[string]catalog.Entry {
+	out := map[string]catalog.Entry{}
+	kept := map[string]bool{}
+	for _, e := range c.Judge.Catalog.Entries() {
+		gv := catalog.GroupVersion(e.Group, e.Version)
+		if e.Removed().IsZero() {
+			kept[gv] = true
+			continue
+		}
+		if old, ok := out[gv]; !ok || old.Removed().Less(e.Removed()) {
+			out[gv] = e
+		}
+	}
+	for gv := range kept {
+		delete(out, gv)
+	}
+	return out
+}
+
+// helmReleases judges the latest deployed revision of every Helm release,
+// whichever storage driver (Secrets, the default, or ConfigMaps) keeps it.
+// Older revisions are history: the next upgrade starts from the deployed
+// one, so findings in them would be false alarms.
+func (c *Cluster) helmReleases(ctx context.Context) Result {
+	var res Result
+	for _, store := range []releaseStore{secretStore{c.Kube}, configMapStore{c.Kube}} {
+		c.progress("helm releases in "+store.resource(), "")
+		latest := map[string]storedRelease{}
+		gaps := c.listReleases(ctx, store, latest)
+		res.NotScanned = append(res.NotScanned, gaps...)
+		keys := make([]string, 0, len(latest))
+		for k := range latest {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			res.Merge(c.judgeRelease(latest[k]))
+		}
+	}
+	return res
+}
+
+// listReleases lists the deployed release records of a store cluster-wide,
+// or, when that is refused, namespace by namespace, so that one namespace
+// the user may not read costs only that namespace.
+func (c *Cluster) listReleases(ctx context.Context, store releaseStore, latest map[string]storedRelease) []NotScanned {
+	err := c.listReleasesIn(ctx, store, metav1.NamespaceAll, latest)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsForbidden(err) {
+		return []NotScanned{notScanned(store.resource(), "", err)}
+	}
+	var gaps []NotScanned
+	var namespaces []string
+	nsErr := listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := c.Kube.CoreV1().Namespaces().List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for _, ns := range l.Items {
+			namespaces = append(namespaces, ns.Name)
+		}
+		return l.Continue, nil
+	})
+	if nsErr != nil {
+		return []NotScanned{notScanned(store.resource(), "", err), notScanned("namespaces", "", nsErr)}
+	}
+	for _, ns := range namespaces {
+		if err := c.listReleasesIn(ctx, store, ns, latest); err != nil {
+			gaps = append(gaps, notScanned(store.resource(), ns, err))
+		}
+	}
+	return gaps
+}
+
+func (c *Cluster) listReleasesIn(ctx context.Context, store releaseStore, namespace string, latest map[string]storedRelease) error {
+	return listPages(ctx, releasePageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		// Helm labels each record with its status; "deployed" is on the one
+		// revision of a release in force, also after a failed upgrade.
+		o.LabelSelector = "owner=helm,status=deployed"
+		records, next, err := store.list(ctx, namespace, o)
+		for _, r := range records {
+			key := r.namespace + "/" + r.name
+			if old, ok := latest[key]; !ok || old.revision < r.revision {
+				latest[key] = r
+			}
+		}
+		return next, err
+	})
+}
+
+func (c *Cluster) judgeRelease(r storedRelease) Result {
+	res := Result{Scanned: Scanned{HelmReleases: 1}}
+	origin := Origin{Release: r.namespace + "/" + r.name, Revision: r.revision}
+	rel, err := decodeRelease(r.data)
+	if err != nil {
+		res.Errors = append(res.Errors, InputError{Path: "helm release " + origin.Release, Err: err.Error()})
+		return res
+	}
+	for _, m := range rel.manifests() {
+		objs, err := c.Judge.readObjects([]byte(m.text))
+		if err != nil {
+			res.Errors = append(res.Errors, InputError{Path: "helm release " + origin.Release, Err: m.template + ": " + err.Error()})
+		}
+		res.Scanned.Objects += len(objs)
+		for _, o := range objs {
+			if o.Namespace == "" {
+				o.Namespace = r.namespace
+			}
+			at := origin
+			at.Template = m.template
+			res.Findings = append(res.Findings, c.Judge.Judge(o, at)...)
+		}
+	}
+	return res
+}
+
+// storedRelease is one release record, as its labels describe it.
+type storedRelease struct {
+	namespace, name string
+	revision        int
+	data            string
+}
+
+// releaseStore is one of Helm's storage drivers.
+type releaseStore interface {
+	resource() string
+	list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error)
+}
+
+type secretStore struct{ kube kubernetes.Interface }
+
+func (s secretStore) resource() string { return "secrets" }
+
+func (s secretStore) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error) {
+	l, err := s.kube.CoreV1().Secrets(namespace).List(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]storedRelease, 0, len(l.Items))
+	for _, item := range l.Items {
+		out = append(out, recordOf(item.ObjectMeta, string(item.Data["release"])))
+	}
+	return out, l.Continue, nil
+}
+
+type configMapStore struct{ kube kubernetes.Interface }
+
+func (s configMapStore) resource() string { return "configmaps" }
+
+func (s configMapStore) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error) {
+	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]storedRelease, 0, len(l.Items))
+	for _, item := range l.Items {
+		out = append(out, recordOf(item.ObjectMeta, item.Data["release"]))
+	}
+	return out, l.Continue, nil
+}
+
+func recordOf(m metav1.ObjectMeta, data string) storedRelease {
+	rev, _ := strconv.Atoi(m.Labels["version"])
+	name := m.Labels["name"]
+	if name == "" {
+		// sh.helm.release.v1.<name>.v<revision>
+		name = strings.TrimPrefix(m.Name, "sh.helm.release.v1.")
+		if i := strings.LastIndex(name, ".v"); i > 0 {
+			name = name[:i]
+		}
+	}
+	return storedRelease{namespace: m.Namespace, name: name, revision: rev, data: data}
+}
