@@ -175,11 +175,15 @@ func (c *Cluster) storedVersions(crd unstructured.Unstructured) []Finding {
 	return out
 }
 
+// automanagedLabel marks the APIServices kube-apiserver keeps for its own
+// group versions.
+const automanagedLabel = "kube-aggregator.kubernetes.io/automanaged"
+
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
-// apiServices reports APIService objects for group versions the catalog
-// removes: after the upgrade nothing serves them, and a leftover
-// APIService for one makes discovery report it as unavailable.
+// apiServices reports APIService objects, other than kube-apiserver's own,
+// for group versions the catalog removes: an extension server or a
+// leftover registration that claims a version Kubernetes drops.
 func (c *Cluster) apiServices(ctx context.Context) Result {
 	c.progress("apiservices", "")
 	removal := c.groupVersionRemovals()
@@ -191,6 +195,12 @@ func (c *Cluster) apiServices(ctx context.Context) Result {
 		}
 		for _, s := range l.Items {
 			res.Scanned.APIServices++
+			if _, ok := s.GetLabels()[automanagedLabel]; ok {
+				// kube-apiserver registers these for the versions it serves
+				// and drops them itself on upgrade; whether clients still
+				// call those versions is the traffic's question.
+				continue
+			}
 			group, _, _ := unstructured.NestedString(s.Object, "spec", "group")
 			version, _, _ := unstructured.NestedString(s.Object, "spec", "version")
 			gv := catalog.GroupVersion(group, version)
