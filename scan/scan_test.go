@@ -268,3 +268,16 @@ func TestJUnitCountsFailures(t *testing.T) {
 	require.Equal(t, 6, doc.Failures)
 	require.Equal(t, 0, doc.Errors)
 }
+
+// A result scanned against the horizon narrows to any nearer target as a
+// scan for that target would judge it.
+func TestResultAtANearerTarget(t *testing.T) {
+	far := Files{Judge: judge(t, "1.43", "1.36"), Chart: ChartOptions{Set: []string{"legacyPDB=true"}}}.Scan(context.Background(), []string{repo})
+	far.Findings = append(far.Findings, Finding{Severity: "deprecated", Rule: RuleCRDStoredVersion, Kind: "Gizmo", Origin: Origin{Object: "crd"}})
+	for _, target := range []string{"1.21", "1.36", "1.37", "1.38"} {
+		near := Files{Judge: judge(t, target, "1.36"), Chart: ChartOptions{Set: []string{"legacyPDB=true"}, KubeVersion: "1.43"}}.Scan(context.Background(), []string{repo})
+		got := far.At(catalog.MustParseRelease(target))
+		require.Equal(t, near.Findings, got.Findings[:len(got.Findings)-1], "target %s", target)
+		require.Equal(t, "Gizmo", got.Findings[len(got.Findings)-1].Kind, "a finding with no release stays at any target")
+	}
+}
