@@ -13,11 +13,14 @@
 //	failed-open.validating.webhook.admission.k8s.io/round_0_index_I the webhook's name, a validating call that failed and was ignored
 //	apiserver.latency.k8s.io/mutating-webhook                      Go duration, all mutating calls of the request
 //	apiserver.latency.k8s.io/validating-webhook                    Go duration, all validating calls of the request
+//	insecure-sha1.invalid-cert.kubernetes.io/<host>                a webhook server's certificate has a SHA-1 signature
+//	missing-san.invalid-cert.kubernetes.io/<host>                  a webhook server's certificate has no subjectAltName
 //
 // The latency annotations are only written on requests that took longer
 // than 500 ms. A validating call that succeeds leaves no annotation of its
 // own, and a validating failure names the webhook but not its
-// configuration. Patches (patch.webhook.admission.k8s.io/*, Request level)
+// configuration. The certificate annotations (certificate.go) name the
+// server's host, not a webhook. Patches (patch.webhook.admission.k8s.io/*, Request level)
 // are never read: they can hold object content.
 //
 // The package knows nothing about storage, HTTP or Prometheus.
@@ -85,9 +88,13 @@ type Facts struct {
 	// MutatingLatency and ValidatingLatency are the time the request spent
 	// in each kind of webhook, all calls together; zero when not annotated.
 	MutatingLatency, ValidatingLatency time.Duration
+	// Certificates are the webhook servers whose serving certificate
+	// kube-apiserver flagged on this request, by host then problem.
+	Certificates []CertificateIssue
 	// Invalid counts webhook annotations that could not be read (a value
 	// that is not what kube-apiserver writes, or calls beyond
-	// MaxCallsPerRequest). They are left out.
+	// MaxCallsPerRequest, hosts beyond MaxHostsPerRequest). They are left
+	// out.
 	Invalid int
 }
 
@@ -99,13 +106,14 @@ func (f *Facts) Latency() time.Duration { return f.MutatingLatency + f.Validatin
 func (f *Facts) Slowed() bool { return f.MutatingLatency > 0 || f.ValidatingLatency > 0 }
 
 // markers are what a raw event must contain for Parse to find anything. The
-// first is a substring of all the others, so events without it cost one
-// scan.
+// first is a substring of the next three, so events without it cost one
+// scan; the certificate keys, which do not say "webhook", cost one more.
 var (
-	markerAny        = []byte("webhook")
-	markerAnnotation = []byte("webhook.admission.k8s.io/")
-	markerMutating   = []byte(MutatingLatencyKey)
-	markerValidating = []byte(ValidatingLatencyKey)
+	markerAny         = []byte("webhook")
+	markerAnnotation  = []byte("webhook.admission.k8s.io/")
+	markerMutating    = []byte(MutatingLatencyKey)
+	markerValidating  = []byte(ValidatingLatencyKey)
+	markerCertificate = []byte(certificateKeySuffix)
 )
 
 // MayHave is the cheap pre-filter: false means raw (an event, its
@@ -114,10 +122,11 @@ var (
 // positive (the word in a resource or user name). Keys are matched as
 // kube-apiserver writes them, unescaped.
 func MayHave(raw []byte) bool {
-	if !bytes.Contains(raw, markerAny) {
-		return false
+	if bytes.Contains(raw, markerAny) &&
+		(bytes.Contains(raw, markerAnnotation) || bytes.Contains(raw, markerMutating) || bytes.Contains(raw, markerValidating)) {
+		return true
 	}
-	return bytes.Contains(raw, markerAnnotation) || bytes.Contains(raw, markerMutating) || bytes.Contains(raw, markerValidating)
+	return bytes.Contains(raw, markerCertificate)
 }
 
 // Parse reads the webhook facts from an event's annotations, given as raw
@@ -143,7 +152,18 @@ func Parse(annotations map[string]json.RawMessage) *Facts {
 		}
 		return c
 	}
+	hosts := map[CertificateIssue]bool{}
 	for key, raw := range annotations {
+		if issue, ok, valid := certificateIssue(key, raw); ok {
+			found = true
+			switch {
+			case !valid || len(hosts) >= MaxHostsPerRequest:
+				f.Invalid++
+			default:
+				hosts[issue] = true
+			}
+			continue
+		}
 		switch {
 		case key == MutatingLatencyKey || key == ValidatingLatencyKey:
 			found = true
@@ -219,6 +239,13 @@ func Parse(annotations map[string]json.RawMessage) *Facts {
 		}
 		return a.Index - b.Index
 	})
+	if len(hosts) > 0 {
+		f.Certificates = make([]CertificateIssue, 0, len(hosts))
+		for issue := range hosts {
+			f.Certificates = append(f.Certificates, issue)
+		}
+		sortIssues(f.Certificates)
+	}
 	return f
 }
 

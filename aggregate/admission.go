@@ -13,8 +13,14 @@ import (
 // The admission webhook counter is the second, independent counter of the
 // pipeline: from the same events it counts, per cluster, resource, hour and
 // webhook, the calls, mutations, failed-open calls and the requests slowed
-// by webhooks. Its dedupe marks are its own, so a request both deprecated
-// and seen by webhooks counts once in each counter.
+// by webhooks, and per webhook server the requests on which kube-apiserver
+// flagged its serving certificate. Its dedupe marks are its own, so a
+// request both deprecated and seen by webhooks counts once in each counter.
+//
+// A server's certificate problem is a row of its own: Type is the problem
+// (admission.InsecureSHA1 or admission.MissingSAN), Configuration the host
+// the annotation names, Webhook empty (kube-apiserver names no webhook),
+// and only Requests set. Rows of webhooks always have a webhook name.
 
 // AdmissionOptions configures the admission webhook counter.
 type AdmissionOptions struct {
@@ -50,11 +56,12 @@ func (s *Summary) TallyAdmission(r Result) {
 }
 
 type admissionCounter struct {
-	labels   *admission.Labels
-	resolver *admission.Resolver
-	events   *prometheus.CounterVec
-	invalid  prometheus.Counter
-	latency  *prometheus.HistogramVec
+	labels       *admission.Labels
+	resolver     *admission.Resolver
+	events       *prometheus.CounterVec
+	invalid      prometheus.Counter
+	latency      *prometheus.HistogramVec
+	certificates *prometheus.CounterVec
 }
 
 const foldedHelp = "Distinct resources (kind=resource) or webhooks (kind=webhook) beyond the admission.metrics caps, whose admission metrics are labelled \"other\"."
@@ -95,6 +102,10 @@ func newAdmissionCounter(o AdmissionOptions, reg prometheus.Registerer) admissio
 			Help:    "Time requests spent in admission webhooks, all webhooks together, per resource: one observation per request that kube-apiserver annotated with webhook latency (requests slower than 500 ms).",
 			Buckets: buckets,
 		}, []string{"cluster", "group", "version", "resource", "subresource", "class"}),
+		certificates: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_admission_webhook_certificate_problems_total",
+			Help: "Webhook servers whose serving certificate kube-apiserver flagged, one per newly counted request and server, by problem: insecure-sha1 (a SHA-1 signature) or missing-san (no subjectAltName). Current kube-apiserver releases refuse both.",
+		}, []string{"cluster", "problem"}),
 	}
 }
 
@@ -159,12 +170,17 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 			total.FailedOpen++
 		}
 	}
-	rows := make([]store.AdmissionRow, 0, 1+len(order))
+	rows := make([]store.AdmissionRow, 0, 1+len(order)+len(f.Certificates))
 	rows = append(rows, store.AdmissionRow{Key: base, Counts: total})
 	for _, k := range order {
 		key := base
 		key.Type, key.Configuration, key.Webhook = string(k.t), k.configuration, k.webhook
 		rows = append(rows, store.AdmissionRow{Key: key, Counts: *perWebhook[k]})
+	}
+	for _, issue := range f.Certificates {
+		key := base
+		key.Type, key.Configuration = string(issue.Problem), Truncate(issue.Host, store.MaxRuleBytes)
+		rows = append(rows, store.AdmissionRow{Key: key, Counts: store.AdmissionCounts{Requests: 1}})
 	}
 	return store.AdmissionRequest{ID: e.identity(), LegacyID: e.ID, Cluster: originCluster(o), Hour: hour, Rows: rows}, true
 }
@@ -181,6 +197,7 @@ func (c *admissionCounter) committed(o Origin, reqs []store.AdmissionRequest, du
 			continue
 		}
 		sum.Counted++
+		c.countCertificates(r)
 		total := r.Rows[0]
 		if total.Counts.Slow == 0 {
 			continue
@@ -193,4 +210,20 @@ func (c *admissionCounter) committed(o Origin, reqs []store.AdmissionRequest, du
 	c.events.WithLabelValues(o.Source, string(ResultCounted)).Add(float64(sum.Counted))
 	c.events.WithLabelValues(o.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
 	return sum
+}
+
+// countCertificates adds a request's certificate rows to their counter.
+// Both problems' series of the cluster exist from its first counted
+// request on, at zero until one is flagged, so that an alert on their
+// increase sees the first one.
+func (c *admissionCounter) countCertificates(r store.AdmissionRequest) {
+	for _, rule := range admission.CertificateRules {
+		n := 0
+		for _, row := range r.Rows[1:] {
+			if row.Key.Webhook == "" && row.Key.Type == string(rule.Problem) {
+				n++
+			}
+		}
+		c.certificates.WithLabelValues(r.Cluster, string(rule.Problem)).Add(float64(n))
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -128,11 +129,35 @@ type webhookReading struct {
 	webhooks                 map[string]*webhookAgg
 	// resources are the totals rows over the window, else the day.
 	resources span
+	// certificates are the servers' certificate rows over the window, else
+	// the day.
+	certificates map[certificateID]*certificateAgg
+}
+
+type certificateID struct {
+	cluster, host string
+	problem       admission.CertificateProblem
+}
+
+type certificateAgg struct {
+	requests uint64
+	lastSeen time.Time
+	byRes    map[resourceID]uint64
+}
+
+// certificateRow reports whether k holds a server's certificate problem
+// (see package aggregate) rather than a webhook's counts.
+func certificateRow(k store.AdmissionKey) (admission.CertificateRule, bool) {
+	if k.Webhook != "" {
+		return admission.CertificateRule{}, false
+	}
+	return admission.RuleOf(admission.CertificateProblem(k.Type))
 }
 
 func (s *WebhookService) read(q WebhookQuery) (*webhookReading, error) {
 	now := s.now().UTC().Truncate(time.Hour)
-	rd := &webhookReading{now: now, dayFrom: now.Add(-(hoursPerDay - 1) * time.Hour), webhooks: map[string]*webhookAgg{}}
+	rd := &webhookReading{now: now, dayFrom: now.Add(-(hoursPerDay - 1) * time.Hour), webhooks: map[string]*webhookAgg{},
+		certificates: map[certificateID]*certificateAgg{}}
 	from := rd.dayFrom
 	if q.Since > 0 {
 		rd.windowFrom = s.now().UTC().Add(-q.Since).Truncate(time.Hour)
@@ -150,6 +175,12 @@ func (s *WebhookService) read(q WebhookQuery) (*webhookReading, error) {
 		if k.IsTotal() {
 			if (rd.windowFrom.IsZero() && inDay) || inWindow {
 				rd.resources.add(r, c)
+			}
+			return nil
+		}
+		if rule, ok := certificateRow(k); ok {
+			if (rd.windowFrom.IsZero() && inDay) || inWindow {
+				rd.addCertificate(certificateID{k.Cluster, k.Configuration, rule.Problem}, r, k.Hour, c.Requests)
 			}
 			return nil
 		}
@@ -172,6 +203,46 @@ func (s *WebhookService) read(q WebhookQuery) (*webhookReading, error) {
 	return rd, err
 }
 
+func (rd *webhookReading) addCertificate(id certificateID, r resourceID, hour time.Time, requests uint64) {
+	agg := rd.certificates[id]
+	if agg == nil {
+		agg = &certificateAgg{byRes: map[resourceID]uint64{}}
+		rd.certificates[id] = agg
+	}
+	agg.requests += requests
+	agg.byRes[r] += requests
+	if hour.After(agg.lastSeen) {
+		agg.lastSeen = hour
+	}
+}
+
+// renderCertificates lists the servers whose certificate was flagged, the
+// soonest refused first, then by requests, cluster and host.
+func (rd *webhookReading) renderCertificates() []WebhookCertificate {
+	out := make([]WebhookCertificate, 0, len(rd.certificates))
+	for id, agg := range rd.certificates {
+		rule, _ := admission.RuleOf(id.problem)
+		wc := WebhookCertificate{Cluster: id.cluster, Host: id.host, Problem: string(id.problem), Reason: rule.Reason,
+			RefusedByDefaultInRelease: rule.DefaultRefusedIn, GODEBUG: rule.GODEBUG, RefusedInRelease: rule.RefusedIn,
+			RequestCount: int64(agg.requests), LastSeen: agg.lastSeen, ByResource: []WebhookCertificateResource{}}
+		for r, n := range agg.byRes {
+			wc.ByResource = append(wc.ByResource, WebhookCertificateResource{Name: aggregate.APIName(r.group, r.version, r.resource),
+				Subresource: r.subresource, RequestCount: int64(n)})
+		}
+		slices.SortFunc(wc.ByResource, func(a, b WebhookCertificateResource) int {
+			return cmp.Or(cmp.Compare(b.RequestCount, a.RequestCount), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Subresource, b.Subresource))
+		})
+		out = append(out, wc)
+	}
+	slices.SortFunc(out, func(a, b WebhookCertificate) int {
+		ra, _ := catalog.ParseRelease(a.RefusedInRelease)
+		rb, _ := catalog.ParseRelease(b.RefusedInRelease)
+		return cmp.Or(cmp.Compare(ra.Major, rb.Major), cmp.Compare(ra.Minor, rb.Minor), cmp.Compare(b.RequestCount, a.RequestCount),
+			cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Host, b.Host))
+	})
+	return out
+}
+
 // Webhooks lists every webhook seen in the last 24 hours (or the window),
 // sorted by name.
 func (s *WebhookService) Webhooks(q WebhookQuery) (WebhookCountList, error) {
@@ -186,6 +257,7 @@ func (s *WebhookService) Webhooks(q WebhookQuery) (WebhookCountList, error) {
 		}
 	}
 	_, out.Resources = s.renderSpan(&rd.resources)
+	out.Certificates = rd.renderCertificates()
 	return out, nil
 }
 

@@ -31,6 +31,48 @@ type WebhookCountList struct {
 	// (?since=, else the last 24 hours), all webhooks together, slowest
 	// first: the total webhook latency per resource.
 	Resources []WebhookResourceCount `json:"resources"`
+	// Certificates are the webhook servers whose serving certificate
+	// kube-apiserver flagged over the same hours, soonest refused first;
+	// left out when it flagged none.
+	Certificates []WebhookCertificate `json:"certificates,omitempty"`
+}
+
+// WebhookCertificate is a webhook server whose serving certificate
+// kube-apiserver flagged on the calls of some requests: signed with SHA-1,
+// or without subjectAltName. kube-apiserver names the server's host, not a
+// webhook: the webhooks whose clientConfig points at it (a Service as
+// name.namespace.svc, or a URL's host) share it.
+type WebhookCertificate struct {
+	Cluster string `json:"cluster"`
+	Host    string `json:"host"`
+	// Problem is insecure-sha1 or missing-san, as kube-apiserver's
+	// annotation key names it.
+	Problem string `json:"problem"`
+	// Reason is kube-apiserver's annotation value for the problem.
+	Reason string `json:"reason"`
+	// RefusedByDefaultInRelease is the first Kubernetes release whose
+	// kube-apiserver refuses such a certificate unless GODEBUG lets it
+	// through, and RefusedInRelease the first that refuses it whatever
+	// its settings.
+	RefusedByDefaultInRelease string `json:"refusedByDefaultInRelease"`
+	GODEBUG                   string `json:"godebug"`
+	RefusedInRelease          string `json:"refusedInRelease"`
+	// RequestCount is the requests whose calls flagged it.
+	RequestCount int64 `json:"requestCount"`
+	// LastSeen is the start of the last UTC hour that flagged it.
+	LastSeen time.Time `json:"lastSeen"`
+	// ByResource splits RequestCount by the resource requested, most
+	// requests first.
+	ByResource []WebhookCertificateResource `json:"byResource"`
+}
+
+// WebhookCertificateResource is one resource whose requests flagged a
+// server's certificate.
+type WebhookCertificateResource struct {
+	// Name is the resource as APIRequestCount names it.
+	Name         string `json:"name"`
+	Subresource  string `json:"subresource,omitempty"`
+	RequestCount int64  `json:"requestCount"`
 }
 
 // WebhookCountSpec names the webhook.

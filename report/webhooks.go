@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
 // WebhookRow is one webhook on one resource, as `sunset report webhooks`
@@ -42,10 +43,11 @@ func WebhookRows(list api.WebhookCountList) []WebhookRow {
 	return rows
 }
 
-// WriteWebhookTables writes two kubectl-style tables: the resources, all
+// WriteWebhookTables writes kubectl-style tables: the resources, all
 // webhooks together, slowest first (left out for a single webhook's report,
-// which has none); then every webhook on every resource. Wide adds the
-// cluster and the latency buckets.
+// which has none); then every webhook on every resource; then, when
+// kube-apiserver flagged any, the webhook servers whose certificate it
+// refuses now or will. Wide adds the cluster and the latency buckets.
 func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	if len(list.Resources) > 0 {
@@ -60,7 +62,36 @@ func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error
 		r := row.Resource
 		writeRow(tw, wide, r, row.Webhook, row.Types, resourceName(r), Dash(strings.Join(r.Classes, ",")))
 	}
+	if len(list.Certificates) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "WEBHOOK SERVER\tCLUSTER\tCERTIFICATE\tREFUSED BY DEFAULT IN\tREFUSED IN\tREQUESTS\tRESOURCES")
+		for _, c := range list.Certificates {
+			names := make([]string, len(c.ByResource))
+			for i, r := range c.ByResource {
+				names[i] = resourceName(api.WebhookResourceCount{Name: r.Name, Subresource: r.Subresource})
+			}
+			// Hosts, clusters and resources come from audit data.
+			fmt.Fprintln(tw, strings.Join(terminalCells([]string{c.Host, c.Cluster, c.Problem, c.RefusedByDefaultInRelease,
+				c.RefusedInRelease, fmt.Sprint(c.RequestCount), strings.Join(names, ",")}), "\t"))
+		}
+	}
 	return tw.Flush()
+}
+
+// writeCertificateWarnings writes a check's webhook certificate findings in
+// the Kubernetes warning format, refused ones marked.
+func writeCertificateWarnings(w io.Writer, r api.CheckResult) error {
+	for _, f := range r.WebhookCertificates {
+		refused := ""
+		if f.Severity == api.SeverityRefused {
+			refused = " [refused by " + r.TargetVersion + "]"
+		}
+		if _, err := fmt.Fprintf(w, "Warning: %s (%d request%s in %s in cluster %s on %s)%s\n", Terminal(f.Warning), f.Requests,
+			plural.S(int(f.Requests)), r.Since, Terminal(f.Cluster), Terminal(strings.Join(f.Resources, ", ")), refused); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeHeader(w io.Writer, wide bool, lead ...string) {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -383,7 +384,111 @@ func TestPageInBrowser(t *testing.T) {
 	require.Equal(t, []string{"console.error: probe", "exception: Uncaught Error: thrown"}, seen[:2])
 	require.Regexp(t, `^log network: .*404.* `+regexp.QuoteMeta(fr.url+"/nothing-here")+`$`, seen[2])
 
+	checkWebhooksView(t, b, out)
 	checkTokenPrompt(t, b, s)
+}
+
+// checkWebhooksView: with webhook servers kube-apiserver flagged
+// (admission/testdata/certificate-events.jsonl on cluster prod), the
+// verdict lists them as `sunset check` does, and the admission webhooks
+// view, reached by the overview's link, shows the API's counts.
+func checkWebhooksView(t *testing.T, b *browser, out string) {
+	s := startFilled(t)
+	lines, err := os.ReadFile("../admission/testdata/certificate-events.jsonl")
+	require.NoError(t, err)
+	s.post("/audit/webhook/prod/master-0", eventList(bytes.Split(bytes.TrimSpace(lines), []byte("\n"))))
+	fr := newFront(t, s.url, "/sunset")
+	page := fr.url + "/"
+	since := url.Values{"since": {"720h"}}
+
+	tb := b.newTab(1280, 900, "light", false)
+	require.Equal(t, "ready", tb.open(page+"?target=1.37"))
+	check := apiJSON[api.UpgradeCheck](s, "upgradechecks/1.37", since)
+	var want []string
+	for _, f := range check.Status.WebhookCertificates {
+		want = append(want, f.Cluster+"/"+f.Host+"/"+f.Problem+" "+strconv.FormatInt(f.Requests, 10)+map[bool]string{true: " request", false: " requests"}[f.Requests == 1])
+	}
+	require.Len(t, want, 5)
+	var verdict struct {
+		Message      string
+		Certificates []string
+	}
+	tb.mustEval(`({Message: document.querySelector('[data-verdict]').textContent,
+		Certificates: [...document.querySelectorAll('#verdict-certificates li')].map(li => li.dataset.certificate + ' ' + li.querySelector('[data-requests]').textContent)})`, &verdict)
+	require.Equal(t, want, verdict.Certificates)
+	require.Equal(t, check.Status.Message, verdict.Message)
+	require.Equal(t, "NOT SAFE to upgrade to 1.37: 3 APIs removed in or before 1.37 were requested in the last 720h, system users excluded, "+
+		"and kube-apiserver 1.37 refuses the serving certificate of 5 webhook servers called in the last 720h.", verdict.Message)
+	require.Empty(t, b.errors())
+
+	fr.take()
+	tb.mustEval(`[...document.querySelectorAll('main a')].find(a => a.textContent.startsWith('Admission webhooks')).click()`, nil)
+	require.Equal(t, "ready", tb.waitState())
+	var loc string
+	tb.mustEval(`location.search`, &loc)
+	require.Equal(t, "?target=1.37&view=webhooks", loc)
+	calls, _ := fr.take()
+	require.ElementsMatch(t, []string{"/apis/sunset.dev/v1/serverinfo", "/apis/sunset.dev/v1/webhookcounts?since=720h"}, calls)
+
+	list := apiJSON[api.WebhookCountList](s, "webhookcounts", since)
+	var view struct {
+		Certificates, Resources, Webhooks [][]string
+		Command, Title                    string
+	}
+	tb.mustEval(`(() => {
+		const rows = (id, cells) => [...document.querySelectorAll('#' + id + ' tbody tr')].map(tr => cells(tr));
+		const count = (tr, k) => tr.querySelector('[data-count="' + k + '"]').textContent;
+		return {
+			Certificates: rows('certificates', tr => [tr.dataset.certificate, count(tr, 'requests'), tr.querySelector('[data-field="refusedIn"]').textContent]),
+			Resources: rows('webhook-resources', tr => [tr.dataset.resource, count(tr, 'requests'), count(tr, 'calls'), count(tr, 'failedOpen'), count(tr, 'latency')]),
+			Webhooks: rows('webhooks', tr => [tr.dataset.webhook, tr.dataset.resource, count(tr, 'requests'), count(tr, 'calls'), count(tr, 'failedOpen')]),
+			Command: document.querySelector('[data-command]').textContent,
+			Title: document.title,
+		};
+	})()`, &view)
+	var certs [][]string
+	for _, c := range list.Certificates {
+		certs = append(certs, []string{c.Cluster + "/" + c.Host + "/" + c.Problem, strconv.FormatInt(c.RequestCount, 10), c.RefusedInRelease})
+	}
+	require.Equal(t, certs, view.Certificates)
+	require.Equal(t, []string{"prod/legacy-injector.legacy.svc/insecure-sha1", "2", "1.33"}, view.Certificates[2])
+	name := func(r api.WebhookResourceCount) string {
+		if r.Subresource != "" {
+			return r.Cluster + "/" + r.Name + "/" + r.Subresource
+		}
+		return r.Cluster + "/" + r.Name
+	}
+	var resources [][]string
+	for _, r := range list.Resources {
+		resources = append(resources, []string{name(r), strconv.FormatInt(r.RequestCount, 10), strconv.FormatInt(r.CallCount, 10),
+			strconv.FormatInt(r.FailedOpenCount, 10), (time.Duration(r.WebhookLatencySeconds * float64(time.Second))).Round(time.Millisecond).String()})
+	}
+	require.Equal(t, resources, view.Resources)
+	// The captured slow mutator comes first: 6 requests of 1.2 s each.
+	require.Equal(t, []string{"default/widgets.v1beta1.e2e.example.com", "6", "6", "0"}, view.Resources[0][:4])
+	webhooks := map[string][]string{}
+	for _, it := range list.Items {
+		for _, r := range it.Status.Window.ByResource {
+			webhooks[it.Metadata.Name+" "+name(r)] = []string{strconv.FormatInt(r.RequestCount, 10), strconv.FormatInt(r.CallCount, 10), strconv.FormatInt(r.FailedOpenCount, 10)}
+		}
+	}
+	require.Len(t, view.Webhooks, len(webhooks))
+	for _, w := range view.Webhooks {
+		require.Equal(t, webhooks[w[0]+" "+w[1]], w[2:], w[0])
+	}
+	require.Equal(t, "sunset report webhooks --since 720h", view.Command)
+	require.Equal(t, "Admission webhooks · Sunset", view.Title)
+	require.Empty(t, b.errors())
+
+	phone := b.newTab(390, 844, "dark", true)
+	require.Equal(t, "ready", phone.open(page+"?view=webhooks"))
+	var width int
+	phone.mustEval(`document.documentElement.scrollWidth`, &width)
+	require.Equal(t, 390, width)
+	png := phone.screenshot()
+	require.Equal(t, "\x89PNG\r\n\x1a\n", string(png[:8]))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "page-webhooks-phone-dark.png"), png, 0o644))
+	require.Empty(t, b.errors())
 }
 
 // checkTokenPrompt: where reads need credentials, the page asks for a

@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/golden"
 )
@@ -85,6 +88,44 @@ func TestReportWebhooksGolden(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		require.Equal(t, fromServer[tc.golden], out, tc.golden)
 	}
+	checkWebhookCertificatesReport(t)
+}
+
+// checkWebhookCertificatesReport: the webhook servers kube-apiserver
+// flagged (admission/testdata/certificate-events.jsonl) get a table of
+// their own after the webhooks, from a server and its data directory
+// alike, with the API's numbers. The golden is in a directory of its own:
+// its numbers are checked here, against the JSON.
+func checkWebhookCertificatesReport(t *testing.T) {
+	url, dataDir, stop := startServer(t, testNow, t.TempDir())
+	lines, err := os.ReadFile("../../admission/testdata/certificate-events.jsonl")
+	require.NoError(t, err)
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(strings.Split(strings.TrimSpace(string(lines)), "\n"), ",") + `]}`
+	resp, err := http.Post(url+"/audit/webhook/prod/master-0", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	out, errOut, code := runCLI("report", "webhooks", "--server", url)
+	require.Equal(t, 0, code, errOut)
+	golden.Assert(t, "testdata/webhook-certificates/report-webhooks.txt", []byte(out))
+
+	js, errOut, code := runCLI("report", "webhooks", "--server", url, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var list api.WebhookCountList
+	require.NoError(t, json.Unmarshal([]byte(js), &list))
+	tables := strings.Split(strings.TrimRight(out, "\n"), "\n\n")
+	require.Len(t, tables, 3)
+	rows := strings.Split(tables[2], "\n")[1:]
+	require.Len(t, rows, len(list.Certificates))
+	for i, c := range list.Certificates {
+		require.Equal(t, []string{c.Host, c.Cluster, c.Problem, c.RefusedByDefaultInRelease, c.RefusedInRelease, strconv.FormatInt(c.RequestCount, 10),
+			c.ByResource[0].Name}, strings.Fields(rows[i]), c.Host)
+	}
+	stop()
+	fromDir, errOut, code := runCLI("report", "webhooks", "--data-dir", dataDir)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, out, fromDir)
 }
 
 // The admission keys load from a config file; unknown ones are errors.

@@ -81,6 +81,7 @@
       since: p.get('since') || '',
       target: p.get('target') || '',
       system: p.get('system') !== 'hide',
+      view: p.get('view') || '',
     };
   }
 
@@ -235,7 +236,7 @@
     });
     document.getElementById('home').addEventListener('click', (e) => {
       e.preventDefault();
-      go(href({ api: '', user: '' }));
+      go(href({ api: '', user: '', view: '' }));
     });
   }
 
@@ -436,7 +437,8 @@
     const gate = await verdict(checks, st, hours);
     const breaks = new Set((gate.chosen ? gate.chosen.status.findings : [])
       .filter((f) => f.severity === 'removed' && !f.alreadyRemoved).map((f) => f.name));
-    const view = [h('h1', {}, 'Deprecated APIs in use'), gate.section];
+    const view = [h('h1', {}, 'Deprecated APIs in use'), gate.section,
+      h('p', {}, nav(href({ view: 'webhooks', api: '', user: '' }), 'Admission webhooks: slow, failing open, or with certificates kube-apiserver refuses →'))];
     const label = windowLabel(hours);
     view.push(h('h2', {}, `APIs requested in the last ${label}${clusterNote(st)}`));
     if (items.length === 0) {
@@ -490,7 +492,7 @@
     select.value = chosen.metadata.name;
     let cls = 'ok';
     if (res.exitCode === 3) cls = 'bad';
-    else if (res.findings.length > 0) cls = 'warn';
+    else if (res.findings.length > 0 || (res.webhookCertificates || []).length > 0) cls = 'warn';
     // One line per finding, as `sunset check` prints them; those that
     // still work after the upgrade folded away.
     const finding = (f) => h('li', { 'data-finding': f.name },
@@ -499,12 +501,20 @@
       h('span', { 'data-requests': '' }, plural(f.requests, 'request', 'requests')), ` by ${plural(f.clientCount, 'client', 'clients')}: `,
       f.clients.slice(0, 3).map((c, i) => [i ? ', ' : '', nav(href({ user: c, api: '' }), c)]), f.clientCount > 3 ? ', …' : '',
       f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null);
+    // A webhook server whose certificate kube-apiserver flagged, as
+    // `sunset check` prints it.
+    const certificate = (f) => h('li', { 'data-certificate': `${f.cluster}/${f.host}/${f.problem}` },
+      h('span', { class: `sev-${f.severity === 'refused' ? 'removed' : 'deprecated'}` }, f.severity === 'refused' ? 'Refused: ' : 'Certificate: '),
+      nav(href({ view: 'webhooks' }), f.host), ` in cluster ${f.cluster} — ${f.warning}. `,
+      h('span', { 'data-requests': '' }, plural(f.requests, 'request', 'requests')), ` on ${f.resources.join(', ')}`);
+    const certificates = res.webhookCertificates || [];
     const breaking = res.findings.filter((f) => f.severity === 'removed');
     const working = res.findings.filter((f) => f.severity !== 'removed');
     const section = h('section', { class: `card verdict ${cls}`, id: 'verdict', 'data-exit-code': res.exitCode },
       h('label', {}, 'Upgrade to Kubernetes ', select),
       h('p', { class: 'message', 'data-verdict': '' }, res.message),
       breaking.length ? h('ul', {}, breaking.map(finding)) : null,
+      certificates.length ? h('ul', { id: 'verdict-certificates' }, certificates.map(certificate)) : null,
       working.length ? h('details', {}, h('summary', {}, `${plural(working.length, 'deprecated API', 'deprecated APIs')} still served by ${chosen.metadata.name}`),
         h('ul', {}, working.map(finding))) : null,
       command(['sunset check --target-version', chosen.metadata.name, ...commonFlags(st, hours)]));
@@ -702,6 +712,79 @@
     main.replaceChildren(...view);
   }
 
+  // ---- admission webhooks ------------------------------------------------
+
+  // secs writes a latency in seconds as `sunset report webhooks` does.
+  function secs(x) {
+    const ms = Math.round((x || 0) * 1000);
+    if (ms === 0) return '0s';
+    return ms < 1000 ? `${ms}ms` : `${ms / 1000}s`;
+  }
+
+  function resourceName(r) {
+    return r.subresource ? `${r.name}/${r.subresource}` : r.name;
+  }
+
+  function countCells(c) {
+    return [
+      h('td', { class: 'num', 'data-count': 'requests' }, fmt(c.requestCount)),
+      h('td', { class: 'num', 'data-count': 'calls' }, fmt(c.callCount)),
+      h('td', { class: 'num hide-narrow' }, fmt(c.mutationCount)),
+      h('td', { class: 'num', 'data-count': 'failedOpen' }, fmt(c.failedOpenCount)),
+      h('td', { class: 'num hide-narrow' }, fmt(c.slowRequestCount)),
+      h('td', { class: 'num', 'data-count': 'latency' }, secs(c.webhookLatencySeconds)),
+    ];
+  }
+  const countHeaders = [['Requests', 'num'], ['Calls', 'num'], ['Mutated', 'num hide-narrow'], ['Failed open', 'num'], ['Slow', 'num hide-narrow'], ['Webhook latency', 'num']];
+
+  async function renderWebhooks(info, st) {
+    const hours = sinceHours(st, info);
+    const label = windowLabel(hours);
+    const list = await get('webhookcounts', { since: `${hours}h`, cluster: st.cluster });
+    const view = [
+      h('p', {}, nav(href({ view: '' }), '← Deprecated APIs')),
+      h('h1', {}, 'Admission webhooks'),
+    ];
+    const certs = list.certificates || [];
+    if (certs.length) {
+      view.push(h('h2', {}, `Webhook servers whose certificate kube-apiserver flagged, last ${label}${clusterNote(st)}`));
+      view.push(h('p', { class: 'muted' }, 'kube-apiserver names the server a webhook calls (its Service as name.namespace.svc, or its URL\'s host), not the webhook. ' +
+        'Replace the certificate before upgrading to the release that refuses it.'));
+      view.push(table([['Server'], ['Cluster'], ['Certificate'], ['Refused by default in'], ['Refused in'], ['Requests', 'num'], ['Resources'], ['Last seen', 'hide-narrow']],
+        certs.map((c) => h('tr', { 'data-certificate': `${c.cluster}/${c.host}/${c.problem}` },
+          h('td', { class: 'name' }, c.host),
+          h('td', {}, c.cluster),
+          h('td', {}, h('span', { class: 'badge removed' }, c.problem), ` ${c.reason}`),
+          h('td', {}, `${c.refusedByDefaultInRelease} (GODEBUG=${c.godebug} lets it through)`),
+          h('td', { 'data-field': 'refusedIn' }, c.refusedInRelease),
+          h('td', { class: 'num', 'data-count': 'requests' }, fmt(c.requestCount)),
+          h('td', {}, c.byResource.map((r) => `${resourceName(r)} (${fmt(r.requestCount)})`).join(', ')),
+          h('td', { class: 'hide-narrow' }, utc(c.lastSeen)))), { id: 'certificates' }));
+    }
+    view.push(h('h2', {}, `Resources, slowest first, last ${label}${clusterNote(st)}`));
+    if (list.resources.length === 0) {
+      view.push(h('p', { class: 'card', id: 'empty' }, `No admission webhook annotations in the last ${label}${clusterNote(st)}.`));
+    } else {
+      view.push(table([['Resource'], ['Class'], ...countHeaders], list.resources.map((r) =>
+        h('tr', { 'data-resource': `${r.cluster}/${resourceName(r)}` },
+          h('td', { class: 'name' }, resourceName(r), st.cluster ? null : h('div', { class: 'muted' }, r.cluster)),
+          h('td', {}, (r.classes || []).join(', ') || '—'),
+          countCells(r))), { id: 'webhook-resources' }));
+      const rows = [];
+      for (const it of list.items) {
+        for (const r of (it.status.window || it.status).byResource) rows.push({ name: it.metadata.name, types: it.spec.types.join(', '), r });
+      }
+      rows.sort((a, b) => b.r.webhookLatencySeconds - a.r.webhookLatencySeconds || b.r.slowRequestCount - a.r.slowRequestCount ||
+        b.r.callCount - a.r.callCount || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      view.push(h('h2', {}, `Webhooks on each resource, last ${label}`));
+      view.push(table([['Webhook'], ['Type'], ['Resource'], ...countHeaders], rows.map(({ name, types, r }) =>
+        h('tr', { 'data-webhook': name, 'data-resource': `${r.cluster}/${resourceName(r)}` },
+          h('td', { class: 'name' }, name), h('td', {}, types), h('td', {}, resourceName(r)), countCells(r))), { id: 'webhooks' }));
+    }
+    view.push(command(['sunset report webhooks', ...commonFlags(st, hours)]));
+    main.replaceChildren(...view);
+  }
+
   // ---- putting it together ---------------------------------------------
 
   let renders = 0;
@@ -715,9 +798,10 @@
       setupFilters(info, st);
       if (st.api) await renderAPI(info, st);
       else if (st.user) await renderUser(info, st);
+      else if (st.view === 'webhooks') await renderWebhooks(info, st);
       else await renderOverview(info, st);
       if (mine !== renders) return;
-      document.title = `${st.api || st.user || 'Deprecated APIs in use'} · Sunset`;
+      document.title = `${st.api || st.user || (st.view === 'webhooks' ? 'Admission webhooks' : 'Deprecated APIs in use')} · Sunset`;
       root.dataset.state = 'ready';
     } catch (e) {
       if (mine !== renders) return;
