@@ -69,6 +69,8 @@ type Options struct {
 	FieldRules *fieldrule.Set
 	// Webhooks serves admission webhook counts; nil leaves them out.
 	Webhooks *WebhookService
+	// ClusterScan, if set, joins the upgrade checks.
+	ClusterScan ClusterScan
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -88,8 +90,12 @@ type Handler struct {
 
 // New builds a Handler.
 func New(opts Options) *Handler {
+	svc := NewService(opts.Querier, opts.Catalog, opts.FieldRules, opts.IsSystem, opts.Now)
+	if opts.ClusterScan != nil {
+		svc.WithClusterScan(opts.ClusterScan)
+	}
 	return &Handler{
-		svc:      NewService(opts.Querier, opts.Catalog, opts.FieldRules, opts.IsSystem, opts.Now),
+		svc:      svc,
 		log:      opts.Logger.With().Str("component", "api").Logger(),
 		maxSince: opts.Retention,
 		deleter:  opts.Deleter,

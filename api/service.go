@@ -42,6 +42,8 @@ type Service struct {
 	catalog  *catalog.Catalog
 	isSystem func(string) bool
 	now      func() time.Time
+	// clusterScan, if set, joins upgrade checks (WithClusterScan).
+	clusterScan ClusterScan
 }
 
 // NewService builds a Service; nil catalog, isSystem and now get defaults

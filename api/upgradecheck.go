@@ -25,8 +25,9 @@ type UpgradeCheck struct {
 }
 
 // UpgradeCheckList holds an UpgradeCheck for every release in which an API
-// is removed, by the catalog or by what the apiservers announced, oldest
-// first: the releases where the verdict can change.
+// is removed, by the catalog or by what the apiservers announced, and in
+// which kube-apiserver starts refusing a flagged webhook server's
+// certificate, oldest first: the releases where the verdict can change.
 type UpgradeCheckList struct {
 	metav1.TypeMeta `json:",inline"`
 	Metadata        metav1.ListMeta `json:"metadata"`
@@ -48,20 +49,20 @@ func (s *Service) UpgradeCheck(q Query, o CheckOptions) (UpgradeCheck, error) {
 	if err != nil {
 		return UpgradeCheck{}, err
 	}
-	return newUpgradeCheck(Check(list, o)), nil
+	return newUpgradeCheck(s.withClusterScan(Check(list, o), o)), nil
 }
 
-// UpgradeChecks checks an upgrade to every release that removes an API
-// (o.Target is ignored).
+// UpgradeChecks checks an upgrade to every release that removes an API or
+// refuses a flagged certificate (o.Target is ignored).
 func (s *Service) UpgradeChecks(q Query, o CheckOptions) (UpgradeCheckList, error) {
 	out := UpgradeCheckList{TypeMeta: typeMeta("UpgradeCheckList"), Items: []UpgradeCheck{}}
 	list, err := s.List(checkQuery(q, o))
 	if err != nil {
 		return out, err
 	}
-	for _, target := range s.removalReleases(list) {
+	for _, target := range s.removalReleases(list, o.WebhookCertificates) {
 		o.Target = target
-		out.Items = append(out.Items, newUpgradeCheck(Check(list, o)))
+		out.Items = append(out.Items, newUpgradeCheck(s.withClusterScan(Check(list, o), o)))
 	}
 	return out, nil
 }
@@ -74,8 +75,8 @@ func checkQuery(q Query, o CheckOptions) Query {
 }
 
 // removalReleases are the releases in which the catalog or list removes an
-// API, oldest first.
-func (s *Service) removalReleases(list APIRequestCountList) []catalog.Release {
+// API, or kube-apiserver starts refusing one of certs, oldest first.
+func (s *Service) removalReleases(list APIRequestCountList, certs []WebhookCertificate) []catalog.Release {
 	seen := map[catalog.Release]bool{}
 	add := func(rel string) {
 		if r, err := catalog.ParseRelease(rel); err == nil {
@@ -87,6 +88,10 @@ func (s *Service) removalReleases(list APIRequestCountList) []catalog.Release {
 	}
 	for _, it := range list.Items {
 		add(it.Status.RemovedInRelease)
+	}
+	for _, c := range certs {
+		add(c.RefusedByDefaultInRelease)
+		add(c.RefusedInRelease)
 	}
 	out := make([]catalog.Release, 0, len(seen))
 	for r := range seen {
@@ -105,6 +110,11 @@ var checkParams = []string{"cluster", "excludeSystem", "since", "warningsAsError
 func (h *Handler) listChecks(w http.ResponseWriter, r *http.Request) {
 	q, o, ok := h.beginCheck(w, r)
 	if !ok {
+		return
+	}
+	var err error
+	if o.WebhookCertificates, err = h.webhookCertificates(q, o); err != nil {
+		h.internalError(w, err)
 		return
 	}
 	list, err := h.svc.UpgradeChecks(q, o)
@@ -127,12 +137,26 @@ func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.Target = target
+	if o.WebhookCertificates, err = h.webhookCertificates(q, o); err != nil {
+		h.internalError(w, err)
+		return
+	}
 	res, err := h.svc.UpgradeCheck(q, o)
 	if err != nil {
 		h.internalError(w, err)
 		return
 	}
 	httpjson.Write(w, http.StatusOK, res)
+}
+
+// webhookCertificates are the flagged webhook servers of the check's window
+// and cluster; none without admission webhook counts.
+func (h *Handler) webhookCertificates(q Query, o CheckOptions) ([]WebhookCertificate, error) {
+	if h.webhooks == nil {
+		return nil, nil
+	}
+	list, err := h.webhooks.Webhooks(WebhookQuery{Cluster: q.Cluster, Since: o.Since})
+	return list.Certificates, err
 }
 
 // beginCheck reads the parameters of an upgrade check: since (default

@@ -7,7 +7,6 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/internal/plural"
-	"github.com/kube-sunset/sunset/scan"
 )
 
 // Exit codes of `sunset check`.
@@ -33,27 +32,22 @@ type Finding = api.Finding
 // CheckResult is the verdict of the upgrade gate. The logic is the API's
 // (api.Check), so `sunset check` and the upgradechecks endpoint agree; its
 // JSON is api.CheckResult's.
-type CheckResult struct {
-	api.CheckResult
-	// Scan is what `check --scan` found in manifests, charts and the
-	// cluster, and ScanVerdict its sentence; ExitCode covers both.
-	Scan        *scan.Result `json:"scan,omitempty"`
-	ScanVerdict string       `json:"scanVerdict,omitempty"`
-}
+type CheckResult struct{ api.CheckResult }
 
 // Check decides whether upgrading to the target is safe from what list says
 // was requested. list must have been read with Since set, so each item has
 // a window.
 func Check(list api.APIRequestCountList, o CheckOptions) CheckResult {
-	return CheckResult{CheckResult: api.Check(list, o)}
+	return CheckResult{api.Check(list, o)}
 }
 
 // maxNamedClients is how many clients a warning line names.
 const maxNamedClients = 3
 
 // WriteText writes one line per finding in the Kubernetes warning format,
-// removed APIs first, then the verdict. The API names and clients in it
-// come from audit data and are escaped for the terminal.
+// removed APIs first, then the webhook servers whose certificate
+// kube-apiserver flagged, then the verdict. The API names, clients and
+// hosts in it come from audit data and are escaped for the terminal.
 func (r CheckResult) WriteText(w io.Writer) error {
 	for _, f := range r.Findings {
 		clients := f.Clients
@@ -76,6 +70,9 @@ func (r CheckResult) WriteText(w io.Writer) error {
 			Terminal(f.Warning), f.Requests, plural.S(int(f.Requests)), r.Since, f.ClientCount, plural.S(f.ClientCount), strings.Join(named, ", "), more, already); err != nil {
 			return err
 		}
+	}
+	if err := writeCertificateWarnings(w, r.CheckResult); err != nil {
+		return err
 	}
 	_, err := fmt.Fprintln(w, Terminal(r.Message))
 	return err

@@ -211,7 +211,14 @@ func (c *CheckRequest) Run(r api.Reader, out Output) error {
 	if err != nil {
 		return err
 	}
-	res := Check(list, CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors})
+	// Webhook servers whose certificate the apiservers flagged block an
+	// upgrade as removed APIs do.
+	webhooks, err := r.Webhooks(api.WebhookQuery{Cluster: c.Cluster, Since: c.Since})
+	if err != nil {
+		return err
+	}
+	res := Check(list, CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
+		WebhookCertificates: webhooks.Certificates})
 	if len(res.Findings) == 0 {
 		// Safe, but say so when the window misses what the store holds.
 		if msg, hinted := c.noRequests(r, q, list); hinted {
@@ -237,25 +244,13 @@ func (c *CheckRequest) Run(r api.Reader, out Output) error {
 	return nil
 }
 
-// addScan scans and joins the verdicts: removed APIs in either fail with
-// ExitRemoved; otherwise an incomplete scan fails with ExitError, since
-// "safe" would be a guess; otherwise deprecated ones (with
-// --warnings-as-errors) give ExitDeprecated.
+// addScan scans and joins the verdicts, as the server's upgrade checks do.
 func (c *CheckRequest) addScan(res *CheckResult) error {
 	sres, err := c.Scan.run(context.Background(), c.target)
 	if err != nil {
 		return err
 	}
-	res.Scan, res.ScanVerdict = &sres, sres.Verdict(c.WarningsAsErrors)
-	scanCode := ScanExitCode(sres, c.WarningsAsErrors)
-	switch {
-	case res.ExitCode == ExitRemoved || scanCode == ExitRemoved:
-		res.ExitCode = ExitRemoved
-	case scanCode == ExitError:
-		res.ExitCode = ExitError
-	default:
-		res.ExitCode = max(res.ExitCode, scanCode)
-	}
+	api.JoinScan(&res.CheckResult, sres, c.WarningsAsErrors)
 	return nil
 }
 

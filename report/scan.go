@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/scan"
@@ -101,20 +102,6 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (scan.Res
 	return res, nil
 }
 
-// ScanExitCode is the exit code of a scan: ExitError when an input could not
-// be read (the verdict would be a guess), else as `sunset check`.
-func ScanExitCode(r scan.Result, warningsAsErrors bool) int {
-	switch {
-	case len(r.Errors) > 0:
-		return ExitError
-	case r.Removed() > 0:
-		return ExitRemoved
-	case r.Deprecated() > 0 && warningsAsErrors:
-		return ExitDeprecated
-	}
-	return ExitSafe
-}
-
 // ScanRequest is `sunset scan`.
 type ScanRequest struct {
 	ScanOptions
@@ -160,7 +147,7 @@ func (s *ScanRequest) Run(ctx context.Context, out Output) error {
 	if s.Output == "table" || s.Output == "wide" {
 		fmt.Fprintln(out.Out, Terminal(res.Verdict(s.WarningsAsErrors)))
 	}
-	if code := ScanExitCode(res, s.WarningsAsErrors); code != ExitSafe {
+	if code := api.ScanExitCode(res, s.WarningsAsErrors); code != ExitSafe {
 		return &ExitCodeError{Code: code, Err: fmt.Errorf("scan failed with exit code %d", code)}
 	}
 	return nil

@@ -71,7 +71,7 @@ By user (last 24h):
 // The upgrade gate's lines and the webhook tables escape what came from
 // audit data too.
 func TestCheckAndWebhooksEscapeAuditStrings(t *testing.T) {
-	res := CheckResult{CheckResult: api.CheckResult{Since: "24h", Message: "UNSAFE\x1b[2J", Findings: []api.Finding{{
+	res := CheckResult{api.CheckResult{Since: "24h", Message: "UNSAFE\x1b[2J", Findings: []api.Finding{{
 		Warning: "x.v1beta1.evil\rSAFE", Requests: 1, ClientCount: 2, Clients: []string{"eve\nSAFE to upgrade", "bob"}}}}}
 	var b bytes.Buffer
 	require.NoError(t, res.WriteText(&b))

@@ -95,7 +95,18 @@ func notScanned(resource, namespace string, err error) NotScanned {
 	return NotScanned{Resource: resource, Namespace: namespace, Reason: err.Error()}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+var (
+	crdGVR        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	secretGVR     = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMapGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	namespaceGVR  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+)
+
+// ClusterReads are the resources a cluster scan lists, and nothing else it
+// reads but the apiserver's version: what RBAC must allow (verb list) for
+// a scan without gaps. The shipped manifests are checked against it.
+var ClusterReads = []schema.GroupVersionResource{secretGVR, configMapGVR, namespaceGVR, crdGVR, apiServiceGVR}
 
 // crds reports each CRD that still stores objects at a version that is
 // deprecated, no longer served, or that the catalog removes: dropping that
@@ -115,7 +126,7 @@ func (c *Cluster) crds(ctx context.Context) Result {
 		return l.GetContinue(), nil
 	})
 	if err != nil {
-		res.NotScanned = append(res.NotScanned, notScanned("customresourcedefinitions.apiextensions.k8s.io", "", err))
+		res.NotScanned = append(res.NotScanned, notScanned(resourceName(crdGVR), "", err))
 	}
 	return res
 }
@@ -179,7 +190,6 @@ func (c *Cluster) storedVersions(crd unstructured.Unstructured) []Finding {
 // group versions.
 const automanagedLabel = "kube-aggregator.kubernetes.io/automanaged"
 
-var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 // apiServices reports APIService objects, other than kube-apiserver's own,
 // for group versions the catalog removes: an extension server or a
@@ -223,7 +233,7 @@ func (c *Cluster) apiServices(ctx context.Context) Result {
 		return l.GetContinue(), nil
 	})
 	if err != nil {
-		res.NotScanned = append(res.NotScanned, notScanned("apiservices.apiregistration.k8s.io", "", err))
+		res.NotScanned = append(res.NotScanned, notScanned(resourceName(apiServiceGVR), "", err))
 	}
 	return res
 }
@@ -297,7 +307,7 @@ func (c *Cluster) listReleases(ctx context.Context, store releaseStore, latest m
 		return l.Continue, nil
 	})
 	if nsErr != nil {
-		return []NotScanned{notScanned(store.resource(), "", err), notScanned("namespaces", "", nsErr)}
+		return []NotScanned{notScanned(store.resource(), "", err), notScanned(resourceName(namespaceGVR), "", nsErr)}
 	}
 	for _, ns := range namespaces {
 		if err := c.listReleasesIn(ctx, store, ns, latest); err != nil {
@@ -364,7 +374,7 @@ type releaseStore interface {
 
 type secretStore struct{ kube kubernetes.Interface }
 
-func (s secretStore) resource() string { return "secrets" }
+func (s secretStore) resource() string { return resourceName(secretGVR) }
 
 func (s secretStore) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error) {
 	l, err := s.kube.CoreV1().Secrets(namespace).List(ctx, o)
@@ -380,7 +390,7 @@ func (s secretStore) list(ctx context.Context, namespace string, o metav1.ListOp
 
 type configMapStore struct{ kube kubernetes.Interface }
 
-func (s configMapStore) resource() string { return "configmaps" }
+func (s configMapStore) resource() string { return resourceName(configMapGVR) }
 
 func (s configMapStore) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error) {
 	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, o)
@@ -405,4 +415,10 @@ func recordOf(m metav1.ObjectMeta, data string) storedRelease {
 		}
 	}
 	return storedRelease{namespace: m.Namespace, name: name, revision: rev, data: data}
+}
+
+// resourceName is a resource as kubectl names it: "secrets",
+// "apiservices.apiregistration.k8s.io".
+func resourceName(r schema.GroupVersionResource) string {
+	return r.GroupResource().String()
 }
