@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"strings"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints"
 	"k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 
@@ -49,17 +52,38 @@ var apiGroup = metav1.APIGroup{
 	PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: APIVersion, Version: Version},
 }
 
-// registerDiscovery serves /apis, /apis/sunset.dev and /apis/sunset.dev/v1
-// with k8s.io/apiserver's discovery handlers, as kube-apiserver's
-// aggregator and kubectl expect of an aggregated API server.
+// registerDiscovery serves what kube-apiserver's aggregator and kubectl
+// read to learn the API: /apis, /apis/sunset.dev and /apis/sunset.dev/v1
+// with k8s.io/apiserver's discovery handlers, and the OpenAPI documents
+// (registerOpenAPI). /apis answers the aggregated discovery document
+// (apidiscovery.k8s.io/v2, every resource in one answer, with an ETag)
+// to clients that ask for it, as the aggregator and kubectl do, and the
+// APIGroupList to others.
 func registerDiscovery(mux *http.ServeMux) {
 	codecs := httpjson.Codecs.WithoutConversion()
-	mux.HandleFunc("GET /apis", func(w http.ResponseWriter, r *http.Request) {
+	legacy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		list := &metav1.APIGroupList{Groups: []metav1.APIGroup{apiGroup}}
 		responsewriters.WriteObjectNegotiated(codecs, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{}, w, r, http.StatusOK, list, false)
 	})
+	mux.Handle("GET /apis", aggregated.WrapAggregatedDiscoveryToHandler(legacy, aggregatedDiscovery(), nil))
 	mux.Handle("GET /apis/"+Group, discovery.NewAPIGroupHandler(codecs, apiGroup))
 	mux.Handle("GET /apis/"+APIVersion, discovery.NewAPIVersionHandler(codecs, GroupVersion, discovery.APIResourceListerFunc(APIResources)))
+	registerOpenAPI(mux)
+}
+
+// aggregatedDiscovery is sunset.dev/v1 as one aggregated discovery
+// document: APIResources converted as kube-apiserver converts an
+// APIResourceList.
+func aggregatedDiscovery() aggregated.ResourceManager {
+	resources, err := endpoints.ConvertGroupVersionIntoToDiscovery(APIResources())
+	if err != nil {
+		// Only a subresource whose scope differs from its resource's
+		// fails, and APIResources is fixed.
+		panic(fmt.Sprintf("APIResources: %v", err))
+	}
+	m := aggregated.NewResourceManager("apis")
+	m.AddGroupVersion(Group, apidiscoveryv2.APIVersionDiscovery{Version: Version, Resources: resources, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
+	return m
 }
 
 // tableRestrictions accepts plain JSON and the meta.k8s.io/v1 Table

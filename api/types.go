@@ -24,20 +24,27 @@ type APIRequestCount struct {
 	// Metadata is named resource.version.group, e.g.
 	// "volumeattributesclasses.v1beta1.storage.k8s.io" or "endpoints.v1",
 	// and labelled with the removal release and the state (see Labels).
-	Metadata metav1.ObjectMeta     `json:"metadata"`
-	Spec     APIRequestCountSpec   `json:"spec"`
-	Status   APIRequestCountStatus `json:"status"`
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	// Spec says how many users each node reports.
+	Spec APIRequestCountSpec `json:"spec"`
+	// Status holds the requests: the last 24 hours by hour, node, user and
+	// verb.
+	Status APIRequestCountStatus `json:"status"`
 }
 
 // APIRequestCountList is a list of APIRequestCount.
 type APIRequestCountList struct {
 	metav1.TypeMeta `json:",inline"`
-	Metadata        metav1.ListMeta   `json:"metadata"`
-	Items           []APIRequestCount `json:"items"`
+	Metadata        metav1.ListMeta `json:"metadata"`
+	// Items are every API with deprecated requests within the retention
+	// period, sorted by name.
+	Items []APIRequestCount `json:"items"`
 }
 
 // APIRequestCountSpec holds how many users per node the status reports.
 type APIRequestCountSpec struct {
+	// NumberOfUsersToReport is how many users each node reports per hour,
+	// top first: the ?users= of the request, 10 by default.
 	NumberOfUsersToReport int64 `json:"numberOfUsersToReport"`
 }
 
@@ -143,21 +150,29 @@ type PerResourceAPIRequestLog struct {
 	// ByNodeOmitted is Sunset's addition: how many apiservers ByNode
 	// leaves out to stay within OpenShift's schema. RequestCount still
 	// includes them.
-	ByNodeOmitted int   `json:"byNodeOmitted,omitempty"`
-	RequestCount  int64 `json:"requestCount"`
+	ByNodeOmitted int `json:"byNodeOmitted,omitempty"`
+	// RequestCount is the hour's requests, all apiservers and users.
+	RequestCount int64 `json:"requestCount"`
 	// SystemRequestCount is Sunset's addition: how many of RequestCount
 	// came from system identities.
 	SystemRequestCount int64 `json:"systemRequestCount,omitempty"`
-	DryRunCount        int64 `json:"dryRunCount,omitempty"`
+	// DryRunCount is Sunset's addition: how many of RequestCount were
+	// server-side dry runs.
+	DryRunCount int64 `json:"dryRunCount,omitempty"`
 }
 
 // PerNodeAPIRequestLog is one hour of requests served by one apiserver.
 type PerNodeAPIRequestLog struct {
+	// NodeName names the apiserver that served the requests.
 	NodeName string `json:"nodeName"`
 	// Cluster is Sunset's addition: the cluster of the apiserver.
-	Cluster      string `json:"cluster,omitempty"`
-	RequestCount int64  `json:"requestCount"`
-	DryRunCount  int64  `json:"dryRunCount,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	// RequestCount is the hour's requests through this apiserver, all
+	// users.
+	RequestCount int64 `json:"requestCount"`
+	// DryRunCount is Sunset's addition: how many of RequestCount were
+	// server-side dry runs.
+	DryRunCount int64 `json:"dryRunCount,omitempty"`
 	// SystemRequestCount is Sunset's addition: how many of RequestCount
 	// came from system identities, all users included, so a node's
 	// non-system total never depends on which users ByUser lists.
@@ -173,16 +188,24 @@ type PerNodeAPIRequestLog struct {
 // PerUserAPIRequestCount is one client's requests: a username and a user
 // agent.
 type PerUserAPIRequestCount struct {
-	UserName     string                   `json:"username"`
-	UserAgent    string                   `json:"userAgent"`
-	RequestCount int64                    `json:"requestCount"`
-	ByVerb       []PerVerbAPIRequestCount `json:"byVerb"`
+	// UserName is the requests' username, cut to 512 bytes.
+	UserName string `json:"username"`
+	// UserAgent is the client's User-Agent, up to its first space unless
+	// Sunset runs with --user-agent=full, and at most 1024 bytes.
+	UserAgent string `json:"userAgent"`
+	// RequestCount is the client's requests in the hour through the
+	// apiserver.
+	RequestCount int64 `json:"requestCount"`
+	// ByVerb splits RequestCount by verb.
+	ByVerb []PerVerbAPIRequestCount `json:"byVerb"`
 	// System is Sunset's addition: the username is a system identity.
 	System bool `json:"system,omitempty"`
 	// RemovedRequestCount is Sunset's addition: requests of this client
 	// to the API after its removal.
 	RemovedRequestCount int64 `json:"removedRequestCount,omitempty"`
-	DryRunCount         int64 `json:"dryRunCount,omitempty"`
+	// DryRunCount is Sunset's addition: how many of RequestCount were
+	// server-side dry runs.
+	DryRunCount int64 `json:"dryRunCount,omitempty"`
 }
 
 // ClientWorkload is what is known about one client of an API: the entry
@@ -212,9 +235,14 @@ type Impersonator struct {
 // the Kubernetes request verbs, or "other" for anything else, so that a
 // client has at most 10, as OpenShift's schema allows.
 type PerVerbAPIRequestCount struct {
-	Verb         string `json:"verb"`
-	RequestCount int64  `json:"requestCount"`
-	DryRunCount  int64  `json:"dryRunCount,omitempty"`
+	// Verb is get, list, watch, create, update, patch, delete,
+	// deletecollection, proxy or other.
+	Verb string `json:"verb"`
+	// RequestCount is the client's requests with the verb.
+	RequestCount int64 `json:"requestCount"`
+	// DryRunCount is Sunset's addition: how many of RequestCount were
+	// server-side dry runs.
+	DryRunCount int64 `json:"dryRunCount,omitempty"`
 }
 
 // Workload is what runs behind a client: from a service-account username
