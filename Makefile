@@ -6,7 +6,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build docs image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build docs generate image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
@@ -15,6 +15,9 @@ build: ## Build bin/sunset.
 
 docs: ## Write docs/configuration.md from the help of each config key in the code.
 	$(GO) run ./internal/configdoc -o docs/configuration.md
+
+generate: ## Write api/zz_generated.openapi.go, the OpenAPI definitions, from the API's Go types and doc comments.
+	$(GO) run ./hack/openapi-gen -output-dir api
 
 IMAGE ?= ghcr.io/kube-sunset/sunset:$(VERSION)
 
@@ -123,13 +126,15 @@ format: ## Format the code.
 #   ingest/gke/testdata/entries/*.event.json  the audit event of each hand-written GKE
 #     LogEntry (TestEntriesMapToTheirEvents);
 #   deploy/kubernetes/base/prometheusrule.yaml  from deploy/prometheus/sunset-rules.yaml
-#     (test: TestPrometheusRuleMatchesRulesFile);
+#     (test: TestPrometheusRuleMatchesRulesFile), and the Helm chart's copy,
+#     deploy/helm/sunset/files/sunset-rules.yaml (TestHelmChartRulesAreTheShippedRules);
+#   scan/testdata/golden/repo.*  every `sunset scan -o` format (scan: TestOutputGoldens);
 #   docs/page-*.png  the screenshots of the page in README.md and docs/ (web: TestPageInBrowser;
 #     needs chromium, skipped without it).
 # Only these packages define -update, so they are named, not ./... .
 update-golden: ## Rewrite the golden files, the generated PrometheusRule and the page's screenshots after an intended change; review the diff.
-	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./ingest/gke/ ./test/ ./web/ -update -run \
-		'^(TestEntriesMapToTheirEvents|TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestPageInBrowser)$$'
+	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./ingest/gke/ ./scan/ ./test/ ./web/ -update -run \
+		'^(TestEntriesMapToTheirEvents|TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestHelmChartRulesAreTheShippedRules|TestOutputGoldens|TestPageInBrowser)$$'
 
 clean:
 	rm -rf bin

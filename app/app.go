@@ -40,8 +40,10 @@ import (
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/httpjson"
+	"github.com/kube-sunset/sunset/internal/selfsigned"
 	"github.com/kube-sunset/sunset/lifecycle"
 	"github.com/kube-sunset/sunset/ops"
+	"github.com/kube-sunset/sunset/scan"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/web"
 )
@@ -121,13 +123,17 @@ type App struct {
 	agg       *aggregate.Aggregator
 	srv       *http.Server
 	access    *access.Access
+	certs     *selfsigned.Keeper
+	publisher *selfsigned.Publisher
 	listener  net.Listener
 	webhook   *webhook.Handler
-	state     atomic.Int32
-	readyMu   sync.Mutex
-	lastReady ops.Readiness
-	starting  func()
-	draining  func()
+	// clusterScan is nil unless scan.interval is set.
+	clusterScan *scan.Periodic
+	state       atomic.Int32
+	readyMu     sync.Mutex
+	lastReady   ops.Readiness
+	starting    func()
+	draining    func()
 }
 
 // New opens the store and binds the listener, so that Addr is known and a
@@ -182,6 +188,9 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 		Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh, Now: opts.Now}))
 
 	if err := a.buildInputs(reg, opts.Now); err != nil {
+		return nil, err
+	}
+	if err := a.buildClusterScan(reg, opts.Now); err != nil {
 		return nil, err
 	}
 	if a.access, err = access.New(context.Background(), cfg.Access()); err != nil {
@@ -289,7 +298,8 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	a.webhook.Register(hooks)
 	mux := http.NewServeMux()
 	api.New(api.Options{Querier: a.store, Logger: a.log, Now: opts.Now, Catalog: a.parts.Catalog, IsSystem: a.parts.System.IsSystem,
-		Retention: cfg.Retention, Deleter: a.store, FieldRules: a.parts.Rules, Webhooks: a.parts.WebhookService()}).Register(mux)
+		Retention: cfg.Retention, Deleter: a.store, FieldRules: a.parts.Rules, Webhooks: a.parts.WebhookService(),
+		ClusterScan: a.clusterScanResults()}).Register(mux)
 	ops.Register(mux, ops.Options{Registry: reg, Ready: a.probeReadiness, Verbose: func(r *http.Request) bool {
 		// Who may scrape /metrics may read why Sunset is not ready.
 		return a.access.Permits(r, "get", "/metrics")
@@ -349,7 +359,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     zerologStdLogger(a.log.With().Str("component", "http").Logger()),
 	}
-	if cfg.TLSCertFile != "" {
+	if cfg.ServesTLS() {
 		var hookCAs *x509.CertPool
 		if cfg.TLSClientCAFile != "" {
 			var err error
@@ -360,11 +370,27 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 			// apiserver's: the webhook sees only chains to its own CA.
 			hookHandler = onlyChainsTo(hookCAs, hookHandler)
 		}
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls-cert-file and tls-key-file: %w", err)
+		if cfg.TLSCertFile == "" {
+			var err error
+			if a.certs, err = a.newCertKeeper(); err != nil {
+				return nil, err
+			}
+			if cfg.PublishCASecret != "" {
+				if a.publisher, err = a.caPublisher(); err != nil {
+					return nil, err
+				}
+			}
+			// Served from the keeper at each handshake, so that a renewal
+			// needs no restart.
+			srv.TLSConfig = clientCertTLS(tls.Certificate{}, hookCAs, a.access)
+			srv.TLSConfig.Certificates, srv.TLSConfig.GetCertificate = nil, a.certs.GetCertificate
+		} else {
+			cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls-cert-file and tls-key-file: %w", err)
+			}
+			srv.TLSConfig = clientCertTLS(cert, hookCAs, a.access)
 		}
-		srv.TLSConfig = clientCertTLS(cert, hookCAs, a.access)
 	}
 	top.Handle("/audit/webhook", hookHandler)
 	top.Handle("/audit/webhook/", hookHandler)
@@ -375,7 +401,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 func (a *App) Addr() net.Addr { return a.listener.Addr() }
 
 // TLS reports whether the server speaks HTTPS.
-func (a *App) TLS() bool { return a.cfg.TLSCertFile != "" }
+func (a *App) TLS() bool { return a.cfg.ServesTLS() }
 
 // Reason codes of a not-ready answer: what an unauthenticated probe may
 // learn. The detail goes to the log and to callers allowed to read.
@@ -477,6 +503,12 @@ func (a *App) Run(ctx context.Context) error {
 		g.Add("fleet", a.fleet.Run, nil)
 	case a.kafka != nil:
 		g.Add("kafka", a.kafka.Run, nil)
+	}
+	if a.certs != nil {
+		g.Add("certs", a.runCerts, nil)
+	}
+	if a.clusterScan != nil {
+		g.Add("cluster scan", a.clusterScan.Run, nil)
 	}
 	g.Add("http", a.serve, a.drain)
 

@@ -31,11 +31,16 @@ import (
 // (see Keys), so the two cannot drift apart.
 type Config struct {
 	DataDir string `mapstructure:"data-dir" help:"Badger's data directory. One server per directory: a second process that opens it is refused and pointed at --server."`
-	Listen  string `mapstructure:"listen" help:"Address of the webhook, the API, /metrics and the health endpoints. :8080 listens on every address; beyond loopback, readers must authenticate (or allow-unauthenticated be set) and the webhook needs credentials (or webhook-allow-unauthenticated), else Sunset refuses to start."`
+	Listen  string `mapstructure:"listen" help:"Address of the webhook, the API, /metrics and the health endpoints. :8080 listens on every address; beyond loopback, Sunset serves HTTPS only (tls-cert-file, else a certificate of its own in cert-dir), readers must authenticate (or allow-unauthenticated be set) and the webhook needs credentials (or webhook-allow-unauthenticated), else Sunset refuses to start."`
 	// TLS carries HTTP/2 too, which kube-apiserver's webhook client uses.
-	TLSCertFile     string `mapstructure:"tls-cert-file" help:"Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate. Set together with tls-key-file."`
-	TLSKeyFile      string `mapstructure:"tls-key-file" help:"The PEM private key of tls-cert-file."`
-	TLSClientCAFile string `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise), issued as O=<cluster>, CN=<node>. Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name, and the cluster posted to (the path's, else default-cluster) one of its organizations, where it has any (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
+	TLSCertFile string `mapstructure:"tls-cert-file" help:"Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate. Set together with tls-key-file."`
+	TLSKeyFile  string `mapstructure:"tls-key-file" help:"The PEM private key of tls-cert-file."`
+	// Without tls-cert-file, Sunset off loopback serves a certificate of
+	// its own (package selfsigned): a plain-HTTP listener is loopback only.
+	CertDir         string   `mapstructure:"cert-dir" default:"<data-dir>/certs" help:"Where Sunset keeps the CA and serving certificate it makes for itself when it serves HTTPS without tls-cert-file: ca.crt, ca.key, tls.crt and tls.key. It does so on any listen address that is not loopback, and on loopback too when cert-dir is set. Kept across restarts; the serving certificate (a year) is renewed 90 days before it ends under the same CA (ten years). Empty means <data-dir>/certs."`
+	CertHosts       []string `mapstructure:"cert-hosts" help:"DNS names and IP addresses the certificate in cert-dir is for, beside localhost, 127.0.0.1 and ::1: the Service's names (sunset.sunset.svc) and the address kube-apiserver posts to. A kept certificate that lacks one is made again."`
+	PublishCASecret string   `mapstructure:"publish-ca-secret" help:"Keep the CA of cert-dir in this Secret (namespace/name), under ca.crt beside the CAs of the other replicas, for the APIService's caBundle, Prometheus and kube-apiserver's webhook kubeconfig to trust. Written through authentication-kubeconfig, else the in-cluster config; needs get, create and update on that Secret."`
+	TLSClientCAFile string   `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise), issued as O=<cluster>, CN=<node>. Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name, and the cluster posted to (the path's, else default-cluster) one of its organizations, where it has any (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
 
 	WebhookTokenFile            string `mapstructure:"webhook-token-file" help:"The webhook requires Authorization: Bearer <the file's contents> (401 otherwise), from any apiserver."`
 	WebhookTokenAuthFile        string `mapstructure:"webhook-token-auth-file" help:"The webhook requires a bearer token from this CSV file, token,user,uid[,\"groups\"] as kube-apiserver's --token-auth-file, where user is <cluster>/<node> or <node>: each token posts only as that apiserver (401 for an unknown token, 403 for another apiserver's path)."`
@@ -86,6 +91,7 @@ type Config struct {
 	Metrics    MetricsConfig            `mapstructure:"metrics"`
 	FieldRules []fieldrule.Rule         `mapstructure:"field-rules" help:"Deprecated-field rules beside the built-in one: name, group, version, resource, optional subresource, verbs, field, deprecatedIn, removedIn, message. See counting.md#deprecated-fields."`
 	Admission  AdmissionConfig          `mapstructure:"admission"`
+	Scan       ScanConfig               `mapstructure:"scan"`
 
 	// serviceAccountTokenFile is where a pod's service-account token is
 	// looked for; empty means access.DefaultServiceAccountTokenFile. Not a
@@ -249,6 +255,11 @@ const minMaxBodyBytes = 1 << 20
 
 // Validate checks every key and reports every problem at once, each naming
 // its key.
+// ScanConfig is the server's scan of its own cluster.
+type ScanConfig struct {
+	Interval time.Duration `mapstructure:"interval" help:"How often serve scans its own cluster (Helm releases, CRD stored versions, APIServices) with its service account, or KUBECONFIG outside a pod, for the upgrade checks and the sunset_scan_* metrics; 0 turns the scan off, else at least 1m. See scanning.md#in-the-server."`
+}
+
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -263,8 +274,12 @@ func (c Config) Validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("tls-cert-file", "tls-cert-file and tls-key-file must be set together")
 	}
-	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+	if c.TLSClientCAFile != "" && !c.ServesTLS() {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
+	}
+	c.validateCertDir(bad)
+	if c.Scan.Interval != 0 && c.Scan.Interval < time.Minute {
+		bad("scan.interval", "%s is shorter than 1m; a cluster scan lists every Helm release record", c.Scan.Interval)
 	}
 	// Slices, not maps, so that the same config always gives the same
 	// message in the same order.
@@ -280,7 +295,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, f := range []struct{ key, path string }{{"client-ca-file", c.ClientCAFile}, {"requestheader-client-ca-file", c.RequestheaderClientCAFile}} {
-		if f.path != "" && c.TLSCertFile == "" {
+		if f.path != "" && !c.ServesTLS() {
 			bad(f.key, "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 		}
 	}
@@ -390,18 +405,22 @@ func (c Config) Validate() error {
 }
 
 // ValidateListen checks what only serving needs: beyond loopback, the
-// webhook has credentials or was told to go without, readers must
-// authenticate or anyone was allowed, and bearer tokens travel only over
-// TLS. Readers of a data directory that pass the server's config file need
+// webhook has credentials or was told to go without and readers must
+// authenticate or anyone was allowed; a CA to publish has a cluster to go
+// to. Readers of a data directory that pass the server's config file need
 // not repeat the server's flags.
 func (c Config) ValidateListen() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return nil // Validate reports it
 	}
-	if LoopbackListen(c.Listen) {
-		return nil
-	}
 	var errs []error
+	if c.PublishCASecret != "" && c.AuthenticationKubeconfig == "" && !c.Access().InCluster() {
+		errs = append(errs, fmt.Errorf("publish-ca-secret: there is no cluster to publish %s in: run in a pod with a service-account token, "+
+			"set authentication-kubeconfig, or leave publish-ca-secret empty and hand out ca.crt of %s yourself", c.PublishCASecret, c.CertDirPath()))
+	}
+	if LoopbackListen(c.Listen) {
+		return errors.Join(errs...)
+	}
 	if !c.WebhookAuthenticated() && !c.WebhookAllowUnauthenticated {
 		errs = append(errs, fmt.Errorf("listen: %s is not a loopback address and the webhook has no credentials, so anyone who reaches it could add counts: "+
 			"set webhook-token-auth-file (a token per apiserver), webhook-token-file or tls-client-ca-file, "+
@@ -413,30 +432,9 @@ func (c Config) ValidateListen() error {
 			"set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), "+
 			"token-auth-file or client-ca-file, or set allow-unauthenticated=true to let anyone who reaches the port read and reset", c.Listen))
 	}
-	if c.TLSCertFile == "" {
-		if senders := c.bearerTokenKeys(acc); len(senders) > 0 {
-			errs = append(errs, fmt.Errorf("listen: %s is not a loopback address and %s would take bearer tokens in cleartext, where anyone on the path can copy them: "+
-				"set tls-cert-file and tls-key-file to serve HTTPS (and use https:// in the webhook kubeconfig and for readers), or listen on 127.0.0.1", c.Listen, strings.Join(senders, ", ")))
-		}
-	}
+	// Bearer tokens need no check of their own: off loopback, Sunset
+	// serves HTTPS only (ServesTLS).
 	return errors.Join(errs...)
-}
-
-// bearerTokenKeys names what makes Sunset accept bearer tokens: the
-// webhook's token files, the readers' token file, and delegated
-// authentication, which checks any token with TokenReview.
-func (c Config) bearerTokenKeys(acc access.Options) []string {
-	var keys []string
-	for _, f := range []struct{ key, path string }{{"webhook-token-file", c.WebhookTokenFile}, {"webhook-token-auth-file", c.WebhookTokenAuthFile},
-		{"token-auth-file", c.TokenAuthFile}, {"authentication-kubeconfig", c.AuthenticationKubeconfig}} {
-		if f.path != "" {
-			keys = append(keys, f.key)
-		}
-	}
-	if c.AuthenticationKubeconfig == "" && acc.InCluster() {
-		keys = append(keys, "in-cluster delegated authentication (a service-account token is mounted)")
-	}
-	return keys
 }
 
 // WebhookAuthenticated reports whether the webhook demands credentials.

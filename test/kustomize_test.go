@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +32,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,10 +42,14 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/apiserver/plugin/pkg/audit/webhook"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-sunset/sunset/internal/selfsigned"
 	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/scan"
 )
 
 const (
@@ -53,12 +61,18 @@ const (
 // Every kustomization under deploy/ and exactly what it renders. The
 // ConfigMap's generated hash suffix is written as <hash>.
 var wantRendered = map[string][]string{
-	"kubernetes/base":           baseObjects,
-	"kubernetes/overlays/tls":   append([]string{"APIService/v1.sunset.dev"}, baseObjects...),
-	"kubernetes/overlays/kafka": baseObjects,
+	"kubernetes/base":           slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects))),
+	"kubernetes/overlays/tls":   baseObjects,
+	"kubernetes/overlays/kafka": slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects))),
+	"kubernetes/overlays/scan": slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects,
+		[]string{"ClusterRole/sunset-scanner", "ClusterRoleBinding/sunset-scanner"}))),
 }
 
+// publisherObjects let Sunset publish the CA of its own certificate.
+var publisherObjects = []string{"Role/sunset-ca-publisher", "RoleBinding/sunset-ca-publisher"}
+
 var baseObjects = []string{
+	"APIService/v1.sunset.dev",
 	"ClusterRole/sunset:extension-apiserver-authentication-reader",
 	"ClusterRole/sunset:reset",
 	"ClusterRole/sunset:view",
@@ -84,23 +98,32 @@ type overlayWant struct {
 	scheme   corev1.URIScheme
 	secrets  []string // Secrets referenced, none of them rendered
 	args     []string
+	// caSecret holds the ca.crt that Prometheus verifies Sunset with:
+	// the one Sunset publishes, or the one of your own certificate.
+	caSecret string
 }
 
 // Every kustomization serves HTTPS and demands a token per apiserver on
 // the webhook: readers, Prometheus and kube-apiserver send credentials,
-// and none travels in cleartext.
-var baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8443",
-	"--tls-cert-file=/etc/sunset/tls/tls.crt", "--tls-key-file=/etc/sunset/tls/tls.key",
-	"--webhook-token-auth-file=/etc/sunset/webhook/tokens.csv"}
+// and none travels in cleartext. The base serves a certificate Sunset
+// makes and publishes the CA of; the TLS overlay serves yours.
+var (
+	baseArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8443",
+		"--cert-dir=/var/lib/sunset/certs", "--cert-hosts=sunset.sunset.svc", "--publish-ca-secret=sunset/sunset-ca",
+		"--webhook-token-auth-file=/etc/sunset/webhook/tokens.csv"}
+	tlsArgs = []string{"--config=/etc/sunset/config/config.yaml", "--data-dir=/var/lib/sunset", "--listen=:8443",
+		"--tls-cert-file=/etc/sunset/tls/tls.crt", "--tls-key-file=/etc/sunset/tls/tls.key", "--tls-client-ca-file=/etc/sunset/tls/ca.crt",
+		"--webhook-token-auth-file=/etc/sunset/webhook/tokens.csv"}
+)
 
-var baseSecrets = []string{"sunset-tls", "sunset-webhook-tokens"}
+var baseSecrets = []string{"sunset-webhook-tokens"}
 
 var overlays = map[string]overlayWant{
-	"kubernetes/base": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS, secrets: baseSecrets, args: baseArgs},
-	"kubernetes/overlays/tls": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS, secrets: baseSecrets,
-		args: append(slices.Clone(baseArgs), "--tls-client-ca-file=/etc/sunset/tls/ca.crt")},
+	"kubernetes/base": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS, secrets: baseSecrets, args: baseArgs, caSecret: "sunset-ca"},
+	"kubernetes/overlays/tls": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS,
+		secrets: append([]string{"sunset-tls"}, baseSecrets...), args: tlsArgs, caSecret: "sunset-tls"},
 	"kubernetes/overlays/kafka": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS,
-		secrets: append([]string{"sunset-kafka"}, baseSecrets...), args: baseArgs},
+		secrets: append([]string{"sunset-kafka"}, baseSecrets...), args: baseArgs, caSecret: "sunset-ca"},
 }
 
 // rendered is one kustomization's output.
@@ -165,8 +188,21 @@ func kustomizations(t *testing.T) []string {
 // strictly: a field Kubernetes does not know fails the test.
 func render(t *testing.T, dir string) *rendered {
 	t.Helper()
-	out, err := exec.Command(kubectl(t), "kustomize", filepath.Join("../deploy", dir)).CombinedOutput()
-	require.NoError(t, err, "kubectl kustomize %s:\n%s", dir, out)
+	return decodeRendered(t, dir, kustomize(t, filepath.Join("../deploy", dir)))
+}
+
+// kustomize runs `kubectl kustomize` on path.
+func kustomize(t *testing.T, path string) []byte {
+	t.Helper()
+	out, err := exec.Command(kubectl(t), "kustomize", path).CombinedOutput()
+	require.NoError(t, err, "kubectl kustomize %s:\n%s", path, out)
+	return out
+}
+
+// decodeRendered decodes a stream of YAML documents (kustomize's or
+// Helm's output), strictly for the kinds the tests read.
+func decodeRendered(t *testing.T, dir string, out []byte) *rendered {
+	t.Helper()
 	r := &rendered{dir: dir}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {
@@ -234,10 +270,22 @@ func TestKustomizeRendersExactObjects(t *testing.T) {
 }
 
 // Sunset's own grants are exactly what delegation needs, bound to its
-// ServiceAccount; readers get get/list through view, edit and admin, and
+// ServiceAccount, and, where it publishes the CA of its own certificate,
+// what publishing takes on that one Secret, derived from the requests
+// Sunset makes; readers get get/list through view, edit and admin, and
 // reset through admin only.
 func TestKustomizeGrantsOnlyDelegation(t *testing.T) {
 	kubectl(t)
+	for _, dir := range kustomizations(t) {
+		requireOnlyNeededGrants(t, render(t, dir))
+	}
+}
+
+// requireOnlyNeededGrants checks the RBAC objects of a rendered install
+// (TestKustomizeGrantsOnlyDelegation).
+func requireOnlyNeededGrants(t *testing.T, r *rendered) {
+	t.Helper()
+	dir := r.dir
 	type rule struct {
 		APIGroups     []string `json:"apiGroups"`
 		Resources     []string `json:"resources"`
@@ -256,44 +304,220 @@ func TestKustomizeGrantsOnlyDelegation(t *testing.T) {
 		"sunset:reset": {"rbac.authorization.k8s.io/aggregate-to-admin"},
 	}
 	wantBindings := map[string]string{
-		"sunset:system:auth-delegator":                     "system:auth-delegator",
-		"sunset:extension-apiserver-authentication-reader": "sunset:extension-apiserver-authentication-reader",
+		"sunset:system:auth-delegator":                     "ClusterRole/system:auth-delegator",
+		"sunset:extension-apiserver-authentication-reader": "ClusterRole/sunset:extension-apiserver-authentication-reader",
 	}
-	for _, dir := range kustomizations(t) {
-		for _, obj := range render(t, dir).raw {
-			raw, err := json.Marshal(obj)
-			require.NoError(t, err)
-			meta := obj["metadata"].(map[string]any)
-			name := meta["name"].(string)
-			switch obj["kind"] {
-			case "Role", "RoleBinding":
-				t.Fatalf("%s: namespaced RBAC %s", dir, name)
-			case "ClusterRole":
-				var cr struct {
-					Rules []rule `json:"rules"`
-				}
-				require.NoError(t, json.Unmarshal(raw, &cr))
-				require.Equal(t, wantRules[name], cr.Rules, "%s: %s", dir, name)
-				var agg []string
-				for k := range meta["labels"].(map[string]any) {
-					if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
-						agg = append(agg, k)
-					}
-				}
-				sort.Strings(agg)
-				require.Equal(t, wantAggregation[name], agg, "%s: %s", dir, name)
-			case "ClusterRoleBinding":
-				var b struct {
-					RoleRef  struct{ Kind, Name string } `json:"roleRef"`
-					Subjects []struct{ Kind, Name, Namespace string }
-				}
-				require.NoError(t, json.Unmarshal(raw, &b))
-				require.Equal(t, "ClusterRole", b.RoleRef.Kind)
-				require.Equal(t, wantBindings[name], b.RoleRef.Name, "%s: %s", dir, name)
-				require.Len(t, b.Subjects, 1)
-				require.Equal(t, struct{ Kind, Name, Namespace string }{"ServiceAccount", "sunset", "sunset"}, b.Subjects[0])
+	// Publishing the CA: the rules the publisher's requests need, in the
+	// Secret's namespace, and nothing where Sunset publishes nothing.
+	wantRoles := map[string][]rbacv1.PolicyRule{}
+	publish := requireRealFlags(t, serveFlags(t), r.sts.Spec.Template.Spec.Containers[0].Args)["publish-ca-secret"]
+	if publish != "" {
+		ref, err := selfsigned.ParseSecretRef(publish)
+		require.NoError(t, err, dir)
+		require.Equal(t, r.sts.Namespace, ref.Namespace, "%s: the Secret is in Sunset's namespace", dir)
+		wantRoles["sunset-ca-publisher"] = caPublisherRules(t, ref)
+		wantBindings["sunset-ca-publisher"] = "Role/sunset-ca-publisher"
+	}
+	// The cluster scan, where it is on: list on what it lists.
+	if scanInterval(t, r) != "" {
+		var rules []rule
+		for _, gvr := range scan.ClusterReads {
+			i := slices.IndexFunc(rules, func(r rule) bool { return r.APIGroups[0] == gvr.Group })
+			if i < 0 {
+				rules = append(rules, rule{APIGroups: []string{gvr.Group}, Verbs: []string{"list"}})
+				i = len(rules) - 1
 			}
+			rules[i].Resources = append(rules[i].Resources, gvr.Resource)
 		}
+		wantRules["sunset-scanner"] = rules
+		wantBindings["sunset-scanner"] = "ClusterRole/sunset-scanner"
+	}
+	gotRoles := map[string][]rbacv1.PolicyRule{}
+	var gotBindings []string
+	for _, obj := range r.raw {
+		raw, err := json.Marshal(obj)
+		require.NoError(t, err)
+		meta := obj["metadata"].(map[string]any)
+		name := meta["name"].(string)
+		switch obj["kind"] {
+		case "Role":
+			var role rbacv1.Role
+			require.NoError(t, json.Unmarshal(raw, &role))
+			require.Equal(t, r.sts.Namespace, role.Namespace, dir)
+			gotRoles[name] = role.Rules
+		case "ClusterRole":
+			var cr struct {
+				Rules []rule `json:"rules"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &cr))
+			require.Equal(t, wantRules[name], cr.Rules, "%s: %s", dir, name)
+			var agg []string
+			for k := range meta["labels"].(map[string]any) {
+				if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+					agg = append(agg, k)
+				}
+			}
+			sort.Strings(agg)
+			require.Equal(t, wantAggregation[name], agg, "%s: %s", dir, name)
+		case "ClusterRoleBinding", "RoleBinding":
+			var b struct {
+				RoleRef  struct{ Kind, Name string } `json:"roleRef"`
+				Subjects []struct{ Kind, Name, Namespace string }
+			}
+			require.NoError(t, json.Unmarshal(raw, &b))
+			require.Equal(t, wantBindings[name], b.RoleRef.Kind+"/"+b.RoleRef.Name, "%s: %s", dir, name)
+			require.Len(t, b.Subjects, 1)
+			require.Equal(t, struct{ Kind, Name, Namespace string }{"ServiceAccount", r.sa.Name, r.sa.Namespace}, b.Subjects[0], "%s: %s", dir, name)
+			require.Equal(t, r.sts.Spec.Template.Spec.ServiceAccountName, r.sa.Name, dir)
+			gotBindings = append(gotBindings, name)
+		}
+	}
+	require.Equal(t, wantRoles, gotRoles, "%s: the Roles Sunset's requests need", dir)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(wantBindings)), gotBindings, "%s: bindings", dir)
+}
+
+// scanInterval is how often the rendered Sunset scans its cluster: the
+// scan.interval of its config file or environment, "" when it does not.
+func scanInterval(t *testing.T, r *rendered) string {
+	t.Helper()
+	interval := ""
+	if s, ok := sunsetConfig(t, r)["scan"].(map[string]any); ok {
+		interval, _ = s["interval"].(string)
+	}
+	for _, e := range r.sts.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "SUNSET_SCAN_INTERVAL" {
+			interval = e.Value
+		}
+	}
+	if d, err := time.ParseDuration(interval); err == nil && d == 0 {
+		return ""
+	}
+	return interval
+}
+
+// caPublisherRules are the rules Sunset's CA publisher needs on the Secret
+// ref, derived from the requests it makes to a Secrets API that records
+// them: the first replica's publication creates the Secret; a second
+// replica's adds its CA and, having lost a race once, reads and writes
+// again. Requests that name the Secret give a rule restricted to its
+// name; those on the collection (create) one that cannot be.
+func caPublisherRules(t *testing.T, ref selfsigned.SecretRef) []rbacv1.PolicyRule {
+	t.Helper()
+	api := &recordingSecrets{t: t, namespace: ref.Namespace}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	// JSON, which this stand-in speaks; kube-apiserver speaks both.
+	client, err := corev1client.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	require.NoError(t, err)
+	for i, owner := range []string{"sunset-0", "sunset-1"} {
+		p, err := selfsigned.Ensure(selfsigned.Options{Dir: t.TempDir(), Owner: owner})
+		require.NoError(t, err)
+		api.conflicts = i
+		wrote, err := selfsigned.Publish(t.Context(), client, ref, p.CAPEM, time.Now())
+		require.NoError(t, err)
+		require.True(t, wrote, owner)
+	}
+	require.Zero(t, api.conflicts, "the race was run")
+	named, collection := map[string]bool{}, map[string]bool{}
+	for _, req := range api.requests {
+		if req.name == "" {
+			collection[req.verb] = true
+		} else {
+			require.Equal(t, ref.Name, req.name, "the publisher touches its own Secret only")
+			named[req.verb] = true
+		}
+	}
+	var rules []rbacv1.PolicyRule
+	if len(collection) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: slices.Sorted(maps.Keys(collection))})
+	}
+	if len(named) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{ref.Name},
+			Verbs: slices.Sorted(maps.Keys(named))})
+	}
+	return rules
+}
+
+// recordingSecrets is the Secrets API of one namespace, as kube-apiserver
+// answers it (JSON objects, Status errors, resourceVersion checks), that
+// records each request's verb and name. It answers Conflict to the next
+// conflicts updates, as when another writer was first.
+type recordingSecrets struct {
+	t         *testing.T
+	namespace string
+	conflicts int
+
+	mu       sync.Mutex
+	secrets  map[string]*corev1.Secret
+	version  int
+	requests []struct{ verb, name string }
+}
+
+func (a *recordingSecrets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.secrets == nil {
+		a.secrets = map[string]*corev1.Secret{}
+	}
+	prefix := "/api/v1/namespaces/" + a.namespace + "/secrets"
+	tail, ok := strings.CutPrefix(r.URL.Path, prefix)
+	if !ok {
+		a.t.Errorf("the publisher asked for %s %s, outside Secrets of namespace %s", r.Method, r.URL.Path, a.namespace)
+		http.NotFound(w, r)
+		return
+	}
+	name := strings.TrimPrefix(tail, "/")
+	verbs := map[string]string{http.MethodGet: "get", http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}
+	a.requests = append(a.requests, struct{ verb, name string }{verbs[r.Method], name})
+	status := func(code int, reason metav1.StatusReason) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Code: int32(code), Reason: reason, Details: &metav1.StatusDetails{Name: name, Kind: "secrets"}})
+	}
+	reply := func(code int, s *corev1.Secret) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(s)
+	}
+	var in corev1.Secret
+	if r.Body != nil && r.Method != http.MethodGet {
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			a.t.Errorf("%s %s: %v (Content-Type %s)", r.Method, r.URL.Path, err, r.Header.Get("Content-Type"))
+			status(http.StatusBadRequest, metav1.StatusReasonBadRequest)
+			return
+		}
+	}
+	stored, exists := a.secrets[name]
+	switch {
+	case r.Method == http.MethodGet && exists:
+		reply(http.StatusOK, stored)
+	case r.Method == http.MethodGet:
+		status(http.StatusNotFound, metav1.StatusReasonNotFound)
+	case r.Method == http.MethodPost && name == "":
+		if _, taken := a.secrets[in.Name]; taken {
+			status(http.StatusConflict, metav1.StatusReasonAlreadyExists)
+			return
+		}
+		a.version++
+		in.ResourceVersion = strconv.Itoa(a.version)
+		a.secrets[in.Name] = &in
+		reply(http.StatusCreated, &in)
+	case r.Method == http.MethodPut && exists:
+		if a.conflicts > 0 || in.ResourceVersion != stored.ResourceVersion {
+			a.conflicts = max(a.conflicts-1, 0)
+			// Another writer was first: its write is what a new read sees.
+			a.version++
+			stored.ResourceVersion = strconv.Itoa(a.version)
+			status(http.StatusConflict, metav1.StatusReasonConflict)
+			return
+		}
+		a.version++
+		in.ResourceVersion = strconv.Itoa(a.version)
+		a.secrets[name] = &in
+		reply(http.StatusOK, &in)
+	default:
+		status(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed)
 	}
 }
 
@@ -456,8 +680,8 @@ func TestKustomizeStatefulSet(t *testing.T) {
 		require.NotContains(t, args, "allow-unauthenticated", dir)
 		require.NotContains(t, args, "webhook-token-file", dir+": one token for every apiserver binds none")
 		require.NotEmpty(t, args["webhook-token-auth-file"], dir)
-		require.NotEmpty(t, args["tls-cert-file"], dir)
-		require.NotEmpty(t, args["tls-key-file"], dir)
+		require.True(t, args["tls-cert-file"] != "" || args["cert-dir"] != "", "%s: HTTPS, with a certificate given or made", dir)
+		require.Equal(t, args["tls-cert-file"] == "", args["tls-key-file"] == "", dir)
 		require.Equal(t, []corev1.ContainerPort{{Name: want.portName, ContainerPort: want.port, Protocol: corev1.ProtocolTCP}}, c.Ports, dir)
 		requireProbes(t, dir, c, port, want.scheme, "")
 		requireSized(t, dir, c)
@@ -551,7 +775,11 @@ func TestKustomizeStatefulSet(t *testing.T) {
 		require.Equal(t, "/var/run/secrets/kubernetes.io/serviceaccount/token", ep.BearerTokenFile, dir)
 		require.NotNil(t, ep.TLSConfig, dir)
 		require.Equal(t, r.svc.Name+"."+r.svc.Namespace+".svc", ep.TLSConfig.ServerName, dir)
-		require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sunset-tls"}, Key: "ca.crt"}, ep.TLSConfig.CA.Secret, dir)
+		require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: want.caSecret}, Key: "ca.crt"}, ep.TLSConfig.CA.Secret, dir)
+		if ref := args["publish-ca-secret"]; ref != "" {
+			require.Equal(t, r.ns.Name+"/"+want.caSecret, ref, "%s: Prometheus trusts the CA Sunset publishes", dir)
+			require.Equal(t, []string{ep.TLSConfig.ServerName}, strings.Split(args["cert-hosts"], ","), "%s: the certificate is for the name Prometheus verifies", dir)
+		}
 	}
 }
 
@@ -581,19 +809,20 @@ func TestKustomizeOverlays(t *testing.T) {
 		c := r.sts.Spec.Template.Spec.Containers[0]
 		args := requireRealFlags(t, flags, c.Args)
 		files := secretFiles(t, r.sts.Spec.Template.Spec, c)
-		want := map[string]string{
-			"tls-cert-file":           "sunset-tls/tls.crt",
-			"tls-key-file":            "sunset-tls/tls.key",
-			"webhook-token-auth-file": "sunset-webhook-tokens/tokens.csv",
-		}
+		want := map[string]string{"webhook-token-auth-file": "sunset-webhook-tokens/tokens.csv"}
 		if dir == "kubernetes/overlays/tls" {
-			want["tls-client-ca-file"] = "sunset-tls/ca.crt"
+			want["tls-cert-file"], want["tls-key-file"], want["tls-client-ca-file"] = "sunset-tls/tls.crt", "sunset-tls/tls.key", "sunset-tls/ca.crt"
 		}
 		got := map[string]string{}
 		for name, path := range args {
-			if name != "config" && name != "data-dir" && name != "listen" {
+			if strings.HasSuffix(name, "-file") {
 				got[name] = files[path]
 			}
+		}
+		// Sunset's own certificate is kept on the data volume, so that a
+		// restart or a new node serves the same one.
+		if dir != "kubernetes/overlays/tls" {
+			require.Equal(t, args["data-dir"]+"/certs", args["cert-dir"], dir)
 		}
 		require.Equal(t, want, got, dir)
 	}
@@ -787,26 +1016,47 @@ func requireStatus(t *testing.T, client *http.Client, url string, want int) stri
 	return string(body)
 }
 
+// localRun is a rendered container running here: its base URL, and the
+// CA that signed the certificate it serves.
+type localRun struct {
+	url   string
+	caPEM []byte
+}
+
 // runRendered starts the binary as the rendered StatefulSet's container
 // runs it and checks every probe against it, once the server has logged
-// readyAfter when that is given. It returns the base URL.
-func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte, readyAfter string) string {
+// readyAfter when that is given. A certificate Sunset makes is kept in
+// its cert dir, whose ca.crt clients then trust; with the certificate of
+// a Secret, its ca.crt. There is no cluster here to publish a CA in, so
+// --publish-ca-secret is left out.
+func runRendered(t *testing.T, r *rendered, secrets map[string]map[string][]byte, readyAfter string) localRun {
 	t.Helper()
 	spec := r.sts.Spec.Template.Spec
 	args, dataDir := localPod(t, spec, map[string]corev1.ConfigMap{r.cm.Name: r.cm}, secrets)
+	args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--publish-ca-secret=") })
 	p := startBinary(t, dataDir, args...)
 	if readyAfter != "" {
 		p.waitLogged(t, readyAfter, time.Minute)
 	}
-	url := p.url
-	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--tls-cert-file=") }) {
-		url = "https://" + strings.TrimPrefix(url, "http://")
+	run := localRun{url: p.url}
+	for _, a := range args {
+		if dir, ok := strings.CutPrefix(a, "--cert-dir="); ok {
+			ca, err := os.ReadFile(filepath.Join(dir, selfsigned.CAFile))
+			require.NoError(t, err, "Sunset keeps its CA in its cert dir")
+			run.caPEM = ca
+		}
+		if strings.HasPrefix(a, "--tls-cert-file=") {
+			run.caPEM = secrets["sunset-tls"]["ca.crt"]
+		}
+	}
+	if run.caPEM != nil {
+		run.url = "https://" + strings.TrimPrefix(run.url, "http://")
 	}
 	c := spec.Containers[0]
 	for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-		requireStatus(t, probeClient(), url+probe.HTTPGet.Path, http.StatusOK)
+		requireStatus(t, probeClient(), run.url+probe.HTTPGet.Path, http.StatusOK)
 	}
-	return url
+	return run
 }
 
 // baseSecrets' contents for a local run: a serving certificate for
@@ -822,9 +1072,10 @@ func baseSecretData(pki testPKI) map[string]map[string][]byte {
 // webhookPoster posts a real kube-apiserver batch to Sunset over HTTPS,
 // verifying its certificate, with the given client certificates and token,
 // and returns the status.
-func webhookPoster(t *testing.T, pki testPKI, url string) func(path string, certs []tls.Certificate, token string) int {
+func webhookPoster(t *testing.T, run localRun) func(path string, certs []tls.Certificate, token string) int {
+	url := run.url
 	roots := x509.NewCertPool()
-	require.True(t, roots.AppendCertsFromPEM(pki.caPEM))
+	require.True(t, roots.AppendCertsFromPEM(run.caPEM))
 	body, err := os.ReadFile("../testdata/apiserver-v1.36/webhook-metadata-batch/00004.body")
 	require.NoError(t, err)
 	return func(path string, certs []tls.Certificate, token string) int {
@@ -846,18 +1097,19 @@ func webhookPoster(t *testing.T, pki testPKI, url string) func(path string, cert
 }
 
 // Sunset starts with exactly the base's arguments, config file and
-// Secrets, serves HTTPS, passes its probes without credentials, and
-// takes a batch only with an apiserver's own token on that apiserver's
-// path.
+// Secret, serves HTTPS with the certificate it made in its cert dir (a
+// client that trusts that ca.crt verifies it), passes its probes without
+// credentials, and takes a batch only with an apiserver's own token on
+// that apiserver's path.
 func TestKustomizeBaseConfigRunsInSunset(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the binary")
 	}
 	kubectl(t)
-	pki := newTestPKI(t)
-	url := runRendered(t, render(t, "kubernetes/base"), baseSecretData(pki), "")
+	run := runRendered(t, render(t, "kubernetes/base"), baseSecretData(newTestPKI(t)), "")
+	url := run.url
 	require.True(t, strings.HasPrefix(url, "https://"), url)
-	post := webhookPoster(t, pki, url)
+	post := webhookPoster(t, run)
 	require.Equal(t, http.StatusUnauthorized, post("/audit/webhook/default/master-0", nil, ""))
 	require.Equal(t, http.StatusUnauthorized, post("/audit/webhook/default/master-0", nil, "not-a-token"))
 	require.Equal(t, http.StatusForbidden, post("/audit/webhook/default/master-0", nil, "master-1-token"), "another apiserver's token")
@@ -882,11 +1134,12 @@ func TestKustomizeTLSOverlayRunsInSunset(t *testing.T) {
 	}
 	kubectl(t)
 	pki := newTestPKI(t)
-	url := runRendered(t, render(t, "kubernetes/overlays/tls"), baseSecretData(pki), "")
-	require.True(t, strings.HasPrefix(url, "https://"))
+	run := runRendered(t, render(t, "kubernetes/overlays/tls"), baseSecretData(pki), "")
+	require.True(t, strings.HasPrefix(run.url, "https://"))
+	require.Equal(t, pki.caPEM, run.caPEM, "the certificate of Secret sunset-tls")
 	clientCert, err := tls.X509KeyPair(pki.clientCertPEM, pki.clientKeyPEM)
 	require.NoError(t, err)
-	post := webhookPoster(t, pki, url)
+	post := webhookPoster(t, run)
 	// The certificate names the node only, so the path names no cluster.
 	const path = "/audit/webhook/master-0"
 	require.Equal(t, http.StatusUnauthorized, post(path, nil, ""))
