@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -142,6 +143,37 @@ func TestScanAClusterAsAUserWithPartialAccess(t *testing.T) {
 	}
 	if res.CurrentVersion != "1.36" || res.Scanned.HelmReleases != 2 || res.Scanned.CRDs != 1 || res.Scanned.APIServices != len(all.Items) {
 		t.Errorf("scanned %+v at %s, want 2 Helm releases, 1 CRD and %d APIServices at 1.36", res.Scanned, res.CurrentVersion, len(all.Items))
+	}
+
+	// The server's own scan, with the same credentials, joins its upgrade
+	// checks with the same findings.
+	t.Setenv("KUBECONFIG", userKubeconfig(t, a, "victor", a.tokens["victor"]))
+	t.Setenv("SUNSET_SCAN_INTERVAL", "1m")
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	start(t, "sunset", sunsetBin, "serve", "--data-dir", t.TempDir(), "--listen", listen)
+	var check struct {
+		Status struct {
+			ExitCode int         `json:"exitCode"`
+			Scan     *scanResult `json:"scan"`
+		} `json:"status"`
+	}
+	waitFor(t, "the server's first cluster scan", time.Minute, func() error {
+		resp, err := http.Get("http://" + listen + "/apis/sunset.dev/v1/upgradechecks/1.37")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&check); err != nil {
+			return err
+		}
+		if check.Status.Scan == nil {
+			return errors.New("no scan in the upgrade check yet")
+		}
+		return nil
+	})
+	if check.Status.ExitCode != 3 || len(check.Status.Scan.Findings) != len(want) || len(check.Status.Scan.NotScanned) != 1 {
+		t.Errorf("the server's upgrade check: exit %d, %d findings, %d not scanned; want 3, %d and 1",
+			check.Status.ExitCode, len(check.Status.Scan.Findings), len(check.Status.Scan.NotScanned), len(want))
 	}
 }
 
