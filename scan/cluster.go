@@ -190,7 +190,6 @@ func (c *Cluster) storedVersions(crd unstructured.Unstructured) []Finding {
 // group versions.
 const automanagedLabel = "kube-aggregator.kubernetes.io/automanaged"
 
-
 // apiServices reports APIService objects, other than kube-apiserver's own,
 // for group versions the catalog removes: an extension server or a
 // leftover registration that claims a version Kubernetes drops.
