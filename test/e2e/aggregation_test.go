@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -97,33 +99,7 @@ func TestAggregatedAPIThroughKubeAPIServer(t *testing.T) {
 		"--authorization-kubeconfig="+sunsetKubeconfig)
 	s.start(t)
 
-	// The aggregator reaches Sunset on loopback through an ExternalName
-	// Service, and verifies it as sunset.sunset.svc against caBundle.
-	_, err = tr.admin.CoreV1().Services(sunsetNamespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
-	}, metav1.CreateOptions{})
-	must(t, "creating the ExternalName Service", err)
-	caPEM, err := os.ReadFile(p.CAFile)
-	must(t, "reading the CA", err)
-	applyManifests(t, dyn, shippedAPIService, func(obj *unstructured.Unstructured) {
-		must(t, "caBundle", unstructured.SetNestedField(obj.Object, base64.StdEncoding.EncodeToString(caPEM), "spec", "caBundle"))
-		must(t, "port", unstructured.SetNestedField(obj.Object, int64(port), "spec", "service", "port"))
-	})
-	waitFor(t, "the APIService to be available", 2*time.Minute, func() error {
-		obj, err := dyn.Resource(apiServices).Get(ctx, "v1.sunset.dev", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		for _, c := range conds {
-			m := c.(map[string]any)
-			if m["type"] == "Available" && m["status"] == "True" {
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %v", conds)
-	})
+	registerAPIService(ctx, t, tr.admin, dyn, p, port)
 
 	tr.round(ctx, 0)
 	admin := userKubeconfig(t, a, "admin", a.tokens["admin"])
@@ -384,4 +360,38 @@ func checkCLIThroughKubeconfig(t *testing.T, s *sunsetServer, caFile, kubeconfig
 	if viaKube.code != 3 || !strings.Contains(viaKube.out, "storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated") {
 		t.Errorf("sunset check --kubeconfig: exit %d, want 3 (APIs removed by 1.37 are called):\n%s", viaKube.code, viaKube.out)
 	}
+}
+
+// registerAPIService serves sunset.dev/v1 through kube-apiserver with the
+// shipped APIService, trusting p's CA, and waits until the aggregator
+// calls it available. The aggregator reaches Sunset on loopback through an
+// ExternalName Service, and verifies it as sunset.sunset.svc against
+// caBundle.
+func registerAPIService(ctx context.Context, t *testing.T, admin *kubernetes.Clientset, dyn dynamic.Interface, p *pki, port int) {
+	t.Helper()
+	_, err := admin.CoreV1().Services(sunsetNamespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
+	}, metav1.CreateOptions{})
+	must(t, "creating the ExternalName Service", err)
+	caPEM, err := os.ReadFile(p.CAFile)
+	must(t, "reading the CA", err)
+	applyManifests(t, dyn, shippedAPIService, func(obj *unstructured.Unstructured) {
+		must(t, "caBundle", unstructured.SetNestedField(obj.Object, base64.StdEncoding.EncodeToString(caPEM), "spec", "caBundle"))
+		must(t, "port", unstructured.SetNestedField(obj.Object, int64(port), "spec", "service", "port"))
+	})
+	waitFor(t, "the APIService to be available", 2*time.Minute, func() error {
+		obj, err := dyn.Resource(apiServices).Get(ctx, "v1.sunset.dev", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			m := c.(map[string]any)
+			if m["type"] == "Available" && m["status"] == "True" {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", conds)
+	})
 }

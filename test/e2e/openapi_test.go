@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -21,7 +20,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -79,31 +77,7 @@ func startAggregated(t *testing.T, extraAPIServerFlags ...string) *aggregatedSun
 		"--authorization-kubeconfig="+sunsetKubeconfig)
 	s.start(t)
 
-	_, err = admin.CoreV1().Services(sunsetNamespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
-	}, metav1.CreateOptions{})
-	must(t, "creating the ExternalName Service", err)
-	caPEM, err := os.ReadFile(p.CAFile)
-	must(t, "reading the CA", err)
-	applyManifests(t, dyn, shippedAPIService, func(obj *unstructured.Unstructured) {
-		must(t, "caBundle", unstructured.SetNestedField(obj.Object, base64.StdEncoding.EncodeToString(caPEM), "spec", "caBundle"))
-		must(t, "port", unstructured.SetNestedField(obj.Object, int64(port), "spec", "service", "port"))
-	})
-	waitFor(t, "the APIService to be available", 2*time.Minute, func() error {
-		obj, err := dyn.Resource(apiServices).Get(ctx, "v1.sunset.dev", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		for _, c := range conds {
-			m := c.(map[string]any)
-			if m["type"] == "Available" && m["status"] == "True" {
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %v", conds)
-	})
+	registerAPIService(ctx, t, admin, dyn, p, port)
 	return &aggregatedSunset{a: a, pki: p, sunset: s, admin: userKubeconfig(t, a, "admin", a.tokens["admin"])}
 }
 
