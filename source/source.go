@@ -2,11 +2,17 @@
 // a Sunset reached through kube-apiserver's APIService with a kubeconfig,
 // or a data directory read directly. The flags that choose one are
 // declared here, so that every command spells them alike.
+//
+// With no flag that names a source, the read commands do as kubectl does:
+// the kubeconfig of KUBECONFIG (a list of files) or ~/.kube/config, at its
+// current context; without one, the Sunset on DefaultServer. They then say
+// on standard error which one they read, since the two can disagree.
 package source
 
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,17 +25,44 @@ import (
 	"github.com/kube-sunset/sunset/report"
 )
 
-// DefaultServer is where commands look when no source is given.
+// DefaultServer is where commands look when no source is given and no
+// kubeconfig names a cluster.
 const DefaultServer = "http://localhost:8080"
+
+// defaultRequestTimeout bounds each answer, as client.New would.
+const defaultRequestTimeout = "60s"
 
 // Flags are the flags that choose and reach a source.
 type Flags struct {
 	Server, CAFile, Token, DataDir, ConfigFile string
 	Kubeconfig, Context                        string
 	Insecure                                   bool
+	// As, AsGroups and AsUID impersonate through kube-apiserver, as
+	// kubectl's --as, --as-group and --as-uid.
+	As, AsUID string
+	AsGroups  []string
+	// RequestTimeout is kubectl's --request-timeout: a duration, or a
+	// bare number of seconds.
+	RequestTimeout string
+	// Verbosity is -v: from 1 on, the source read is named on standard
+	// error even when a flag chose it.
+	Verbosity int
+	// Namespace is kubectl's -n, which a plugin's users type by habit.
+	// Counts are cluster-wide, so it is refused rather than ignored.
+	Namespace string
+
+	// Plugin is set when the binary runs as kubectl's plugin. Its users
+	// mean kubectl's --server (-s): kube-apiserver's address, reached with
+	// the kubeconfig's credentials, rather than a Sunset's URL.
+	Plugin bool
+	// Getenv reads the environment the kubeconfig is found from
+	// (KUBECONFIG, HOME). Nil is an empty environment, so that a test
+	// never reads its developer's kubeconfig by accident.
+	Getenv func(string) string
 }
 
-// AddFlags declares the flags on fs.
+// AddFlags declares the flags replay uses to reach a server or a data
+// directory.
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Server, "server", "", "URL of a running Sunset (default "+DefaultServer+" unless --data-dir is given)")
 	fs.StringVar(&f.CAFile, "certificate-authority", "", "CA certificate (PEM) to verify an https:// --server")
@@ -39,6 +72,32 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use; alone, the kubeconfig comes from KUBECONFIG or ~/.kube/config")
 	fs.StringVar(&f.DataDir, "data-dir", "", "read a Sunset data directory directly, read-only, instead of a server")
 	fs.StringVar(&f.ConfigFile, "config", "", "with --data-dir: the server's config file, for its catalog.extra and system-users")
+}
+
+// AddReadFlags declares the flags of the commands that read counts:
+// kubectl's, and Sunset's own --server and --data-dir.
+func (f *Flags) AddReadFlags(fs *pflag.FlagSet) {
+	if f.Plugin {
+		fs.StringVarP(&f.Server, "server", "s", "", "the address of kube-apiserver, instead of the kubeconfig's (as kubectl's --server)")
+	} else {
+		fs.StringVarP(&f.Server, "server", "s", "", "URL of a running Sunset, read directly (default: the kubeconfig's current context, else "+DefaultServer+")")
+	}
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "read Sunset through kube-apiserver (its APIService) with this kubeconfig (default: KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use (default: its current context)")
+	fs.StringVar(&f.CAFile, "certificate-authority", "", "CA certificate (PEM) that verifies the server, instead of the kubeconfig's")
+	fs.StringVar(&f.Token, "token", "", "bearer token for the server, instead of the kubeconfig's")
+	fs.BoolVar(&f.Insecure, "insecure-skip-tls-verify", false, "do not verify the server's certificate")
+	fs.StringVar(&f.As, "as", "", "user to impersonate through kube-apiserver, as kubectl --as")
+	fs.StringArrayVar(&f.AsGroups, "as-group", nil, "group to impersonate through kube-apiserver (repeatable)")
+	fs.StringVar(&f.AsUID, "as-uid", "", "UID to impersonate through kube-apiserver")
+	fs.StringVar(&f.RequestTimeout, "request-timeout", defaultRequestTimeout, "how long to wait for each answer (e.g. 30s, 5m; a bare number is seconds)")
+	fs.IntVarP(&f.Verbosity, "v", "v", 0, "1 or more: name the source read on standard error even when a flag chose it")
+	fs.StringVar(&f.DataDir, "data-dir", "", "read a Sunset data directory directly, read-only, instead of a server")
+	fs.StringVar(&f.ConfigFile, "config", "", "with --data-dir: the server's config file, for its catalog.extra and system-users")
+	if f.Plugin {
+		fs.StringVarP(&f.Namespace, "namespace", "n", "", "not used: counts are cluster-wide")
+		_ = fs.MarkHidden("namespace")
+	}
 }
 
 // Config is the server configuration --config names, or the defaults.
@@ -70,13 +129,22 @@ func (f *Flags) Client() (*client.Client, error) {
 	return client.New(client.Options{Server: server, CAFile: f.CAFile, Token: f.Token, InsecureSkipVerify: f.Insecure})
 }
 
-// Run checks req's flags, then opens the source the flags choose, runs req
+// Run checks req's flags and the source flags, then opens the source they
+// choose, says which it is when no flag chose it (or with -v), runs req
 // against it and releases it.
 func (f *Flags) Run(req report.Request, out report.Output) error {
-	if err := req.Validate(); err != nil {
+	timeout, err := f.validate()
+	if err := errors.Join(req.Validate(), err); err != nil {
 		return err
 	}
-	s, closeSource, err := f.open(out.Now)
+	c, err := f.choose()
+	if err != nil {
+		return err
+	}
+	if !c.named || f.Verbosity > 0 {
+		fmt.Fprintln(out.Err, c.says)
+	}
+	s, closeSource, err := c.open(f, timeout, out.Now)
 	if err != nil {
 		return err
 	}
@@ -84,27 +152,50 @@ func (f *Flags) Run(req report.Request, out report.Output) error {
 	return req.Run(s, out)
 }
 
-// open returns the source the flags choose and a function that releases
-// it.
-func (f *Flags) open(now func() time.Time) (api.Reader, func(), error) {
+// validate checks the flags alone, every problem at once, and returns
+// --request-timeout.
+func (f *Flags) validate() (time.Duration, error) {
+	var errs []error
 	viaKube := f.Kubeconfig != "" || f.Context != ""
-	if n := countTrue(f.DataDir != "", f.Server != "", viaKube); n > 1 {
-		return nil, nil, errors.New("give one of --server, --data-dir and --kubeconfig/--context")
+	switch {
+	case f.Plugin && f.DataDir != "" && (f.Server != "" || viaKube):
+		errs = append(errs, errors.New("give --data-dir or the kubeconfig flags (--kubeconfig, --context, --server), not both"))
+	case !f.Plugin && countTrue(f.DataDir != "", f.Server != "", viaKube) > 1:
+		errs = append(errs, errors.New("give one of --server, --data-dir and --kubeconfig/--context"))
 	}
-	if f.DataDir == "" {
-		c, err := f.Client()
-		return c, func() {}, err
+	impersonating := f.As != "" || len(f.AsGroups) > 0 || f.AsUID != ""
+	if impersonating && (f.DataDir != "" || (!f.Plugin && f.Server != "")) {
+		errs = append(errs, errors.New("--as, --as-group and --as-uid impersonate through kube-apiserver: use them with a kubeconfig, not with --server or --data-dir"))
 	}
-	cfg, err := f.Config()
+	if f.DataDir != "" && (f.Token != "" || f.CAFile != "" || f.Insecure) {
+		errs = append(errs, errors.New("--token, --certificate-authority and --insecure-skip-tls-verify are for a server; --data-dir reads files"))
+	}
+	if f.Namespace != "" {
+		errs = append(errs, fmt.Errorf("-n/--namespace %q: Sunset's counts are cluster-wide (APIRequestCounts are not namespaced); leave it out (report --user system:serviceaccount:%s:NAME lists what one service account calls)", f.Namespace, f.Namespace))
+	}
+	timeout, err := parseTimeout(f.RequestTimeout)
+	errs = append(errs, err)
+	return timeout, errors.Join(errs...)
+}
+
+// parseTimeout reads --request-timeout as kubectl does: a bare number is
+// seconds. Zero, which kubectl reads as "no timeout", is refused: a read
+// that hangs forever helps nobody in a pipeline.
+func parseTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		s = defaultRequestTimeout
+	}
+	d, err := time.ParseDuration(s)
+	if seconds, atoiErr := strconv.ParseInt(s, 10, 64); atoiErr == nil {
+		d, err = time.Duration(seconds)*time.Second, nil
+	}
 	if err != nil {
-		return nil, nil, err
+		return 0, fmt.Errorf("--request-timeout %q is not a duration such as 30s or 5m", s)
 	}
-	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: f.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: now,
-		Hint: "A running server holds the data directory: ask it instead with --server " + DefaultServer})
-	if err != nil {
-		return nil, nil, err
+	if d <= 0 {
+		return 0, fmt.Errorf("--request-timeout %s: give a positive duration such as 30s or 5m", s)
 	}
-	return dataDir{parts.Service(), parts.WebhookService(), cfg.Retention}, func() { _ = parts.Close() }, nil
+	return d, nil
 }
 
 func countTrue(bs ...bool) int {
@@ -126,3 +217,17 @@ type dataDir struct {
 }
 
 func (d dataDir) Info() (api.ServerInfo, error) { return d.Service.Info(d.retention), nil }
+
+// openDataDir opens the data directory read-only.
+func (f *Flags) openDataDir(now func() time.Time) (api.Reader, func(), error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: f.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: now,
+		Hint: "A running server holds the data directory: ask it instead with --server " + DefaultServer})
+	if err != nil {
+		return nil, nil, err
+	}
+	return dataDir{parts.Service(), parts.WebhookService(), cfg.Retention}, func() { _ = parts.Close() }, nil
+}

@@ -4,6 +4,9 @@
 //
 // main only parses flags and calls packages: app serves, report reads and
 // prints, replay imports, source opens where the read commands read.
+//
+// Installed or linked as kubectl-sunset, the binary is kubectl's plugin
+// `kubectl sunset` (see plugin.go).
 package main
 
 import (
@@ -29,8 +32,9 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	plugin, args := pluginArgs(os.Args[0], os.Args[1:])
 	code := run(ctx, cli{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
-		isTerminal: isatty.IsTerminal(os.Stderr.Fd())}, os.Args[1:])
+		isTerminal: isatty.IsTerminal(os.Stderr.Fd()), plugin: plugin, getenv: os.Getenv}, args)
 	stop()
 	os.Exit(code)
 }
@@ -43,6 +47,12 @@ type cli struct {
 	// isTerminal reports whether stderr is a terminal (for progress bars
 	// and console logs).
 	isTerminal bool
+	// plugin is set when kubectl runs the binary as `kubectl sunset`:
+	// help then says so, and the source flags mean what kubectl's do.
+	plugin bool
+	// getenv reads the environment the kubeconfig is found from; nil is
+	// an empty one.
+	getenv func(string) string
 }
 
 func (env cli) output() report.Output {

@@ -15,12 +15,12 @@ import (
 // help/<helpName>.txt. name, if set, receives the command's one optional
 // argument; without it the command takes none.
 func readCommand(env cli, use, short, helpName string, req report.Request, name *string) *cobra.Command {
-	var src source.Flags
+	src := source.Flags{Plugin: env.plugin, Getenv: env.getenv}
 	cmd := withHelp(&cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}, helpName)
 	if name != nil {
 		cmd.Args = cobra.MaximumNArgs(1)
 	}
-	src.AddFlags(cmd.Flags())
+	src.AddReadFlags(cmd.Flags())
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		if len(args) == 1 {
 			*name = args[0]

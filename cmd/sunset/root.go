@@ -49,5 +49,8 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newScanCommand(env), newReplayCommand(env), newStoreCommand(env),
 		&cobra.Command{Use: "version", Short: "Print the version of sunset", Args: cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error { _, err := fmt.Fprintln(env.stdout, build); return err }})
+	if env.plugin {
+		presentAsKubectlPlugin(root)
+	}
 	return root
 }
