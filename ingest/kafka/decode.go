@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
@@ -39,6 +41,10 @@ type decoder struct {
 	// prefilter sets aside, undecoded, events that cannot count; nil
 	// decodes every event.
 	prefilter *auditjson.Prefilter
+	// unquoted holds *[]byte buffers for the events unescaped out of
+	// string envelopes: partitions decode in parallel, and nothing
+	// decoded keeps a reference into the buffer.
+	unquoted *sync.Pool
 }
 
 func newDecoder(c Config, p *auditjson.Prefilter) *decoder {
@@ -48,15 +54,8 @@ func newDecoder(c Config, p *auditjson.Prefilter) *decoder {
 		}
 		return strings.Split(s, ".")
 	}
-	return &decoder{envelopeFields: c.EnvelopeFields, nodeField: split(c.NodeField), clusterField: split(c.ClusterField), prefilter: p}
-}
-
-// aksRecord is one record of an Azure diagnostic-settings envelope.
-type aksRecord struct {
-	Category   string `json:"category"`
-	Properties struct {
-		Log string `json:"log"`
-	} `json:"properties"`
+	return &decoder{envelopeFields: c.EnvelopeFields, nodeField: split(c.NodeField), clusterField: split(c.ClusterField), prefilter: p,
+		unquoted: &sync.Pool{New: func() any { return new([]byte) }}}
 }
 
 // decode reads one message value. A non-empty reason means the message is
@@ -118,13 +117,16 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 	}
 	switch {
 	case shape.records.end != 0:
-		var recs []aksRecord
-		if err := json.Unmarshal(shape.records.of(value), &recs); err != nil {
-			return decoded{}, ReasonUnrecognizedShape
-		}
-		var out decoded
-		for _, r := range recs {
-			d.addAKS(&out, r)
+		out, ok := d.aksRecords(value, shape.records.start)
+		if !ok {
+			var recs []aksRecord
+			if err := json.Unmarshal(shape.records.of(value), &recs); err != nil {
+				return decoded{}, ReasonUnrecognizedShape
+			}
+			out = decoded{}
+			for _, r := range recs {
+				d.addAKS(&out, r)
+			}
 		}
 		return d.checked(value, out, emptyReason(out))
 	case shape.properties.end != 0:
@@ -145,20 +147,33 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		return d.event(value, value, true)
 	}
 	for i := range d.envelopeFields {
-		if envelope[i].end == 0 {
-			continue
+		if envelope[i].end != 0 {
+			return d.enveloped(value, envelope[i].of(value))
 		}
-		var inner string
-		if err := json.Unmarshal(envelope[i].of(value), &inner); err != nil {
-			return decoded{}, ReasonUnrecognizedShape
-		}
-		inner = strings.TrimSpace(inner)
-		if inner == "" {
-			return decoded{}, ReasonEmptyEnvelope
-		}
-		return d.event(value, []byte(inner), false)
 	}
 	return decoded{}, ReasonUnrecognizedShape
+}
+
+// enveloped reads the event that the string envelope field quoted holds.
+func (d *decoder) enveloped(value, quoted []byte) (decoded, string) {
+	buf := d.unquoted.Get().(*[]byte)
+	defer d.unquoted.Put(buf)
+	inner, ok := unquote((*buf)[:0], quoted)
+	if ok {
+		*buf = inner[:0] // keep what it grew to
+	} else {
+		// Rare: let encoding/json decide, with its error or its U+FFFD.
+		var s string
+		if err := json.Unmarshal(quoted, &s); err != nil {
+			return decoded{}, ReasonUnrecognizedShape
+		}
+		inner = []byte(s)
+	}
+	inner = bytes.TrimSpace(inner)
+	if len(inner) == 0 {
+		return decoded{}, ReasonEmptyEnvelope
+	}
+	return d.event(value, inner, false)
 }
 
 // event reads the one event raw that value holds: value itself when whole,
@@ -223,25 +238,6 @@ func stringValue(raw []byte) string {
 		return ""
 	}
 	return s
-}
-
-// addAKS adds one AKS record's event; other categories (kube-apiserver
-// logs, guard) share the stream and are not audit events.
-func (d *decoder) addAKS(out *decoded, r aksRecord) {
-	if r.Category != "" && r.Category != "kube-audit" && r.Category != "kube-audit-admin" {
-		return
-	}
-	raw := []byte(r.Properties.Log)
-	if res, skip := d.prefilter.Skip(raw); skip {
-		out.skipped.Add(res)
-		return
-	}
-	ev, err := auditjson.DecodeEvent(raw)
-	if err != nil {
-		out.invalid++
-		return
-	}
-	out.events = append(out.events, ev)
 }
 
 func emptyReason(d decoded) string {

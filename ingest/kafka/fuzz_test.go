@@ -68,6 +68,14 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"kind":"Event","stage":"ResponseComplete","auditID":"t"`,
 		`{"message":"{\"stage\":\"ResponseComplete\"}", "x": tru}`,
 		`{"records":[{"category":"kube-audit","properties":{"log":"{\"stage\":\"RequestReceived\",\"auditID\":\"r\"}"}}]}`,
+		// The AKS records' own walk: nulls, other types, folded, escaped
+		// and repeated keys, another category, an escaped category.
+		`{"records":[null,{"category":"kube-audit","properties":{"log":"{\"stage\":\"RequestReceived\",\"auditID\":\"r\"}"}}]}`,
+		`{"records":[{"Category":"kube-audit","Properties":{"LOG":"{\"stage\":\"RequestReceived\",\"auditID\":\"r\"}"}}]}`,
+		`{"records":[{"category":"guard","properties":{"log":"{\"stage\":\"RequestReceived\",\"auditID\":\"r\"}"}}]}`,
+		`{"records":[{"category":"kube\u002daudit","properties":{"log":"{}","log":"{\"stage\":\"RequestReceived\",\"auditID\":\"r\"}"}}]}`,
+		`{"records":[{"category":"kube-audit","properties":{"log":null}},{"category":7}]}`,
+		`{"records":[{"category":"kube-audit","properties":{"log":"\ud800"},"properties":{}}]}`,
 		`{}`, `{"a":}`, `{"a":1,}`, `"kind"`, `12`,
 	} {
 		f.Add([]byte(edge))
