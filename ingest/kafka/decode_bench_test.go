@@ -1,8 +1,6 @@
 package kafka
 
 import (
-	"encoding/json"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,23 +13,11 @@ import (
 
 // benchMessages are 1,000 messages of auditgen's mix (3% deprecated) in
 // the shape named.
-func benchMessages(b *testing.B, shape string) [][]byte {
+func benchMessages(shape string) [][]byte {
 	gen := auditgen.Options{Prefix: "bench", DeprecatedEvery: 33, At: time.Now()}
 	msgs := make([][]byte, 1000)
 	for i := range msgs {
-		ev := gen.Append(nil, i)
-		switch shape {
-		case "event":
-			msgs[i] = ev
-		case "shipper-fields":
-			msgs[i] = append([]byte(`{"@timestamp":"2026-11-21T19:10:00.1Z","hostname":"master-`+strconv.Itoa(i%3)+`",`), ev[1:]...)
-		case "log-envelope":
-			q, err := json.Marshal(string(ev))
-			if err != nil {
-				b.Fatal(err)
-			}
-			msgs[i] = append(append([]byte(`{"log":`), q...), `,"stream":"stdout","time":"2026-11-21T19:10:00Z"}`...)
-		}
+		msgs[i] = auditgen.Wrap(nil, shape, gen.Append(nil, i), i)
 	}
 	return msgs
 }
@@ -44,8 +30,8 @@ func benchMessages(b *testing.B, shape string) [][]byte {
 func BenchmarkDecodeMessage(b *testing.B) {
 	agg := aggregate.New(aggregate.Options{Logger: zerolog.Nop()})
 	cfg := Config{EnvelopeFields: []string{"log", "message"}, NodeField: "hostname"}
-	for _, shape := range []string{"event", "shipper-fields", "log-envelope"} {
-		msgs := benchMessages(b, shape)
+	for _, shape := range auditgen.Shapes {
+		msgs := benchMessages(shape)
 		for _, dec := range []struct {
 			name   string
 			decode func([]byte) (decoded, string)
