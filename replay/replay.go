@@ -208,6 +208,10 @@ func (s *aggregatorSink) Prefilter() *auditjson.Prefilter {
 	return auditjson.NewPrefilter(s.agg.Interest())
 }
 
+// InFlight lets replay commit several batches at once: the aggregator
+// merges them into one transaction and one fsync.
+func (s *aggregatorSink) InFlight() int { return 8 }
+
 func (s *aggregatorSink) Send(ctx context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
 	return s.agg.Ingest(ctx, s.origin, events)
 }
@@ -227,6 +231,10 @@ type serverSink struct {
 	c    *client.Client
 	path string
 }
+
+// InFlight lets replay post a few batches at once, as kube-apiserver's
+// webhook does.
+func (s *serverSink) InFlight() int { return 4 }
 
 func (s *serverSink) Send(_ context.Context, _ []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
 	var resp webhook.Response

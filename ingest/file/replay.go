@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
@@ -101,87 +100,4 @@ func (s *Summary) skipN(reason string, n int64) {
 		s.SkippedBy = map[string]int64{}
 	}
 	s.SkippedBy[reason] += n
-}
-
-// Replay reads every input and sends its events to sink in batches.
-// Invalid lines are counted and the first few named; they never stop the
-// replay. A sink error does: what was sent before it is committed, and
-// replaying again is safe because requests are deduplicated.
-func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress) (Summary, error) {
-	start := time.Now()
-	sum := Summary{Inputs: len(inputs)}
-	if prog == nil {
-		prog = &Progress{}
-	}
-	var (
-		events []aggregate.Event
-		raw    [][]byte
-		bytes  int
-	)
-	flush := func() error {
-		if len(events) == 0 {
-			return nil
-		}
-		s, err := sink.Send(ctx, events, raw)
-		if err != nil {
-			return err
-		}
-		sum.Counted += int64(s.Counted)
-		sum.Duplicates += int64(s.Duplicates)
-		if a := s.Admission; a != nil {
-			sum.AdmissionCounted += int64(a.Counted)
-			sum.AdmissionDuplicates += int64(a.Duplicates)
-		}
-		for r, n := range s.SkippedBy {
-			sum.skipN(r, int64(n))
-		}
-		events, raw, bytes = events[:0], raw[:0], 0
-		return nil
-	}
-	var prefilter *auditjson.Prefilter
-	if ps, ok := sink.(PrefilteringSink); ok {
-		prefilter = ps.Prefilter()
-	}
-	invalid := func(l Line, reason, msg string) {
-		sum.Invalid++
-		if len(sum.Examples) < maxReportedInvalid {
-			sum.Examples = append(sum.Examples, InvalidLine{Input: l.Input, Line: l.Number, Reason: reason, Message: msg})
-		}
-	}
-	for _, in := range inputs {
-		err := ReadLines(in, stdin, &prog.Bytes, func(l Line) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if !l.TooLong {
-				if r, skip := prefilter.Skip(l.Bytes); skip {
-					sum.Events++
-					prog.Events.Add(1)
-					sum.skip(r.Result)
-					return nil
-				}
-			}
-			ev, bad := DecodeLine(l)
-			if bad != nil {
-				invalid(l, string(bad.Reason), bad.Message)
-				return nil
-			}
-			sum.Events++
-			prog.Events.Add(1)
-			events = append(events, ev)
-			raw = append(raw, append([]byte(nil), l.Bytes...))
-			bytes += len(l.Bytes)
-			if len(events) >= DefaultBatchSize || bytes >= maxBatchBytes {
-				return flush()
-			}
-			return nil
-		})
-		if err != nil {
-			sum.Elapsed = time.Since(start)
-			return sum, err
-		}
-	}
-	err := flush()
-	sum.Elapsed = time.Since(start)
-	return sum, err
 }

@@ -56,6 +56,23 @@ type Shifted struct {
 	By   time.Duration
 }
 
+// Prefilter is the wrapped sink's, if it has one: shifting moves no event
+// from set aside to counted.
+func (s Shifted) Prefilter() *auditjson.Prefilter {
+	if ps, ok := s.Sink.(PrefilteringSink); ok {
+		return ps.Prefilter()
+	}
+	return nil
+}
+
+// InFlight is the wrapped sink's: Send shifts only the batch it is given.
+func (s Shifted) InFlight() int {
+	if cs, ok := s.Sink.(ConcurrentSink); ok {
+		return cs.InFlight()
+	}
+	return 1
+}
+
 // Send implements Sink.
 func (s Shifted) Send(ctx context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
 	if s.By == 0 {

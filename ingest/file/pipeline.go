@@ -1,0 +1,319 @@
+package file
+
+import (
+	"context"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
+)
+
+// Replay runs in three stages at once, so that a slow commit does not stall
+// reading and one core does not bound scanning:
+//
+//   - the reader copies lines into chunks, in order;
+//   - scanners, one per core, set aside what cannot count and decode the
+//     rest, a chunk at a time;
+//   - reorder puts the scanned chunks back in order (so batches and
+//     the invalid lines named come out as a one-goroutine read gives them)
+//     and hands batches to senders, up to the sink's InFlight at once.
+
+// chunkBytes is about how many bytes of lines a chunk holds; a longer line
+// makes a chunk of its own.
+const chunkBytes = 512 << 10
+
+// ConcurrentSink is a Sink whose Send may run on several goroutines at once.
+// Replay keeps up to InFlight batches in flight: with a local aggregator,
+// they share one commit and one fsync.
+type ConcurrentSink interface {
+	Sink
+	InFlight() int
+}
+
+// chunk is lines read in a row.
+type chunk struct {
+	seq   int
+	buf   []byte
+	lines []chunkLine
+}
+
+type chunkLine struct {
+	input      string
+	number     int
+	start, end int
+	tooLong    bool
+}
+
+func (c *chunk) line(i int) Line {
+	l := c.lines[i]
+	return Line{Input: l.input, Number: l.number, Bytes: c.buf[l.start:l.end], TooLong: l.tooLong}
+}
+
+// scannedChunk is what a chunk's lines came to.
+type scannedChunk struct {
+	seq int
+	// events decoded, and their lines (copied: the chunk is reused).
+	events []aggregate.Event
+	raw    [][]byte
+	// read is how many lines were events, decoded or set aside.
+	read    int64
+	skipped map[aggregate.Result]int64
+	invalid int64
+	// examples are the first invalid lines of the chunk.
+	examples []InvalidLine
+}
+
+// readChunks reads every input into chunks, numbered from 0, until the
+// inputs end, ctx is done or reading fails.
+// A chunk is sent only with a token, which reorder gives back once it has
+// taken the chunk in order: so one slow chunk (a line of many MiB) holds
+// back at most cap(tokens) chunks behind it.
+func readChunks(ctx context.Context, inputs []Input, stdin io.Reader, prog *Progress, free *sync.Pool, tokens chan<- struct{}, out chan<- *chunk) error {
+	seq := 0
+	c := newChunk(free, seq)
+	send := func() error {
+		select {
+		case tokens <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case out <- c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		seq++
+		c = newChunk(free, seq)
+		return nil
+	}
+	for _, in := range inputs {
+		err := ReadLines(in, stdin, &prog.Bytes, func(l Line) error {
+			if len(c.lines) > 0 && len(c.buf)+len(l.Bytes) > chunkBytes {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			start := len(c.buf)
+			c.buf = append(c.buf, l.Bytes...)
+			c.lines = append(c.lines, chunkLine{input: l.Input, number: l.Number, start: start, end: len(c.buf), tooLong: l.TooLong})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(c.lines) > 0 {
+		return send()
+	}
+	return nil
+}
+
+func newChunk(free *sync.Pool, seq int) *chunk {
+	c := free.Get().(*chunk)
+	c.seq, c.buf, c.lines = seq, c.buf[:0], c.lines[:0]
+	return c
+}
+
+// scan judges a chunk's lines as a one-goroutine replay would.
+func scan(c *chunk, prefilter *auditjson.Prefilter, prog *Progress) *scannedChunk {
+	out := &scannedChunk{seq: c.seq}
+	for i := range c.lines {
+		l := c.line(i)
+		if !l.TooLong {
+			if r, skip := prefilter.Skip(l.Bytes); skip {
+				out.read++
+				if out.skipped == nil {
+					out.skipped = map[aggregate.Result]int64{}
+				}
+				out.skipped[r.Result]++
+				continue
+			}
+		}
+		ev, bad := DecodeLine(l)
+		if bad != nil {
+			out.invalid++
+			if len(out.examples) < maxReportedInvalid {
+				out.examples = append(out.examples, InvalidLine{Input: l.Input, Line: l.Number, Reason: string(bad.Reason), Message: bad.Message})
+			}
+			continue
+		}
+		out.read++
+		out.events = append(out.events, ev)
+		out.raw = append(out.raw, append([]byte(nil), l.Bytes...))
+	}
+	prog.Events.Add(out.read)
+	return out
+}
+
+// sender hands batches to the sink, up to inFlight at once, and adds up
+// what became of them. The first error cancels the replay.
+type sender struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	sink    Sink
+	batches chan batch
+	wg      sync.WaitGroup
+
+	mu  sync.Mutex
+	sum *Summary
+	err error
+}
+
+type batch struct {
+	events []aggregate.Event
+	raw    [][]byte
+}
+
+func startSender(ctx context.Context, cancel context.CancelFunc, sink Sink, sum *Summary) *sender {
+	inFlight := 1
+	if cs, ok := sink.(ConcurrentSink); ok {
+		inFlight = max(cs.InFlight(), 1)
+	}
+	s := &sender{ctx: ctx, cancel: cancel, sink: sink, batches: make(chan batch), sum: sum}
+	for range inFlight {
+		s.wg.Go(func() {
+			for b := range s.batches {
+				s.send(b)
+			}
+		})
+	}
+	return s
+}
+
+func (s *sender) send(b batch) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	res, err := s.sink.Send(s.ctx, b.events, b.raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		s.cancel()
+		return
+	}
+	s.sum.Counted += int64(res.Counted)
+	s.sum.Duplicates += int64(res.Duplicates)
+	if a := res.Admission; a != nil {
+		s.sum.AdmissionCounted += int64(a.Counted)
+		s.sum.AdmissionDuplicates += int64(a.Duplicates)
+	}
+	for r, n := range res.SkippedBy {
+		s.sum.skipN(r, int64(n))
+	}
+}
+
+// wait waits for every batch handed over and returns the first error.
+func (s *sender) wait() error {
+	close(s.batches)
+	s.wg.Wait()
+	return s.err
+}
+
+// reorder puts scanned chunks back in order, adds them to sum and hands
+// their events to the sender in batches. It drains in until it closes.
+func reorder(ctx context.Context, in <-chan *scannedChunk, tokens <-chan struct{}, s *sender, sum *Summary) {
+	pending := map[int]*scannedChunk{}
+	next := 0
+	var b batch
+	size := 0
+	flush := func() {
+		if len(b.events) == 0 {
+			return
+		}
+		select {
+		case s.batches <- b:
+		case <-ctx.Done():
+		}
+		b, size = batch{}, 0
+	}
+	for sc := range in {
+		pending[sc.seq] = sc
+		for sc = pending[next]; sc != nil; sc = pending[next] {
+			delete(pending, next)
+			next++
+			<-tokens
+			if ctx.Err() != nil {
+				continue
+			}
+			s.mu.Lock()
+			sum.Events += sc.read
+			for r, n := range sc.skipped {
+				sum.skipN(string(r), n)
+			}
+			sum.Invalid += sc.invalid
+			for _, ex := range sc.examples {
+				if len(sum.Examples) < maxReportedInvalid {
+					sum.Examples = append(sum.Examples, ex)
+				}
+			}
+			s.mu.Unlock()
+			for i := range sc.events {
+				b.events = append(b.events, sc.events[i])
+				b.raw = append(b.raw, sc.raw[i])
+				size += len(sc.raw[i])
+				if len(b.events) >= DefaultBatchSize || size >= maxBatchBytes {
+					flush()
+				}
+			}
+		}
+	}
+	flush()
+}
+
+// Replay reads every input and sends its events to sink in batches.
+// Invalid lines are counted and the first few named; they never stop the
+// replay. A sink error does: what was sent before it is committed, and
+// replaying again is safe because requests are deduplicated.
+func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress) (Summary, error) {
+	start := time.Now()
+	sum := Summary{Inputs: len(inputs)}
+	if prog == nil {
+		prog = &Progress{}
+	}
+	var prefilter *auditjson.Prefilter
+	if ps, ok := sink.(PrefilteringSink); ok {
+		prefilter = ps.Prefilter()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := runtime.GOMAXPROCS(0)
+	chunks := make(chan *chunk, workers)
+	scanned := make(chan *scannedChunk, 2*workers)
+	free := &sync.Pool{New: func() any { return &chunk{buf: make([]byte, 0, chunkBytes)} }}
+	tokens := make(chan struct{}, 4*workers)
+
+	var readErr error
+	var scanners sync.WaitGroup
+	scanners.Go(func() {
+		defer close(chunks)
+		readErr = readChunks(ctx, inputs, stdin, prog, free, tokens, chunks)
+	})
+	for range workers {
+		scanners.Go(func() {
+			for c := range chunks {
+				sc := scan(c, prefilter, prog)
+				free.Put(c)
+				scanned <- sc
+			}
+		})
+	}
+	go func() { scanners.Wait(); close(scanned) }()
+
+	s := startSender(ctx, cancel, sink, &sum)
+	reorder(ctx, scanned, tokens, s, &sum)
+	sendErr := s.wait()
+	sum.Elapsed = time.Since(start)
+	switch {
+	case readErr != nil && (sendErr == nil || ctx.Err() == nil):
+		return sum, readErr
+	case sendErr != nil:
+		return sum, sendErr
+	}
+	return sum, ctx.Err()
+}
