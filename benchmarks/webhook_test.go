@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -15,9 +16,12 @@ import (
 	"time"
 
 	gojson "github.com/goccy/go-json"
+	"github.com/rs/zerolog"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/auditgen"
 	"github.com/kube-sunset/sunset/internal/testpki"
 )
@@ -81,36 +85,58 @@ type loadResult struct {
 // receiver answers.
 func drive(b *testing.B, client *http.Client, url string, batches *loadBatches, pace time.Duration) loadResult {
 	b.Helper()
+	b.ResetTimer()
+	res, err := post(client, url, batches, pace, b.N)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(batchEvents*res.batches)/b.Elapsed().Seconds(), "events/s")
+	slices.Sort(res.latencies)
+	if n := len(res.latencies); n > 0 {
+		b.ReportMetric(float64(res.latencies[n*99/100].Microseconds())/1000, "p99-ms")
+	}
+	return res
+}
+
+// post sends n batches from loadSenders senders and returns the first
+// failure: a refused post or an answer other than 200.
+func post(client *http.Client, url string, batches *loadBatches, pace time.Duration, n int) (loadResult, error) {
 	var next atomic.Int64
 	var mu sync.Mutex
+	var firstErr error
 	res := loadResult{}
 	start := time.Now()
-	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range loadSenders {
 		wg.Go(func() {
 			var buf []byte
 			var lat []time.Duration
+			fail := func(err error) {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+			}
 			for {
-				n := next.Add(1)
-				if n > int64(b.N) {
+				i := next.Add(1)
+				if i > int64(n) {
 					break
 				}
 				if pace > 0 {
-					time.Sleep(time.Until(start.Add(time.Duration(n) * pace)))
+					time.Sleep(time.Until(start.Add(time.Duration(i) * pace)))
 				}
 				buf = batches.next(buf)
 				t0 := time.Now()
 				resp, err := client.Post(url, "application/json", bytes.NewReader(buf))
 				if err != nil {
-					b.Error(err)
+					fail(err)
 					return
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				lat = append(lat, time.Since(t0))
 				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
+					fail(fmt.Errorf("status %d", resp.StatusCode))
 					return
 				}
 			}
@@ -121,13 +147,7 @@ func drive(b *testing.B, client *http.Client, url string, batches *loadBatches, 
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(batchEvents*res.batches)/b.Elapsed().Seconds(), "events/s")
-	slices.Sort(res.latencies)
-	if n := len(res.latencies); n > 0 {
-		b.ReportMetric(float64(res.latencies[n*99/100].Microseconds())/1000, "p99-ms")
-	}
-	return res
+	return res, firstErr
 }
 
 // receiver is a baseline: an HTTP handler that decodes each batch and
@@ -183,6 +203,51 @@ var baselines = []struct {
 	}},
 }
 
+// memoryCounter is the in-memory pre-filtering receiver: Sunset's
+// pre-filter and decode of what may count, its classification
+// (Aggregator.Plan), and counts in a map; no store, no fsync, no dedupe
+// across batches.
+type memoryCounter struct {
+	agg       *aggregate.Aggregator
+	prefilter *auditjson.Prefilter
+	mu        sync.Mutex
+	counts    map[aggregate.CountKey]int64
+}
+
+func newMemoryCounter() *memoryCounter {
+	agg := aggregate.New(aggregate.Options{Logger: zerolog.Nop()})
+	return &memoryCounter{agg: agg, prefilter: auditjson.NewPrefilter(agg.Interest()), counts: map[aggregate.CountKey]int64{}}
+}
+
+func (m *memoryCounter) count(body []byte) error {
+	events, _, _, err := auditjson.DecodeBodyFiltered(body, m.prefilter)
+	if err != nil {
+		return err
+	}
+	planned, err := m.agg.Plan(aggregate.Origin{Source: "webhook", Node: "n1"}, events)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range planned {
+		if p.Result == aggregate.ResultCounted {
+			m.counts[p.Key]++
+		}
+	}
+	return nil
+}
+
+func (m *memoryCounter) total() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, c := range m.counts {
+		n += c
+	}
+	return n
+}
+
 // BenchmarkWebhookLoad posts 400-event batches (3 % deprecated, fresh
 // auditIDs) from 4 senders over HTTP/1.1 and over HTTP/2 with TLS, to the
 // two baseline receivers and to Sunset, which answers each only once its
@@ -205,20 +270,34 @@ func BenchmarkWebhookLoad(b *testing.B) {
 			}
 			return &http.Client{Transport: tr}
 		}
+		serve := func(b *testing.B, h http.Handler) *httptest.Server {
+			srv := httptest.NewUnstartedServer(h)
+			if tlsOn {
+				srv.EnableHTTP2 = true
+				srv.TLS = &tls.Config{Certificates: []tls.Certificate{server.TLS(b)}}
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			return srv
+		}
 		for _, base := range baselines {
 			b.Run(proto+"/"+base.name, func(b *testing.B) {
-				srv := httptest.NewUnstartedServer(receiver(base.decode))
-				if tlsOn {
-					srv.EnableHTTP2 = true
-					srv.TLS = &tls.Config{Certificates: []tls.Certificate{server.TLS(b)}}
-					srv.StartTLS()
-				} else {
-					srv.Start()
-				}
+				srv := serve(b, receiver(base.decode))
 				defer srv.Close()
 				drive(b, client(), srv.URL, newLoadBatches(now), 0)
 			})
 		}
+		b.Run(proto+"/prefilter-in-memory", func(b *testing.B) {
+			counter := newMemoryCounter()
+			srv := serve(b, receiver(counter.count))
+			defer srv.Close()
+			batches := newLoadBatches(now)
+			res := drive(b, client(), srv.URL, batches, 0)
+			if got, want := counter.total(), res.batches*int64(batches.deprecated); got != want {
+				b.Fatalf("the in-memory receiver counted %d requests; the driver sent %d", got, want)
+			}
+		})
 		for _, paced := range []bool{false, true} {
 			name := proto + "/sunset"
 			pace := time.Duration(0)
