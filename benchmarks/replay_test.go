@@ -30,10 +30,7 @@ var summaryLine = regexp.MustCompile(`Replayed (\d+) events .*: (\d+) counted`)
 // must count exactly the deprecated lines the file holds.
 func BenchmarkReplay(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "sunset")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/sunset").CombinedOutput(); err != nil {
-		b.Fatalf("building sunset: %v\n%s", err, out)
-	}
+	bin := buildSunset(b, dir)
 	for _, mix := range []struct {
 		name  string
 		every int
@@ -58,6 +55,15 @@ func BenchmarkReplay(b *testing.B) {
 			})
 		})
 	}
+}
+
+// buildSunset builds the sunset binary into dir.
+func buildSunset(b *testing.B, dir string) string {
+	bin := filepath.Join(dir, "sunset")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/sunset").CombinedOutput(); err != nil {
+		b.Fatalf("building sunset: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // writeReplayLog writes replayLines events of gen, one per line, to path.

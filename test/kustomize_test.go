@@ -641,7 +641,7 @@ func requireSized(t *testing.T, where string, c corev1.Container) {
 			gomemlimit = e.Value
 		}
 	}
-	require.Equal(t, "400MiB", gomemlimit, where)
+	require.Equal(t, "300MiB", gomemlimit, where)
 	memLimit := lim[corev1.ResourceMemory]
 	require.Less(t, int64(400<<20), memLimit.Value(), where)
 }
@@ -1412,7 +1412,7 @@ func TestDeployControlPlaneStaticPod(t *testing.T) {
 		"DynamicUser": "yes", "StateDirectory": "sunset", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
 		"ProtectHome": "yes", "PrivateTmp": "yes", "PrivateDevices": "yes", "CapabilityBoundingSet": "",
 		"RestrictSUIDSGID": "yes", "MemoryDenyWriteExecute": "yes", "IPAddressDeny": "any", "IPAddressAllow": "localhost",
-		"Environment": "GOMEMLIMIT=400MiB", "MemoryMax": "512M", "Restart": "always",
+		"Environment": "GOMEMLIMIT=300MiB", "MemoryMax": "512M", "Restart": "always",
 	} {
 		require.Equal(t, []string{v}, directives[k], k)
 	}
@@ -1535,7 +1535,7 @@ func TestDeployControlPlaneSameAfterKubeletRestart(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 	require.Empty(t, c.EnvFrom)
-	require.Equal(t, map[string]string{"GOMEMLIMIT": "400MiB", "KUBERNETES_SERVICE_HOST": "", "KUBERNETES_SERVICE_PORT": ""}, env)
+	require.Equal(t, map[string]string{"GOMEMLIMIT": "300MiB", "KUBERNETES_SERVICE_HOST": "", "KUBERNETES_SERVICE_PORT": ""}, env)
 	require.Equal(t, []string{"KUBERNETES_SERVICE_HOST KUBERNETES_SERVICE_PORT"}, directives["UnsetEnvironment"])
 
 	if testing.Short() {
