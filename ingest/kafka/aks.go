@@ -61,42 +61,39 @@ func (d *decoder) aksRecords(value []byte, start int) (out decoded, ok bool) {
 	defer d.unquoted.Put(buf)
 	plain := true
 	end := auditjson.WalkArray(value, start, 2, func(i int) int {
-		r, end := readAKSRecord(value, i)
+		r, end := readAKSRecord(value, i, (*buf)[:0])
 		if !plain || !r.plain || end < 0 {
 			plain = false
 			return end
 		}
-		if !isAuditCategory(string(r.category.of(value))) {
-			return end
+		*buf = r.event[:0] // keep what it grew to
+		if isAuditCategory(string(r.category.of(value))) {
+			d.addAKSEvent(&out, r.event)
 		}
-		event, ok := unquote((*buf)[:0], r.log.of(value))
-		if !ok {
-			plain = false
-			return end
-		}
-		*buf = event[:0]
-		d.addAKSEvent(&out, event)
 		return end
 	})
 	return out, plain && end >= 0
 }
 
-// aksSpans is where a record's category (between its quotes) and its
-// event (quoted) lie.
+// aksSpans is where a record's category lies (between its quotes), and
+// its event, unescaped.
 type aksSpans struct {
-	category, log span
+	category span
+	event    []byte
+	hasEvent bool
 	// plain is false when the record holds something readAKSRecord
 	// does not read as encoding/json would.
 	plain bool
 }
 
 // readAKSRecord walks the record at b[i], an element of the records array,
-// and returns the offset after it.
-func readAKSRecord(b []byte, i int) (aksSpans, int) {
+// unescapes its event into dst as it steps over it, and returns the offset
+// after the record.
+func readAKSRecord(b []byte, i int, dst []byte) (aksSpans, int) {
 	if b[i] != '{' {
 		return aksSpans{}, auditjson.SkipValue(b, i, 2)
 	}
-	r := aksSpans{plain: true}
+	r := aksSpans{plain: true, event: dst}
 	var category, properties bool
 	end := auditjson.WalkObject(b, i, 3, func(key []byte, plain bool, start int) int {
 		switch {
@@ -118,23 +115,31 @@ func readAKSRecord(b []byte, i int) (aksSpans, int) {
 		}
 		return auditjson.SkipValue(b, start, 3)
 	})
-	r.plain = r.plain && r.log.end != 0
+	r.plain = r.plain && r.hasEvent
 	return r, end
 }
 
 // readAKSProperties walks a record's properties object at b[start] for its
-// event.
+// event. unquoteAt validates the event's string as it unescapes it; when it
+// declines, the record is not plain and encoding/json has the last word.
 func readAKSProperties(b []byte, start int, r *aksSpans) int {
 	return auditjson.WalkObject(b, start, 4, func(key []byte, plain bool, start int) int {
-		end := auditjson.SkipValue(b, start, 4)
 		switch {
 		case !plain:
 			r.plain = false
-		case string(key) == "log" && r.log.end == 0 && b[start] == '"':
-			r.log = span{start, end}
+		case string(key) == "log" && !r.hasEvent && b[start] == '"':
+			var end int
+			var ok bool
+			r.hasEvent = true
+			r.event, end, ok = unquoteAt(r.event, b, start)
+			r.plain = r.plain && ok
+			if !ok {
+				return auditjson.SkipValue(b, start, 4)
+			}
+			return end
 		case auditjson.KeyFolds(key, "log"):
 			r.plain = false
 		}
-		return end
+		return auditjson.SkipValue(b, start, 4)
 	})
 }

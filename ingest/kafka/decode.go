@@ -80,10 +80,6 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		}
 		return decoded{}, ReasonMalformedJSON
 	}
-	key, esc, start, end, ok := top.next()
-	if ok && !esc && string(key) == "kind" && string(value[start:end]) == `"Event"` {
-		return d.event(value, value, true)
-	}
 	var shape struct{ records, properties, kind, stage span }
 	var spans [4]span
 	envelope := spans[:0]
@@ -91,9 +87,47 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		envelope = make([]span, 0, len(d.envelopeFields))
 	}
 	envelope = envelope[:len(d.envelopeFields)]
-	for ; ok; key, esc, start, end, ok = top.next() {
+	// The envelope field that comes first in the configuration is the one
+	// read; it is unescaped as the walk steps over it, into buf.
+	var buf *[]byte
+	defer func() {
+		if buf != nil {
+			d.unquoted.Put(buf)
+		}
+	}()
+	best := len(d.envelopeFields)
+	var inner []byte
+	var innerOK bool
+	for key, esc, start, ok := top.nextKey(); ok; key, esc, start, ok = top.nextKey() {
 		if esc {
 			key = []byte(keyName(key, esc))
+		}
+		field := -1
+		for i, f := range d.envelopeFields {
+			if string(key) == f {
+				field = i
+				break
+			}
+		}
+		var end int
+		if field >= 0 && field <= best {
+			if buf == nil {
+				buf = d.unquoted.Get().(*[]byte)
+			}
+			best = field
+			inner, end, innerOK = unquoteAt((*buf)[:0], value, start)
+			if innerOK {
+				*buf = inner[:0] // keep what it grew to
+			}
+		} else {
+			end = skipValue(value, start)
+		}
+		if !top.valueEnds(end) {
+			break
+		}
+		if top.keys == 1 && !esc && string(key) == "kind" && string(value[start:end]) == `"Event"` {
+			// As kube-apiserver writes an Event: the first key tells.
+			return d.event(value, value, true)
 		}
 		sp := span{start, end}
 		switch string(key) {
@@ -106,10 +140,8 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		case "stage":
 			shape.stage = sp
 		}
-		for i, f := range d.envelopeFields {
-			if string(key) == f {
-				envelope[i] = sp
-			}
+		if field >= 0 {
+			envelope[field] = sp
 		}
 	}
 	if top.bad {
@@ -146,22 +178,16 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 	case shape.stage.end != 0:
 		return d.event(value, value, true)
 	}
-	for i := range d.envelopeFields {
-		if envelope[i].end != 0 {
-			return d.enveloped(value, envelope[i].of(value))
-		}
+	if best < len(d.envelopeFields) {
+		return d.enveloped(value, envelope[best].of(value), inner, innerOK)
 	}
 	return decoded{}, ReasonUnrecognizedShape
 }
 
-// enveloped reads the event that the string envelope field quoted holds.
-func (d *decoder) enveloped(value, quoted []byte) (decoded, string) {
-	buf := d.unquoted.Get().(*[]byte)
-	defer d.unquoted.Put(buf)
-	inner, ok := unquote((*buf)[:0], quoted)
-	if ok {
-		*buf = inner[:0] // keep what it grew to
-	} else {
+// enveloped reads the event that the string envelope field quoted holds:
+// inner, unescaped already when ok.
+func (d *decoder) enveloped(value, quoted, inner []byte, ok bool) (decoded, string) {
+	if !ok {
 		// Rare: let encoding/json decide, with its error or its U+FFFD.
 		var s string
 		if err := json.Unmarshal(quoted, &s); err != nil {

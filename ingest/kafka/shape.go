@@ -1,6 +1,10 @@
 package kafka
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
 
 // A light walk over a message's top-level object: where each key's value
 // starts and ends, without decoding or validating the values. It only tells
@@ -33,43 +37,59 @@ func openTop(b []byte) (s topScanner, null, ok bool) {
 // they hold an escape) and where its value lies. ok is false at the end of
 // the object, or when the walk fails (bad is then set).
 func (s *topScanner) next() (key []byte, escaped bool, start, end int, ok bool) {
+	if key, escaped, start, ok = s.nextKey(); !ok {
+		return nil, false, 0, 0, false
+	}
+	end = skipValue(s.b, start)
+	return key, escaped, start, end, s.valueEnds(end)
+}
+
+// nextKey is next up to where the value starts; the caller finds where it
+// ends and hands that to valueEnds before the next key.
+func (s *topScanner) nextKey() (key []byte, escaped bool, start int, ok bool) {
 	b := s.b
 	i := skipWS(b, s.i)
 	if i < len(b) && b[i] == '}' {
 		s.i = i + 1
 		s.bad = s.bad || skipWS(b, s.i) != len(b) // trailing bytes
-		return nil, false, 0, 0, false
+		return nil, false, 0, false
 	}
 	if s.keys > 0 {
 		if i >= len(b) || b[i] != ',' {
-			return s.fail()
+			return s.failKey()
 		}
 		i = skipWS(b, i+1)
 	}
 	if i >= len(b) || b[i] != '"' {
-		return s.fail()
+		return s.failKey()
 	}
 	kend, esc := skipString(b, i)
 	if kend < 0 {
-		return s.fail()
+		return s.failKey()
 	}
 	key = b[i+1 : kend-1]
 	i = skipWS(b, kend)
 	if i >= len(b) || b[i] != ':' {
-		return s.fail()
+		return s.failKey()
 	}
-	start = skipWS(b, i+1)
-	if end = skipValue(b, start); end < 0 {
-		return s.fail()
+	return key, esc, skipWS(b, i+1), true
+}
+
+// valueEnds moves the walk past a value that ends at end (-1: it does not
+// end), and reports whether the walk goes on.
+func (s *topScanner) valueEnds(end int) bool {
+	if end < 0 {
+		s.bad = true
+		return false
 	}
 	s.i = end
 	s.keys++
-	return key, esc, start, end, true
+	return true
 }
 
-func (s *topScanner) fail() ([]byte, bool, int, int, bool) {
+func (s *topScanner) failKey() ([]byte, bool, int, bool) {
 	s.bad = true
-	return nil, false, 0, 0, false
+	return nil, false, 0, false
 }
 
 func skipWS(b []byte, i int) int {
@@ -80,34 +100,51 @@ func skipWS(b []byte, i int) int {
 }
 
 // skipString returns the offset after the string whose quote is at b[i]
-// (-1 if it does not end) and whether it holds an escape.
+// (-1 if it does not end) and whether it holds an escape. A string
+// envelope holds an escaped event, a backslash every few bytes, so it
+// looks for the next quote or backslash eight bytes at a time.
 func skipString(b []byte, i int) (int, bool) {
 	escaped := false
 	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return -1, false
+	for i < len(b) {
+		i = nextQuoteOrBackslash(b, i)
+		if i >= len(b) {
+			break
 		}
-		if k := bytes.IndexByte(b[i:i+j], '\\'); k >= 0 {
-			escaped = true
-			// Step over escapes one at a time up to the quote.
-			p := i + k
-			for p < i+j {
-				if b[p] == '\\' {
-					p += 2
-				} else {
-					p++
-				}
-			}
-			if p > i+j {
-				// The quote is escaped.
-				i = p
-				continue
-			}
+		if b[i] == '"' {
+			return i + 1, escaped
 		}
-		return i + j + 1, escaped
+		escaped = true
+		i += 2 // the backslash and the byte it escapes
 	}
+	return -1, false
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// nextQuoteOrBackslash is the offset of the first quote or backslash in b
+// from i on, or len(b).
+func nextQuoteOrBackslash(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(b) && b[i] != '"' && b[i] != '\\'; i++ {
+	}
+	return i
+}
+
+// quoteOrBackslash marks, in the high bit of its byte, each of x's 8 bytes
+// that is a quote or a backslash. The lowest mark is exact (a borrow may
+// add false ones above it), so only the lowest is used.
+func quoteOrBackslash(x uint64) uint64 {
+	quote := x ^ (lsb * '"')
+	backslash := x ^ (lsb * '\\')
+	return ((quote-lsb)&^quote | (backslash-lsb)&^backslash) & msb
 }
 
 // skipValue returns the offset after the value at b[i], or -1. Strings,

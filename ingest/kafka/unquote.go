@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -15,37 +16,69 @@ import (
 // lone surrogate (which encoding/json replaces with U+FFFD). The caller
 // then lets encoding/json decide.
 func unquote(dst, raw []byte) ([]byte, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return dst, false
+	out, end, ok := unquoteAt(dst, raw, 0)
+	return out, ok && end == len(raw)
+}
+
+// unquoteAt is unquote of the string whose opening quote is at b[i], which
+// also finds where it ends: end is the offset after its closing quote, as
+// skipString finds it, also when ok is false (-1 when there is none). So
+// a walk over a message unescapes its envelope as it steps over it.
+func unquoteAt(dst, b []byte, i int) (_ []byte, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return dst, skipValue(b, i), false
 	}
-	s := raw[1 : len(raw)-1]
-	run := 0 // start of the bytes not yet copied
-	for i := 0; i < len(s); {
-		c := s[i]
+	decline := func() ([]byte, int, bool) {
+		end, _ := skipString(b, i)
+		return dst, end, false
+	}
+	i++
+	run := i // start of the bytes not yet copied
+	for i < len(b) {
+		// Eight plain ASCII bytes at a time: nothing to escape, decode
+		// or refuse in them.
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if quoteOrBackslash(x)|unplain(x) != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
+		c := b[i]
 		switch {
-		case c >= ' ' && c != '"' && c != '\\' && c < utf8.RuneSelf:
+		case c == '"':
+			return append(dst, b[run:i]...), i + 1, true
+		case c >= ' ' && c != '\\' && c < utf8.RuneSelf:
 			i++
 		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(s[i:])
+			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
-				return dst, false
+				return decline()
 			}
 			i += size
-		case c == '\\' && i+1 < len(s):
-			dst = append(dst, s[run:i]...)
+		case c == '\\' && i+1 < len(b):
+			dst = append(dst, b[run:i]...)
 			var n int
-			if dst, n = unescape(dst, s[i:]); n == 0 {
-				return dst, false
+			if dst, n = unescape(dst, b[i:]); n == 0 {
+				return decline()
 			}
 			i += n
 			run = i
 		default:
-			// A control character, a lone backslash or an unescaped
-			// quote.
-			return dst, false
+			// A control character, or a backslash at the end.
+			return decline()
 		}
 	}
-	return append(dst, s[run:]...), true
+	return dst, -1, false
+}
+
+// unplain marks, in the high bit of its byte, each of x's 8 bytes that is
+// a control character or not ASCII; any mark means some byte is one.
+func unplain(x uint64) uint64 {
+	return ((x-lsb*0x20)&^x | x) & msb
 }
 
 // unescape appends the character that the escape at the start of s stands
