@@ -210,6 +210,11 @@ func TestPageInBrowser(t *testing.T) {
 		findings = append(findings, f.Name+" "+strconv.FormatInt(f.Requests, 10)+map[bool]string{true: " request", false: " requests"}[f.Requests == 1])
 	}
 	require.Equal(t, findings, verdict.Findings)
+	// Without scan.interval there is no cluster scan, and nothing of one.
+	require.Nil(t, check.Status.Scan)
+	var scanShown bool
+	tb.mustEval(`document.querySelector('#verdict-scan, [data-scan-finding], [data-scan-verdict]') !== null`, &scanShown)
+	require.False(t, scanShown)
 	saveScreenshot(t, out, "page-overview.png", tb.screenshot())
 
 	// Another target, picked from the list: the API's verdict for it.

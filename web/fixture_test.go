@@ -32,6 +32,7 @@ const captured = "../testdata/apiserver-v1.36"
 type server struct {
 	t   *testing.T
 	url string
+	ts  *testserver.Server
 }
 
 // startFilled runs Sunset on a random loopback port with:
@@ -45,8 +46,22 @@ type server struct {
 //     (made here: the captures have no pod-bound tokens).
 func startFilled(t *testing.T) *server {
 	t.Helper()
-	ts := testserver.Start(t, testserver.Config(t), app.Options{Logger: testserver.Logger(t), Now: func() time.Time { return testNow }})
-	s := &server{t: t, url: ts.URL}
+	s := start(t, testserver.Config(t))
+	s.fill()
+	return s
+}
+
+// start runs Sunset with cfg at testNow, with no traffic yet.
+func start(t *testing.T, cfg app.Config) *server {
+	t.Helper()
+	ts := testserver.Start(t, cfg, app.Options{Logger: testserver.Logger(t), Now: func() time.Time { return testNow }})
+	return &server{t: t, url: ts.URL, ts: ts}
+}
+
+// fill posts the traffic startFilled describes.
+func (s *server) fill() {
+	t := s.t
+	t.Helper()
 
 	bodies, err := filepath.Glob(filepath.Join(captured, "webhook-metadata-batch", "*.body"))
 	require.NoError(t, err)
@@ -92,7 +107,6 @@ func startFilled(t *testing.T) *server {
 		cron = append(cron, ev)
 	}
 	s.post("/audit/webhook/prod/master-1", eventList(cron))
-	return s
 }
 
 func eventList(items [][]byte) []byte {

@@ -482,17 +482,28 @@
         if (!(e instanceof APIError) || e.status !== 404) throw e;
       }
     }
-    // By default the first release that breaks a client not broken yet,
-    // else the last known.
-    chosen = chosen || items.find((c) => c.status.findings.some((f) => f.severity === 'removed' && !f.alreadyRemoved)) || items[items.length - 1];
+    // By default the first release that breaks a client, or an object the
+    // cluster scan found, not broken yet, else the last known. A scan
+    // finding with no release (a CRD version no longer served) breaks at
+    // every target, so it picks none.
+    const breaksNew = (c) => c.status.findings.some((f) => f.severity === 'removed' && !f.alreadyRemoved) ||
+      (c.status.scan ? c.status.scan.findings || [] : []).some((f) => f.severity === 'removed' && !f.alreadyRemoved && f.removedInRelease);
+    chosen = chosen || items.find(breaksNew) || items[items.length - 1];
     if (!chosen) return { section: h('section', { class: 'card verdict' }, 'No release to check against.') };
     const res = chosen.status;
     const select = h('select', { id: 'target', onchange: (e) => go(href({ target: e.target.value })) },
       items.map((c) => h('option', { value: c.metadata.name }, `${c.metadata.name}${c.status.exitCode === 3 ? ' (not safe)' : ''}`)));
     select.value = chosen.metadata.name;
+    const scan = res.scan || null;
+    const scanFindings = scan ? scan.findings || [] : [];
+    const scanGaps = scan ? (scan.notScanned || []).length + (scan.errors || []).length : 0;
+    // Bad when the exit code says removed (traffic or scan); else warn at
+    // anything to look at: a deprecated API, a flagged certificate, a
+    // scan finding, a part of the cluster the scan could not read.
     let cls = 'ok';
     if (res.exitCode === 3) cls = 'bad';
-    else if (res.findings.length > 0 || (res.webhookCertificates || []).length > 0) cls = 'warn';
+    else if (res.exitCode !== 0 || res.findings.length > 0 || (res.webhookCertificates || []).length > 0 ||
+      scanFindings.length > 0 || scanGaps > 0) cls = 'warn';
     // One line per finding, as `sunset check` prints them; those that
     // still work after the upgrade folded away.
     const finding = (f) => h('li', { 'data-finding': f.name },
@@ -517,8 +528,73 @@
       certificates.length ? h('ul', { id: 'verdict-certificates' }, certificates.map(certificate)) : null,
       working.length ? h('details', {}, h('summary', {}, `${plural(working.length, 'deprecated API', 'deprecated APIs')} still served by ${chosen.metadata.name}`),
         h('ul', {}, working.map(finding))) : null,
+      scan ? scanPart(scan, res.scanVerdict, chosen.metadata.name) : null,
       command(['sunset check --target-version', chosen.metadata.name, ...commonFlags(st, hours)]));
     return { section, chosen };
+  }
+
+  // scanObject names a scanned object as the scan's JSON does: API
+  // version, kind, namespace and name.
+  function scanObject(f) {
+    return `${f.apiVersion} ${f.kind} ${f.namespace ? `${f.namespace}/` : ''}${f.name || ''}`.trim();
+  }
+
+  // scanOrigin says where a scan finding came from: a Helm release's
+  // deployed revision and template, a CRD's stored versions, an
+  // APIService, or (from `sunset check --scan`) a file.
+  function scanOrigin(f) {
+    const o = f.origin || {};
+    const at = (path) => (o.line ? `${path}:${o.line}` : path);
+    if (o.release) return `Helm release ${o.release} revision ${o.revision}${o.template ? `, template ${at(o.template)}` : ''}`;
+    if (f.rule === 'crd-stored-version') return `CRD stored version: ${o.object}`;
+    if (f.rule === 'apiservice') return `APIService: ${o.object}`;
+    if (o.object) return o.object;
+    if (o.template) return `${o.path}: ${at(o.template)}`;
+    if (o.file) return `${o.path}: ${at(o.file)}`;
+    return at(o.path || '');
+  }
+
+  // scannedText says what the scan read, as `sunset scan` does, so that
+  // "nothing found" can be told from "nothing read".
+  function scannedText(s) {
+    const parts = [];
+    const add = (n, one, many) => { if (n > 0) parts.push(plural(n, one, many)); };
+    add(s.files, 'file', 'files');
+    add(s.kustomizations, 'kustomization', 'kustomizations');
+    add(s.charts, 'chart', 'charts');
+    add(s.helmReleases, 'Helm release', 'Helm releases');
+    add(s.customResourceDefinitions, 'CRD', 'CRDs');
+    add(s.apiServices, 'APIService', 'APIServices');
+    return `${parts.join(', ') || 'nothing'} (${plural(s.objects, 'object', 'objects')})`;
+  }
+
+  // scanPart is what the cluster scan found, judged at the same target:
+  // its verdict, the objects that break (those still served folded away),
+  // and what it could not read.
+  function scanPart(scan, message, target) {
+    const finding = (f) => h('li', { 'data-scan-finding': scanObject(f) },
+      h('span', { class: `sev-${f.severity}` }, f.severity === 'removed' ? 'Breaks: ' : 'Deprecated: '),
+      f.rule === 'crd-stored-version' ? `CRD ${f.name}, stored version ${f.apiVersion}` :
+        `${f.kind} ${f.namespace ? `${f.namespace}/` : ''}${f.name || ''} (${f.apiVersion})`,
+      ` — ${f.message}. `, h('span', { class: 'muted', 'data-origin': '' }, scanOrigin(f)),
+      f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null);
+    const findings = scan.findings || [];
+    const breaking = findings.filter((f) => f.severity === 'removed');
+    const working = findings.filter((f) => f.severity !== 'removed');
+    const gaps = [
+      ...(scan.notScanned || []).map((n) => h('li', { 'data-not-scanned': n.namespace ? `${n.resource}/${n.namespace}` : n.resource },
+        h('span', { class: 'sev-deprecated' }, 'Not scanned: '), `${n.resource} ${n.namespace ? `in namespace ${n.namespace}` : 'cluster-wide'} — ${n.reason}`)),
+      ...(scan.errors || []).map((e) => h('li', { 'data-scan-error': e.path },
+        h('span', { class: 'sev-deprecated' }, 'Not read: '), `${e.path} — ${e.error}`)),
+    ];
+    return h('div', { class: 'scan', id: 'verdict-scan' },
+      h('h3', {}, 'Cluster scan: Helm releases, CRD stored versions, APIServices'),
+      h('p', { class: 'message', 'data-scan-verdict': '' }, message),
+      breaking.length ? h('ul', {}, breaking.map(finding)) : null,
+      working.length ? h('details', {}, h('summary', {}, `${plural(working.length, 'object uses a deprecated API', 'objects use deprecated APIs')} still served by ${target}`),
+        h('ul', {}, working.map(finding))) : null,
+      gaps.length ? h('ul', { id: 'verdict-not-scanned' }, gaps) : null,
+      h('p', { class: 'muted', 'data-scanned': '' }, `The scan read ${scannedText(scan.scanned || {})}.`));
   }
 
   // ---- one API -------------------------------------------------------------
