@@ -91,9 +91,6 @@ type Summary struct {
 	Elapsed             time.Duration `json:"-"`
 }
 
-// skip tallies one event set aside by the prefilter.
-func (s *Summary) skip(r aggregate.Result) { s.skipN(string(r), 1) }
-
 func (s *Summary) skipN(reason string, n int64) {
 	s.Skipped += n
 	if s.SkippedBy == nil {
