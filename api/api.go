@@ -132,6 +132,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 var (
 	kubeGetParams  = []string{"resourceVersion", "includeObject", "pretty"}
 	kubeListParams = append([]string{"labelSelector", "fieldSelector", "limit", "continue", "resourceVersionMatch", "timeoutSeconds", "allowWatchBookmarks", "sendInitialEvents", "watch"}, kubeGetParams...)
+	// kubePagingParams are what kubectl and client-go send to any list
+	// (kubectl get sends limit=500), for the resources that have no
+	// selectors and no watch: webhookcounts and upgradechecks.
+	kubePagingParams = append([]string{"limit", "continue", "resourceVersionMatch", "timeoutSeconds"}, kubeGetParams...)
 )
 
 func (h *Handler) listFields(w http.ResponseWriter, r *http.Request) {
@@ -312,18 +316,25 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupR
 	if !h.methodAllowed(w, r) {
 		return Query{}, false
 	}
-	ours := url.Values{}
-	for key, vals := range r.URL.Query() {
-		if !slices.Contains(kube, key) {
-			ours[key] = vals
-		}
-	}
-	q, err := ParseQuery(ours, allowed, h.maxSince)
+	q, err := ParseQuery(withoutKube(r.URL.Query(), kube), allowed, h.maxSince)
 	if err != nil {
 		httpjson.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 		return Query{}, false
 	}
 	return q, true
+}
+
+// withoutKube is v without the Kubernetes clients' parameters in kube,
+// which the API accepts and then ignores or handles apart: the errors
+// about the rest name only the API's own.
+func withoutKube(v url.Values, kube []string) url.Values {
+	ours := url.Values{}
+	for key, vals := range v {
+		if !slices.Contains(kube, key) {
+			ours[key] = vals
+		}
+	}
+	return ours
 }
 
 // methodAllowed answers 405 to anything but GET and HEAD, and DELETE where

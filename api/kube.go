@@ -27,6 +27,7 @@ var (
 	APIRequestCountsResource   = GroupVersion.WithResource("apirequestcounts")
 	FieldRequestCountsResource = GroupVersion.WithResource("fieldrequestcounts")
 	WebhookCountsResource      = GroupVersion.WithResource("webhookcounts")
+	UpgradeChecksResource      = GroupVersion.WithResource("upgradechecks")
 )
 
 // Category groups both resources, so `kubectl get sunset` lists them.
@@ -42,6 +43,9 @@ func APIResources() []metav1.APIResource {
 			Verbs: metav1.Verbs{"get", "list"}, Categories: []string{Category}},
 		{Name: WebhookCountsResource.Resource, SingularName: "webhookcount", Kind: "WebhookCount",
 			Verbs: metav1.Verbs{"get", "list"}, Categories: []string{Category}},
+		// Not in the category: a check is a verdict, not counts.
+		{Name: UpgradeChecksResource.Resource, SingularName: "upgradecheck", Kind: "UpgradeCheck",
+			Verbs: metav1.Verbs{"get", "list"}},
 	}
 }
 

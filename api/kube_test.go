@@ -112,6 +112,7 @@ func TestDiscovery(t *testing.T) {
 		"apirequestcounts APIRequestCount get,list,delete sunset",
 		"fieldrequestcounts FieldRequestCount get,list sunset",
 		"webhookcounts WebhookCount get,list sunset",
+		"upgradechecks UpgradeCheck get,list ",
 	}, got)
 
 	code, body := get(t, srv.URL+"/apis/sunset.dev", "application/json")

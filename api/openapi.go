@@ -238,9 +238,9 @@ func sunsetRoutes() (openAPIRoutes, error) {
 		{FieldRequestCountsResource.Resource, "FieldRequestCount", "The field rule's name, e.g. kube-proxy-version.",
 			FieldRequestCountList{}, FieldRequestCount{}, [][]string{getParams, kubeListParams}, [][]string{getParams, kubeGetParams}},
 		{WebhookCountsResource.Resource, "WebhookCount", "The webhook: configuration.webhook.",
-			WebhookCountList{}, WebhookCount{}, [][]string{webhookParams}, [][]string{webhookParams}},
-		{"upgradechecks", "UpgradeCheck", "The target release, e.g. 1.37.",
-			UpgradeCheckList{}, UpgradeCheck{}, [][]string{checkParams}, [][]string{checkParams}},
+			WebhookCountList{}, WebhookCount{}, [][]string{webhookParams, kubePagingParams}, [][]string{webhookParams, kubePagingParams}},
+		{UpgradeChecksResource.Resource, "UpgradeCheck", "The target release, e.g. 1.37.",
+			UpgradeCheckList{}, UpgradeCheck{}, [][]string{checkParams, kubePagingParams}, [][]string{checkParams, kubePagingParams}},
 	} {
 		kindID := apiopenapi.ToValidOperationID(res.kind, true)
 		add(openAPIRoute{method: http.MethodGet, path: root + "/" + res.name, action: "list", kind: res.kind,

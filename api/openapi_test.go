@@ -381,6 +381,7 @@ func TestAggregatedDiscovery(t *testing.T) {
 		"apirequestcounts apirequestcount APIRequestCount Cluster get,list,delete [sunset]",
 		"fieldrequestcounts fieldrequestcount FieldRequestCount Cluster get,list [sunset]",
 		"webhookcounts webhookcount WebhookCount Cluster get,list [sunset]",
+		"upgradechecks upgradecheck UpgradeCheck Cluster get,list []",
 	}, got)
 
 	etag := resp.Header.Get("ETag")
@@ -414,5 +415,25 @@ func TestQueryParamsDescribed(t *testing.T) {
 		for _, p := range route.Parameters() {
 			require.NotEmpty(t, p.Description(), "%s %s: %s", route.Method(), route.Path(), p.Name())
 		}
+	}
+}
+
+// kubectl get sends limit=500 to the list of any resource that discovery
+// names: each discovered resource has a list route that takes it, and
+// TestOpenAPIRoutesAreServed proves the server answers every documented
+// parameter.
+func TestDiscoveredListsTakeKubectlsLimit(t *testing.T) {
+	routes, err := sunsetRoutes()
+	require.NoError(t, err)
+	for _, res := range APIResources() {
+		i := slices.IndexFunc(routes, func(r common.Route) bool {
+			return r.Path() == "/apis/"+APIVersion+"/"+res.Name && r.(openAPIRoute).action == "list"
+		})
+		require.GreaterOrEqual(t, i, 0, "no list route for %s", res.Name)
+		var names []string
+		for _, p := range routes[i].(openAPIRoute).params {
+			names = append(names, p.Name())
+		}
+		require.Contains(t, names, "limit", res.Name)
 	}
 }

@@ -103,7 +103,7 @@ func (s *Service) removalReleases(list APIRequestCountList, certs []WebhookCerti
 	return out
 }
 
-const checksPath = "/apis/" + APIVersion + "/upgradechecks"
+const checksPath = "/apis/" + APIVersion + "/" + "upgradechecks"
 
 var checkParams = []string{"cluster", "excludeSystem", "since", "warningsAsErrors"}
 
@@ -177,7 +177,7 @@ func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (Query, Che
 			*dst = b
 		}
 	}
-	q, err := ParseQuery(v, checkParams, h.maxSince)
+	q, err := ParseQuery(withoutKube(v, kubePagingParams), checkParams, h.maxSince)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}

@@ -35,8 +35,10 @@ type WebhookQuery struct {
 }
 
 // ParseWebhookQuery reads URL parameters, with every problem in one error.
+// Kubernetes clients' paging parameters are accepted and ignored: the
+// answer is always whole.
 func ParseWebhookQuery(v url.Values, maxSince time.Duration) (WebhookQuery, error) {
-	q, err := ParseQuery(v, webhookParams, maxSince)
+	q, err := ParseQuery(withoutKube(v, kubePagingParams), webhookParams, maxSince)
 	problems := []string{}
 	if err != nil {
 		problems = append(problems, err.Error())

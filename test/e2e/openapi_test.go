@@ -180,7 +180,7 @@ func TestOpenAPIAndAggregatedDiscoveryThroughKubeAPIServer(t *testing.T) {
 
 	// kube-apiserver's own aggregated discovery lists sunset.dev/v1 with
 	// every resource Sunset's discovery has.
-	want := []string{"apirequestcounts get,list,delete Cluster", "fieldrequestcounts get,list Cluster", "webhookcounts get,list Cluster"}
+	want := []string{"apirequestcounts get,list,delete Cluster", "fieldrequestcounts get,list Cluster", "webhookcounts get,list Cluster", "upgradechecks get,list Cluster"}
 	waitFor(t, "kube-apiserver's aggregated discovery to list sunset.dev/v1", time.Minute, func() error {
 		req, err := http.NewRequest(http.MethodGet, agg.a.url+"/apis", nil)
 		must(t, "request", err)
@@ -212,6 +212,14 @@ func TestOpenAPIAndAggregatedDiscoveryThroughKubeAPIServer(t *testing.T) {
 		}
 		return nil
 	})
+
+	// kubectl get, which sends limit=500 to a list, works through
+	// kube-apiserver for every resource discovery lists.
+	for _, w := range want {
+		resource, _, _ := strings.Cut(w, " ")
+		out, err := kubectlWith(t, agg.admin, "get", resource+".sunset.dev")
+		must(t, "kubectl get "+resource+".sunset.dev: "+out, err)
+	}
 
 	// The aggregator read Sunset's aggregated discovery document, as its
 	// log says. Its first attempts may race Sunset's Service and delegated
