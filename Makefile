@@ -51,6 +51,9 @@ test-short: ## Run the quick tests only.
 # FUZZTIME each. Minimizing a new input is capped at FUZZMINIMIZE runs:
 # with the default (60s) a single new input of a few KiB stalls the run.
 FUZZ_TARGETS := ./ingest/webhook:FuzzWebhookBody ./ingest/kafka:FuzzDecodeMessage \
+	./ingest/kafka:FuzzUnquote ./ingest/kafka:FuzzBoundedCodecs \
+	./ingest/auditjson:FuzzDecodeBody ./ingest/auditjson:FuzzDecodeStream \
+	./ingest/auditjson:FuzzPrefilter ./ingest/auditjson:FuzzScanner \
 	./ingest/file:FuzzReadLines ./cmd/sunset:FuzzConfigFile ./api:FuzzQueryParameters
 FUZZTIME     ?= 30s
 FUZZMINIMIZE ?= 200x
