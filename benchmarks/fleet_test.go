@@ -67,10 +67,17 @@ func freeAddr(b *testing.B) string {
 	return ln.Addr().String()
 }
 
-func startProc(b *testing.B, bin, config string) *sunsetProc {
+// startProc starts `sunset serve` on a loopback port with the config file
+// config ("" for none) and env added to the environment.
+func startProc(b *testing.B, bin, config string, env ...string) *sunsetProc {
 	b.Helper()
 	addr := freeAddr(b)
-	cmd := exec.Command(bin, "serve", "--data-dir", b.TempDir(), "--listen", addr, "--log-level", "warn", "--config", config)
+	args := []string{"serve", "--data-dir", b.TempDir(), "--listen", addr, "--log-level", "warn"}
+	if config != "" {
+		args = append(args, "--config", config)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	// Kept, not printed: warnings would break the benchmark's output
 	// lines; stop shows them when the process fails.
 	p := &sunsetProc{cmd: cmd, url: "http://" + addr, log: &bytes.Buffer{}}

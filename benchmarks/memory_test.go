@@ -1,10 +1,8 @@
 package benchmarks
 
 import (
-	"bufio"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,28 +73,17 @@ func peakRSSMiB(b *testing.B, cmd *exec.Cmd) float64 {
 // writeBackfill writes 30 days of counted requests, oldest first, and
 // returns the path and the number of lines.
 func writeBackfill(b *testing.B, dir string) (string, int) {
-	path := filepath.Join(dir, "backfill.log")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
 	now := time.Now().UTC().Truncate(time.Hour)
-	var line []byte
-	for h := backfillHours; h > 0; h-- {
-		gen := auditgen.Options{Prefix: fmt.Sprintf("backfill-%03d", h), DeprecatedEvery: 1, At: now.Add(-time.Duration(h)*time.Hour + 10*time.Minute)}
-		for i := range backfillPerHour {
-			line = append(gen.Append(line[:0], i), '\n')
-			_, _ = w.Write(line)
-		}
+	hours := make([]auditgen.Options, backfillHours)
+	for h := range hours {
+		ago := time.Duration(backfillHours-h) * time.Hour
+		hours[h] = auditgen.Options{Prefix: fmt.Sprintf("backfill-%03d", backfillHours-h), DeprecatedEvery: 1, At: now.Add(-ago + 10*time.Minute)}
 	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	return path, backfillHours * backfillPerHour
+	lines := backfillHours * backfillPerHour
+	path := writeLog(b, filepath.Join(dir, "backfill.log"), lines, func(dst []byte, i int) []byte {
+		return hours[i/backfillPerHour].Append(dst, i%backfillPerHour)
+	})
+	return path, lines
 }
 
 // BenchmarkShippedMemory runs the sunset binary with the shipped
@@ -139,61 +126,23 @@ func BenchmarkShippedMemory(b *testing.B) {
 			var rss float64
 			var events int64
 			for b.Loop() {
-				url, stop := startSunsetProcess(b, bin, setting.env)
+				p := startProc(b, bin, "", setting.env...)
+				p.waitReady(b)
 				batches := newLoadBatches(time.Now().UTC())
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: loadSenders}}
-				res, err := post(client, url+"/audit/webhook/n1", batches, 0, memoryBatches)
+				res, err := post(client, p.url+"/audit/webhook/n1", batches, 0, memoryBatches)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if got, want := requestCount(b, client, url, "endpoints.v1"), res.batches*int64(batches.deprecated); got != want {
+				if got, want := requestCount(b, client, p.url, "endpoints.v1"), res.batches*int64(batches.deprecated); got != want {
 					b.Fatalf("Sunset counted %d requests of endpoints.v1; the driver sent %d", got, want)
 				}
 				events += res.batches * batchEvents
-				rss = max(rss, peakRSSMiB(b, stop()))
+				p.stop(b)
+				rss = max(rss, peakRSSMiB(b, p.cmd))
 			}
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(rss, "peak-rss-MiB")
 		})
-	}
-}
-
-// startSunsetProcess starts `sunset serve` on a loopback port with env
-// added, waits until it is ready, and returns its URL and a function that
-// stops it (SIGTERM, then waits) and returns the exited command.
-func startSunsetProcess(b *testing.B, bin string, env []string) (string, func() *exec.Cmd) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	cmd := exec.Command(bin, "serve", "--data-dir", b.TempDir(), "--listen", addr)
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	url := "http://" + addr
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			b.Fatalf("sunset serve was not ready after a minute: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return url, func() *exec.Cmd {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			b.Fatalf("sunset serve: %v", err)
-		}
-		return cmd
 	}
 }

@@ -37,7 +37,7 @@ func BenchmarkReplay(b *testing.B) {
 	}{{"deprecated-3pct", 33}, {"all-counting", 1}} {
 		b.Run(mix.name, func(b *testing.B) {
 			gen := auditgen.Options{Prefix: "replay-" + mix.name, DeprecatedEvery: mix.every, At: time.Now().UTC().Add(-time.Hour)}
-			log := writeReplayLog(b, filepath.Join(dir, mix.name+".log"), gen)
+			log := writeLog(b, filepath.Join(dir, mix.name+".log"), replayLines, gen.Append)
 			report := func(b *testing.B) {
 				b.ReportMetric(float64(replayLines*b.N)/b.Elapsed().Seconds(), "lines/s")
 			}
@@ -66,17 +66,18 @@ func buildSunset(b *testing.B, dir string) string {
 	return bin
 }
 
-// writeReplayLog writes replayLines events of gen, one per line, to path.
-func writeReplayLog(b *testing.B, path string, gen auditgen.Options) string {
+// writeLog writes n events to path, one per line: line appends event i
+// to dst.
+func writeLog(b *testing.B, path string, n int, line func(dst []byte, i int) []byte) string {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	var line []byte
-	for i := range replayLines {
-		line = append(gen.Append(line[:0], i), '\n')
-		_, _ = w.Write(line)
+	var buf []byte
+	for i := range n {
+		buf = append(line(buf[:0], i), '\n')
+		_, _ = w.Write(buf)
 	}
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
