@@ -6,24 +6,18 @@ import (
 	"unicode/utf8"
 )
 
-// unquote appends to dst the value of the JSON string raw, quotes included,
-// in one pass and without allocating when dst has room: a shipper's string
-// envelope ({"log":"<event>"}) holds the event escaped, and this is its
-// unescaping on the hot path.
+// unquoteAt appends to dst the value of the JSON string whose opening
+// quote is at b[i], in one pass and without allocating when dst has room:
+// a shipper's string envelope ({"log":"<event>"}) holds the event escaped,
+// and this is its unescaping on the hot path. It also finds where the
+// string ends: end is the offset after its closing quote, as skipString
+// finds it, also when ok is false (-1 when there is none), so a walk over
+// a message unescapes its envelope as it steps over it.
 //
-// It reports false for anything whose value it cannot be sure matches
+// ok is false for anything whose value it cannot be sure matches
 // encoding/json's: not a string, a control character, invalid UTF-8 or a
 // lone surrogate (which encoding/json replaces with U+FFFD). The caller
 // then lets encoding/json decide.
-func unquote(dst, raw []byte) ([]byte, bool) {
-	out, end, ok := unquoteAt(dst, raw, 0)
-	return out, ok && end == len(raw)
-}
-
-// unquoteAt is unquote of the string whose opening quote is at b[i], which
-// also finds where it ends: end is the offset after its closing quote, as
-// skipString finds it, also when ok is false (-1 when there is none). So
-// a walk over a message unescapes its envelope as it steps over it.
 func unquoteAt(dst, b []byte, i int) (_ []byte, end int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return dst, skipValue(b, i), false

@@ -5,6 +5,13 @@ import (
 	"testing"
 )
 
+// unquote is unquoteAt of raw, a whole JSON string with its quotes: what
+// these tests hold to encoding/json.
+func unquote(dst, raw []byte) ([]byte, bool) {
+	out, end, ok := unquoteAt(dst, raw, 0)
+	return out, ok && end == len(raw)
+}
+
 // FuzzUnquote checks unquote against encoding/json: whenever unquote
 // decodes a value, encoding/json decodes the same bytes to the same
 // string; whenever it declines, the caller falls back, so only agreement
