@@ -436,6 +436,10 @@ func DecodeEvent(raw []byte) (aggregate.Event, error) {
 	if admission.MayHave(raw) {
 		return decodeEvent[wireEventWithAdmission](raw)
 	}
+	var w wireEvent
+	if decodeWire(raw, &w) {
+		return convert(&w, raw)
+	}
 	return decodeEvent[wireEvent](raw)
 }
 

@@ -52,3 +52,45 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		report(b)
 	})
 }
+
+// BenchmarkDecodeEvent decodes, one at a time, the events that may count:
+// 400 generated ~1.2 KB Metadata events and the captured ones, as a log's
+// lines and Kafka messages are decoded once the pre-filter has kept them.
+//
+//   - encoding-json, the baseline: the same wire type by encoding/json,
+//     which DecodeEvent used for every event before decodeWire;
+//   - sunset: DecodeEvent, decodeWire with encoding/json behind it.
+func BenchmarkDecodeEvent(b *testing.B) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	gen := auditgen.Options{Prefix: "bench", DeprecatedEvery: 1, At: now}
+	sets := map[string][][]byte{"captured": capturedEvents(b)}
+	for i := range 400 {
+		sets["generated"] = append(sets["generated"], gen.Append(nil, i))
+	}
+	for _, name := range []string{"generated", "captured"} {
+		events := sets[name]
+		report := func(b *testing.B) {
+			b.ReportMetric(float64(len(events)*b.N)/b.Elapsed().Seconds(), "events/s")
+		}
+		b.Run(name+"/encoding-json", func(b *testing.B) {
+			for b.Loop() {
+				for _, raw := range events {
+					if _, err := decodeEvent[wireEvent](raw); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			report(b)
+		})
+		b.Run(name+"/sunset", func(b *testing.B) {
+			for b.Loop() {
+				for _, raw := range events {
+					if _, err := DecodeEvent(raw); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			report(b)
+		})
+	}
+}
