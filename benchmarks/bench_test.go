@@ -5,11 +5,14 @@ package benchmarks
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
@@ -90,6 +93,46 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric(float64(group.size*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+	b.Run("badger-floor-400", func(b *testing.B) {
+		badgerFloor(b, 400)
+	})
+}
+
+// badgerFloor is the least a durable, deduplicated count must write, with
+// badger alone and no Sunset code: for each of size fresh requests per
+// transaction, a lookup and a write of its dedupe mark, then a commit and
+// an fsync. Sunset's commit also reads and writes the count keys,
+// sightings and API metadata, and badger applies every transaction on one
+// goroutine, so this bounds the counted requests a second of any path.
+func badgerFloor(b *testing.B, size int) {
+	db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil).WithMetricsEnabled(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	id := 0
+	mark := []byte("m/default/")
+	for b.Loop() {
+		txn := db.NewTransaction(true)
+		for range size {
+			id++
+			// A fresh key each time: badger keeps the slice until commit.
+			k := fmt.Appendf(mark[:len(mark):len(mark)], "%08d-0123456789abcdef01234567", id)
+			if _, err := txn.Get(k); !errors.Is(err, badger.ErrKeyNotFound) {
+				b.Fatal(err)
+			}
+			if err := txn.Set(k, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(size*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // startSunset runs a server on a loopback port with a fresh data directory
