@@ -54,7 +54,7 @@ FUZZ_TARGETS := ./ingest/webhook:FuzzWebhookBody ./ingest/kafka:FuzzDecodeMessag
 	./ingest/kafka:FuzzUnquote ./ingest/kafka:FuzzBoundedCodecs \
 	./ingest/auditjson:FuzzDecodeBody ./ingest/auditjson:FuzzDecodeStream \
 	./ingest/auditjson:FuzzPrefilter ./ingest/auditjson:FuzzScanner \
-	./ingest/auditjson:FuzzDecodeWire \
+	./ingest/auditjson:FuzzDecodeWire ./ingest/fleet:FuzzReadRecord \
 	./ingest/file:FuzzReadLines ./cmd/sunset:FuzzConfigFile ./api:FuzzQueryParameters
 FUZZTIME     ?= 30s
 FUZZMINIMIZE ?= 200x

@@ -31,3 +31,8 @@ func SkipValue(b []byte, i, depth int) int { return skipValue(b, i, depth) }
 // KeyFolds reports whether the plain key matches the lowercase name as
 // encoding/json matches keys to fields: ignoring case.
 func KeyFolds(key []byte, lower string) bool { return equalFoldASCII(key, lower) }
+
+// StringAt decodes the JSON string at b[start] as encoding/json would and
+// returns the offset after it, or -1 if there is none. A string whose
+// bytes are its value, the usual case, is not decoded at all.
+func StringAt(b []byte, start int) (string, int) { return stringAt(b, start) }

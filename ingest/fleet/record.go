@@ -140,18 +140,11 @@ const (
 // bound, so that nothing it holds can make the store refuse a commit.
 func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
 	var rec record
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rec); err != nil {
-		if strings.HasPrefix(err.Error(), "json: unknown field ") {
-			// The error names the field, which the sender chose: say
-			// only that there was one.
-			return aggregate.Request{}, errUnknownField
+	if !readRecord(value, &rec) {
+		var err error
+		if rec, err = decodeRecordJSON(value); err != nil {
+			return aggregate.Request{}, err
 		}
-		return aggregate.Request{}, fmt.Errorf("%w: %w", errMalformed, err)
-	}
-	if dec.More() {
-		return aggregate.Request{}, fmt.Errorf("%w: data after the record", errMalformed)
 	}
 	switch {
 	case rec.V > recordVersion:
@@ -169,6 +162,26 @@ func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
 		return aggregate.Request{}, fmt.Errorf("%w: %s", errTooLong, field)
 	}
 	return rec.request(), nil
+}
+
+// decodeRecordJSON decodes a record with encoding/json, which has the
+// last word on anything readRecord declines.
+func decodeRecordJSON(value []byte) (record, error) {
+	var rec record
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			// The error names the field, which the sender chose: say
+			// only that there was one.
+			return record{}, errUnknownField
+		}
+		return record{}, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	if dec.More() {
+		return record{}, fmt.Errorf("%w: data after the record", errMalformed)
+	}
+	return rec, nil
 }
 
 // tooLong names the first field of rec over its bound, or is empty.

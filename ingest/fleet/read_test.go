@@ -1,0 +1,65 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+// Records as this version writes them take the fast read, and it gives
+// encoding/json's result; what it declines, encoding/json decodes or
+// refuses with the same answer from decodeRecord.
+func TestReadRecordAgreesWithEncodingJSON(t *testing.T) {
+	full := aggregate.Request{ID: "a", RemovedRelease: "1.37", Key: aggregate.CountKey{Cluster: "c", API: "endpoints.v1",
+		Cell:    aggregate.Cell{Hour: hour, Node: "n", Subresource: "status", Username: "u", UserAgent: "kubectl/v1.36", Verb: "get", DryRun: true},
+		Removed: true},
+		Seen: &aggregate.Sighting{PodName: "p", PodNode: "w", SourceIPs: []string{"10.0.0.1"}, ImpersonatedBy: "alice", At: hour.Add(time.Minute)}}
+	m, err := message(full)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		value string
+		fast  bool
+	}{
+		{string(m.Value), true},
+		{`{"v":1,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z","node":"n","user":"","verb":"get","seen":null,"subresource":null}`, true},
+		{`  {"v":1,"cluster":"c\u0041","id":"a","api":"x","hour":"2026-11-21T19:00:00Z","seen":{"sourceIPs":[]}} ` + "\n", true},
+		{`{"V":1,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z"}`, false},           // folded key
+		{`{"v":1,"v":1,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z"}`, false},     // repeated
+		{`{"v":1.0,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z"}`, false},         // not an int
+		{`{"v":1,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z","extra":1}`, false}, // unknown
+		{`{"v":1,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z"}]`, false},          // trailing
+		{`{"v":1,"cluster":"c","id":"a","api":"x","hour":"21 Nov 2026"}`, false},                    // bad time
+		{`{"v":1,"cluster":"c","id":"a","api":"x","hour":"2026-11-21T19:00:00Z","seen":{"sourceIPs":[null]}}`, false},
+	} {
+		var fast record
+		require.Equal(t, tc.fast, readRecord([]byte(tc.value), &fast), tc.value)
+		slow, slowErr := decodeRecordJSON([]byte(tc.value))
+		if tc.fast {
+			require.NoError(t, slowErr, tc.value)
+			require.Equal(t, slow, fast, tc.value)
+		}
+	}
+}
+
+// FuzzReadRecord holds the fast read to encoding/json: whatever it takes,
+// encoding/json decodes without error to the same record.
+func FuzzReadRecord(f *testing.F) {
+	m, err := message(aggregate.Request{ID: "a", Key: aggregate.CountKey{Cluster: "c", API: "endpoints.v1",
+		Cell: aggregate.Cell{Hour: hour, Node: "n", Username: "u", Verb: "get"}},
+		Seen: &aggregate.Sighting{SourceIPs: []string{"10.0.0.1", "fd00::1"}, At: hour}})
+	require.NoError(f, err)
+	f.Add(m.Value)
+	f.Add([]byte(`{"v":1,"cluster":"c","id":"a","api":"field:r","hour":"2026-11-21T19:00:00Z","dryRun":false,"removed":null}`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		var fast record
+		if !readRecord(value, &fast) {
+			return
+		}
+		slow, err := decodeRecordJSON(value)
+		require.NoError(t, err, "%q", value)
+		require.Equal(t, slow, fast, "%q", value)
+	})
+}
