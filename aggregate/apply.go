@@ -22,7 +22,9 @@ func (a *Aggregator) Apply(ctx context.Context, source string, reqs []Request, c
 	now := a.now()
 	// API requests first, field matches after, as the commit loop counts
 	// the metrics of the first apiReqs.
-	var live, fields []Request
+	// Sized once: a Request is large, and a Kafka batch holds hundreds.
+	live := make([]Request, 0, len(reqs))
+	var fields []Request
 	for _, r := range reqs {
 		switch {
 		case a.expired(r.Key.Hour, now):

@@ -116,7 +116,7 @@ func (r Request) EventID() string {
 
 // batch sorts reqs into the store's requests to APIs and to field rules.
 func batch(reqs []Request, cursors []Cursor) store.Batch {
-	var b store.Batch
+	b := store.Batch{Requests: make([]store.Request, 0, len(reqs))}
 	for _, r := range reqs {
 		if r.FieldRule == "" {
 			b.Requests = append(b.Requests, store.Request{ID: r.ID, LegacyID: r.LegacyID, Key: r.Key, RemovedRelease: r.RemovedRelease, Seen: r.Seen})
