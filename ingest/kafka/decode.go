@@ -81,6 +81,7 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		return decoded{}, ReasonMalformedJSON
 	}
 	var shape struct{ records, properties, kind, stage span }
+	var where fieldSpans
 	var spans [4]span
 	envelope := spans[:0]
 	if len(d.envelopeFields) > len(spans) {
@@ -127,7 +128,7 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		}
 		if top.keys == 1 && !esc && string(key) == "kind" && string(value[start:end]) == `"Event"` {
 			// As kube-apiserver writes an Event: the first key tells.
-			return d.event(value, value, true)
+			return d.event(value, value, true, nil)
 		}
 		sp := span{start, end}
 		switch string(key) {
@@ -143,9 +144,22 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		if field >= 0 {
 			envelope[field] = sp
 		}
+		// Of repeated keys the last counts, as in stringAt.
+		if len(d.nodeField) == 1 && string(key) == d.nodeField[0] {
+			where.node = sp
+		}
+		if len(d.clusterField) == 1 && string(key) == d.clusterField[0] {
+			where.cluster = sp
+		}
 	}
 	if top.bad {
 		return decoded{}, ReasonMalformedJSON
+	}
+	// The walk has seen every top-level key: no second walk for the node
+	// and cluster fields when they are top-level ones.
+	var at *fieldSpans
+	if len(d.nodeField) <= 1 && len(d.clusterField) <= 1 {
+		at = &where
 	}
 	switch {
 	case shape.records.end != 0:
@@ -160,7 +174,7 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 				d.addAKS(&out, r)
 			}
 		}
-		return d.checked(value, out, emptyReason(out))
+		return d.checked(value, out, emptyReason(out), at)
 	case shape.properties.end != 0:
 		var r aksRecord
 		if err := json.Unmarshal(value, &r); err != nil || r.Properties.Log == "" {
@@ -168,25 +182,25 @@ func (d *decoder) decode(value []byte) (decoded, string) {
 		}
 		var out decoded
 		d.addAKS(&out, r)
-		return d.checked(value, out, emptyReason(out))
+		return d.checked(value, out, emptyReason(out), at)
 	case shape.kind.end != 0 && stringValue(shape.kind.of(value)) == auditjson.KindEventList:
 		events, bad, skipped, err := auditjson.DecodeBodyFiltered(value, d.prefilter)
 		if err != nil {
 			return decoded{}, ReasonInvalidEvent
 		}
-		return d.checked(value, decoded{events: events, invalid: bad.Count, skipped: skipped}, "")
+		return d.checked(value, decoded{events: events, invalid: bad.Count, skipped: skipped}, "", at)
 	case shape.stage.end != 0:
-		return d.event(value, value, true)
+		return d.event(value, value, true, at)
 	}
 	if best < len(d.envelopeFields) {
-		return d.enveloped(value, envelope[best].of(value), inner, innerOK)
+		return d.enveloped(value, envelope[best].of(value), inner, innerOK, at)
 	}
 	return decoded{}, ReasonUnrecognizedShape
 }
 
 // enveloped reads the event that the string envelope field quoted holds:
 // inner, unescaped already when ok.
-func (d *decoder) enveloped(value, quoted, inner []byte, ok bool) (decoded, string) {
+func (d *decoder) enveloped(value, quoted, inner []byte, ok bool, at *fieldSpans) (decoded, string) {
 	if !ok {
 		// Rare: let encoding/json decide, with its error or its U+FFFD.
 		var s string
@@ -199,17 +213,17 @@ func (d *decoder) enveloped(value, quoted, inner []byte, ok bool) (decoded, stri
 	if len(inner) == 0 {
 		return decoded{}, ReasonEmptyEnvelope
 	}
-	return d.event(value, inner, false)
+	return d.event(value, inner, false, at)
 }
 
 // event reads the one event raw that value holds: value itself when whole,
 // else from an envelope.
-func (d *decoder) event(value, raw []byte, whole bool) (decoded, string) {
+func (d *decoder) event(value, raw []byte, whole bool, at *fieldSpans) (decoded, string) {
 	var out decoded
 	if r, skip := d.prefilter.Skip(raw); skip {
 		out.skipped.Add(r)
 		// Whose event it was, for the clusters-without-reads warning.
-		return d.located(value, out), ""
+		return d.located(value, out, at), ""
 	}
 	ev, err := auditjson.DecodeEvent(raw)
 	if err != nil {
@@ -222,30 +236,41 @@ func (d *decoder) event(value, raw []byte, whole bool) (decoded, string) {
 	out.events = []aggregate.Event{ev}
 	if whole {
 		// Decoding it has validated the whole message.
-		return d.located(value, out), ""
+		return d.located(value, out, at), ""
 	}
-	return d.checked(value, out, "")
+	return d.checked(value, out, "", at)
 }
 
 // checked completes a message whose events came out of part of it: one
 // with events to count must be valid JSON as a whole, as encoding/json
 // would have it, and then says where it came from.
-func (d *decoder) checked(value []byte, out decoded, reason string) (decoded, string) {
+func (d *decoder) checked(value []byte, out decoded, reason string, at *fieldSpans) (decoded, string) {
 	if reason != "" || len(out.events) == 0 {
 		if reason == "" && out.skipped != (aggregate.Prefiltered{}) {
-			return d.located(value, out), ""
+			return d.located(value, out, at), ""
 		}
 		return out, reason
 	}
 	if !json.Valid(value) {
 		return decoded{}, ReasonMalformedJSON
 	}
-	return d.located(value, out), ""
+	return d.located(value, out, at), ""
 }
 
-// located reads the node and cluster fields of a message with events.
-func (d *decoder) located(value []byte, out decoded) decoded {
-	if len(d.nodeField) > 0 || len(d.clusterField) > 0 {
+// fieldSpans is where a message's node and cluster fields lie, as the
+// shape walk found them; an end of 0 is a field the message lacks.
+type fieldSpans struct{ node, cluster span }
+
+// located reads the node and cluster fields of a message with events,
+// from at when the shape walk found them.
+func (d *decoder) located(value []byte, out decoded, at *fieldSpans) decoded {
+	switch {
+	case at != nil:
+		out.node, out.cluster = spanString(value, at.node), spanString(value, at.cluster)
+	case len(d.nodeField) == 1 && len(d.clusterField) == 1:
+		// The usual case, two top-level fields: one walk finds both.
+		out.node, out.cluster = topStrings(value, d.nodeField[0], d.clusterField[0])
+	case len(d.nodeField) > 0 || len(d.clusterField) > 0:
 		out.node, out.cluster = stringAt(value, d.nodeField), stringAt(value, d.clusterField)
 	}
 	return out
@@ -256,11 +281,42 @@ type span struct{ start, end int }
 
 func (s span) of(b []byte) []byte { return b[s.start:s.end] }
 
+// spanString is the string value at s in value, or "".
+func spanString(value []byte, s span) string {
+	if s.end == 0 {
+		return ""
+	}
+	return stringValue(s.of(value))
+}
+
+// topStrings is stringAt of two top-level keys, a and b, in one walk.
+func topStrings(value []byte, a, b string) (string, string) {
+	top, _, ok := openTop(value)
+	if !ok {
+		return "", ""
+	}
+	var at fieldSpans
+	for key, esc, start, end, ok := top.next(); ok; key, esc, start, end, ok = top.next() {
+		if esc {
+			key = []byte(keyName(key, esc))
+		}
+		if string(key) == a {
+			at.node = span{start, end}
+		}
+		if string(key) == b {
+			at.cluster = span{start, end}
+		}
+	}
+	return spanString(value, at.node), spanString(value, at.cluster)
+}
+
 // stringValue is the JSON string raw holds, or "" when it holds another
 // value.
 func stringValue(raw []byte) string {
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	// As encoding/json into a string, without its reflection: a string
+	// as it decodes, "" for null or any other value.
+	s, end := auditjson.StringAt(raw, 0)
+	if end != len(raw) {
 		return ""
 	}
 	return s

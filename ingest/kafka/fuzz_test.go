@@ -91,12 +91,21 @@ func FuzzDecodeMessage(f *testing.F) {
 		reqs, _ := agg.Classify(aggregate.Origin{Source: Source, Node: out.node, Cluster: out.cluster}, out.events)
 		return reqs
 	}
+	// Top-level node and cluster fields, which the shape walk finds on its
+	// way instead of walking the message again.
+	flatCfg := Config{EnvelopeFields: []string{"log", "message"}, NodeField: "hostname", ClusterField: "cluster"}
+	flat, flatRef := newDecoder(flatCfg, auditjson.NewPrefilter(agg.Interest())), newDecoder(flatCfg, nil)
 	f.Fuzz(func(t *testing.T, value []byte) {
+		flatOut, flatReason := flat.decode(value)
+		ref, refReason := referenceDecode(flatRef, value)
+		if got, want := counted(flatOut), counted(ref); !reflect.DeepEqual(got, want) {
+			t.Fatalf("with top-level fields counts %+v (%q), the reference decoder %+v (%q)", got, flatReason, want, refReason)
+		}
 		out, reason := d.decode(value)
 		// The same requests count as with every event decoded, and as
 		// with the decoder that parsed every message whole first.
 		all, allReason := unfiltered.decode(value)
-		ref, refReason := referenceDecode(unfiltered, value)
+		ref, refReason = referenceDecode(unfiltered, value)
 		if got, want := counted(out), counted(ref); !reflect.DeepEqual(got, want) {
 			t.Fatalf("counts %+v (%q), the reference decoder %+v (%q)", got, reason, want, refReason)
 		}
