@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # The Sunset image: a static sunset binary on distroless, run as the nonroot
-# user. internal/mkimage builds the same image without a container engine;
+# user. hack/mkimage builds the same image without a container engine;
 # test/image_test.go checks that the final stage below agrees with it.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \

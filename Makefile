@@ -14,7 +14,7 @@ build: ## Build bin/sunset.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/sunset ./cmd/sunset
 
 docs: ## Write docs/configuration.md from the help of each config key in the code.
-	$(GO) run ./internal/configdoc -o docs/configuration.md
+	$(GO) run ./hack/configdoc -o docs/configuration.md
 
 generate: ## Write api/zz_generated.openapi.go, the OpenAPI definitions, from the API's Go types and doc comments.
 	$(GO) run ./hack/openapi-gen -output-dir api
@@ -23,7 +23,7 @@ IMAGE ?= ghcr.io/kube-sunset/sunset:$(VERSION)
 
 image: build ## Build the container image as an OCI archive, bin/sunset-image.tar, without a container engine.
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
-	$(GO) run ./internal/mkimage -binary bin/sunset -output bin/sunset-image.tar -name "$(IMAGE)" \
+	$(GO) run ./hack/mkimage -binary bin/sunset -output bin/sunset-image.tar -name "$(IMAGE)" \
 		-version "$(VERSION)" -revision "$(REVISION)" -arch "$$($(GO) env GOARCH)"
 
 run: build ## Start sunset serve: data in ./sunset-data, HTTP on 127.0.0.1:8080.
@@ -121,7 +121,7 @@ format: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 # The files tests compare with or generate, rewritten from what the tests
-# produce (the one -update flag, internal/golden); review the diff:
+# produce (the one -update flag, internal/testutil/golden); review the diff:
 #   app/testdata/*.golden.json  the JSON API (TestReplayCapturedBodies,
 #     TestDuplicateDeliveryCountsOnceAcrossRestart, TestWebhookCountsThroughTheServer);
 #   cmd/sunset/testdata/*  report, check and replay output (TestReportFormatsGolden,
@@ -151,5 +151,5 @@ CATALOG_MODULES := k8s.io/api@v0.20.15 k8s.io/api@v0.21.14 k8s.io/api@v0.24.17 k
 
 .PHONY: catalog
 catalog: ## Regenerate catalog/builtin.yaml from upstream lifecycle tags.
-	$(GO) run ./internal/lifecyclegen -o catalog/builtin.yaml \
+	$(GO) run ./hack/lifecyclegen -o catalog/builtin.yaml \
 		$$(for m in $(CATALOG_MODULES); do $(GO) mod download -json $$m | sed -n 's/.*"Dir": "\(.*\)",/\1/p'; done)

@@ -11,12 +11,12 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/store"
 )
 
 // benchBatch is the 400-event batch of the ingest benchmarks (~1.2 KB
-// Metadata events from internal/auditgen, fresh auditIDs), decoded in full:
+// Metadata events from internal/testutil/auditgen, fresh auditIDs), decoded in full:
 // every DeprecatedEvery-th event deprecated, none when it is 0.
 func benchBatch(b *testing.B, at time.Time, deprecatedEvery int) (events []aggregate.Event, deprecated int) {
 	b.Helper()

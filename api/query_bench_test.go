@@ -18,7 +18,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/exporter"
-	"github.com/kube-sunset/sunset/internal/querybench"
+	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
 )

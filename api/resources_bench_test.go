@@ -24,7 +24,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/querybench"
+	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/store"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/auditcount"
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 // craftedBatch is admission/testdata/crafted-events.jsonl as the webhook

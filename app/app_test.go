@@ -10,8 +10,8 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/auditcount"
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 // The 8 captured bodies hold 66 deprecated requests (ResponseComplete with
@@ -22,7 +22,7 @@ import (
 const capturedDeprecated = 66
 
 // capturedCount counts the captured bodies as master-0 of cluster default
-// sends them, independently of Sunset (internal/auditcount).
+// sends them, independently of Sunset (internal/testutil/auditcount).
 func capturedCount(t *testing.T) *auditcount.Counter {
 	t.Helper()
 	c := auditcount.New(auditcount.Options{SystemUsers: app.DefaultConfig().SystemUsers, Lifecycle: auditcount.BuiltinLifecycle(t)})

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 // With tls-client-ca-file and webhook-token-file the webhook demands both;

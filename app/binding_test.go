@@ -21,7 +21,7 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 // postAs posts one deprecated event with a bearer token (none when empty)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
-	"github.com/kube-sunset/sunset/internal/testpki"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // certDirFiles reads the four files of a cert dir.

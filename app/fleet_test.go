@@ -17,7 +17,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
 
 // eventually waits until cond holds, checking it at each line s logs, and

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // testNow is the clock of the captured traffic, minutes after its last
@@ -30,7 +30,7 @@ var testNow = ingesttest.CapturedNow
 const capturedDir = "../testdata/apiserver-v1.36/webhook-metadata-batch"
 
 // server is a running Sunset on a random loopback port
-// (internal/testserver), with helpers for its HTTP API.
+// (internal/testutil/testserver), with helpers for its HTTP API.
 type server struct {
 	t    *testing.T
 	app  *app.App

@@ -19,8 +19,8 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 func kafkaConfig(cfg *app.Config, brokers []string, topic, group string) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 const foreignHostMessage = "Sunset serves this address without authentication and so answers only requests whose Host is localhost, 127.0.0.1 or [::1]; " +

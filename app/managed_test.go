@@ -12,9 +12,9 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/eks"
 	"github.com/kube-sunset/sunset/ingest/gke"
-	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/internal/pubsubtest"
+	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
 )
 
 // managedEvents are n deprecated requests to endpoints.v1 of cluster,

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 // Off loopback, every way of taking bearer tokens travels over TLS: the

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 	"github.com/kube-sunset/sunset/store"
 )
 

@@ -21,9 +21,9 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/internal/auditgen"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // Shape of the Kafka benchmark's topic. SUNSET_BENCH_KAFKA_MESSAGES

@@ -17,7 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-sunset/sunset/internal/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
 
 // The memory benchmark's loads: a 30-day backfill where every line counts

@@ -13,7 +13,7 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/kube-sunset/sunset/internal/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
 
 // replayLines is the size of the replayed audit log: about 240 MB.

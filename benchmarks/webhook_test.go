@@ -22,8 +22,8 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/auditgen"
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 // loadSenders is how many apiservers post at once, each on its own

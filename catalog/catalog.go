@@ -2,7 +2,7 @@
 // version and resource was deprecated and removed, and what replaces it.
 //
 // The built-in catalog (builtin.yaml) is generated from upstream's
-// prerelease-lifecycle tags by internal/lifecyclegen; configuration can add
+// prerelease-lifecycle tags by hack/lifecyclegen; configuration can add
 // entries for CRDs or override built-in ones. The package only answers
 // questions; it does not read audit events.
 package catalog

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 const repo = "testdata/repo"

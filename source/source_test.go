@@ -19,7 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 	"github.com/kube-sunset/sunset/report"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/testdir"
+	"github.com/kube-sunset/sunset/internal/testutil/testdir"
 )
 
 // fill counts n requests, spread over 50 APIs, in batches of 1000.

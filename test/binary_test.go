@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // sunsetBin is the binary under test; loadgenBin sends it audit events

@@ -20,8 +20,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // fleetCounts is what a fleet answers: requests by cluster, API (or

@@ -28,7 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 const (

@@ -24,7 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/ociimage"
+	"github.com/kube-sunset/sunset/hack/ociimage"
 )
 
 // What the test links into its binary and asks the image to be labelled with.

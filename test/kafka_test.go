@@ -15,8 +15,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // kafkaEvent is one audit event: deprecated ones hit endpoints.v1, the

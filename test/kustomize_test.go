@@ -48,7 +48,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/internal/selfsigned"
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 	"github.com/kube-sunset/sunset/scan"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
-	"github.com/kube-sunset/sunset/internal/pubsubtest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
+	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // managedFeed is n audit events, IDs prefix-first on, a tenth deprecated, from

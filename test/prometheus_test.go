@@ -19,10 +19,10 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/ingest/kafka"
-	"github.com/kube-sunset/sunset/internal/golden"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
-	"github.com/kube-sunset/sunset/internal/pubsubtest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 const (

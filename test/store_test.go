@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/testdir"
+	"github.com/kube-sunset/sunset/internal/testutil/testdir"
 )
 
 // runSunset runs the binary to its end and returns its exit code, stdout

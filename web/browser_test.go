@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/api"
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 // front is what stands between a browser and Sunset in a cluster: a proxy

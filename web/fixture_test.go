@@ -18,8 +18,8 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/internal/testserver"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
 // testNow is the clock of the captured traffic, minutes after its last

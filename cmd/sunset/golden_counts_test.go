@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/auditcount"
+	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 )
 
 // The numbers of every golden file here are checked against a count of the
-// fixture's input made independently of Sunset (internal/auditcount): a
+// fixture's input made independently of Sunset (internal/testutil/auditcount): a
 // golden file records what Sunset printed, and this says it is right.
 
 type request = auditcount.Request

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 const capturedLog = "../../testdata/apiserver-v1.36/webhook-metadata-batch/audit-log-file.jsonl"

@@ -16,7 +16,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/internal/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
 // webhookFixture is fixture's server with the crafted admission shapes

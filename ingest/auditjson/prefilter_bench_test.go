@@ -7,7 +7,7 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/kube-sunset/sunset/internal/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
 
 // BenchmarkDecodeBatch decodes one 400-event batch of ~1.2 KB Metadata

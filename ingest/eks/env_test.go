@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/internal/auditcount"
-	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
+	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // testdata is the repository's captures (testdata/README.md).

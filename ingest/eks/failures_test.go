@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
+	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
 )
 
 // Calls over the account's quota are retried by the SDK's adaptive mode

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/internal/auditcount"
-	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
+	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // events gives lines CloudWatch times one millisecond apart from start.

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/cloudwatchtest"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // capturedEvent is the ResponseComplete event of auditID in the captures

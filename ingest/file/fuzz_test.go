@@ -7,7 +7,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // oracleLine is one line as a plain split on newlines sees it.

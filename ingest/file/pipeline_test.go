@@ -15,7 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
 
 // recordingSink takes batches on up to inFlight goroutines at once and

@@ -12,9 +12,9 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/golden"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/internal/pubsubtest"
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
 )
 
 func readEntry(t *testing.T, name string) []byte {

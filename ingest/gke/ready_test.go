@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/kube-sunset/sunset/internal/pubsubtest"
+	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
 )
 
 // iamPolicy answers TestIamPermissions as Pub/Sub does, which pstest does

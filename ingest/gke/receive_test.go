@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/internal/auditcount"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/internal/pubsubtest"
+	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
 )
 
 // captured is the captured kube-apiserver events (and the public samples)

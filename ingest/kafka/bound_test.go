@@ -17,8 +17,8 @@ import (
 	"github.com/segmentio/kafka-go/compress"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
 
 // withBound sets the decompression bound for one test.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/internal/auditgen"
+	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
 
 // benchMessages are 1,000 messages of auditgen's mix (3% deprecated) in

@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 
-	"github.com/kube-sunset/sunset/internal/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
 
 // A failed commit is retried from the batch's first offset: the partition

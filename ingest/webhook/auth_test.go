@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/internal/ingesttest"
-	"github.com/kube-sunset/sunset/internal/testpki"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 func TestParseTokens(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // junkItems is how many items of junk junkBatch holds.

@@ -26,7 +26,7 @@ import (
 	"k8s.io/apiserver/plugin/pkg/audit/buffered"
 	realwebhook "k8s.io/apiserver/plugin/pkg/audit/webhook"
 
-	"github.com/kube-sunset/sunset/internal/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // slowServer is the real handler on a real loopback server, taking two

@@ -104,8 +104,8 @@ func TestRules(t *testing.T) {
 // `sunset report webhooks`.
 func TestWebhooksOfTheCraftedEvents(t *testing.T) {
 	c := New(Options{ValidatingConfigurations: map[string]string{"vault-validator.example.com": "vault"}})
-	c.AddFile(t, "prod", "master-0", "../../admission/testdata/crafted-events.jsonl")
-	c.AddFile(t, "prod", "master-0", "../../admission/testdata/crafted-events.jsonl") // duplicates
+	c.AddFile(t, "prod", "master-0", "../../../admission/testdata/crafted-events.jsonl")
+	c.AddFile(t, "prod", "master-0", "../../../admission/testdata/crafted-events.jsonl") // duplicates
 	webhooks, resources := c.WebhookTotals()
 	require.Equal(t, map[string]WebhookCounts{
 		"secrets.v1":                            {Requests: 1, Calls: 1, FailedOpen: 1, Slow: 1, Latency: 10200 * time.Millisecond},

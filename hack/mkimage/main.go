@@ -1,7 +1,7 @@
 // Command mkimage writes the Sunset container image as an OCI archive,
 // without a container engine: `make build` first, then
 //
-//	go run ./internal/mkimage -binary bin/sunset -output bin/sunset-image.tar \
+//	go run ./hack/mkimage -binary bin/sunset -output bin/sunset-image.tar \
 //	    -version $(VERSION) -revision $(REVISION) -arch amd64
 //
 // The archive loads with `podman load -i`, `docker load -i` or
@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kube-sunset/sunset/internal/ociimage"
+	"github.com/kube-sunset/sunset/hack/ociimage"
 )
 
 func main() {

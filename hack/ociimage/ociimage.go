@@ -125,7 +125,7 @@ func Build(opts Options) (v1.Image, error) {
 		Layer: layer,
 		History: v1.History{
 			Created:   v1.Time{Time: created},
-			CreatedBy: "internal/ociimage: sunset binary, CA certificates, nonroot user",
+			CreatedBy: "hack/ociimage: sunset binary, CA certificates, nonroot user",
 		},
 	})
 	if err != nil {
