@@ -19,8 +19,8 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
-	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/systemusers"
 )
 
 // The query benchmarks share one store, filled once per test binary: the
@@ -124,7 +124,7 @@ func measure(b *testing.B, name string, h http.Handler, path string, check func(
 // queryHandlers are the read API and /metrics (its cache off) over s, as
 // the server builds them.
 func queryHandlers(s *store.Store) (apiHandler, metrics http.Handler) {
-	classifier := noise.New(nil)
+	classifier := systemusers.New(nil)
 	mux := http.NewServeMux()
 	api.New(api.Options{Querier: s, Logger: zerolog.Nop(), IsSystem: classifier.IsSystem}).Register(mux)
 	reg := prometheus.NewRegistry()

@@ -41,8 +41,8 @@ import (
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
-	"github.com/kube-sunset/sunset/lifecycle"
 	"github.com/kube-sunset/sunset/ops"
+	"github.com/kube-sunset/sunset/runner"
 	"github.com/kube-sunset/sunset/scan"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/web"
@@ -465,7 +465,7 @@ func (a *App) probeReadiness() ops.Readiness {
 }
 
 // Run serves until ctx is done or a component fails, then stops every
-// component in the reverse order of start (see package lifecycle):
+// component in the reverse order of start (see package runner):
 //
 //  1. HTTP: not ready, new batches refused with 503 while the ones in
 //     flight finish (they wait for their commits), then the server stops;
@@ -480,7 +480,7 @@ func (a *App) probeReadiness() ops.Readiness {
 // from the first step of shutdown. Run returns the error of the component
 // that failed, joined with any that stopping met.
 func (a *App) Run(ctx context.Context) error {
-	var g lifecycle.Group
+	var g runner.Group
 	g.Add("store", func(ctx context.Context) error {
 		<-ctx.Done()
 		if err := a.parts.Close(); err != nil {

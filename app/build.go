@@ -13,8 +13,8 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
-	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/systemusers"
 )
 
 // Parts are what every command that counts or reads counts is built from,
@@ -25,7 +25,7 @@ type Parts struct {
 	Config  Config
 	Catalog *catalog.Catalog
 	Rules   *fieldrule.Set
-	System  *noise.Classifier
+	System  *systemusers.Classifier
 	Classes *admission.Classes
 	// Store is nil when PartsOptions.NoStore was set.
 	Store *store.Store
@@ -56,7 +56,7 @@ func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &Parts{Config: cfg, System: noise.New(cfg.SystemUsers), now: o.Now}
+	p := &Parts{Config: cfg, System: systemusers.New(cfg.SystemUsers), now: o.Now}
 	var err error
 	if p.Catalog, err = catalog.New(cfg.Catalog.Extra); err != nil {
 		return nil, err

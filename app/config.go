@@ -20,8 +20,8 @@ import (
 	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
-	"github.com/kube-sunset/sunset/noise"
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/systemusers"
 )
 
 // Config is everything `sunset serve` can be told. Each key is the same in
@@ -207,7 +207,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:         30 * time.Second,
 		LogLevel:                "info",
 		LogFormat:               "auto",
-		SystemUsers:             slices.Clone(noise.DefaultSystemUsers),
+		SystemUsers:             slices.Clone(systemusers.DefaultSystemUsers),
 		Metrics: MetricsConfig{Window: 24 * time.Hour, Grace: time.Hour, RemovalHorizon: 2, Refresh: 30 * time.Second,
 			MaxSeries: cardinality.DefaultMaxSeries, MaxClusters: cardinality.DefaultMaxClusters},
 

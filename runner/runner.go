@@ -1,10 +1,10 @@
-// Package lifecycle runs a server's components together: it starts them in
+// Package runner runs a server's components together: it starts them in
 // the order they were added and, once the caller's context is done or one
 // of them fails, stops them in the reverse order, each only after every
 // component added after it has returned. Adding a component after those it
 // feeds is what makes the stop order right: the HTTP server stops before
 // the aggregator it feeds, and the aggregator before the store.
-package lifecycle
+package runner
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package noise tells system traffic from the clients an administrator has
+// Package systemusers tells system traffic from the clients an administrator has
 // to fix.
 //
 // Every cluster has control-plane identities that touch deprecated APIs on
@@ -7,7 +7,7 @@
 // and namespace controller walk every served resource. Their requests are
 // counted and shown, marked as system, but they are not "in use" signals:
 // they go away with the upgrade itself.
-package noise
+package systemusers
 
 import "strings"
 
