@@ -20,7 +20,7 @@ var _ kafka.BatchIngester = (*filter)(nil)
 
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
-func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.Group, _ aggregate.Cursor) error {
+func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.OriginEvents, _ aggregate.Cursor) error {
 	var reqs []aggregate.Request
 	for _, g := range groups {
 		r, _ := f.agg.Classify(g.Origin, g.Events)

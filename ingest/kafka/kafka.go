@@ -41,8 +41,8 @@ type Ingester interface {
 	CountInvalid(source string, n int)
 }
 
-// Group is the events of one batch that share an origin.
-type Group struct {
+// OriginEvents is the events of one batch that share an origin.
+type OriginEvents struct {
 	Origin aggregate.Origin
 	Events []aggregate.Event
 }
@@ -52,7 +52,7 @@ type Group struct {
 // batch's offsets are committed to the group only after it returns nil.
 type BatchIngester interface {
 	Ingester
-	IngestBatch(ctx context.Context, groups []*Group, cursor aggregate.Cursor) error
+	IngestBatch(ctx context.Context, groups []*OriginEvents, cursor aggregate.Cursor) error
 }
 
 // PrefilterCounter is an Ingester that also tallies the events the
@@ -315,8 +315,8 @@ type partition struct {
 // hold once decoded: the events that may count, grouped by origin, and what
 // the rest were.
 type batch struct {
-	groups   []*Group
-	byOrigin map[aggregate.Origin]*Group
+	groups   []*OriginEvents
+	byOrigin map[aggregate.Origin]*OriginEvents
 	// next is the offset after the last message; lag what the broker
 	// still held after it, -1 when unknown (a skipped batch).
 	next, lag int64
@@ -409,11 +409,11 @@ func (p *partition) skip(first, next int64) *batch {
 // add appends events of origin o.
 func (b *batch) add(o aggregate.Origin, events []aggregate.Event) {
 	if b.byOrigin == nil {
-		b.byOrigin = map[aggregate.Origin]*Group{}
+		b.byOrigin = map[aggregate.Origin]*OriginEvents{}
 	}
 	g := b.byOrigin[o]
 	if g == nil {
-		g = &Group{Origin: o}
+		g = &OriginEvents{Origin: o}
 		b.byOrigin[o] = g
 		b.groups = append(b.groups, g)
 	}
@@ -451,7 +451,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	cursor := aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
 	groups := b.groups
 	if len(groups) == 0 {
-		groups = []*Group{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+		groups = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
 	}
 	if err := c.ingest(ctx, groups, cursor); err != nil {
 		return err
@@ -575,7 +575,7 @@ func (o *offsetCommitter) flush() error {
 
 // ingest hands a batch's groups to the ingester, in one call when it takes
 // whole batches.
-func (c *Consumer) ingest(ctx context.Context, groups []*Group, cursor aggregate.Cursor) error {
+func (c *Consumer) ingest(ctx context.Context, groups []*OriginEvents, cursor aggregate.Cursor) error {
 	if bi, ok := c.ingester.(BatchIngester); ok {
 		return bi.IngestBatch(ctx, groups, cursor)
 	}
