@@ -1,0 +1,479 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// maxChunk bounds how many requests share one badger transaction, far below
+// badger's transaction size limit for realistic key sizes.
+const maxChunk = 4096
+
+// Request is one audit request to count once.
+type Request struct {
+	// ID identifies the request within its cluster for deduplication.
+	// One longer than MaxIDBytes is stored as its digest.
+	ID string
+	// LegacyID is the ID a store of schema 1 marked the request with, if
+	// any: a request of an hour before the upgrade (schema.go) whose
+	// legacy mark is stored is a duplicate, so that a batch committed
+	// before the upgrade and retried after it still counts once.
+	LegacyID       string
+	Key            CountKey
+	RemovedRelease string
+	// Seen, if set, records the pod and addresses behind the request.
+	Seen *Sighting
+}
+
+// Apply counts each request whose ID has not been counted before in its
+// cluster, and reports for each request whether it was a duplicate. Marks,
+// counts and metadata of a request are committed in one transaction and
+// fsynced before Apply returns, so a nil error means everything is durable.
+// Cursors are written in the transaction of the last requests, so a cursor
+// is never ahead of the counts. Requests from an expired hour must be
+// filtered out by the caller. A request with a part of its key over its
+// bound is skipped (reported as not a duplicate; Commit tells it apart).
+// Below the disk reserve it writes nothing and returns an error that
+// matches ErrNoSpace.
+func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
+	d, err := s.commit(Batch{Requests: reqs, Cursors: cursors})
+	return d.Requests, err
+}
+
+// Batch is what one Commit writes.
+type Batch struct {
+	// Admission are admission webhook counts (see ApplyAdmission).
+	Admission []AdmissionRequest
+	// Requests count against APIs, FieldRules against field rules. Their
+	// IDs share one space of dedupe marks per cluster.
+	Requests   []Request
+	FieldRules []FieldRuleRequest
+	// Cursors are written with the last requests.
+	Cursors []Cursor
+}
+
+// Duplicates says, request by request, which requests of a Batch had been
+// counted before, and which were skipped.
+type Duplicates struct {
+	Admission, Requests, FieldRules []bool
+	// Skipped says, for the same requests, why one was left out, neither
+	// counted nor a duplicate; empty for the others. Nil when none was.
+	Skipped *Skipped
+}
+
+// Skipped says why requests of a Batch were left out, in the layout of
+// Duplicates.
+type Skipped struct {
+	Admission, Requests, FieldRules []Skip
+}
+
+// Commit is one group commit, timed and counted in the store's metrics:
+// the admission counts as ApplyAdmission commits them, then the requests
+// as Apply commits them, every request once, durable when it returns, with
+// the cursors in the last transaction, so that a cursor is never ahead of
+// either. A non-nil error means nothing may be assumed committed.
+func (s *Store) Commit(b Batch) (Duplicates, error) {
+	start := time.Now()
+	d, err := s.commit(b)
+	s.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.metrics.commitErrors.Inc()
+	}
+	return d, err
+}
+
+func (s *Store) commit(b Batch) (Duplicates, error) {
+	if s.readOnly {
+		return Duplicates{}, errors.New("store: opened read-only")
+	}
+	var out Duplicates
+	if len(b.Admission) > 0 {
+		var err error
+		var skipped []Skip
+		if out.Admission, skipped, err = s.applyAdmission(b.Admission); err != nil {
+			return Duplicates{}, err
+		}
+		if skipped != nil {
+			out.Skipped = &Skipped{Admission: skipped}
+		}
+	}
+	n := len(b.Requests) + len(b.FieldRules)
+	entries := make([]entry, 0, n)
+	// at is the index in requests, then field rules, of each entry.
+	at := make([]int, 0, n)
+	var skipped []Skip
+	add := func(i int, sub *subject, r Request) {
+		if part, length := tooLong(sub, r.Key); part != "" {
+			if skipped == nil {
+				skipped = make([]Skip, n)
+			}
+			skipped[i] = SkipTooLong
+			what := "API"
+			if sub == fieldRuleSubject {
+				what = "field rule"
+			}
+			s.logSkip(what, part, length)
+			return
+		}
+		entries = append(entries, entry{sub, r})
+		at = append(at, i)
+	}
+	for i, r := range b.Requests {
+		add(i, apiSubject, r)
+	}
+	for i, r := range b.FieldRules {
+		add(len(b.Requests)+i, fieldRuleSubject, r.request())
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	dup := make([]bool, len(entries))
+	if err := s.apply(entries, dup, b.Cursors); err != nil {
+		return Duplicates{}, err
+	}
+	all := make([]bool, n)
+	for j, i := range at {
+		all[i] = dup[j]
+	}
+	out.Requests, out.FieldRules = all[:len(b.Requests)], all[len(b.Requests):]
+	if skipped != nil {
+		if out.Skipped == nil {
+			out.Skipped = &Skipped{}
+		}
+		out.Skipped.Requests, out.Skipped.FieldRules = skipped[:len(b.Requests)], skipped[len(b.Requests):]
+	}
+	return out, nil
+}
+
+// entry is one request to count against its subject. For a field rule,
+// Key.API holds the rule's name.
+type entry struct {
+	sub *subject
+	Request
+}
+
+// apply commits entries in chunks and cursors with the last; the caller
+// holds applyMu.
+func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor) error {
+	if len(entries) == 0 && len(cursors) > 0 {
+		if err := s.guardSpace(); err != nil {
+			return err
+		}
+		return s.spaceError(s.applyChunk(nil, nil, cursors))
+	}
+	return inChunks(len(entries), func(lo, hi int) error {
+		var last []Cursor
+		if hi == len(entries) {
+			last = cursors
+		}
+		// Each chunk is its own transaction: check before each, so that
+		// no badger write starts below the reserve.
+		if err := s.guardSpace(); err != nil {
+			return err
+		}
+		return s.spaceError(s.applyChunk(entries[lo:hi], dup[lo:hi], last))
+	})
+}
+
+// inChunks calls apply on consecutive ranges of n items, each in its own
+// transaction: at most maxChunk, halved while badger finds the transaction
+// too big.
+func inChunks(n int, apply func(lo, hi int) error) error {
+	return chunked(n, maxChunk, apply)
+}
+
+// chunked is inChunks with chunks of at most limit items.
+func chunked(n, limit int, apply func(lo, hi int) error) error {
+	for start := 0; start < n; {
+		size := min(limit, n-start)
+		for {
+			err := apply(start, start+size)
+			if errors.Is(err, badger.ErrTxnTooBig) && size > 1 {
+				size /= 2
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			break
+		}
+		start += size
+	}
+	return nil
+}
+
+// hasMark reports whether the mark mk is stored; a nil mk is not.
+func hasMark(txn *badger.Txn, mk []byte) (bool, error) {
+	if mk == nil {
+		return false, nil
+	}
+	_, err := txn.Get(mk)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("store: reading dedupe mark: %w", err)
+}
+
+// isDuplicate reports whether the dedupe mark mk is already in the batch
+// (seen) or in the store, and adds it to seen otherwise.
+func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, error) {
+	if _, ok := seen[string(mk)]; ok {
+		return true, nil
+	}
+	_, err := txn.Get(mk)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return false, fmt.Errorf("store: reading dedupe mark: %w", err)
+	}
+	seen[string(mk)] = struct{}{}
+	return false, nil
+}
+
+// applyChunk counts entries and writes cursors in one transaction, and
+// sets dup for the entries counted before.
+func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+
+	w := &chunkWrite{txn: txn, deltas: map[string]uint64{}, expiry: map[string]uint64{}, meta: map[string]APIInfo{}}
+	w.cc = newClientCap(s)
+	defer w.cc.close()
+	s.topology.prune(s)
+	w.tc = newTopologyCap(s.topology)
+	if err := s.markNew(w, entries, dup); err != nil {
+		return err
+	}
+	if err := w.writeCounts(); err != nil {
+		return err
+	}
+	if err := s.writeMeta(txn, w.meta); err != nil {
+		return err
+	}
+	if w.capped != nil {
+		entries = w.capped
+	}
+	if err := s.applySightings(txn, entries, dup); err != nil {
+		return err
+	}
+	if err := writeCursors(txn, cursors); err != nil {
+		return err
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: committing: %w", err)
+	}
+	s.publishChunk(w)
+	return nil
+}
+
+// chunkWrite is what the steps of applyChunk share.
+type chunkWrite struct {
+	txn *badger.Txn
+	cc  *clientCap
+	tc  *topologyCap
+	// deltas are what the chunk adds to each count, by count key; order
+	// holds the count keys as first met, so that the counts are written
+	// in the same order every time.
+	deltas map[string]uint64
+	order  []string
+	expiry map[string]uint64
+	// meta are the metadata records the chunk changes, by metadata key.
+	meta   map[string]APIInfo
+	capped []entry // entries with capped keys, copied once one changes
+}
+
+// markNew sets dup for the entries counted before and, for each other
+// one, caps its key, writes its dedupe mark and tallies what it adds to
+// its count and metadata.
+func (s *Store) markNew(w *chunkWrite, entries []entry, dup []bool) error {
+	seen := map[string]struct{}{}
+	for i, e := range entries {
+		mk := encodeMarkKey(prefixMark, e.Key.Cluster, e.ID)
+		d, err := s.counted(w.txn, mk, e, seen)
+		if err != nil {
+			return err
+		}
+		if dup[i] = d; d {
+			continue
+		}
+		if e, err = w.capKey(entries, i, e); err != nil {
+			return err
+		}
+		exp := s.expiresAt(e.Key.Hour)
+		if err := setEntry(w.txn, expiringEntry(mk, nil, exp)); err != nil {
+			return err
+		}
+		ck := string(e.sub.countKey(e.Key))
+		if _, ok := w.deltas[ck]; !ok {
+			w.order = append(w.order, ck)
+		}
+		w.deltas[ck]++
+		w.expiry[ck] = exp
+		s.noteMeta(w.meta, e)
+	}
+	return nil
+}
+
+// counted reports whether e, whose dedupe mark is mk, was counted before:
+// earlier in the batch (seen), or by the store under its mark or under
+// the legacy mark an older version may have written.
+func (s *Store) counted(txn *badger.Txn, mk []byte, e entry, seen map[string]struct{}) (bool, error) {
+	d, err := isDuplicate(txn, mk, seen)
+	if err != nil || d {
+		return d, err
+	}
+	return hasMark(txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour))
+}
+
+// capKey returns entries[i], which is e, with its key as the caps count it.
+func (w *chunkWrite) capKey(entries []entry, i int, e entry) (entry, error) {
+	k, err := w.cc.key(e.sub, w.tc.key(e.Key))
+	if err != nil {
+		return e, err
+	}
+	if k == e.Key {
+		return e, nil
+	}
+	// The caller's requests stay as they were. A folded request
+	// keeps no sighting: the workload of "other" means nothing.
+	if w.capped == nil {
+		w.capped = slices.Clone(entries)
+	}
+	w.capped[i].Key = k
+	if k.Username != e.Key.Username || k.UserAgent != e.Key.UserAgent {
+		w.capped[i].Seen = nil
+	}
+	return w.capped[i], nil
+}
+
+// writeCounts adds the tallied deltas to the stored counts.
+func (w *chunkWrite) writeCounts() error {
+	for _, ck := range w.order {
+		key := []byte(ck)
+		var current uint64
+		item, err := w.txn.Get(key)
+		switch {
+		case err == nil:
+			if current, err = countValue(item); err != nil {
+				return err
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return fmt.Errorf("store: reading count: %w", err)
+		}
+		val := binary.BigEndian.AppendUint64(nil, current+w.deltas[ck])
+		if err := setEntry(w.txn, expiringEntry(key, val, w.expiry[ck])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMeta writes the metadata records in updates, by metadata key.
+func (s *Store) writeMeta(txn *badger.Txn, updates map[string]APIInfo) error {
+	for mk, info := range updates {
+		val, err := json.Marshal(info)
+		if err != nil {
+			return err
+		}
+		if err := setEntry(txn, expiringEntry([]byte(mk), val, s.expiresAt(info.LastHour))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCursors writes cursors, which never expire.
+func writeCursors(txn *badger.Txn, cursors []Cursor) error {
+	for _, c := range cursors {
+		if err := setEntry(txn, badger.NewEntry(encodeCursorKey(c.Name), c.Value)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishChunk hands what a committed chunk added (clients, metadata,
+// apiservers, folds) to the caches; only after the commit, so that they
+// never hold what a failed one wrote.
+func (s *Store) publishChunk(w *chunkWrite) {
+	w.cc.publish()
+	s.metaMu.Lock()
+	for mk, info := range w.meta {
+		s.meta[mk] = info
+	}
+	s.metaMu.Unlock()
+	for _, info := range w.meta {
+		for node, last := range info.Nodes {
+			s.topology.note(info.Cluster, node, last)
+		}
+	}
+	s.publishFolds(w.tc)
+}
+
+// countValue reads the value of a count record.
+func countValue(item *badger.Item) (uint64, error) {
+	var n uint64
+	err := item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("store: count value of %d bytes", len(v))
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, err
+}
+
+// noteMeta records in updates how e changes its subject's metadata, if at
+// all.
+func (s *Store) noteMeta(updates map[string]APIInfo, e entry) {
+	r := e.Request
+	mk := string(e.sub.metaKey(r.Key.Cluster, r.Key.API))
+	info, ok := updates[mk]
+	if !ok {
+		s.metaMu.RLock()
+		info, ok = s.meta[mk]
+		s.metaMu.RUnlock()
+		if !ok {
+			info = APIInfo{Cluster: r.Key.Cluster, API: r.Key.API, FirstHour: r.Key.Hour, LastHour: r.Key.Hour}
+		}
+	}
+	changed := !ok
+	if rel := s.merge.RemovedRelease(info.RemovedRelease, info.LastHour, r.RemovedRelease, r.Key.Hour); rel != info.RemovedRelease {
+		info.RemovedRelease, changed = rel, true
+	}
+	if r.Key.Hour.After(info.LastHour) {
+		info.LastHour, changed = r.Key.Hour, true
+	}
+	if r.Key.Hour.Before(info.FirstHour) {
+		info.FirstHour, changed = r.Key.Hour, true
+	}
+	if last, ok := info.Nodes[r.Key.Node]; !ok || r.Key.Hour.After(last) {
+		// The map is shared with s.meta until the commit publishes the
+		// update: write to a copy.
+		nodes := maps.Clone(info.Nodes)
+		if nodes == nil {
+			nodes = map[string]time.Time{}
+		}
+		nodes[r.Key.Node] = r.Key.Hour
+		info.Nodes, changed = nodes, true
+	}
+	if changed {
+		updates[mk] = info
+	}
+}
+
+func expiringEntry(key, val []byte, expiresAt uint64) *badger.Entry {
+	e := badger.NewEntry(key, val)
+	e.ExpiresAt = expiresAt
+	return e
+}
