@@ -1,0 +1,113 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+func (c *Consumer) consumePartition(ctx context.Context, oc *offsetCommitter, topic string, pa kafkago.PartitionAssignment) {
+	log := c.log.With().Str("topic", topic).Int("partition", pa.ID).Logger()
+	start, err := c.startOffset(topic, pa)
+	if err != nil {
+		log.Error().Err(err).Msg("reading the stored offset; the partition is not consumed in this generation")
+		return
+	}
+	r := NewPartitionReader(c.cfg, c.dialer, topic, pa.ID, log)
+	defer func() { _ = r.Close() }()
+	if err := r.SetOffset(start); err != nil {
+		log.Error().Err(err).Int64("offset", start).Msg("seeking")
+		return
+	}
+	log.Debug().Int64("offset", start).Msg("consuming partition")
+	if start > pa.Offset {
+		// Killed after its own commit and before the group's: the group
+		// learns the position now, not only when more messages come.
+		oc.note(topic, pa.ID, start)
+	}
+	p := &partition{c: c, offsets: oc, topic: topic, id: pa.ID, label: strconv.Itoa(pa.ID), cursor: c.cursorName(topic, pa.ID)}
+	runPartition(ctx, r, c.cfg, log, stages[batch]{prepare: p.prepare, merge: mergeBatches, commit: p.commit, skip: p.skip, depth: commitQueueDepth})
+	// The group learns where this member stopped before the partition
+	// can go to another one.
+	_ = oc.flush()
+}
+
+// commitQueueDepth is how many decoded batches of a partition may wait for
+// their commit before fetching waits too. A decoded batch holds only the
+// events that may count, so this is cheap.
+const commitQueueDepth = 32
+
+// partition is one partition being consumed in a generation.
+type partition struct {
+	c                    *Consumer
+	offsets              *offsetCommitter
+	topic, label, cursor string
+	id                   int
+}
+
+// commit counts a batch and commits its end position with the counts,
+// then tells the group. What the batch's messages were is told (metrics,
+// poison samples) once it is committed, so a batch read again after a
+// failed commit is not told twice.
+func (p *partition) commit(ctx context.Context, b *batch) error {
+	c := p.c
+	start := time.Now()
+	cursor := aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
+	groups := b.groups
+	if len(groups) == 0 {
+		groups = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+	}
+	if err := c.ingest(ctx, groups, cursor); err != nil {
+		return err
+	}
+	if b.invalid > 0 {
+		c.ingester.CountInvalid(Source, b.invalid)
+	}
+	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (aggregate.Prefiltered{}) {
+		pc.CountPrefiltered(Source, b.skipped)
+		for _, h := range b.heard {
+			pc.HeardReads(h.cluster, h.read)
+		}
+	}
+	if b.ok > 0 {
+		c.metrics.messages.WithLabelValues(p.topic, "ok").Add(float64(b.ok))
+	}
+	for _, ps := range b.poison {
+		c.recordPoison(ps)
+	}
+	c.age.Saw(b.newest, p.topic)
+	p.offsets.note(p.topic, p.id, b.next)
+	c.metrics.commitDuration.Observe(time.Since(start).Seconds())
+	if b.lag >= 0 {
+		c.metrics.lag.WithLabelValues(p.topic, p.label).Set(float64(b.lag))
+	}
+	// Once counts, metrics and the position are all told: a test waits
+	// for this line rather than asking again and again.
+	c.log.Debug().Str("topic", p.topic).Int("partition", p.id).Int64("next", b.next).Msg("batch committed")
+	return nil
+}
+
+// ingest hands a batch's groups to the ingester, in one call when it takes
+// whole batches.
+func (c *Consumer) ingest(ctx context.Context, groups []*OriginEvents, cursor aggregate.Cursor) error {
+	if bi, ok := c.ingester.(BatchIngester); ok {
+		return bi.IngestBatch(ctx, groups, cursor)
+	}
+	// The position goes with the last group: earlier groups committed
+	// without it are recognised as duplicates if the batch is re-read.
+	for i, g := range groups {
+		var cursors []aggregate.Cursor
+		if i == len(groups)-1 {
+			cursors = []aggregate.Cursor{cursor}
+		}
+		if _, err := c.ingester.IngestAt(ctx, g.Origin, g.Events, cursors...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
