@@ -1,11 +1,8 @@
 package test
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,45 +18,6 @@ import (
 
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
-
-// sunsetBin is the binary under test; loadgenBin sends it audit events
-// through kube-apiserver's webhook client. Neither has the race detector,
-// whatever the tests run with.
-var sunsetBin, loadgenBin string
-
-func TestMain(m *testing.M) {
-	if os.Getenv(inNetns) != "" {
-		// The copy of TestQuickStart in its own network namespace runs
-		// make demo, which builds its own binary.
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "sunset-bin")
-	if err != nil {
-		panic(err)
-	}
-	sunsetBin, loadgenBin = filepath.Join(dir, "sunset"), filepath.Join(dir, "loadgen")
-	for bin, pkg := range map[string]string{sunsetBin: "../cmd/sunset", loadgenBin: "./loadgen"} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			panic("building " + pkg + ": " + err.Error())
-		}
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// process is a running `sunset serve`.
-type process struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *lockedBuffer
-	exited chan error
-	logged *messageLog
-	// logDone is closed once every line the process wrote is read.
-	logDone chan struct{}
-}
 
 // messageLog records the messages of the process's JSON log lines, so that a
 // test waits on what the server says it did rather than on time.
@@ -85,165 +43,6 @@ func (m *messageLog) add(msg string) {
 	}
 	close(m.changed)
 	m.changed = make(chan struct{})
-}
-
-// waitLogged waits until the process logs msg, failing if it exits first.
-func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
-	t.Helper()
-	p.waitCount(t, msg, 1, within)
-}
-
-// waitCount waits until the process has logged msg n times, failing if it
-// exits first. It checks at every line, so that a crash test can kill the
-// process while the commit it saw start is still running.
-func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
-	t.Helper()
-	require.NoError(t, p.await(within, 0, func() bool {
-		p.logged.mu.Lock()
-		defer p.logged.mu.Unlock()
-		return p.logged.count[msg] >= n
-	}), "waiting for %q %d times", msg, n)
-}
-
-// await returns once cond holds, checking it again after the process logs
-// a line; with --log-level debug that includes "commit finished" after
-// each commit. Checks are at least gap apart: a burst of lines then makes
-// one check, not one each, so that a heavy check does not load the very
-// process it waits on. It returns an error, with what the process logged,
-// if the process exits first or within passes.
-func (p *process) await(within, gap time.Duration, cond func() bool) error {
-	timeout := time.After(within)
-	for {
-		p.logged.mu.Lock()
-		changed := p.logged.changed
-		p.logged.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		pause := time.After(gap)
-		select {
-		case <-changed:
-		case err := <-p.exited:
-			return fmt.Errorf("sunset exited (%w):\n%s", err, p.stderr)
-		case <-timeout:
-			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
-		}
-		select {
-		case <-pause:
-		case <-timeout:
-			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
-		}
-	}
-}
-
-// lockedBuffer collects the process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startBinary runs sunset serve on dataDir and a random loopback port, and
-// waits until it is ready.
-func startBinary(t *testing.T, dataDir string, args ...string) *process {
-	t.Helper()
-	return startBinaryEnv(t, nil, dataDir, args...)
-}
-
-// startBinaryEnv is startBinary with env added to the environment.
-func startBinaryEnv(t *testing.T, env []string, dataDir string, args ...string) *process {
-	t.Helper()
-	cmd := exec.Command(sunsetBin, append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog(), logDone: make(chan struct{})}
-	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
-	listen := make(chan string, 1)
-	go func() {
-		defer close(p.logDone)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.stderr.Write(append(sc.Bytes(), '\n'))
-			var line struct{ Message, Listen string }
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
-				continue
-			}
-			p.logged.add(line.Message)
-			if line.Message == "sunset is serving" {
-				listen <- line.Listen
-			}
-		}
-	}()
-	select {
-	case addr := <-listen:
-		p.url = "http://" + addr
-	case err := <-p.exited:
-		<-p.logDone
-		t.Fatalf("sunset exited before serving: %v\n%s", err, p.stderr)
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("sunset did not start within 30s:\n%s", p.stderr)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-	})
-	return p
-}
-
-// batch is 100 deprecated requests to an API of its own, so that after a
-// crash each batch's API shows whether the batch was committed.
-func batch(i int, now time.Time) []byte {
-	var items []string
-	for j := 0; j < 100; j++ {
-		items = append(items, fmt.Sprintf(`{"level":"Metadata","auditID":"b%d-%d","stage":"ResponseComplete","verb":"get","user":{"username":"u%d"},"userAgent":"crash/1.0","objectRef":{"resource":"widgets","apiGroup":"g%d.example","apiVersion":"v1beta1"},"requestReceivedTimestamp":%q,"annotations":{"k8s.io/deprecated":"true"}}`,
-			i, j, j%3, i, now.Format(time.RFC3339Nano)))
-	}
-	return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items, ",") + `]}`)
-}
-
-// counts maps API name to requestCount as served now.
-func counts(t *testing.T, url string) map[string]int64 {
-	t.Helper()
-	resp, err := http.Get(url + "/apis/sunset.dev/v1/apirequestcounts")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var list struct {
-		Items []struct {
-			Metadata struct{ Name string }
-			Status   struct{ RequestCount int64 }
-		}
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
-	out := map[string]int64{}
-	for _, it := range list.Items {
-		out[it.Metadata.Name] = it.Status.RequestCount
-	}
-	return out
-}
-
-func post(url string, body []byte) (int, error) {
-	resp, err := http.Post(url+"/audit/webhook/node-1", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
 }
 
 func apiName(i int) string { return fmt.Sprintf("widgets.v1beta1.g%d.example", i) }
@@ -522,29 +321,4 @@ func TestServeFollowsAuditLogAcrossKill(t *testing.T) {
 	require.NoError(t, p.await(20*time.Second, 0, func() bool { return fileEvents() >= 250 }))
 	require.Equal(t, 250, int(fileEvents()), "the restart read the new lines only")
 	require.Equal(t, int64(1750), counts(t, p.url)["cronjobs.v1beta1.batch"], "nothing counted twice after the restart")
-}
-
-type apiObject struct {
-	Status struct {
-		RequestCount int64
-		Window       struct {
-			ByUser []struct {
-				UserName     string `json:"username"`
-				RequestCount int64
-			}
-		}
-	}
-}
-
-func httpGetJSON(url string) (apiObject, error) {
-	var obj apiObject
-	resp, err := http.Get(url)
-	if err != nil {
-		return obj, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return obj, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return obj, json.NewDecoder(resp.Body).Decode(&obj)
 }

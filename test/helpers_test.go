@@ -1,0 +1,427 @@
+// The harness every test of this package shares: the binaries built once
+// by TestMain, a running sunset process and what it logs, webhook batches
+// and the counts read back, and the deploy files rendered by kustomize.
+
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// rendered is one kustomization's output.
+type rendered struct {
+	dir  string
+	raw  []map[string]any
+	sts  appsv1.StatefulSet
+	cm   corev1.ConfigMap
+	svc  corev1.Service
+	np   networkingv1.NetworkPolicy
+	sa   corev1.ServiceAccount
+	ns   corev1.Namespace
+	smon serviceMonitor
+}
+
+type serviceMonitor struct {
+	Spec struct {
+		Selector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"selector"`
+		Endpoints []struct {
+			Port            string `json:"port"`
+			Path            string `json:"path"`
+			Scheme          string `json:"scheme"`
+			BearerTokenFile string `json:"bearerTokenFile"`
+			TLSConfig       *struct {
+				ServerName string `json:"serverName"`
+				CA         struct {
+					Secret *corev1.SecretKeySelector `json:"secret"`
+				} `json:"ca"`
+			} `json:"tlsConfig"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+func kubectl(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is not on PATH: the kustomize tests render deploy/kubernetes with `kubectl kustomize` (install kubectl)")
+	}
+	return p
+}
+
+// kustomizations finds every kustomization.yaml under deploy/, as paths
+// relative to deploy/.
+func kustomizations(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	require.NoError(t, filepath.WalkDir("../deploy", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "kustomization.yaml" {
+			rel, _ := filepath.Rel("../deploy", filepath.Dir(path))
+			dirs = append(dirs, filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	sort.Strings(dirs)
+	return dirs
+}
+
+// render runs `kubectl kustomize` on deploy/<dir> and decodes every object,
+// strictly: a field Kubernetes does not know fails the test.
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	return decodeRendered(t, dir, kustomize(t, filepath.Join("../deploy", dir)))
+}
+
+// kustomize runs `kubectl kustomize` on path.
+func kustomize(t *testing.T, path string) []byte {
+	t.Helper()
+	out, err := exec.Command(kubectl(t), "kustomize", path).CombinedOutput()
+	require.NoError(t, err, "kubectl kustomize %s:\n%s", path, out)
+	return out
+}
+
+// decodeRendered decodes a stream of YAML documents (kustomize's or
+// Helm's output), strictly for the kinds the tests read.
+func decodeRendered(t *testing.T, dir string, out []byte) *rendered {
+	t.Helper()
+	r := &rendered{dir: dir}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var obj map[string]any
+		require.NoError(t, yaml.Unmarshal(doc, &obj))
+		r.raw = append(r.raw, obj)
+		kind, _ := obj["kind"].(string)
+		strict := map[string]any{
+			"StatefulSet": &r.sts, "ConfigMap": &r.cm, "Service": &r.svc,
+			"NetworkPolicy": &r.np, "ServiceAccount": &r.sa, "Namespace": &r.ns,
+		}
+		into := strict[kind]
+		if kind == "ServiceMonitor" {
+			// serviceMonitor holds only the fields the tests read: not strict.
+			require.NoError(t, yaml.Unmarshal(doc, &r.smon))
+		}
+		if into != nil {
+			require.NoError(t, yaml.UnmarshalStrict(doc, into), "%s: %s", dir, kind)
+		}
+	}
+	return r
+}
+
+// serveFlags are the flags `sunset serve --help` of the built binary lists.
+func serveFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	out, err := exec.Command(sunsetBin, "serve", "--help").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+		flags[m[1]] = true
+	}
+	require.True(t, flags["listen"] && flags["data-dir"] && flags["config"], "parsed %v from:\n%s", flags, out)
+	return flags
+}
+
+// requireRealFlags checks that every --flag is one `sunset serve` has, given
+// as --name=value, and returns the values by name.
+func requireRealFlags(t *testing.T, flags map[string]bool, args []string) map[string]string {
+	t.Helper()
+	values := map[string]string{}
+	for _, a := range args {
+		require.True(t, strings.HasPrefix(a, "--"), "argument %q is not a flag", a)
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		require.True(t, ok, "flag %q: write --name=value", a)
+		require.True(t, flags[name], "--%s is not a flag of `sunset serve`", name)
+		require.NotContains(t, values, name, "--%s given twice", name)
+		values[name] = value
+	}
+	return values
+}
+
+func listenPort(t *testing.T, listen string) int32 {
+	t.Helper()
+	_, port, err := net.SplitHostPort(listen)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return int32(n)
+}
+
+// containerPort resolves a probe or Service port, by name or number.
+func containerPort(t *testing.T, c corev1.Container, p intstr.IntOrString) corev1.ContainerPort {
+	t.Helper()
+	for _, cp := range c.Ports {
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return cp
+		}
+	}
+	t.Fatalf("port %s is not a port of container %s", p.String(), c.Name)
+	return corev1.ContainerPort{}
+}
+
+// sunsetConfig is the config file the ConfigMap carries.
+func sunsetConfig(t *testing.T, r *rendered) map[string]any {
+	t.Helper()
+	require.Contains(t, r.cm.Data, "config.yaml")
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.cm.Data["config.yaml"]), &cfg))
+	return cfg
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// sunsetBin is the binary under test; loadgenBin sends it audit events
+// through kube-apiserver's webhook client. Neither has the race detector,
+// whatever the tests run with.
+var sunsetBin, loadgenBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(inNetns) != "" {
+		// The copy of TestQuickStart in its own network namespace runs
+		// make demo, which builds its own binary.
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "sunset-bin")
+	if err != nil {
+		panic(err)
+	}
+	sunsetBin, loadgenBin = filepath.Join(dir, "sunset"), filepath.Join(dir, "loadgen")
+	for bin, pkg := range map[string]string{sunsetBin: "../cmd/sunset", loadgenBin: "./loadgen"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			panic("building " + pkg + ": " + err.Error())
+		}
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is a running `sunset serve`.
+type process struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *lockedBuffer
+	exited chan error
+	logged *messageLog
+	// logDone is closed once every line the process wrote is read.
+	logDone chan struct{}
+}
+
+// waitLogged waits until the process logs msg, failing if it exits first.
+func (p *process) waitLogged(t *testing.T, msg string, within time.Duration) {
+	t.Helper()
+	p.waitCount(t, msg, 1, within)
+}
+
+// waitCount waits until the process has logged msg n times, failing if it
+// exits first. It checks at every line, so that a crash test can kill the
+// process while the commit it saw start is still running.
+func (p *process) waitCount(t *testing.T, msg string, n int, within time.Duration) {
+	t.Helper()
+	require.NoError(t, p.await(within, 0, func() bool {
+		p.logged.mu.Lock()
+		defer p.logged.mu.Unlock()
+		return p.logged.count[msg] >= n
+	}), "waiting for %q %d times", msg, n)
+}
+
+// await returns once cond holds, checking it again after the process logs
+// a line; with --log-level debug that includes "commit finished" after
+// each commit. Checks are at least gap apart: a burst of lines then makes
+// one check, not one each, so that a heavy check does not load the very
+// process it waits on. It returns an error, with what the process logged,
+// if the process exits first or within passes.
+func (p *process) await(within, gap time.Duration, cond func() bool) error {
+	timeout := time.After(within)
+	for {
+		p.logged.mu.Lock()
+		changed := p.logged.changed
+		p.logged.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		pause := time.After(gap)
+		select {
+		case <-changed:
+		case err := <-p.exited:
+			return fmt.Errorf("sunset exited (%w):\n%s", err, p.stderr)
+		case <-timeout:
+			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
+		}
+		select {
+		case <-pause:
+		case <-timeout:
+			return fmt.Errorf("not within %s:\n%s", within, p.stderr)
+		}
+	}
+}
+
+// lockedBuffer collects the process's stderr while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startBinary runs sunset serve on dataDir and a random loopback port, and
+// waits until it is ready.
+func startBinary(t *testing.T, dataDir string, args ...string) *process {
+	t.Helper()
+	return startBinaryEnv(t, nil, dataDir, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the environment.
+func startBinaryEnv(t *testing.T, env []string, dataDir string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(sunsetBin, append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog(), logDone: make(chan struct{})}
+	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
+	listen := make(chan string, 1)
+	go func() {
+		defer close(p.logDone)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.stderr.Write(append(sc.Bytes(), '\n'))
+			var line struct{ Message, Listen string }
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			p.logged.add(line.Message)
+			if line.Message == "sunset is serving" {
+				listen <- line.Listen
+			}
+		}
+	}()
+	select {
+	case addr := <-listen:
+		p.url = "http://" + addr
+	case err := <-p.exited:
+		<-p.logDone
+		t.Fatalf("sunset exited before serving: %v\n%s", err, p.stderr)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("sunset did not start within 30s:\n%s", p.stderr)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	return p
+}
+
+// batch is 100 deprecated requests to an API of its own, so that after a
+// crash each batch's API shows whether the batch was committed.
+func batch(i int, now time.Time) []byte {
+	var items []string
+	for j := 0; j < 100; j++ {
+		items = append(items, fmt.Sprintf(`{"level":"Metadata","auditID":"b%d-%d","stage":"ResponseComplete","verb":"get","user":{"username":"u%d"},"userAgent":"crash/1.0","objectRef":{"resource":"widgets","apiGroup":"g%d.example","apiVersion":"v1beta1"},"requestReceivedTimestamp":%q,"annotations":{"k8s.io/deprecated":"true"}}`,
+			i, j, j%3, i, now.Format(time.RFC3339Nano)))
+	}
+	return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items, ",") + `]}`)
+}
+
+// counts maps API name to requestCount as served now.
+func counts(t *testing.T, url string) map[string]int64 {
+	t.Helper()
+	resp, err := http.Get(url + "/apis/sunset.dev/v1/apirequestcounts")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var list struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct{ RequestCount int64 }
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	out := map[string]int64{}
+	for _, it := range list.Items {
+		out[it.Metadata.Name] = it.Status.RequestCount
+	}
+	return out
+}
+
+func post(url string, body []byte) (int, error) {
+	resp, err := http.Post(url+"/audit/webhook/node-1", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+type apiObject struct {
+	Status struct {
+		RequestCount int64
+		Window       struct {
+			ByUser []struct {
+				UserName     string `json:"username"`
+				RequestCount int64
+			}
+		}
+	}
+}
+
+func httpGetJSON(url string) (apiObject, error) {
+	var obj apiObject
+	resp, err := http.Get(url)
+	if err != nil {
+		return obj, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return obj, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return obj, json.NewDecoder(resp.Body).Decode(&obj)
+}
