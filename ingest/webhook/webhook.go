@@ -271,52 +271,40 @@ type ItemError struct {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w}
-	h.handle(rec, r)
+	if err := h.handle(rec, r); err != nil {
+		h.writeError(rec, err)
+	}
 	h.metrics.observe(rec.code, time.Since(start))
 }
 
-func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
+// handle answers a batch with 200, or returns the error to answer with.
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		httpjson.Error(w, http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, "the audit webhook accepts only POST")
-		return
+		return fail(http.StatusMethodNotAllowed, httpjson.ReasonMethodNotAllowed, "the audit webhook accepts only POST").
+			with("Allow", http.MethodPost)
 	}
 	cred, msg := h.authenticate(r)
 	if msg != "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sunset"`)
-		httpjson.Error(w, http.StatusUnauthorized, httpjson.ReasonUnauthorized, msg)
-		return
+		return fail(http.StatusUnauthorized, httpjson.ReasonUnauthorized, msg).with("WWW-Authenticate", `Bearer realm="sunset"`)
 	}
 	dryRun, err := dryRunParam(r)
 	if err != nil {
-		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
-		return
+		return err
 	}
-	origin, denied, err := h.origin(r, cred)
-	if denied != "" {
-		h.metrics.forbidden.Inc()
-		h.log.Warn().Str("cluster", origin.Cluster).Str("node", origin.Node).Str("remote", r.RemoteAddr).
-			Msg("webhook credentials of another apiserver; answered 403")
-		httpjson.Error(w, http.StatusForbidden, httpjson.ReasonForbidden, denied)
-		return
-	}
+	origin, err := h.origin(r, cred)
 	if err != nil {
-		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, err.Error())
-		return
+		return err
 	}
-	if msg := checkContentType(r.Header.Get("Content-Type")); msg != "" {
-		httpjson.Error(w, http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia, msg)
-		return
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
 	}
 	if r.ContentLength > h.maxBody {
-		bodyError(w, http.StatusRequestEntityTooLarge, tooLarge(h.maxBody))
-		return
+		return h.tooLarge()
 	}
 	// No slot is held while the body has not started (pace.go).
 	raw, err := h.awaitBody(w, r)
 	if err != nil {
-		h.readFailed(w, err)
-		return
+		return h.readFailed(err)
 	}
 	select {
 	case h.slots <- struct{}{}:
@@ -326,20 +314,16 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		h.metrics.overloaded.Inc()
-		w.Header().Set("Retry-After", "1")
-		httpjson.Error(w, http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
-			fmt.Sprintf("sunset is handling %d batches already; retry after 1s", cap(h.slots)))
-		return
+		return fail(http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
+			fmt.Sprintf("sunset is handling %d batches already; retry after 1s", cap(h.slots))).with("Retry-After", "1")
 	}
 	if !h.start() {
-		shuttingDown(w)
-		return
+		return errShuttingDown
 	}
 	defer h.inFlight.Done()
-	body, code, msg := h.openBody(w, r, h.pace(w, raw))
-	if code != 0 {
-		bodyError(w, code, msg)
-		return
+	body, err := h.openBody(w, r, h.pace(w, raw))
+	if err != nil {
+		return err
 	}
 	keep, prefilter := h.keep, h.prefilter
 	if dryRun {
@@ -352,11 +336,9 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		var de *auditjson.Error
 		if errors.As(err, &de) {
 			h.ingester.CountDecodeError(Source, string(de.Reason), 1)
-			httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
-			return
+			return fail(http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
 		}
-		h.readFailed(w, err)
-		return
+		return h.readFailed(err)
 	}
 	// Malformed items are counted by reason; only the first few are
 	// described (auditjson keeps no more).
@@ -368,8 +350,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 		resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
 	}
 	if dryRun {
-		h.plan(w, origin, events, resp)
-		return
+		return h.plan(w, origin, events, resp)
 	}
 	if bad.Count > 0 {
 		h.ingester.CountInvalid(Source, bad.Count)
@@ -385,24 +366,66 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	sum, err := h.ingester.Ingest(ctx, origin, events)
 	if err != nil {
-		if errors.Is(err, aggregate.ErrStopped) {
-			shuttingDown(w)
-			return
-		}
-		if errors.Is(err, aggregate.ErrNoSpace) {
-			// Nothing was written; the apiserver retries the batch.
-			w.Header().Set("Retry-After", "10")
-			httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable,
-				"sunset's data directory is short of disk space; nothing of the batch was stored, retry later")
-			return
-		}
-		h.log.Error().Err(err).Str("cluster", origin.Cluster).Str("node", origin.Node).Msg("batch not committed")
-		httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "the batch could not be stored; the sender should retry: "+err.Error())
-		return
+		return h.ingestFailed(origin, err)
 	}
 	sum.AddPrefiltered(skipped)
 	resp.Summary = sum
 	httpjson.Write(w, http.StatusOK, resp)
+	return nil
+}
+
+// ingestFailed is the answer to a batch the aggregator did not commit.
+func (h *Handler) ingestFailed(origin aggregate.Origin, err error) error {
+	switch {
+	case errors.Is(err, aggregate.ErrStopped):
+		return errShuttingDown
+	case errors.Is(err, aggregate.ErrNoSpace):
+		// Nothing was written; the apiserver retries the batch.
+		return fail(http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable,
+			"sunset's data directory is short of disk space; nothing of the batch was stored, retry later").with("Retry-After", "10")
+	}
+	h.log.Error().Err(err).Str("cluster", origin.Cluster).Str("node", origin.Node).Msg("batch not committed")
+	return fail(http.StatusInternalServerError, httpjson.ReasonInternalError, "the batch could not be stored; the sender should retry: "+err.Error())
+}
+
+// statusError is why a request is refused: the status it is answered
+// with, and the header that tells the sender what to do (Retry-After,
+// Allow, WWW-Authenticate), if any.
+type statusError struct {
+	code    int
+	reason  httpjson.Reason
+	message string
+	header  [2]string
+}
+
+func (e *statusError) Error() string { return e.message }
+
+// fail is a refusal with the given status.
+func fail(code int, reason httpjson.Reason, message string) *statusError {
+	return &statusError{code: code, reason: reason, message: message}
+}
+
+// with adds the header name: value to the answer.
+func (e *statusError) with(name, value string) *statusError {
+	e.header = [2]string{name, value}
+	return e
+}
+
+// errShuttingDown answers a batch that arrives while Sunset stops.
+var errShuttingDown = fail(http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable, "sunset is shutting down; retry later").
+	with("Retry-After", "10")
+
+// writeError answers err, a *statusError; anything else is a 500, which
+// handle never returns on purpose.
+func (h *Handler) writeError(w http.ResponseWriter, err error) {
+	var se *statusError
+	if !errors.As(err, &se) {
+		se = fail(http.StatusInternalServerError, httpjson.ReasonInternalError, err.Error())
+	}
+	if se.header[0] != "" {
+		w.Header().Set(se.header[0], se.header[1])
+	}
+	httpjson.Error(w, se.code, se.reason, se.message)
 }
 
 // dryRunParam reads ?dryRun= with the Kubernetes semantics: All, or absent.
@@ -414,16 +437,16 @@ func dryRunParam(r *http.Request) (bool, error) {
 	if len(v) == 1 && v[0] == "All" {
 		return true, nil
 	}
-	return false, fmt.Errorf("dryRun %q is not valid; the only valid value is All", aggregate.Truncate(strings.Join(v, ","), 32))
+	return false, fail(http.StatusBadRequest, httpjson.ReasonBadRequest,
+		fmt.Sprintf("dryRun %q is not valid; the only valid value is All", aggregate.Truncate(strings.Join(v, ","), 32)))
 }
 
 // plan answers a dry run: every event classified, duplicates checked against
 // the store, nothing stored.
-func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []aggregate.Event, resp Response) {
+func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []aggregate.Event, resp Response) error {
 	planned, err := h.ingester.Plan(origin, events)
 	if err != nil {
-		httpjson.Error(w, http.StatusInternalServerError, httpjson.ReasonInternalError, "planning the batch: "+err.Error())
-		return
+		return fail(http.StatusInternalServerError, httpjson.ReasonInternalError, "planning the batch: "+err.Error())
 	}
 	out := DryRunResponse{Response: resp, DryRun: true, Events: make([]PlannedEvent, len(planned))}
 	for i, p := range planned {
@@ -432,6 +455,7 @@ func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []
 		out.Events[i] = NewPlannedEvent(p)
 	}
 	httpjson.Write(w, http.StatusOK, out)
+	return nil
 }
 
 // NewPlannedEvent describes what planning decided for one event.
@@ -448,15 +472,19 @@ func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
 
 // origin works out cluster and node from the path, else the credential (a
 // bound token, a client certificate's common name), else the peer address.
-// denied says why the credential may not post as that apiserver.
-func (h *Handler) origin(r *http.Request, cred credential) (o aggregate.Origin, denied string, err error) {
-	o = aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
+// A credential of another apiserver is refused with 403, and logged.
+func (h *Handler) origin(r *http.Request, cred credential) (aggregate.Origin, error) {
+	o := aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
 	pathNode, pathCluster := o.Node != "", o.Cluster != ""
 	if o.Cluster == "" {
 		o.Cluster = h.defaultCluster
 	}
+	var denied string
 	if o.Cluster, o.Node, denied = cred.authorize(o.Cluster, o.Node, pathNode, pathCluster); denied != "" {
-		return o, denied, nil
+		h.metrics.forbidden.Inc()
+		h.log.Warn().Str("cluster", o.Cluster).Str("node", o.Node).Str("remote", r.RemoteAddr).
+			Msg("webhook credentials of another apiserver; answered 403")
+		return o, fail(http.StatusForbidden, httpjson.ReasonForbidden, denied)
 	}
 	if o.Node == "" {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -467,80 +495,67 @@ func (h *Handler) origin(r *http.Request, cred credential) (o aggregate.Origin, 
 	}
 	for _, f := range []struct{ name, v string }{{"cluster", o.Cluster}, {"node", o.Node}} {
 		if len(f.v) > maxNameBytes {
-			return o, "", fmt.Errorf("the %s name in the path is %d bytes; the limit is %d", f.name, len(f.v), maxNameBytes)
+			return o, fail(http.StatusBadRequest, httpjson.ReasonBadRequest,
+				fmt.Sprintf("the %s name in the path is %d bytes; the limit is %d", f.name, len(f.v), maxNameBytes))
 		}
 	}
-	return o, "", nil
+	return o, nil
 }
 
-func checkContentType(ct string) string {
+func checkContentType(ct string) error {
+	var msg string
 	if ct == "" {
-		return "Content-Type is missing; send application/json (curl: -H 'Content-Type: application/json')"
+		msg = "Content-Type is missing; send application/json (curl: -H 'Content-Type: application/json')"
+	} else if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		msg = fmt.Sprintf("Content-Type %q is not supported; send application/json (curl: -H 'Content-Type: application/json')", aggregate.Truncate(ct, 64))
+	} else {
+		return nil
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return fmt.Sprintf("Content-Type %q is not supported; send application/json (curl: -H 'Content-Type: application/json')", aggregate.Truncate(ct, 64))
-	}
-	return ""
+	return fail(http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia, msg)
 }
 
 // errTooLarge is returned by the body reader past max-body-bytes.
 var errTooLarge = errors.New("body too large")
 
 // openBody returns the body to decode, decompressed and limited to
-// max-body-bytes. On failure it returns the HTTP code and message to answer
-// with.
-func (h *Handler) openBody(w http.ResponseWriter, r *http.Request, raw io.Reader) (io.Reader, int, string) {
+// max-body-bytes.
+func (h *Handler) openBody(w http.ResponseWriter, r *http.Request, raw io.Reader) (io.Reader, error) {
 	var src io.Reader = http.MaxBytesReader(w, io.NopCloser(raw), h.maxBody)
 	switch enc := r.Header.Get("Content-Encoding"); enc {
 	case "", "identity":
 	case "gzip":
 		zr, err := gzip.NewReader(src)
 		if err != nil {
-			return nil, http.StatusBadRequest, "body is not valid gzip"
+			return nil, fail(http.StatusBadRequest, httpjson.ReasonBadRequest, "body is not valid gzip")
 		}
 		// The decompressed size is what costs memory, so limit that too.
 		src = &limitedReader{r: zr, left: h.maxBody}
 	default:
-		return nil, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", aggregate.Truncate(enc, 32))
+		return nil, fail(http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia,
+			fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", aggregate.Truncate(enc, 32)))
 	}
-	return src, 0, ""
+	return src, nil
 }
 
-func tooLarge(maxBody int64) string {
-	return fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", maxBody)
+// tooLarge refuses a body over max-body-bytes.
+func (h *Handler) tooLarge() error {
+	return fail(http.StatusRequestEntityTooLarge, httpjson.ReasonRequestEntityTooLong,
+		fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", h.maxBody))
 }
 
-// readFailed answers an error reading the body.
-func (h *Handler) readFailed(w http.ResponseWriter, err error) {
+// readFailed is the answer to an error reading the body.
+func (h *Handler) readFailed(err error) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe) || errors.Is(err, errTooLarge):
-		bodyError(w, http.StatusRequestEntityTooLarge, tooLarge(h.maxBody))
+		return h.tooLarge()
 	case errors.Is(err, errBodyTooSlow):
 		h.metrics.tooSlow.Inc()
-		httpjson.Error(w, http.StatusRequestTimeout, metav1.StatusReasonTimeout,
+		return fail(http.StatusRequestTimeout, metav1.StatusReasonTimeout,
 			fmt.Sprintf("the body did not start within %s of the headers, or came slower than %d bytes per second after %s of slack; send it again",
 				h.bodyStart, h.minRate, h.slack))
-	default:
-		bodyError(w, http.StatusBadRequest, "reading body: "+err.Error())
 	}
-}
-
-func bodyError(w http.ResponseWriter, code int, msg string) {
-	reason := httpjson.ReasonBadRequest
-	switch code {
-	case http.StatusRequestEntityTooLarge:
-		reason = httpjson.ReasonRequestEntityTooLong
-	case http.StatusUnsupportedMediaType:
-		reason = httpjson.ReasonUnsupportedMedia
-	}
-	httpjson.Error(w, code, reason, msg)
-}
-
-func shuttingDown(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "10")
-	httpjson.Error(w, http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable, "sunset is shutting down; retry later")
+	return fail(http.StatusBadRequest, httpjson.ReasonBadRequest, "reading body: "+err.Error())
 }
 
 // limitedReader fails with errTooLarge once more than left bytes are read.
