@@ -52,54 +52,19 @@ func TestAggregatedAPIThroughKubeAPIServer(t *testing.T) {
 	}
 
 	p := newPKI(t)
-	front := newPKI(t)
-	proxyCert, proxyKey := front.issue(t, "front-proxy-client", "front-proxy-client", false)
 	token := randomToken(t)
 	port := freePort(t)
 	sunsetURL := "https://127.0.0.1:" + strconv.Itoa(port)
 	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin, p), p,
-		webhookKubeconfig(t, p, sunsetURL+"/audit/webhook/"+clusterName+"/"+nodeName, token),
-		"--requestheader-client-ca-file="+front.CAFile,
-		"--requestheader-allowed-names=front-proxy-client",
-		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+proxyCert,
-		"--proxy-client-key-file="+proxyKey,
-	)
+		webhookKubeconfig(t, p, sunsetURL+"/audit/webhook/"+clusterName+"/"+nodeName, token), frontProxyFlags(t)...)
 	tr := prepare(t, a)
 	ctx := ctxWithin(t, 5*time.Minute)
 
-	// Sunset's identity: the shipped ServiceAccount and RBAC, and a token
-	// for it, as a pod would have.
-	_, err = tr.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sunsetNamespace}}, metav1.CreateOptions{})
-	must(t, "creating namespace "+sunsetNamespace, err)
-	_, err = tr.admin.CoreV1().ServiceAccounts(sunsetNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount}}, metav1.CreateOptions{})
-	must(t, "creating the ServiceAccount", err)
-	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-setup/1.0"))
-	must(t, "dynamic client", err)
-	applyManifests(t, dyn, shippedRBAC, nil)
-	tok, err := tr.admin.CoreV1().ServiceAccounts(sunsetNamespace).CreateToken(ctx, sunsetAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	must(t, "a token for Sunset", err)
-	sunsetKubeconfig := userKubeconfig(t, a, "sunset", tok.Status.Token)
-
-	// victor's group may read through the shipped sunset:view, not reset;
-	// mallory may do nothing. (Its aggregation into view is the work of
-	// kube-controller-manager, which this test does not run.)
-	_, err = tr.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-auditors-view"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sunset:view"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "auditors"}},
-	}, metav1.CreateOptions{})
-	must(t, "binding auditors to view", err)
-
-	cert, key := p.issueWithNames(t, "sunset", "sunset", true, []string{sunsetAccount + "." + sunsetNamespace + ".svc"})
-	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key,
-		"--authentication-kubeconfig="+sunsetKubeconfig,
-		"--authorization-kubeconfig="+sunsetKubeconfig)
-	s.start(t)
-
-	registerAPIService(ctx, t, tr.admin, dyn, p, port)
+	// Sunset's identity is the shipped ServiceAccount and RBAC, with a
+	// token for it, as a pod would have. victor's group may read through
+	// the shipped sunset:view, not reset; mallory may do nothing.
+	s := serveAggregated(ctx, t, a, tr.admin, p, sunsetBin, token, port)
+	bindAuditorsToView(ctx, t, tr.admin)
 
 	tr.round(ctx, 0)
 	admin := userKubeconfig(t, a, "admin", a.tokens["admin"])
@@ -360,6 +325,61 @@ func checkCLIThroughKubeconfig(t *testing.T, s *sunsetServer, caFile, kubeconfig
 	if viaKube.code != 3 || !strings.Contains(viaKube.out, "storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated") {
 		t.Errorf("sunset check --kubeconfig: exit %d, want 3 (APIs removed by 1.37 are called):\n%s", viaKube.code, viaKube.out)
 	}
+}
+
+// frontProxyFlags are kube-apiserver's flags for a front proxy with a CA
+// of its own, as an aggregated API server needs them.
+func frontProxyFlags(t *testing.T) []string {
+	t.Helper()
+	front := newPKI(t)
+	cert, key := front.issue(t, "front-proxy-client", "front-proxy-client", false)
+	return []string{
+		"--requestheader-client-ca-file=" + front.CAFile,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + cert,
+		"--proxy-client-key-file=" + key,
+	}
+}
+
+// serveAggregated runs Sunset as the shipped manifests have it: in its
+// namespace, as its ServiceAccount with only the shipped RBAC, delegating
+// authentication and authorization to kube-apiserver, and registered
+// through the shipped APIService. It returns the running server.
+func serveAggregated(ctx context.Context, t *testing.T, a *apiserver, admin *kubernetes.Clientset, p *pki, sunsetBin, token string, port int) *sunsetServer {
+	t.Helper()
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sunsetNamespace}}, metav1.CreateOptions{})
+	must(t, "creating namespace "+sunsetNamespace, err)
+	_, err = admin.CoreV1().ServiceAccounts(sunsetNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount}}, metav1.CreateOptions{})
+	must(t, "creating the ServiceAccount", err)
+	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-setup/1.0"))
+	must(t, "dynamic client", err)
+	applyManifests(t, dyn, shippedRBAC, nil)
+	tok, err := admin.CoreV1().ServiceAccounts(sunsetNamespace).CreateToken(ctx, sunsetAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	must(t, "a token for Sunset", err)
+	sunsetKubeconfig := userKubeconfig(t, a, "sunset", tok.Status.Token)
+	cert, key := p.issueWithNames(t, "sunset", "sunset", true, []string{sunsetAccount + "." + sunsetNamespace + ".svc"})
+	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key,
+		"--authentication-kubeconfig="+sunsetKubeconfig,
+		"--authorization-kubeconfig="+sunsetKubeconfig)
+	s.start(t)
+	registerAPIService(ctx, t, admin, dyn, p, port)
+	return s
+}
+
+// bindAuditorsToView lets the group auditors read through the shipped
+// sunset:view. (Its aggregation into view is the work of
+// kube-controller-manager, which these tests do not run.)
+func bindAuditorsToView(ctx context.Context, t *testing.T, admin *kubernetes.Clientset) {
+	t.Helper()
+	_, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-auditors-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sunset:view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "auditors"}},
+	}, metav1.CreateOptions{})
+	must(t, "binding auditors to view", err)
 }
 
 // registerAPIService serves sunset.dev/v1 through kube-apiserver with the

@@ -69,20 +69,11 @@ func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")
 	}
 	p := newPKI(t)
-	front := newPKI(t)
-	proxyCert, proxyKey := front.issue(t, "front-proxy-client", "front-proxy-client", false)
 	// Nothing listens for the audit webhook here: batches fail and are
 	// dropped, which kube-apiserver's batch mode shrugs off.
 	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin, p), p,
 		webhookKubeconfig(t, p, "https://127.0.0.1:"+strconv.Itoa(freePort(t))+"/audit/webhook/"+clusterName+"/"+nodeName, randomToken(t)),
-		"--requestheader-client-ca-file="+front.CAFile,
-		"--requestheader-allowed-names=front-proxy-client",
-		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+proxyCert,
-		"--proxy-client-key-file="+proxyKey,
-	)
+		frontProxyFlags(t)...)
 	ctx := ctxWithin(t, 8*time.Minute)
 	cfg := a.config(a.tokens["admin"], "e2e-apply/1.0")
 	dyn, err := dynamic.NewForConfig(cfg)

@@ -17,10 +17,6 @@ import (
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 )
 
 // aggregatedSunset is Sunset serving sunset.dev/v1 through kube-apiserver, set up
@@ -41,43 +37,15 @@ func startAggregated(t *testing.T, extraAPIServerFlags ...string) *aggregatedSun
 	t.Helper()
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	p := newPKI(t)
-	front := newPKI(t)
-	proxyCert, proxyKey := front.issue(t, "front-proxy-client", "front-proxy-client", false)
 	token := randomToken(t)
 	port := freePort(t)
 	sunsetURL := "https://127.0.0.1:" + strconv.Itoa(port)
 	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin, p), p,
 		webhookKubeconfig(t, p, sunsetURL+"/audit/webhook/"+clusterName+"/"+nodeName, token),
-		append([]string{
-			"--requestheader-client-ca-file=" + front.CAFile,
-			"--requestheader-allowed-names=front-proxy-client",
-			"--requestheader-username-headers=X-Remote-User",
-			"--requestheader-group-headers=X-Remote-Group",
-			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-			"--proxy-client-cert-file=" + proxyCert,
-			"--proxy-client-key-file=" + proxyKey,
-		}, extraAPIServerFlags...)...,
+		append(frontProxyFlags(t), extraAPIServerFlags...)...,
 	)
 	ctx := ctxWithin(t, 5*time.Minute)
-	admin := a.as(t, "admin", "e2e-setup/1.0")
-	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sunsetNamespace}}, metav1.CreateOptions{})
-	must(t, "creating namespace "+sunsetNamespace, err)
-	_, err = admin.CoreV1().ServiceAccounts(sunsetNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount}}, metav1.CreateOptions{})
-	must(t, "creating the ServiceAccount", err)
-	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-setup/1.0"))
-	must(t, "dynamic client", err)
-	applyManifests(t, dyn, shippedRBAC, nil)
-	tok, err := admin.CoreV1().ServiceAccounts(sunsetNamespace).CreateToken(ctx, sunsetAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	must(t, "a token for Sunset", err)
-	sunsetKubeconfig := userKubeconfig(t, a, "sunset", tok.Status.Token)
-
-	cert, key := p.issueWithNames(t, "sunset", "sunset", true, []string{sunsetAccount + "." + sunsetNamespace + ".svc"})
-	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key,
-		"--authentication-kubeconfig="+sunsetKubeconfig,
-		"--authorization-kubeconfig="+sunsetKubeconfig)
-	s.start(t)
-
-	registerAPIService(ctx, t, admin, dyn, p, port)
+	s := serveAggregated(ctx, t, a, a.as(t, "admin", "e2e-setup/1.0"), p, sunsetBin, token, port)
 	return &aggregatedSunset{a: a, pki: p, sunset: s, admin: userKubeconfig(t, a, "admin", a.tokens["admin"])}
 }
 

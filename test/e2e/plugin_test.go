@@ -11,12 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 )
 
 // `kubectl sunset` as a kubectl plugin: the real kubectl finds the built
@@ -37,20 +31,11 @@ func TestKubectlSunsetPluginThroughKubeAPIServer(t *testing.T) {
 	must(t, "resolving kubectl", err)
 
 	p := newPKI(t)
-	front := newPKI(t)
-	proxyCert, proxyKey := front.issue(t, "front-proxy-client", "front-proxy-client", false)
 	token := randomToken(t)
 	port := freePort(t)
 	a := startAPIServer(t, apiserverBin, startEtcd(t, etcdBin, p), p,
 		webhookKubeconfig(t, p, "https://127.0.0.1:"+strconv.Itoa(port)+"/audit/webhook/"+clusterName+"/"+nodeName, token),
-		"--requestheader-client-ca-file="+front.CAFile,
-		"--requestheader-allowed-names=front-proxy-client",
-		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+proxyCert,
-		"--proxy-client-key-file="+proxyKey,
-	)
+		frontProxyFlags(t)...)
 	tr := prepare(t, a)
 	ctx := ctxWithin(t, 5*time.Minute)
 
@@ -89,28 +74,8 @@ func TestKubectlSunsetPluginThroughKubeAPIServer(t *testing.T) {
 
 	// Sunset behind the shipped APIService, as the aggregation test sets
 	// it up.
-	_, err = tr.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sunsetNamespace}}, metav1.CreateOptions{})
-	must(t, "creating namespace "+sunsetNamespace, err)
-	_, err = tr.admin.CoreV1().ServiceAccounts(sunsetNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sunsetAccount}}, metav1.CreateOptions{})
-	must(t, "creating the ServiceAccount", err)
-	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-setup/1.0"))
-	must(t, "dynamic client", err)
-	applyManifests(t, dyn, shippedRBAC, nil)
-	tok, err := tr.admin.CoreV1().ServiceAccounts(sunsetNamespace).CreateToken(ctx, sunsetAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	must(t, "a token for Sunset", err)
-	sunsetKubeconfig := userKubeconfig(t, a, "sunset", tok.Status.Token)
-	_, err = tr.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-auditors-view"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sunset:view"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "auditors"}},
-	}, metav1.CreateOptions{})
-	must(t, "binding auditors to view", err)
-	cert, key := p.issueWithNames(t, "sunset", "sunset", true, []string{sunsetAccount + "." + sunsetNamespace + ".svc"})
-	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key,
-		"--authentication-kubeconfig="+sunsetKubeconfig,
-		"--authorization-kubeconfig="+sunsetKubeconfig)
-	s.start(t)
-	registerAPIService(ctx, t, tr.admin, dyn, p, port)
+	s := serveAggregated(ctx, t, a, tr.admin, p, sunsetBin, token, port)
+	bindAuditorsToView(ctx, t, tr.admin)
 	tr.round(ctx, 0)
 
 	// The verdict read directly, once the round is counted, is the one
