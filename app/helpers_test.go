@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -26,8 +23,6 @@ import (
 // testNow is the clock of the captured traffic, minutes after its last
 // event.
 var testNow = ingesttest.CapturedNow
-
-const capturedDir = "../testdata/apiserver-v1.36/webhook-metadata-batch"
 
 // server is a running Sunset on a random loopback port
 // (internal/testutil/testserver), with helpers for its HTTP API.
@@ -128,18 +123,12 @@ func (s *server) postCaptured(path string) int {
 	return counted
 }
 
+// capturedBodies are the eight webhook bodies kube-apiserver v1.36.3 sent.
 func capturedBodies(t *testing.T) [][]byte {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(capturedDir, "*.body"))
-	require.NoError(t, err)
-	require.Len(t, names, 8)
-	sort.Strings(names)
-	out := make([][]byte, len(names))
-	for i, n := range names {
-		out[i], err = os.ReadFile(n)
-		require.NoError(t, err)
-	}
-	return out
+	bodies := ingesttest.CapturedBodies(t, "../testdata")
+	require.Len(t, bodies, 8)
+	return bodies
 }
 
 func runtimeVersion() string { return runtime.Version() }
