@@ -15,9 +15,9 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
-	"github.com/kube-sunset/sunset/report"
 )
 
 // startWithCertificates runs Sunset with admission/testdata/
@@ -144,7 +144,7 @@ func TestWebhookCertificatesAreListed(t *testing.T) {
 	// marked, before the verdict.
 	var out bytes.Buffer
 	check = getJSON[api.UpgradeCheck](t, url+"upgradechecks/1.30")
-	require.NoError(t, report.CheckResult{CheckResult: check.Status}.WriteText(&out))
+	require.NoError(t, cli.CheckResult{CheckResult: check.Status}.WriteText(&out))
 	require.Equal(t, `Warning: e2e.example.com/v1beta1 widgets is deprecated (1 request in 24h by 1 client: carol)
 Warning: the serving certificate of webhook server ok.example.com relies on a legacy Common Name field instead of the SAN extension for subject validation: kube-apiserver refuses it by default in v1.19+ (GODEBUG=x509ignoreCN=0 lets it through) and always in v1.23+ (1 request in 24h in cluster prod on secrets.v1) [refused by 1.30]
 Warning: the serving certificate of webhook server policy.example.com relies on a legacy Common Name field instead of the SAN extension for subject validation: kube-apiserver refuses it by default in v1.19+ (GODEBUG=x509ignoreCN=0 lets it through) and always in v1.23+ (1 request in 24h in cluster prod on configmaps.v1) [refused by 1.30]

@@ -21,12 +21,12 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/client"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/plural"
-	"github.com/kube-sunset/sunset/report"
 	"github.com/kube-sunset/sunset/source"
 )
 
@@ -156,9 +156,9 @@ func writeShift(w io.Writer, newest time.Time, by time.Duration) {
 	case by == 0:
 		fmt.Fprintf(w, "The newest event (%s) is in the current hour already: timestamps unchanged.\n", at)
 	case by > 0:
-		fmt.Fprintf(w, "Shifted every timestamp %s later, so the newest event (%s) falls in the current hour.\n", report.FormatDuration(by), at)
+		fmt.Fprintf(w, "Shifted every timestamp %s later, so the newest event (%s) falls in the current hour.\n", cli.FormatDuration(by), at)
 	default:
-		fmt.Fprintf(w, "Shifted every timestamp %s earlier, so the newest event (%s) falls in the current hour.\n", report.FormatDuration(-by), at)
+		fmt.Fprintf(w, "Shifted every timestamp %s earlier, so the newest event (%s) falls in the current hour.\n", cli.FormatDuration(-by), at)
 	}
 }
 
@@ -315,7 +315,7 @@ func (s *planSink) write(w io.Writer) error {
 		if k.AlreadyRemoved {
 			api += " (removed)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, k.Hour, k.Node, k.Username, report.Dash(k.UserAgent), k.Verb, s.counts[k])
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, k.Hour, k.Node, k.Username, cli.Dash(k.UserAgent), k.Verb, s.counts[k])
 	}
 	return tw.Flush()
 }

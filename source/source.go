@@ -21,8 +21,8 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/client"
-	"github.com/kube-sunset/sunset/report"
 )
 
 // DefaultServer is where commands look when no source is given and no
@@ -132,7 +132,7 @@ func (f *Flags) Client() (*client.Client, error) {
 // Run checks req's flags and the source flags, then opens the source they
 // choose, says which it is when no flag chose it (or with -v), runs req
 // against it and releases it.
-func (f *Flags) Run(req report.Request, out report.Output) error {
+func (f *Flags) Run(req cli.Request, out cli.Output) error {
 	timeout, err := f.validate()
 	if err := errors.Join(req.Validate(), err); err != nil {
 		return err

@@ -19,8 +19,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
-	"github.com/kube-sunset/sunset/report"
 )
 
 // apiServer stands in for kube-apiserver on a loopback port: to callers
@@ -137,8 +137,8 @@ func environment(vars map[string]string) func(string) string {
 // and its error.
 func list(f Flags, name string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
-	req := &report.ListRequest{Filters: report.Filters{Since: 24 * time.Hour}, Output: "name", Name: name}
-	err = f.Run(req, report.Output{Out: &out, Err: &errOut, Now: func() time.Time { return testNow }})
+	req := &cli.ListRequest{Filters: cli.Filters{Since: 24 * time.Hour}, Output: "name", Name: name}
+	err = f.Run(req, cli.Output{Out: &out, Err: &errOut, Now: func() time.Time { return testNow }})
 	return out.String(), errOut.String(), err
 }
 

@@ -91,7 +91,7 @@ func runCLI(args ...string) (string, string, int) {
 // input.
 func runCLIWith(now time.Time, stdin string, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), cli{stdout: &out, stderr: &errOut, stdin: strings.NewReader(stdin), now: func() time.Time { return now }}, args)
+	code := run(context.Background(), console{stdout: &out, stderr: &errOut, stdin: strings.NewReader(stdin), now: func() time.Time { return now }}, args)
 	return out.String(), errOut.String(), code
 }
 

@@ -2,7 +2,7 @@
 // kube-apiserver audit stream. docs/cli.md describes every command and
 // docs/configuration.md every key.
 //
-// main only parses flags and calls packages: app serves, report reads and
+// main only parses flags and calls packages: app serves, cli reads and
 // prints, replay imports, source opens where the read commands read.
 //
 // Installed or linked as kubectl-sunset, the binary is kubectl's plugin
@@ -21,7 +21,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 
-	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/cli"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=...".
@@ -33,14 +33,14 @@ var (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	plugin, args := pluginArgs(os.Args[0], os.Args[1:])
-	code := run(ctx, cli{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
+	code := run(ctx, console{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
 		isTerminal: isatty.IsTerminal(os.Stderr.Fd()), plugin: plugin, getenv: os.Getenv}, args)
 	stop()
 	os.Exit(code)
 }
 
-// cli is what commands take from the process, so tests can replace it.
-type cli struct {
+// console is what commands take from the process, so tests can replace it.
+type console struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
 	now            func() time.Time
@@ -55,16 +55,16 @@ type cli struct {
 	getenv func(string) string
 }
 
-func (env cli) output() report.Output {
-	return report.Output{Out: env.stdout, Err: env.stderr, Now: env.now}
+func (env console) output() cli.Output {
+	return cli.Output{Out: env.stdout, Err: env.stderr, Now: env.now}
 }
 
 // run runs the command args name and returns the process's exit code.
-func run(ctx context.Context, env cli, args []string) int {
+func run(ctx context.Context, env console, args []string) int {
 	cmd := newRootCommand(env)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
-	var exit *report.ExitCodeError
+	var exit *cli.ExitCodeError
 	switch {
 	case err == nil:
 		return 0

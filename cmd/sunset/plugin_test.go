@@ -42,7 +42,7 @@ func TestPluginArgs(t *testing.T) {
 // kubectl plugin (plugin) or as sunset, in an environment of env only.
 func runAs(plugin bool, env map[string]string, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), cli{stdout: &out, stderr: &errOut, stdin: strings.NewReader(""), now: func() time.Time { return testNow },
+	code := run(context.Background(), console{stdout: &out, stderr: &errOut, stdin: strings.NewReader(""), now: func() time.Time { return testNow },
 		plugin: plugin, getenv: func(name string) string { return env[name] }}, args)
 	return out.String(), errOut.String(), code
 }

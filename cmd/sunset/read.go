@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/source"
 )
 
@@ -14,7 +14,7 @@ import (
 // and runs req against the source they choose. Its long help is
 // help/<helpName>.txt. name, if set, receives the command's one optional
 // argument; without it the command takes none.
-func readCommand(env cli, use, short, helpName string, req report.Request, name *string) *cobra.Command {
+func readCommand(env console, use, short, helpName string, req cli.Request, name *string) *cobra.Command {
 	src := source.Flags{Plugin: env.plugin, Getenv: env.getenv}
 	cmd := withHelp(&cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}, helpName)
 	if name != nil {
@@ -30,14 +30,14 @@ func readCommand(env cli, use, short, helpName string, req report.Request, name 
 	return cmd
 }
 
-func addFilters(fs *pflag.FlagSet, f *report.Filters) {
+func addFilters(fs *pflag.FlagSet, f *cli.Filters) {
 	fs.StringVar(&f.Cluster, "cluster", "", "only this cluster's apiservers")
 	fs.DurationVar(&f.Since, "since", 24*time.Hour, "how far back to look, in whole hours (up to the retention)")
 	fs.BoolVar(&f.ExcludeSystem, "exclude-system", true, "leave out system identities (system-users): they go away with the upgrade")
 }
 
-func newReportCommand(env cli) *cobra.Command {
-	var req report.ListRequest
+func newReportCommand(env console) *cobra.Command {
+	var req cli.ListRequest
 	cmd := readCommand(env, "report [NAME]",
 		"Show which deprecated APIs are called, how often and by whom", "report", &req, &req.Name)
 	fs := cmd.Flags()
@@ -52,8 +52,8 @@ func newReportCommand(env cli) *cobra.Command {
 	return cmd
 }
 
-func newReportWebhooksCommand(env cli) *cobra.Command {
-	var req report.WebhooksRequest
+func newReportWebhooksCommand(env console) *cobra.Command {
+	var req cli.WebhooksRequest
 	cmd := readCommand(env, "webhooks [CONFIGURATION.WEBHOOK]",
 		"Show which admission webhooks slow down, fail open on or touch which resources", "report-webhooks", &req, &req.Name)
 	fs := cmd.Flags()
@@ -64,8 +64,8 @@ func newReportWebhooksCommand(env cli) *cobra.Command {
 	return cmd
 }
 
-func newCheckCommand(env cli) *cobra.Command {
-	var req report.CheckRequest
+func newCheckCommand(env console) *cobra.Command {
+	var req cli.CheckRequest
 	cmd := readCommand(env, "check --target-version 1.NN",
 		"Upgrade gate: fail if APIs removed by the target release are still called", "check", &req, nil)
 	fs := cmd.Flags()
@@ -89,14 +89,14 @@ func newCheckCommand(env cli) *cobra.Command {
 	return cmd
 }
 
-func newStoreCommand(env cli) *cobra.Command {
+func newStoreCommand(env console) *cobra.Command {
 	var dataDir string
 	var quick bool
 	verify := withHelp(&cobra.Command{
 		Use:   "verify",
 		Short: "Check a data directory for damage, without changing it",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return report.Verify(dataDir, quick, env.output()) },
+		RunE:  func(*cobra.Command, []string) error { return cli.Verify(dataDir, quick, env.output()) },
 	}, "store-verify")
 	verify.Flags().StringVar(&dataDir, "data-dir", "./sunset-data", "the data directory to check")
 	verify.Flags().BoolVar(&quick, "quick", false, "read only the tables' indexes and end blocks, as serve does at startup")

@@ -6,7 +6,7 @@ import (
 	"github.com/kube-sunset/sunset/replay"
 )
 
-func newReplayCommand(env cli) *cobra.Command {
+func newReplayCommand(env console) *cobra.Command {
 	var o replay.Options
 	cmd := withHelp(&cobra.Command{
 		Use:   "replay FILE...",

@@ -27,7 +27,7 @@ func withHelp(cmd *cobra.Command, name string) *cobra.Command {
 	return cmd
 }
 
-func newRootCommand(env cli) *cobra.Command {
+func newRootCommand(env console) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sunset",
 		Short: "Find who still calls deprecated Kubernetes APIs, from the audit stream",

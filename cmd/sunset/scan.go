@@ -7,11 +7,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kube-sunset/sunset/app"
-	"github.com/kube-sunset/sunset/report"
+	"github.com/kube-sunset/sunset/cli"
 )
 
-func newScanCommand(env cli) *cobra.Command {
-	req := report.ScanRequest{Version: version}
+func newScanCommand(env console) *cobra.Command {
+	req := cli.ScanRequest{Version: version}
 	var configFile string
 	cmd := withHelp(&cobra.Command{Use: "scan --target-version 1.NN [PATH|-]...",
 		Short: "Find deprecated and removed APIs in manifests, kustomizations, charts and a cluster's Helm releases"}, "scan")
@@ -41,7 +41,7 @@ func newScanCommand(env cli) *cobra.Command {
 }
 
 // addScanFlags declares how charts are rendered, for scan and check --scan.
-func addScanFlags(fs *pflag.FlagSet, o *report.ScanOptions) {
+func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
 	fs.StringArrayVarP(&o.Chart.ValueFiles, "values", "f", nil, "render charts with this values file, as helm template -f (repeatable)")
 	fs.StringArrayVar(&o.Chart.Set, "set", nil, "render charts with this value, as helm template --set key=value (repeatable)")
 	fs.StringArrayVar(&o.Chart.SetString, "set-string", nil, "as helm template --set-string key=value (repeatable)")
@@ -53,7 +53,7 @@ func addScanFlags(fs *pflag.FlagSet, o *report.ScanOptions) {
 // loadExtras reads catalog.extra and fieldRules from a server config file,
 // so that a scan knows the same CRD lifecycles and field rules as the
 // server.
-func loadExtras(configFile string, o *report.ScanOptions) error {
+func loadExtras(configFile string, o *cli.ScanOptions) error {
 	if configFile == "" {
 		return nil
 	}

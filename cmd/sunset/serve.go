@@ -8,7 +8,7 @@ import (
 	"github.com/kube-sunset/sunset/app"
 )
 
-func newServeCommand(env cli, build app.BuildInfo) *cobra.Command {
+func newServeCommand(env console, build app.BuildInfo) *cobra.Command {
 	var configFile string
 	keys := app.Flags()
 	cmd := withHelp(&cobra.Command{

@@ -1,13 +1,14 @@
-// Package report turns APIRequestCounts into what administrators read before
-// an upgrade: kubectl-style tables, a per-API breakdown, the verdict of the
-// upgrade gate (`sunset check`, decided by api.Check) as text, and what to
-// say when a window is empty.
+// Package cli is the layer behind the sunset commands. It turns
+// APIRequestCounts into what administrators read before an upgrade:
+// kubectl-style tables, a per-API breakdown, the verdict of the upgrade
+// gate (`sunset check`, decided by api.Check) as text, and what to say when
+// a window is empty.
 //
 // Each read command is a Request (ListRequest, CheckRequest,
 // WebhooksRequest): Validate checks every flag at once, Run reads through
 // an api.Reader and prints. It works on API objects only, so it renders the
 // same whether they came from a running server or from a data directory.
-package report
+package cli
 
 import (
 	"fmt"
