@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kube-sunset/sunset/cli"
-	"github.com/kube-sunset/sunset/source"
+	"github.com/kube-sunset/sunset/cli/connect"
 )
 
 // readCommand is a command that reads counts: it declares the source flags,
@@ -15,7 +15,7 @@ import (
 // help/<helpName>.txt. name, if set, receives the command's one optional
 // argument; without it the command takes none.
 func readCommand(env console, use, short, helpName string, req cli.Request, name *string) *cobra.Command {
-	src := source.Flags{Plugin: env.plugin, Getenv: env.getenv}
+	src := connect.Flags{Plugin: env.plugin, Getenv: env.getenv}
 	cmd := withHelp(&cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}, helpName)
 	if name != nil {
 		cmd.Args = cobra.MaximumNArgs(1)

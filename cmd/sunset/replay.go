@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/kube-sunset/sunset/replay"
+	"github.com/kube-sunset/sunset/cli/replay"
 )
 
 func newReplayCommand(env console) *cobra.Command {

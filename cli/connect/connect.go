@@ -1,4 +1,4 @@
-// Package source opens where the commands read counts: a running Sunset,
+// Package connect opens where the commands read counts: a running Sunset,
 // a Sunset reached through kube-apiserver's APIService with a kubeconfig,
 // or a data directory read directly. The flags that choose one are
 // declared here, so that every command spells them alike.
@@ -7,7 +7,7 @@
 // the kubeconfig of KUBECONFIG (a list of files) or ~/.kube/config, at its
 // current context; without one, the Sunset on DefaultServer. They then say
 // on standard error which one they read, since the two can disagree.
-package source
+package connect
 
 import (
 	"errors"

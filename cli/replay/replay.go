@@ -22,12 +22,12 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
+	"github.com/kube-sunset/sunset/cli/connect"
 	"github.com/kube-sunset/sunset/client"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/plural"
-	"github.com/kube-sunset/sunset/source"
 )
 
 // Values of --dry-run, as kubectl's.
@@ -44,7 +44,7 @@ type Options struct {
 	// Source names the server (Server and its credentials) or the data
 	// directory, and the config file; neither means the config's data
 	// directory.
-	Source        source.Flags
+	Source        connect.Flags
 	Cluster, Node string
 	// DryRun is DryRunNone, DryRunClient or DryRunServer.
 	DryRun string
@@ -178,7 +178,7 @@ func newSink(o Options, cfg app.Config, origin aggregate.Origin) (file.Sink, fun
 	}
 	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: o.Source.DataDir, NoStore: o.DryRun == DryRunClient,
 		Logger: zerolog.Nop(), Now: o.Now,
-		Hint: "A running server holds the data directory: replay through it with --server " + source.DefaultServer})
+		Hint: "A running server holds the data directory: replay through it with --server " + connect.DefaultServer})
 	if err != nil {
 		return nil, nil, err
 	}

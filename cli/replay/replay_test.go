@@ -14,11 +14,11 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/cli/connect"
+	"github.com/kube-sunset/sunset/cli/replay"
 	"github.com/kube-sunset/sunset/client"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
-	"github.com/kube-sunset/sunset/replay"
-	"github.com/kube-sunset/sunset/source"
 )
 
 // events is how many events the log holds; gen makes every third one a
@@ -83,7 +83,7 @@ func TestReplayIntoADataDirectory(t *testing.T) {
 	now := time.Now().UTC()
 	log, _ := testLog(t, now)
 	dir := t.TempDir()
-	o := replay.Options{Inputs: []string{log}, Source: source.Flags{DataDir: dir}, Now: func() time.Time { return now }}
+	o := replay.Options{Inputs: []string{log}, Source: connect.Flags{DataDir: dir}, Now: func() time.Time { return now }}
 
 	out, errOut, err := run(t, o)
 	require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestReplayDryRunClient(t *testing.T) {
 	dir := t.TempDir()
 	hour := gen.At.Truncate(time.Hour).Format(time.RFC3339)
 
-	out, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: source.Flags{DataDir: dir}, DryRun: replay.DryRunClient,
+	out, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: connect.Flags{DataDir: dir}, DryRun: replay.DryRunClient,
 		Cluster: "lab", Node: "master-1", Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	require.Equal(t, "Dry run (client): read 30 events from 1 input in T: 10 would be counted, 0 duplicates, 20 skipped (20 not_deprecated), 0 invalid lines.\n", errOut)
@@ -117,7 +117,7 @@ func TestReplayDryRunClient(t *testing.T) {
 			"endpoints.v1   "+hour+"   master-1   system:serviceaccount:team-0:sa-0   controller/v1.32.4   list   5\n"+
 			"endpoints.v1   "+hour+"   master-1   system:serviceaccount:team-1:sa-1   controller/v1.32.4   list   5\n", out)
 
-	_, errOut, err = run(t, replay.Options{Inputs: []string{log}, Source: source.Flags{DataDir: dir}, Cluster: "lab", Node: "master-1",
+	_, errOut, err = run(t, replay.Options{Inputs: []string{log}, Source: connect.Flags{DataDir: dir}, Cluster: "lab", Node: "master-1",
 		Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	require.Equal(t, "Replayed 30 events from 1 input in T: 10 counted, 0 duplicates, 20 skipped (20 not_deprecated), 0 invalid lines.\n", errOut,
@@ -134,15 +134,15 @@ func TestReplayRefusesOptions(t *testing.T) {
 		o   replay.Options
 		err string
 	}{
-		{replay.Options{DryRun: "maybe", Source: source.Flags{DataDir: dir}}, `--dry-run "maybe" is not one of none, client, server`},
-		{replay.Options{DryRun: "Client", Source: source.Flags{DataDir: dir}}, `--dry-run "Client" is not one of none, client, server`},
-		{replay.Options{DryRun: replay.DryRunServer, Source: source.Flags{DataDir: dir}}, "--dry-run=server needs --server"},
-		{replay.Options{DryRun: replay.DryRunNone, Source: source.Flags{Server: "http://127.0.0.1:1", DataDir: dir}}, "give either --server or --data-dir, not both"},
-		{replay.Options{DryRun: replay.DryRunClient, Source: source.Flags{Server: "http://127.0.0.1:1", DataDir: dir}}, "give either --server or --data-dir, not both"},
+		{replay.Options{DryRun: "maybe", Source: connect.Flags{DataDir: dir}}, `--dry-run "maybe" is not one of none, client, server`},
+		{replay.Options{DryRun: "Client", Source: connect.Flags{DataDir: dir}}, `--dry-run "Client" is not one of none, client, server`},
+		{replay.Options{DryRun: replay.DryRunServer, Source: connect.Flags{DataDir: dir}}, "--dry-run=server needs --server"},
+		{replay.Options{DryRun: replay.DryRunNone, Source: connect.Flags{Server: "http://127.0.0.1:1", DataDir: dir}}, "give either --server or --data-dir, not both"},
+		{replay.Options{DryRun: replay.DryRunClient, Source: connect.Flags{Server: "http://127.0.0.1:1", DataDir: dir}}, "give either --server or --data-dir, not both"},
 		// The --dry-run value is checked first; the CLI's default is
 		// none, Options' zero value none of them.
-		{replay.Options{Source: source.Flags{DataDir: dir}}, `--dry-run "" is not one of none, client, server`},
-		{replay.Options{DryRun: "all", Source: source.Flags{Server: "http://127.0.0.1:1", DataDir: dir}}, `--dry-run "all" is not one of none, client, server`},
+		{replay.Options{Source: connect.Flags{DataDir: dir}}, `--dry-run "" is not one of none, client, server`},
+		{replay.Options{DryRun: "all", Source: connect.Flags{Server: "http://127.0.0.1:1", DataDir: dir}}, `--dry-run "all" is not one of none, client, server`},
 	} {
 		var out, errOut bytes.Buffer
 		tc.o.Inputs, tc.o.Stdout, tc.o.Stderr, tc.o.Now = []string{log}, &out, &errOut, func() time.Time { return now }
@@ -163,7 +163,7 @@ func TestReplayMissingInput(t *testing.T) {
 	log, _ := testLog(t, now)
 	dir := t.TempDir()
 	missing := filepath.Join(t.TempDir(), "nope.log")
-	out, errOut, err := run(t, replay.Options{Inputs: []string{log, missing}, Source: source.Flags{DataDir: dir}, Now: func() time.Time { return now }})
+	out, errOut, err := run(t, replay.Options{Inputs: []string{log, missing}, Source: connect.Flags{DataDir: dir}, Now: func() time.Time { return now }})
 	require.EqualError(t, err, "stat "+missing+": no such file or directory")
 	require.Empty(t, out)
 	require.Empty(t, errOut)
@@ -182,7 +182,7 @@ func TestReplayThroughAServer(t *testing.T) {
 	srv := testserver.Start(t, testserver.Config(t), app.Options{Now: func() time.Time { return now }, Logger: testserver.Logger(t)})
 	c, err := client.New(client.Options{Server: srv.URL})
 	require.NoError(t, err)
-	o := replay.Options{Inputs: []string{log}, Source: source.Flags{Server: srv.URL}, Cluster: "lab", Node: "master-1", Now: func() time.Time { return now }}
+	o := replay.Options{Inputs: []string{log}, Source: connect.Flags{Server: srv.URL}, Cluster: "lab", Node: "master-1", Now: func() time.Time { return now }}
 
 	dry := o
 	dry.DryRun = replay.DryRunServer
@@ -228,7 +228,7 @@ func TestReplayThroughAServer(t *testing.T) {
 func TestReplayServerUnreachable(t *testing.T) {
 	now := time.Now().UTC()
 	log, _ := testLog(t, now)
-	_, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: source.Flags{Server: "http://127.0.0.1:1"}, Now: func() time.Time { return now }})
+	_, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: connect.Flags{Server: "http://127.0.0.1:1"}, Now: func() time.Time { return now }})
 	require.EqualError(t, err, "cannot reach Sunset at http://127.0.0.1:1 (is `sunset serve` running there? or read a data directory with --data-dir): "+
 		`Post "http://127.0.0.1:1/audit/webhook/default/replay": dial tcp 127.0.0.1:1: connect: connection refused`)
 	require.Equal(t, "Replayed 30 events from 1 input in T: 0 counted, 0 duplicates, 0 skipped, 0 invalid lines.\n", errOut)
@@ -240,7 +240,7 @@ func TestReplayIntoADataDirectoryAServerHolds(t *testing.T) {
 	now := time.Now().UTC()
 	log, _ := testLog(t, now)
 	srv := testserver.Start(t, testserver.Config(t), app.Options{Now: func() time.Time { return now }, Logger: testserver.Logger(t)})
-	out, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: source.Flags{DataDir: srv.Config.DataDir}, Now: func() time.Time { return now }})
+	out, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: connect.Flags{DataDir: srv.Config.DataDir}, Now: func() time.Time { return now }})
 	dir := srv.Config.DataDir
 	require.EqualError(t, err, "store: "+dir+" is in use by another Sunset process (badger holds its lock): "+
 		`Cannot acquire directory lock on "`+dir+`": resource temporarily unavailable`+"\n"+
