@@ -1,0 +1,73 @@
+package api
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/workload"
+)
+
+// shownClients are the clients listed in some byUser of the last status,
+// by cluster, for their workload records to be read.
+func (b *builder) shownClients() map[string][]store.ClientID {
+	out := map[string][]store.ClientID{}
+	for _, c := range b.clients {
+		if c.shown {
+			out[c.id.cluster] = append(out[c.id.cluster], store.ClientID{Username: c.id.username, UserAgent: c.id.userAgent})
+		}
+	}
+	return out
+}
+
+// workloads describes, once per client listed in byUser, what runs behind
+// it, from the records read for each cluster; clients with nothing known
+// are left out. The list is sorted by cluster, username and user agent.
+func (b *builder) workloads(records map[string]map[store.ClientID]store.Workload) []ClientWorkload {
+	var out []ClientWorkload
+	for _, c := range b.clients {
+		if !c.shown {
+			continue
+		}
+		seen := records[c.id.cluster][store.ClientID{Username: c.id.username, UserAgent: c.id.userAgent}]
+		cw := ClientWorkload{Cluster: c.id.cluster, UserName: c.id.username, UserAgent: c.id.userAgent,
+			Workload: workloadOf(c.id.username, seen), ImpersonatedBy: impersonators(seen)}
+		if cw.Workload != nil || cw.ImpersonatedBy != nil {
+			out = append(out, cw)
+		}
+	}
+	slices.SortFunc(out, func(x, y ClientWorkload) int {
+		return cmp.Or(cmp.Compare(x.Cluster, y.Cluster), cmp.Compare(x.UserName, y.UserName), cmp.Compare(x.UserAgent, y.UserAgent))
+	})
+	return out
+}
+
+// impersonators are the real callers seen making requests as a client.
+func impersonators(seen store.Workload) []Impersonator {
+	var out []Impersonator
+	for _, c := range seen.ImpersonatedBy {
+		out = append(out, Impersonator{UserName: c.Username, LastSeen: c.LastSeen})
+	}
+	return out
+}
+
+// workloadOf describes a client: namespace and service account from its
+// username, pods and addresses from what the store saw.
+func workloadOf(username string, seen store.Workload) *Workload {
+	var w Workload
+	w.Namespace, w.ServiceAccount, _ = workload.ServiceAccount(username)
+	for _, p := range seen.Pods {
+		w.Pods = append(w.Pods, WorkloadPod{Name: p.Name, Node: p.Node, LastSeen: p.LastSeen})
+	}
+	for _, ip := range seen.SourceIPs {
+		w.SourceIPs = append(w.SourceIPs, SourceIP{IP: ip.IP, LastSeen: ip.LastSeen})
+	}
+	if len(w.Pods) > 0 {
+		kind, name := workload.Owner(w.Pods[0].Name)
+		w.Owner = &Owner{Kind: kind, Name: name}
+	}
+	if w.Namespace == "" && len(w.Pods) == 0 && len(w.SourceIPs) == 0 {
+		return nil
+	}
+	return &w
+}
