@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-sunset/sunset/internal/selfsigned"
-	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-sunset/sunset/internal/selfsigned"
+	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
 // secretFiles maps each file path a container sees from a Secret volume to

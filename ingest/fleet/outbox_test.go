@@ -234,7 +234,7 @@ func TestDrainProducesTheOutbox(t *testing.T) {
 		// The legacy ID (the auditID alone) is this store's business, not
 		// the wire's.
 		want := reqs[i]
-		require.Equal(t, want.ID[strings.Index(want.ID, "/")+1:], want.LegacyID)
+		require.Equal(t, want.LegacyID, want.ID[strings.Index(want.ID, "/")+1:])
 		want.LegacyID = ""
 		require.Equal(t, want, got)
 		require.Equal(t, id, got.ID)
