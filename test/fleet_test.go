@@ -401,9 +401,8 @@ kafka:
 		if c%2 == 1 || c == chunks-1 {
 			r := replicas[rng.IntN(len(replicas))]
 			// Killed only once it has joined the group: the test broker
-			// keeps a new member killed before its join answer arrives,
-			// with the partitions it was given, until the next rebalance
-			// (README, Development); Kafka expires it.
+			// keeps a member killed inside its first JoinGroup for good
+			// (CONTRIBUTING.md); Kafka expires it.
 			r.p.waitCount(t, "joined consumer group", 1, 60*time.Second)
 			require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGKILL))
 			<-r.p.exited

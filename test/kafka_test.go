@@ -119,6 +119,10 @@ func TestKafkaExactlyOnceAcrossKills(t *testing.T) {
 		part := msgs[chunk*len(msgs)/10 : (chunk+1)*len(msgs)/10]
 		kafkatest.Produce(t, brokers, topic, kafkago.Compression(0), part...)
 		if chunk%2 == 1 {
+			// Killed only once it has joined the group, as in the fleet
+			// test: the test broker keeps a member killed inside its
+			// first JoinGroup for good (CONTRIBUTING.md).
+			p.waitLogged(t, "joined consumer group", 60*time.Second)
 			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 			require.NoError(t, p.cmd.Process.Kill())
 			<-p.exited
