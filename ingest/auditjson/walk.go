@@ -36,3 +36,19 @@ func KeyFolds(key []byte, lower string) bool { return equalFoldASCII(key, lower)
 // returns the offset after it, or -1 if there is none. A string whose
 // bytes are its value, the usual case, is not decoded at all.
 func StringAt(b []byte, start int) (string, int) { return stringAt(b, start) }
+
+// ReadString reads the string or null at b[start] into dst, as
+// encoding/json does: null leaves dst as it was. It returns the offset
+// after the value, or -1 for any other type.
+func ReadString(b []byte, start int, dst *string) int { return readString(b, start, dst) }
+
+// ReadStrings reads the array of strings or null at b[start] into dst:
+// null makes it nil, an empty array empty. depth counts the array and the
+// containers around it.
+func ReadStrings(b []byte, start, depth int, dst *[]string) int {
+	return readStrings(b, start, depth, dst)
+}
+
+// Literal returns the offset after lit (null, true or false) at b[i], or
+// -1 if another value is there.
+func Literal(b []byte, i int, lit string) int { return scanLiteral(b, i, lit) }

@@ -39,29 +39,29 @@ func readRecord(value []byte, rec *record) bool {
 		case "v":
 			bit, read = 1<<0, func() int { return readInt(b, start, &rec.V) }
 		case "cluster":
-			bit, read = 1<<1, func() int { return readString(b, start, &rec.Cluster) }
+			bit, read = 1<<1, func() int { return auditjson.ReadString(b, start, &rec.Cluster) }
 		case "id":
-			bit, read = 1<<2, func() int { return readString(b, start, &rec.ID) }
+			bit, read = 1<<2, func() int { return auditjson.ReadString(b, start, &rec.ID) }
 		case "api":
-			bit, read = 1<<3, func() int { return readString(b, start, &rec.API) }
+			bit, read = 1<<3, func() int { return auditjson.ReadString(b, start, &rec.API) }
 		case "subresource":
-			bit, read = 1<<4, func() int { return readString(b, start, &rec.Subresource) }
+			bit, read = 1<<4, func() int { return auditjson.ReadString(b, start, &rec.Subresource) }
 		case "hour":
 			bit, read = 1<<5, func() int { return readTime(b, start, 1, rec.Hour.UnmarshalJSON) }
 		case "node":
-			bit, read = 1<<6, func() int { return readString(b, start, &rec.Node) }
+			bit, read = 1<<6, func() int { return auditjson.ReadString(b, start, &rec.Node) }
 		case "user":
-			bit, read = 1<<7, func() int { return readString(b, start, &rec.User) }
+			bit, read = 1<<7, func() int { return auditjson.ReadString(b, start, &rec.User) }
 		case "userAgent":
-			bit, read = 1<<8, func() int { return readString(b, start, &rec.UserAgent) }
+			bit, read = 1<<8, func() int { return auditjson.ReadString(b, start, &rec.UserAgent) }
 		case "verb":
-			bit, read = 1<<9, func() int { return readString(b, start, &rec.Verb) }
+			bit, read = 1<<9, func() int { return auditjson.ReadString(b, start, &rec.Verb) }
 		case "dryRun":
 			bit, read = 1<<10, func() int { return readBool(b, start, &rec.DryRun) }
 		case "removed":
 			bit, read = 1<<11, func() int { return readBool(b, start, &rec.Removed) }
 		case "removedRelease":
-			bit, read = 1<<12, func() int { return readString(b, start, &rec.RemovedRelease) }
+			bit, read = 1<<12, func() int { return auditjson.ReadString(b, start, &rec.RemovedRelease) }
 		case "seen":
 			bit, read = 1<<13, func() int { return readSeen(b, start, &rec.Seen) }
 		default:
@@ -81,7 +81,7 @@ func readRecord(value []byte, rec *record) bool {
 func readSeen(b []byte, start int, dst **seen) int {
 	if b[start] == 'n' {
 		*dst = nil
-		return literal(b, start, "null")
+		return auditjson.Literal(b, start, "null")
 	}
 	if b[start] != '{' {
 		return -1
@@ -97,13 +97,13 @@ func readSeen(b []byte, start int, dst **seen) int {
 		var read func() int
 		switch string(key) {
 		case "pod":
-			bit, read = 1<<0, func() int { return readString(b, i, &s.Pod) }
+			bit, read = 1<<0, func() int { return auditjson.ReadString(b, i, &s.Pod) }
 		case "podNode":
-			bit, read = 1<<1, func() int { return readString(b, i, &s.PodNode) }
+			bit, read = 1<<1, func() int { return auditjson.ReadString(b, i, &s.PodNode) }
 		case "sourceIPs":
-			bit, read = 1<<2, func() int { return readStrings(b, i, &s.SourceIPs) }
+			bit, read = 1<<2, func() int { return auditjson.ReadStrings(b, i, 3, &s.SourceIPs) }
 		case "impersonatedBy":
-			bit, read = 1<<3, func() int { return readString(b, i, &s.ImpersonatedBy) }
+			bit, read = 1<<3, func() int { return auditjson.ReadString(b, i, &s.ImpersonatedBy) }
 		case "at":
 			bit, read = 1<<4, func() int { return readTime(b, i, 2, s.At.UnmarshalJSON) }
 		default:
@@ -117,61 +117,17 @@ func readSeen(b []byte, start int, dst **seen) int {
 	})
 }
 
-// literal returns the offset after lit at b[i], or -1.
-func literal(b []byte, i int, lit string) int {
-	if !bytes.HasPrefix(b[i:], []byte(lit)) {
-		return -1
-	}
-	return i + len(lit)
-}
-
-// readString reads a string or null (which leaves dst as it was).
-func readString(b []byte, start int, dst *string) int {
-	if b[start] == 'n' {
-		return literal(b, start, "null")
-	}
-	s, end := auditjson.StringAt(b, start)
-	if end >= 0 {
-		*dst = s
-	}
-	return end
-}
-
-// readStrings reads an array of strings, or null (which makes dst nil).
-func readStrings(b []byte, start int, dst *[]string) int {
-	if b[start] == 'n' {
-		*dst = nil
-		return literal(b, start, "null")
-	}
-	if b[start] != '[' {
-		return -1
-	}
-	out := []string{}
-	end := auditjson.WalkArray(b, start, 3, func(i int) int {
-		if i >= len(b) {
-			return -1
-		}
-		s, end := auditjson.StringAt(b, i)
-		out = append(out, s)
-		return end
-	})
-	if end >= 0 {
-		*dst = out
-	}
-	return end
-}
-
 // readBool reads true, false or null (which leaves dst as it was).
 func readBool(b []byte, start int, dst *bool) int {
 	switch b[start] {
 	case 't':
 		*dst = true
-		return literal(b, start, "true")
+		return auditjson.Literal(b, start, "true")
 	case 'f':
 		*dst = false
-		return literal(b, start, "false")
+		return auditjson.Literal(b, start, "false")
 	case 'n':
-		return literal(b, start, "null")
+		return auditjson.Literal(b, start, "null")
 	}
 	return -1
 }
@@ -180,7 +136,7 @@ func readBool(b []byte, start int, dst *bool) int {
 // fraction, an exponent or an overflow is left to encoding/json.
 func readInt(b []byte, start int, dst *int) int {
 	if b[start] == 'n' {
-		return literal(b, start, "null")
+		return auditjson.Literal(b, start, "null")
 	}
 	end := auditjson.SkipValue(b, start, 1)
 	if end < 0 || b[start] == '"' || b[start] == '{' || b[start] == '[' {
