@@ -16,7 +16,6 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
-
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
 
