@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,20 +55,22 @@ func kafkaMix(n int, shape string, now time.Time) ([]kafkago.Message, int) {
 }
 
 // steadyRate watches a progress counter until it reaches total and returns
-// the rate between the warm-up mark and the end.
+// the rate between the warm-up mark and the end, and the CPU this process
+// spent in between.
 type steadyRate struct {
 	total, warm int64
 	t0, t1      time.Time
+	cpu0, cpu1  time.Duration
 	atWarm      int64
 }
 
 // observe records progress seen at now; it reports whether total is reached.
 func (s *steadyRate) observe(progress int64, now time.Time) bool {
 	if s.t0.IsZero() && progress >= s.warm {
-		s.t0, s.atWarm = now, progress
+		s.t0, s.cpu0, s.atWarm = now, processCPU(), progress
 	}
 	if progress >= s.total {
-		s.t1 = now
+		s.t1, s.cpu1 = now, processCPU()
 		return true
 	}
 	return false
@@ -75,6 +78,19 @@ func (s *steadyRate) observe(progress int64, now time.Time) bool {
 
 func (s *steadyRate) messages() int64        { return s.total - s.atWarm }
 func (s *steadyRate) elapsed() time.Duration { return s.t1.Sub(s.t0) }
+func (s *steadyRate) cpu() time.Duration     { return s.cpu1 - s.cpu0 }
+
+// processCPU is the user and system CPU time this process has used. The
+// broker runs in this process too, so a pass's CPU per message is the
+// broker's share plus the reader's; the two passes differ by what Sunset
+// does beyond fetching.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // kafkaBaselinePass reads every partition of topic from the start with a
 // bare kafka-go partition reader each, with Sunset's fetch settings, and
@@ -262,7 +278,10 @@ func grepLines(s, substr string) string {
 // the deprecated requests produced.
 //
 // sunset also runs a baseline pass before each of its own and reports
-// baseline-msgs/s and the ratio sunset/baseline from the same run. Each
+// baseline-msgs/s and the ratio sunset/baseline from the same run. Both
+// report the process's CPU per message over the steady window, the
+// in-process broker's share included; extra-cpu-us/msg is Sunset's work
+// beyond fetching, which a moving baseline rate does not blur. Each
 // shape has a broker of its own, closed after it, so that only one
 // shape's messages are held in memory.
 func BenchmarkKafka(b *testing.B) {
@@ -274,16 +293,21 @@ func BenchmarkKafka(b *testing.B) {
 		}
 		total = n
 	}
-	report := func(b *testing.B, runs []*steadyRate, unit string) float64 {
+	// report gives the runs' rate and their CPU per message; prefix names
+	// the baseline's metrics in the sunset benchmark.
+	report := func(b *testing.B, runs []*steadyRate, prefix string) (rate, cpuPerMsg float64) {
 		var n int64
-		var d time.Duration
+		var d, cpu time.Duration
 		for _, r := range runs {
 			n += r.messages()
 			d += r.elapsed()
+			cpu += r.cpu()
 		}
-		rate := float64(n) / d.Seconds()
-		b.ReportMetric(rate, unit)
-		return rate
+		rate, cpuPerMsg = float64(n)/d.Seconds(), float64(cpu.Nanoseconds())/1e3/float64(n)
+		b.ReportMetric(rate, prefix+"msgs/s")
+		b.ReportMetric(cpuPerMsg, prefix+"cpu-us/msg")
+		b.ReportMetric(cpu.Seconds()/d.Seconds(), prefix+"cores")
+		return rate, cpuPerMsg
 	}
 	for _, shape := range auditgen.Shapes {
 		b.Run(shape, func(b *testing.B) {
@@ -306,7 +330,7 @@ func BenchmarkKafka(b *testing.B) {
 				for b.Loop() {
 					runs = append(runs, kafkaBaselinePass(b, cfg, topic, total))
 				}
-				report(b, runs, "msgs/s")
+				report(b, runs, "")
 			})
 			b.Run("sunset", func(b *testing.B) {
 				var base, runs []*steadyRate
@@ -314,9 +338,13 @@ func BenchmarkKafka(b *testing.B) {
 					base = append(base, kafkaBaselinePass(b, cfg, topic, total))
 					runs = append(runs, kafkaSunsetPass(b, cfg, topic, total, counted))
 				}
-				br := report(b, base, "baseline-msgs/s")
-				sr := report(b, runs, "msgs/s")
+				br, bcpu := report(b, base, "baseline-")
+				sr, scpu := report(b, runs, "")
 				b.ReportMetric(sr/br, "sunset/baseline")
+				// What Sunset's work beyond fetching costs a message:
+				// with both cores busy, the rate ratio cannot pass
+				// bcpu/(bcpu+extra).
+				b.ReportMetric(scpu-bcpu, "extra-cpu-us/msg")
 			})
 		})
 	}
