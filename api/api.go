@@ -18,12 +18,13 @@
 // get` does, and lists take labelSelector and fieldSelector. Errors are
 // metav1 Status objects from k8s.io/apimachinery's api/errors.
 //
-// Service builds the objects from counts, through the small Querier
-// interface the package declares; Handler serves them over HTTP. The only
-// write is the reset, through the Deleter interface. Who may call what is
-// decided in front of the Handler (package access). Check is the upgrade
-// gate's logic, here so that `sunset check` and the upgradechecks endpoint
-// give one answer.
+// The objects' types are package api/v1's (sunsetv1), which the client
+// and the CLI import without this server. Service builds the objects from
+// counts, through the small Querier interface the package declares;
+// Handler serves them over HTTP. The only write is the reset, through the
+// Deleter interface. Who may call what is decided in front of the Handler
+// (package access). The upgradechecks' verdict is package verdict's, which
+// `sunset check` calls too, so that the two give one answer.
 package api
 
 import (
@@ -44,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/internal/httpjson"
@@ -104,8 +106,8 @@ func New(opts Options) *Handler {
 }
 
 const (
-	basePath   = "/apis/" + APIVersion + "/" + "apirequestcounts"
-	fieldsPath = "/apis/" + APIVersion + "/" + "fieldrequestcounts"
+	basePath   = "/apis/" + sunsetv1.APIVersion + "/" + "apirequestcounts"
+	fieldsPath = "/apis/" + sunsetv1.APIVersion + "/" + "fieldrequestcounts"
 )
 
 // Register adds discovery and the API routes to mux.
@@ -140,22 +142,26 @@ var (
 
 func (h *Handler) listFields(w http.ResponseWriter, r *http.Request) {
 	serveList(h, w, r, FieldRequestCountsResource.GroupResource(), getParams, h.svc.Fields,
-		func(l FieldRequestCountList) []FieldRequestCount { return l.Items },
-		func(l *FieldRequestCountList, items []FieldRequestCount) { l.Items = items },
-		func(o FieldRequestCount) (metav1.ObjectMeta, APIRequestCountStatus) { return o.Metadata, o.Status })
+		func(l sunsetv1.FieldRequestCountList) []sunsetv1.FieldRequestCount { return l.Items },
+		func(l *sunsetv1.FieldRequestCountList, items []sunsetv1.FieldRequestCount) { l.Items = items },
+		func(o sunsetv1.FieldRequestCount) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus) {
+			return o.Metadata, o.Status
+		})
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	serveList(h, w, r, APIRequestCountsResource.GroupResource(), listParams, h.svc.List,
-		func(l APIRequestCountList) []APIRequestCount { return l.Items },
-		func(l *APIRequestCountList, items []APIRequestCount) { l.Items = items },
-		func(o APIRequestCount) (metav1.ObjectMeta, APIRequestCountStatus) { return o.Metadata, o.Status })
+		func(l sunsetv1.APIRequestCountList) []sunsetv1.APIRequestCount { return l.Items },
+		func(l *sunsetv1.APIRequestCountList, items []sunsetv1.APIRequestCount) { l.Items = items },
+		func(o sunsetv1.APIRequestCount) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus) {
+			return o.Metadata, o.Status
+		})
 }
 
 // serveList answers a list request with what read returns, filtered by the
 // label and field selectors, as JSON or as a Table.
 func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr schema.GroupResource, params []string,
-	read func(Query) (L, error), items func(L) []T, setItems func(*L, []T), parts func(T) (metav1.ObjectMeta, APIRequestCountStatus)) {
+	read func(sunsetv1.Query) (L, error), items func(L) []T, setItems func(*L, []T), parts func(T) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus)) {
 	q, ok := h.begin(w, r, gr, params, kubeListParams)
 	if !ok {
 		return
@@ -195,7 +201,7 @@ func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr 
 }
 
 // singleTable is the Table of one object.
-func singleTable(meta metav1.ObjectMeta, st APIRequestCountStatus, obj any) func(include string) (*metav1.Table, error) {
+func singleTable(meta metav1.ObjectMeta, st sunsetv1.APIRequestCountStatus, obj any) func(include string) (*metav1.Table, error) {
 	return func(include string) (*metav1.Table, error) {
 		t := newTable()
 		row, err := tableRow(meta, st, obj, include)
@@ -267,7 +273,7 @@ func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	obj, err := h.svc.Field(name, q)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, sunsetv1.ErrNotFound):
 		httpjson.WriteStatus(w, notFound(gr, name, "no field rule has that name (see field-rules)"))
 	case err != nil:
 		h.internalError(w, err)
@@ -289,7 +295,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	obj, err := h.svc.Get(name, q)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, sunsetv1.ErrNotFound):
 		why := "no deprecated requests to it were recorded"
 		if q.Cluster != "" {
 			why = fmt.Sprintf("no deprecated requests to it were recorded in cluster %q", q.Cluster)
@@ -312,14 +318,14 @@ func notFound(gr schema.GroupResource, name, why string) *apierrors.StatusError 
 
 // begin checks method and parameters: Sunset's own (allowed) and the
 // standard Kubernetes ones (kube); on failure it has answered already.
-func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupResource, allowed, kube []string) (Query, bool) {
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request, gr schema.GroupResource, allowed, kube []string) (sunsetv1.Query, bool) {
 	if !h.methodAllowed(w, r) {
-		return Query{}, false
+		return sunsetv1.Query{}, false
 	}
 	q, err := ParseQuery(withoutKube(r.URL.Query(), kube), allowed, h.maxSince)
 	if err != nil {
 		httpjson.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
-		return Query{}, false
+		return sunsetv1.Query{}, false
 	}
 	return q, true
 }
@@ -354,7 +360,7 @@ func readMethod(w http.ResponseWriter, r *http.Request, deletable bool) bool {
 		allow += ", DELETE"
 	}
 	w.Header().Set("Allow", allow)
-	resource, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/apis/"+APIVersion+"/"), "/")
+	resource, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/apis/"+sunsetv1.APIVersion+"/"), "/")
 	httpjson.WriteStatus(w, apierrors.NewMethodNotSupported(GroupVersion.WithResource(resource).GroupResource(), r.Method))
 	return false
 }

@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+)
 
 // hoursPerDay is the length of last24h.
 const hoursPerDay = 24
@@ -96,8 +100,8 @@ func newBuilder(now time.Time, since time.Duration, isSystem func(string) bool) 
 
 // status renders what was collected: the 24 hours of last24h, and the
 // window when asked for.
-func (b *builder) status(removedIn string, users int) APIRequestCountStatus {
-	st := APIRequestCountStatus{RemovedInRelease: removedIn, Last24h: make([]PerResourceAPIRequestLog, hoursPerDay)}
+func (b *builder) status(removedIn string, users int) sunsetv1.APIRequestCountStatus {
+	st := sunsetv1.APIRequestCountStatus{RemovedInRelease: removedIn, Last24h: make([]sunsetv1.PerResourceAPIRequestLog, hoursPerDay)}
 	r := b.newRenderer(users)
 	for i := range b.hours {
 		st.Last24h[i] = r.hour(&b.hours[i])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -33,27 +34,27 @@ func TestBuildTopNTable(t *testing.T) {
 		{"n1", "alice", "kubectl", "list", 2}, // alice's kubectl again: 5 in all
 		{"n2", "erin", "helm", "create", 4},
 	}
-	entry := func(user, agent string, verbs ...PerVerbAPIRequestCount) PerUserAPIRequestCount {
-		u := PerUserAPIRequestCount{UserName: user, UserAgent: agent, ByVerb: verbs}
+	entry := func(user, agent string, verbs ...sunsetv1.PerVerbAPIRequestCount) sunsetv1.PerUserAPIRequestCount {
+		u := sunsetv1.PerUserAPIRequestCount{UserName: user, UserAgent: agent, ByVerb: verbs}
 		for _, v := range verbs {
 			u.RequestCount += v.RequestCount
 		}
 		return u
 	}
-	verb := func(name string, n int64) PerVerbAPIRequestCount {
-		return PerVerbAPIRequestCount{Verb: name, RequestCount: n}
+	verb := func(name string, n int64) sunsetv1.PerVerbAPIRequestCount {
+		return sunsetv1.PerVerbAPIRequestCount{Verb: name, RequestCount: n}
 	}
 	// n1's clients, busiest first: bob and carol tie at 3, bob first.
-	n1 := []PerUserAPIRequestCount{
+	n1 := []sunsetv1.PerUserAPIRequestCount{
 		entry("alice", "kubectl", verb("get", 3), verb("list", 2)),
 		entry("bob", "curl", verb("watch", 3)),
 		entry("carol", "kubectl", verb("list", 3)),
 		entry("alice", "curl", verb("get", 2)),
 		entry("dave", "kubectl", verb("get", 1)),
 	}
-	n2 := []PerUserAPIRequestCount{entry("erin", "helm", verb("create", 4))}
+	n2 := []sunsetv1.PerUserAPIRequestCount{entry("erin", "helm", verb("create", 4))}
 	// The window's users, all nodes and agents together.
-	window := []WindowUser{
+	window := []sunsetv1.WindowUser{
 		{UserName: "alice", RequestCount: 7, UserAgents: []string{"kubectl", "curl"}},
 		{UserName: "erin", RequestCount: 4, UserAgents: []string{"helm"}},
 		{UserName: "bob", RequestCount: 3, UserAgents: []string{"curl"}},
@@ -62,17 +63,17 @@ func TestBuildTopNTable(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		users                int
-		n1, n2               []PerUserAPIRequestCount
+		n1, n2               []sunsetv1.PerUserAPIRequestCount
 		n1Omitted, n2Omitted int
-		windowUsers          []WindowUser
+		windowUsers          []sunsetv1.WindowUser
 	}{
 		{users: 1, n1: n1[:1], n2: n2, n1Omitted: 4, windowUsers: window[:1]},
 		{users: 2, n1: n1[:2], n2: n2, n1Omitted: 3, windowUsers: window[:2]},
 		{users: 3, n1: n1[:3], n2: n2, n1Omitted: 2, windowUsers: window[:3]},
 		{users: 4, n1: n1[:4], n2: n2, n1Omitted: 1, windowUsers: window[:4]},
 		{users: 5, n1: n1, n2: n2, windowUsers: window},
-		{users: DefaultUsersToReport, n1: n1, n2: n2, windowUsers: window},
-		{users: MaxUsersToReport, n1: n1, n2: n2, windowUsers: window},
+		{users: sunsetv1.DefaultUsersToReport, n1: n1, n2: n2, windowUsers: window},
+		{users: sunsetv1.MaxUsersToReport, n1: n1, n2: n2, windowUsers: window},
 	} {
 		t.Run(fmt.Sprintf("users=%d", tc.users), func(t *testing.T) {
 			b := newBuilder(buildNow, 24*time.Hour, notSystem)
@@ -80,13 +81,13 @@ func TestBuildTopNTable(t *testing.T) {
 				require.NoError(t, b.add(tableKey(hour, c.node, c.user, c.agent, c.verb), c.n))
 			}
 			st := b.status("", tc.users)
-			require.Equal(t, []PerNodeAPIRequestLog{
+			require.Equal(t, []sunsetv1.PerNodeAPIRequestLog{
 				{NodeName: "n1", Cluster: "c", RequestCount: 14, ByUser: tc.n1, ByUserOmitted: tc.n1Omitted},
 				{NodeName: "n2", Cluster: "c", RequestCount: 4, ByUser: tc.n2, ByUserOmitted: tc.n2Omitted},
 			}, st.CurrentHour.ByNode)
 			require.Equal(t, int64(18), st.RequestCount)
 			require.Equal(t, int64(18), st.CurrentHour.RequestCount)
-			require.Equal(t, &Window{Since: "24h0m0s", From: buildNow.Add(-24 * time.Hour).Truncate(time.Hour), RequestCount: 18,
+			require.Equal(t, &sunsetv1.Window{Since: "24h0m0s", From: buildNow.Add(-24 * time.Hour).Truncate(time.Hour), RequestCount: 18,
 				ClientCount: 5, ByUser: tc.windowUsers}, st.Window)
 		})
 	}
@@ -124,7 +125,7 @@ func TestBuildHourIndexTable(t *testing.T) {
 			for ago, n := range tc.ago {
 				require.NoError(t, b.add(tableKey(cur.Add(-time.Duration(ago)*time.Hour), "n1", "alice", "kubectl", "get"), n))
 			}
-			st := b.status("", DefaultUsersToReport)
+			st := b.status("", sunsetv1.DefaultUsersToReport)
 			require.Len(t, st.Last24h, 24)
 			var total int64
 			for i, h := range st.Last24h {
@@ -171,21 +172,21 @@ func TestBuildWindowTable(t *testing.T) {
 				k.DryRun = ago == 1
 				require.NoError(t, b.add(k, uint64(ago+1)))
 			}
-			st := b.status("", DefaultUsersToReport)
+			st := b.status("", sunsetv1.DefaultUsersToReport)
 
 			var want int64
-			var byHour []HourCount
+			var byHour []sunsetv1.HourCount
 			for _, ago := range tc.windowHours {
 				n := int64(ago + 1)
 				want += n
-				h := HourCount{Hour: at(ago), RequestCount: n}
+				h := sunsetv1.HourCount{Hour: at(ago), RequestCount: n}
 				if ago == 1 {
 					h.DryRunCount = n
 				}
 				byHour = append(byHour, h)
 			}
-			require.Equal(t, &Window{Since: tc.since.String(), From: tc.from, RequestCount: want, ClientCount: 1,
-				ByUser: []WindowUser{{UserName: "alice", RequestCount: want, UserAgents: []string{"kubectl"}}}, ByHour: byHour}, st.Window)
+			require.Equal(t, &sunsetv1.Window{Since: tc.since.String(), From: tc.from, RequestCount: want, ClientCount: 1,
+				ByUser: []sunsetv1.WindowUser{{UserName: "alice", RequestCount: want, UserAgents: []string{"kubectl"}}}, ByHour: byHour}, st.Window)
 			require.Equal(t, int64(1+2+3+24), st.RequestCount, "last24h is the same whatever the window")
 			require.Equal(t, int64(2), st.DryRunCount)
 			require.True(t, b.calledBy("alice"))

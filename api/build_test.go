@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -35,7 +36,7 @@ func TestByNodeKeepsTheBusiestWithinTheSchemaLimit(t *testing.T) {
 	}
 	require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1",
 		Cell: store.Cell{Hour: hour.Add(-time.Hour), Node: "node-0000", Username: "bob", UserAgent: "curl", Verb: "list"}}, 5))
-	st := b.status("", DefaultUsersToReport)
+	st := b.status("", sunsetv1.DefaultUsersToReport)
 
 	cur := st.CurrentHour
 	require.Equal(t, total, cur.RequestCount, "the hour's total keeps every apiserver")
@@ -49,10 +50,10 @@ func TestByNodeKeepsTheBusiestWithinTheSchemaLimit(t *testing.T) {
 	require.Equal(t, int64(5), prev.RequestCount)
 	require.Len(t, prev.ByNode, MaxNodesPerHour)
 	require.Equal(t, 8, prev.ByNodeOmitted)
-	require.Equal(t, PerNodeAPIRequestLog{NodeName: "node-0000", Cluster: "fleet", RequestCount: 5,
-		ByUser: []PerUserAPIRequestCount{{UserName: "bob", UserAgent: "curl", RequestCount: 5,
-			ByVerb: []PerVerbAPIRequestCount{{Verb: "list", RequestCount: 5}}}}}, prev.ByNode[0])
-	require.Equal(t, PerNodeAPIRequestLog{NodeName: "node-0001", Cluster: "fleet", ByUser: []PerUserAPIRequestCount{}}, prev.ByNode[1],
+	require.Equal(t, sunsetv1.PerNodeAPIRequestLog{NodeName: "node-0000", Cluster: "fleet", RequestCount: 5,
+		ByUser: []sunsetv1.PerUserAPIRequestCount{{UserName: "bob", UserAgent: "curl", RequestCount: 5,
+			ByVerb: []sunsetv1.PerVerbAPIRequestCount{{Verb: "list", RequestCount: 5}}}}}, prev.ByNode[0])
+	require.Equal(t, sunsetv1.PerNodeAPIRequestLog{NodeName: "node-0001", Cluster: "fleet", ByUser: []sunsetv1.PerUserAPIRequestCount{}}, prev.ByNode[1],
 		"an idle apiserver is listed with 0")
 
 	idle := st.Last24h[(hour.Hour()+1)%24] // 23 hours ago
@@ -64,7 +65,7 @@ func TestByNodeKeepsTheBusiestWithinTheSchemaLimit(t *testing.T) {
 // An API nobody called in an hour still has a byNode list, so recipes
 // iterating .byNode[] never meet null.
 func TestEveryHourHasByNode(t *testing.T) {
-	st := newBuilder(buildNow, 0, notSystem).status("", DefaultUsersToReport)
+	st := newBuilder(buildNow, 0, notSystem).status("", sunsetv1.DefaultUsersToReport)
 	for i, h := range st.Last24h {
 		require.NotNil(t, h.ByNode, "hour %d", i)
 		require.Empty(t, h.ByNode, "hour %d", i)
@@ -89,8 +90,8 @@ func TestUnknownVerbsAreGroupedAsOther(t *testing.T) {
 		require.NoError(t, b.add(store.CountKey{Cluster: "c", API: "endpoints.v1",
 			Cell: store.Cell{Hour: hour, Node: "n", Username: "mallory", UserAgent: "fuzz", Verb: verb, DryRun: verb == "frobnicate"}}, n))
 	}
-	user := b.status("", DefaultUsersToReport).CurrentHour.ByNode[0].ByUser[0]
-	require.Equal(t, []PerVerbAPIRequestCount{
+	user := b.status("", sunsetv1.DefaultUsersToReport).CurrentHour.ByNode[0].ByUser[0]
+	require.Equal(t, []sunsetv1.PerVerbAPIRequestCount{
 		{Verb: "deletecollection", RequestCount: 1},
 		{Verb: "get", RequestCount: 2},
 		{Verb: "other", RequestCount: int64(invented), DryRunCount: 3},
@@ -130,9 +131,9 @@ func topUsersInput(hour time.Time) ([]store.CountKey, []uint64) {
 
 // wantCell is an independent count of one cell: every client's total
 // and verbs, all of them sorted as byUser lists them.
-func wantCell(keys []store.CountKey, counts []uint64, node string) (total int64, users []PerUserAPIRequestCount) {
+func wantCell(keys []store.CountKey, counts []uint64, node string) (total int64, users []sunsetv1.PerUserAPIRequestCount) {
 	type id struct{ user, agent string }
-	byID := map[id]*PerUserAPIRequestCount{}
+	byID := map[id]*sunsetv1.PerUserAPIRequestCount{}
 	verbs := map[id]map[string][2]int64{}
 	for i, k := range keys {
 		if k.Node != node {
@@ -142,7 +143,7 @@ func wantCell(keys []store.CountKey, counts []uint64, node string) (total int64,
 		total += c
 		u := id{k.Username, k.UserAgent}
 		if byID[u] == nil {
-			byID[u] = &PerUserAPIRequestCount{UserName: k.Username, UserAgent: k.UserAgent}
+			byID[u] = &sunsetv1.PerUserAPIRequestCount{UserName: k.Username, UserAgent: k.UserAgent}
 			verbs[u] = map[string][2]int64{}
 		}
 		byID[u].RequestCount += c
@@ -159,9 +160,9 @@ func wantCell(keys []store.CountKey, counts []uint64, node string) (total int64,
 	}
 	for u, e := range byID {
 		for verb, v := range verbs[u] {
-			e.ByVerb = append(e.ByVerb, PerVerbAPIRequestCount{Verb: verb, RequestCount: v[0], DryRunCount: v[1]})
+			e.ByVerb = append(e.ByVerb, sunsetv1.PerVerbAPIRequestCount{Verb: verb, RequestCount: v[0], DryRunCount: v[1]})
 		}
-		slices.SortFunc(e.ByVerb, func(a, b PerVerbAPIRequestCount) int { return strings.Compare(a.Verb, b.Verb) })
+		slices.SortFunc(e.ByVerb, func(a, b sunsetv1.PerVerbAPIRequestCount) int { return strings.Compare(a.Verb, b.Verb) })
 		users = append(users, *e)
 	}
 	// A full sort, where the builder keeps a bounded heap.

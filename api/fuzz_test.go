@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -88,7 +89,7 @@ func FuzzQueryParameters(f *testing.F) {
 		if !reflect.DeepEqual(q, again) {
 			t.Fatalf("%+v encodes to %q, which parses to %+v", q, q.Values().Encode(), again)
 		}
-		if q.Users < 1 || q.Users > MaxUsersToReport || !slices.Contains([]string{"", StateDeprecated, StateRemoved}, q.State) {
+		if q.Users < 1 || q.Users > sunsetv1.MaxUsersToReport || !slices.Contains([]string{"", sunsetv1.StateDeprecated, sunsetv1.StateRemoved}, q.State) {
 			t.Fatalf("accepted out of range: %+v", q)
 		}
 	})

@@ -5,28 +5,15 @@ import (
 	"slices"
 	"time"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
-// ServerInfo describes what a server can answer: the limits of ?since=
-// and ?cluster=, and the clock every window is relative to.
-type ServerInfo struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	// Time is the server's clock: "now" for windows and last24h.
-	Time time.Time `json:"time"`
-	// Retention is how long counts are kept, e.g. "720h0m0s": the
-	// longest ?since=.
-	Retention string `json:"retention"`
-	// Clusters are those with counts within the retention, sorted.
-	Clusters []string `json:"clusters"`
-}
-
-const infoPath = "/apis/" + APIVersion + "/serverinfo"
+const infoPath = "/apis/" + sunsetv1.APIVersion + "/serverinfo"
 
 // Info describes the service; retention is what the store keeps.
-func (s *Service) Info(retention time.Duration) ServerInfo {
-	out := ServerInfo{APIVersion: APIVersion, Kind: "ServerInfo", Time: s.now().UTC(), Retention: retention.String(), Clusters: []string{}}
+func (s *Service) Info(retention time.Duration) sunsetv1.ServerInfo {
+	out := sunsetv1.ServerInfo{APIVersion: sunsetv1.APIVersion, Kind: "ServerInfo", Time: s.now().UTC(), Retention: retention.String(), Clusters: []string{}}
 	add := func(cluster string) {
 		if !slices.Contains(out.Clusters, cluster) {
 			out.Clusters = append(out.Clusters, cluster)

@@ -16,11 +16,12 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
 // GroupVersion is sunset.dev/v1.
-var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+var GroupVersion = schema.GroupVersion{Group: sunsetv1.Group, Version: sunsetv1.Version}
 
 // Resources, as kube-apiserver's aggregator and kubectl know them.
 var (
@@ -51,9 +52,9 @@ func APIResources() []metav1.APIResource {
 
 // apiGroup is sunset.dev as discovery describes it.
 var apiGroup = metav1.APIGroup{
-	Name:             Group,
-	Versions:         []metav1.GroupVersionForDiscovery{{GroupVersion: APIVersion, Version: Version}},
-	PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: APIVersion, Version: Version},
+	Name:             sunsetv1.Group,
+	Versions:         []metav1.GroupVersionForDiscovery{{GroupVersion: sunsetv1.APIVersion, Version: sunsetv1.Version}},
+	PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: sunsetv1.APIVersion, Version: sunsetv1.Version},
 }
 
 // registerDiscovery serves what kube-apiserver's aggregator and kubectl
@@ -70,8 +71,8 @@ func registerDiscovery(mux *http.ServeMux) {
 		responsewriters.WriteObjectNegotiated(codecs, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{}, w, r, http.StatusOK, list, false)
 	})
 	mux.Handle("GET /apis", aggregated.WrapAggregatedDiscoveryToHandler(legacy, aggregatedDiscovery(), nil))
-	mux.Handle("GET /apis/"+Group, discovery.NewAPIGroupHandler(codecs, apiGroup))
-	mux.Handle("GET /apis/"+APIVersion, discovery.NewAPIVersionHandler(codecs, GroupVersion, discovery.APIResourceListerFunc(APIResources)))
+	mux.Handle("GET /apis/"+sunsetv1.Group, discovery.NewAPIGroupHandler(codecs, apiGroup))
+	mux.Handle("GET /apis/"+sunsetv1.APIVersion, discovery.NewAPIVersionHandler(codecs, GroupVersion, discovery.APIResourceListerFunc(APIResources)))
 	registerOpenAPI(mux)
 }
 
@@ -86,7 +87,7 @@ func aggregatedDiscovery() aggregated.ResourceManager {
 		panic(fmt.Sprintf("APIResources: %v", err))
 	}
 	m := aggregated.NewResourceManager("apis")
-	m.AddGroupVersion(Group, apidiscoveryv2.APIVersionDiscovery{Version: Version, Resources: resources, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
+	m.AddGroupVersion(sunsetv1.Group, apidiscoveryv2.APIVersionDiscovery{Version: sunsetv1.Version, Resources: resources, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
 	return m
 }
 
@@ -129,7 +130,7 @@ var tableColumns = []metav1.TableColumnDefinition{
 }
 
 // tableRow is one object's cells and metadata.
-func tableRow(meta metav1.ObjectMeta, st APIRequestCountStatus, full any, include string) (metav1.TableRow, error) {
+func tableRow(meta metav1.ObjectMeta, st sunsetv1.APIRequestCountStatus, full any, include string) (metav1.TableRow, error) {
 	replacement := ""
 	if r := st.Replacement; r != nil {
 		replacement = strings.TrimPrefix(r.Group+"/"+r.Version, "/") + " " + r.Kind
@@ -154,7 +155,7 @@ func tableRow(meta metav1.ObjectMeta, st APIRequestCountStatus, full any, includ
 
 // topUser is the username with the most requests in the last 24 hours
 // among the users each node and hour reports.
-func topUser(st APIRequestCountStatus) string {
+func topUser(st sunsetv1.APIRequestCountStatus) string {
 	byUser := map[string]int64{}
 	for _, h := range st.Last24h {
 		for _, n := range h.ByNode {

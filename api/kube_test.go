@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -154,7 +155,7 @@ func TestTable(t *testing.T) {
 
 	table = getOK[metav1.Table](t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?includeObject=Object", kubectlAccept)
 	require.Len(t, table.Rows, 1)
-	var obj APIRequestCount
+	var obj sunsetv1.APIRequestCount
 	require.NoError(t, json.Unmarshal(table.Rows[0].Object.Raw, &obj))
 	require.Equal(t, int64(7), obj.Status.RequestCount)
 
@@ -184,7 +185,7 @@ func TestTable(t *testing.T) {
 func TestSelectors(t *testing.T) {
 	srv := kubeServer(t)
 	names := func(query string) []string {
-		l := getOK[APIRequestCountList](t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts?"+query, "")
+		l := getOK[sunsetv1.APIRequestCountList](t, srv.URL+"/apis/sunset.dev/v1/apirequestcounts?"+query, "")
 		out := []string{}
 		for _, it := range l.Items {
 			out = append(out, it.Metadata.Name)

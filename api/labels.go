@@ -2,32 +2,21 @@ package api
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
-// Labels on every object, so `kubectl get -l` selects by them:
-//
-//	kubectl get apirequestcounts.sunset.dev -l sunset.dev/removed-in-release=1.37
-//	kubectl get apirequestcounts.sunset.dev -l sunset.dev/state=removed
-const (
-	// LabelRemovedInRelease is status.removedInRelease; absent for APIs
-	// with no removal planned (endpoints.v1).
-	LabelRemovedInRelease = Group + "/removed-in-release"
-	// LabelState is StateRemoved when clients called the API after its
-	// removal in the last 24 hours (status.removed), else StateDeprecated.
-	LabelState = Group + "/state"
-)
-
-func labelsFor(st APIRequestCountStatus) map[string]string {
-	l := map[string]string{LabelState: StateDeprecated}
+func labelsFor(st sunsetv1.APIRequestCountStatus) map[string]string {
+	l := map[string]string{sunsetv1.LabelState: sunsetv1.StateDeprecated}
 	if st.Removed {
-		l[LabelState] = StateRemoved
+		l[sunsetv1.LabelState] = sunsetv1.StateRemoved
 	}
 	if st.RemovedInRelease != "" {
-		l[LabelRemovedInRelease] = st.RemovedInRelease
+		l[sunsetv1.LabelRemovedInRelease] = st.RemovedInRelease
 	}
 	return l
 }
 
 func typeMeta(kind string) metav1.TypeMeta {
-	return metav1.TypeMeta{APIVersion: APIVersion, Kind: kind}
+	return metav1.TypeMeta{APIVersion: sunsetv1.APIVersion, Kind: kind}
 }

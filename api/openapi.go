@@ -19,6 +19,7 @@ import (
 	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
@@ -36,17 +37,17 @@ const (
 	openAPIV3Path = "/openapi/v3"
 	// openAPIV3GroupVersion is sunset.dev/v1's document under
 	// openAPIV3Path, as /openapi/v3 lists it.
-	openAPIV3GroupVersion = "apis/" + APIVersion
+	openAPIV3GroupVersion = "apis/" + sunsetv1.APIVersion
 )
 
 // servedObjects are the objects of sunset.dev/v1: their definitions carry
 // their group, version and kind.
 var servedObjects = []any{
-	APIRequestCount{}, APIRequestCountList{},
-	FieldRequestCount{}, FieldRequestCountList{},
-	WebhookCount{}, WebhookCountList{},
-	UpgradeCheck{}, UpgradeCheckList{},
-	ServerInfo{},
+	sunsetv1.APIRequestCount{}, sunsetv1.APIRequestCountList{},
+	sunsetv1.FieldRequestCount{}, sunsetv1.FieldRequestCountList{},
+	sunsetv1.WebhookCount{}, sunsetv1.WebhookCountList{},
+	sunsetv1.UpgradeCheck{}, sunsetv1.UpgradeCheckList{},
+	sunsetv1.ServerInfo{},
 }
 
 // Route metadata the generic API server gives its operations, which
@@ -90,7 +91,7 @@ func (r openAPIRoute) Consumes() []string {
 func (r openAPIRoute) Metadata() map[string]any {
 	return map[string]any{
 		extensionAction: r.action,
-		extensionGVK:    metav1.GroupVersionKind{Group: Group, Version: Version, Kind: r.kind},
+		extensionGVK:    metav1.GroupVersionKind{Group: sunsetv1.Group, Version: sunsetv1.Version, Kind: r.kind},
 	}
 }
 
@@ -209,13 +210,13 @@ func nameParam(doc string) common.Parameter {
 // /apis/sunset.dev/v1, described.
 type openAPIRoutes []common.Route
 
-func (openAPIRoutes) RootPath() string                   { return "/apis/" + APIVersion }
+func (openAPIRoutes) RootPath() string                   { return "/apis/" + sunsetv1.APIVersion }
 func (openAPIRoutes) PathParameters() []common.Parameter { return nil }
 func (r openAPIRoutes) Routes() []common.Route           { return r }
 
 // sunsetRoutes describes every route of sunset.dev/v1.
 func sunsetRoutes() (openAPIRoutes, error) {
-	root := "/apis/" + APIVersion
+	root := "/apis/" + sunsetv1.APIVersion
 	var routes openAPIRoutes
 	var problems []error
 	add := func(route openAPIRoute, params ...[]string) {
@@ -234,13 +235,13 @@ func sunsetRoutes() (openAPIRoutes, error) {
 	}
 	for _, res := range []resource{
 		{APIRequestCountsResource.Resource, "APIRequestCount", "The API: resource.version.group, e.g. cronjobs.v1beta1.batch or endpoints.v1.",
-			APIRequestCountList{}, APIRequestCount{}, [][]string{listParams, kubeListParams}, [][]string{getParams, kubeGetParams}},
+			sunsetv1.APIRequestCountList{}, sunsetv1.APIRequestCount{}, [][]string{listParams, kubeListParams}, [][]string{getParams, kubeGetParams}},
 		{FieldRequestCountsResource.Resource, "FieldRequestCount", "The field rule's name, e.g. kube-proxy-version.",
-			FieldRequestCountList{}, FieldRequestCount{}, [][]string{getParams, kubeListParams}, [][]string{getParams, kubeGetParams}},
+			sunsetv1.FieldRequestCountList{}, sunsetv1.FieldRequestCount{}, [][]string{getParams, kubeListParams}, [][]string{getParams, kubeGetParams}},
 		{WebhookCountsResource.Resource, "WebhookCount", "The webhook: configuration.webhook.",
-			WebhookCountList{}, WebhookCount{}, [][]string{webhookParams, kubePagingParams}, [][]string{webhookParams, kubePagingParams}},
+			sunsetv1.WebhookCountList{}, sunsetv1.WebhookCount{}, [][]string{webhookParams, kubePagingParams}, [][]string{webhookParams, kubePagingParams}},
 		{UpgradeChecksResource.Resource, "UpgradeCheck", "The target release, e.g. 1.37.",
-			UpgradeCheckList{}, UpgradeCheck{}, [][]string{checkParams, kubePagingParams}, [][]string{checkParams, kubePagingParams}},
+			sunsetv1.UpgradeCheckList{}, sunsetv1.UpgradeCheck{}, [][]string{checkParams, kubePagingParams}, [][]string{checkParams, kubePagingParams}},
 	} {
 		kindID := apiopenapi.ToValidOperationID(res.kind, true)
 		add(openAPIRoute{method: http.MethodGet, path: root + "/" + res.name, action: "list", kind: res.kind,
@@ -256,7 +257,7 @@ func sunsetRoutes() (openAPIRoutes, error) {
 			openAPIParam{name: "body", description: "Optional: dryRun: [All], as kubectl delete --dry-run=server sends it.", kind: common.BodyParameterKind}}},
 		[]string{"cluster", "dryRun", "pretty"})
 	add(openAPIRoute{method: http.MethodGet, path: infoPath, action: "get", kind: "ServerInfo",
-		operation: "readSunsetDevV1ServerInfo", doc: "read the server's clock, retention and clusters", response: ServerInfo{}})
+		operation: "readSunsetDevV1ServerInfo", doc: "read the server's clock, retention and clusters", response: sunsetv1.ServerInfo{}})
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
@@ -264,7 +265,7 @@ func sunsetRoutes() (openAPIRoutes, error) {
 }
 
 // definitionNamer names definitions as kube-apiserver does: reverse
-// domain names (com.github.kube-sunset.sunset.api.APIRequestCount,
+// domain names (com.github.kube-sunset.sunset.api.v1.APIRequestCount,
 // io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta), and tags each kind
 // with its group, version and kind.
 type definitionNamer struct {
@@ -296,7 +297,7 @@ func friendlyName(name string) string {
 func (n definitionNamer) name(goName string) (string, spec.Extensions) {
 	name := friendlyName(goName)
 	if kind, ok := n.kinds[name]; ok {
-		return name, spec.Extensions{extensionGVK: []any{map[string]any{"group": Group, "version": Version, "kind": kind}}}
+		return name, spec.Extensions{extensionGVK: []any{map[string]any{"group": sunsetv1.Group, "version": sunsetv1.Version, "kind": kind}}}
 	}
 	return n.meta.GetDefinitionName(name)
 }
@@ -315,7 +316,7 @@ func buildOpenAPI() (*spec.Swagger, *handler3.OpenAPIService, error) {
 		return nil, nil, err
 	}
 	namer := newDefinitionNamer()
-	info := &spec.Info{InfoProps: spec.InfoProps{Title: "Sunset", Version: Version}}
+	info := &spec.Info{InfoProps: spec.InfoProps{Title: "Sunset", Version: sunsetv1.Version}}
 	v2, err := builder2.BuildOpenAPISpecFromRoutes([]common.RouteContainer{routes}, &common.Config{
 		Info:                           info,
 		GetDefinitions:                 GetOpenAPIDefinitions,

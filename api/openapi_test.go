@@ -26,6 +26,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/yaml"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -110,10 +111,10 @@ func wireDefinitions(t *testing.T) map[string]*definition {
 	}
 	for _, obj := range servedObjects {
 		name := friendlyName(definitionKey(reflect.TypeOf(obj)))
-		out[name].GVKs = []metav1.GroupVersionKind{{Group: Group, Version: Version, Kind: reflect.TypeOf(obj).Name()}}
+		out[name].GVKs = []metav1.GroupVersionKind{{Group: sunsetv1.Group, Version: sunsetv1.Version, Kind: reflect.TypeOf(obj).Name()}}
 	}
 	out["io.k8s.apimachinery.pkg.apis.meta.v1.Status"].GVKs = []metav1.GroupVersionKind{{Version: "v1", Kind: "Status"}}
-	out["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"].GVKs = []metav1.GroupVersionKind{{Group: Group, Version: Version, Kind: "DeleteOptions"}}
+	out["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"].GVKs = []metav1.GroupVersionKind{{Group: sunsetv1.Group, Version: sunsetv1.Version, Kind: "DeleteOptions"}}
 	return out
 }
 
@@ -233,10 +234,10 @@ func TestOpenAPIV2(t *testing.T) {
 	require.Equal(t, wantOperations, ops)
 
 	// kubectl explain shows the Go doc comments.
-	status := swagger.Definitions["com.github.kube-sunset.sunset.api.APIRequestCountStatus"]
+	status := swagger.Definitions["com.github.kube-sunset.sunset.api.v1.APIRequestCountStatus"]
 	require.Equal(t, "Last24h has 24 entries indexed by UTC hour of day: index 0 is 00:00-00:59. It covers the current hour and the 23 before it.",
 		status.Properties["last24h"].Description)
-	require.Equal(t, "#/definitions/com.github.kube-sunset.sunset.api.PerResourceAPIRequestLog", status.Properties["last24h"].Items.Schema.Ref.String())
+	require.Equal(t, "#/definitions/com.github.kube-sunset.sunset.api.v1.PerResourceAPIRequestLog", status.Properties["last24h"].Items.Schema.Ref.String())
 	require.Equal(t, "APIRequestCountStatus is OpenShift's status shape.", status.Description)
 }
 
@@ -276,8 +277,8 @@ func TestOpenAPIV3(t *testing.T) {
 	}
 	sort.Strings(ops)
 	require.Equal(t, wantOperations, ops)
-	status := doc.Components.Schemas["com.github.kube-sunset.sunset.api.APIRequestCountStatus"]
-	require.Equal(t, "#/components/schemas/com.github.kube-sunset.sunset.api.PerResourceAPIRequestLog", status.Properties["last24h"].Items.Schema.Ref.String())
+	status := doc.Components.Schemas["com.github.kube-sunset.sunset.api.v1.APIRequestCountStatus"]
+	require.Equal(t, "#/components/schemas/com.github.kube-sunset.sunset.api.v1.PerResourceAPIRequestLog", status.Properties["last24h"].Items.Schema.Ref.String())
 
 	// A group version the server does not serve, and methods other than
 	// GET, are refused.
@@ -365,9 +366,9 @@ func TestAggregatedDiscovery(t *testing.T) {
 	require.Equal(t, "APIGroupDiscoveryList", list.Kind)
 	require.Len(t, list.Items, 1)
 	group := list.Items[0]
-	require.Equal(t, Group, group.Name)
+	require.Equal(t, sunsetv1.Group, group.Name)
 	require.Len(t, group.Versions, 1)
-	require.Equal(t, Version, group.Versions[0].Version)
+	require.Equal(t, sunsetv1.Version, group.Versions[0].Version)
 	require.Equal(t, apidiscoveryv2.DiscoveryFreshnessCurrent, group.Versions[0].Freshness)
 	var got, want []string
 	for _, r := range group.Versions[0].Resources {
@@ -427,7 +428,7 @@ func TestDiscoveredListsTakeKubectlsLimit(t *testing.T) {
 	require.NoError(t, err)
 	for _, res := range APIResources() {
 		i := slices.IndexFunc(routes, func(r common.Route) bool {
-			return r.Path() == "/apis/"+APIVersion+"/"+res.Name && r.(openAPIRoute).action == "list"
+			return r.Path() == "/apis/"+sunsetv1.APIVersion+"/"+res.Name && r.(openAPIRoute).action == "list"
 		})
 		require.GreaterOrEqual(t, i, 0, "no list route for %s", res.Name)
 		var names []string

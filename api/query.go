@@ -8,46 +8,9 @@ import (
 	"strings"
 	"time"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 )
-
-// Bounds of ?users=.
-const (
-	DefaultUsersToReport = 10
-	MaxUsersToReport     = 100
-)
-
-// Values of ?state=.
-const (
-	StateDeprecated = catalog.StateDeprecated
-	StateRemoved    = catalog.StateRemoved
-)
-
-// Query holds the parameters of a read: the same for the HTTP API and for
-// readers of a data directory.
-type Query struct {
-	// Users is how many users are reported per node and hour.
-	Users int
-	// Cluster keeps only this cluster's apiservers; empty means all.
-	Cluster string
-	// RemovedIn keeps only APIs removed in this release (lists only).
-	RemovedIn catalog.Release
-	// RemovedBefore keeps only APIs removed before this release (lists only).
-	RemovedBefore catalog.Release
-	// State is "", StateDeprecated or StateRemoved (lists only).
-	State string
-	// Since adds status.window over this much time before now, whole hours.
-	Since time.Duration
-	// User keeps only APIs this username called in the window (the last
-	// 24 hours without Since) (lists only).
-	User string
-	// Hourly adds status.window.byHour: the window's hours with requests.
-	// It needs Since.
-	Hourly bool
-}
-
-// DefaultQuery is a Query with every default.
-func DefaultQuery() Query { return Query{Users: DefaultUsersToReport} }
 
 var (
 	getParams  = []string{"cluster", "hourly", "since", "users"}
@@ -56,8 +19,8 @@ var (
 
 // ParseQuery reads URL parameters, allowing only those in allowed, with
 // every problem in one error.
-func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (Query, error) {
-	q := DefaultQuery()
+func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (sunsetv1.Query, error) {
+	q := sunsetv1.DefaultQuery()
 	var problems []string
 	for key := range v {
 		if !slices.Contains(allowed, key) {
@@ -66,12 +29,12 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (Query, 
 	}
 	if s := v.Get("users"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > MaxUsersToReport {
-			problems = append(problems, fmt.Sprintf("users must be a whole number from 0 to %d (0 means the default, %d)", MaxUsersToReport, DefaultUsersToReport))
+		if err != nil || n < 0 || n > sunsetv1.MaxUsersToReport {
+			problems = append(problems, fmt.Sprintf("users must be a whole number from 0 to %d (0 means the default, %d)", sunsetv1.MaxUsersToReport, sunsetv1.DefaultUsersToReport))
 		}
 		// OpenShift reads 0 as its default of 10.
 		if n == 0 {
-			n = DefaultUsersToReport
+			n = sunsetv1.DefaultUsersToReport
 		}
 		q.Users = n
 	}
@@ -87,9 +50,9 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (Query, 
 		}
 	}
 	switch q.State = v.Get("state"); q.State {
-	case "", StateDeprecated, StateRemoved:
+	case "", sunsetv1.StateDeprecated, sunsetv1.StateRemoved:
 	default:
-		problems = append(problems, fmt.Sprintf("state %q is not valid; use %s or %s", q.State, StateDeprecated, StateRemoved))
+		problems = append(problems, fmt.Sprintf("state %q is not valid; use %s or %s", q.State, sunsetv1.StateDeprecated, sunsetv1.StateRemoved))
 	}
 	if s := v.Get("since"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -118,33 +81,8 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (Query, 
 	return q, nil
 }
 
-// Values encodes q as URL parameters, leaving defaults out.
-func (q Query) Values() url.Values {
-	v := url.Values{}
-	if q.Users != 0 && q.Users != DefaultUsersToReport {
-		v.Set("users", strconv.Itoa(q.Users))
-	}
-	set := func(key, val string) {
-		if val != "" {
-			v.Set(key, val)
-		}
-	}
-	set("cluster", q.Cluster)
-	set("removedRelease", q.RemovedIn.String())
-	set("removedBefore", q.RemovedBefore.String())
-	set("state", q.State)
-	set("user", q.User)
-	if q.Since > 0 {
-		v.Set("since", q.Since.String())
-	}
-	if q.Hourly {
-		v.Set("hourly", "true")
-	}
-	return v
-}
-
 // matches applies the list filters to a built object.
-func (q Query) matches(obj APIRequestCount, calledBy func(username string) bool) bool {
+func matches(q sunsetv1.Query, obj sunsetv1.APIRequestCount, calledBy func(username string) bool) bool {
 	st := obj.Status
 	removedIn, _ := catalog.ParseRelease(st.RemovedInRelease)
 	switch {
@@ -152,9 +90,9 @@ func (q Query) matches(obj APIRequestCount, calledBy func(username string) bool)
 		return false
 	case !q.RemovedBefore.IsZero() && (removedIn.IsZero() || !removedIn.Less(q.RemovedBefore)):
 		return false
-	case q.State == StateRemoved && st.RemovedRequestCount == 0:
+	case q.State == sunsetv1.StateRemoved && st.RemovedRequestCount == 0:
 		return false
-	case q.State == StateDeprecated && st.RequestCount-st.RemovedRequestCount == 0:
+	case q.State == sunsetv1.StateDeprecated && st.RequestCount-st.RemovedRequestCount == 0:
 		return false
 	case q.User != "" && !calledBy(q.User):
 		return false

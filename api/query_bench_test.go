@@ -17,6 +17,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/store"
@@ -159,7 +160,7 @@ func BenchmarkQuery(b *testing.B) {
 	}
 	want := querybench.MainRequests24h(corpus.size)
 	checkGet := func(body []byte) {
-		var obj api.APIRequestCount
+		var obj sunsetv1.APIRequestCount
 		if err := json.Unmarshal(body, &obj); err != nil {
 			b.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func BenchmarkQuery(b *testing.B) {
 	b.Run("list/scan", func(b *testing.B) { baseline(b, "list", scanAll(day)) })
 	b.Run("list", func(b *testing.B) {
 		measure(b, "list", mux, "/apis/sunset.dev/v1/apirequestcounts", func(body []byte) {
-			var l api.APIRequestCountList
+			var l sunsetv1.APIRequestCountList
 			if err := json.Unmarshal(body, &l); err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // renderer turns cells into byNode lists, with scratch space reused from
@@ -49,8 +51,8 @@ func (b *builder) newRenderer(users int) *renderer {
 	return r
 }
 
-func (r *renderer) hour(h *hourAgg) PerResourceAPIRequestLog {
-	out := PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system, DryRunCount: h.dry}
+func (r *renderer) hour(h *hourAgg) sunsetv1.PerResourceAPIRequestLog {
+	out := sunsetv1.PerResourceAPIRequestLog{RequestCount: h.total, SystemRequestCount: h.system, DryRunCount: h.dry}
 	nids := r.nodes
 	if r.tooManyNodes {
 		// The busiest apiservers are kept when there are more than the
@@ -67,9 +69,9 @@ func (r *renderer) hour(h *hourAgg) PerResourceAPIRequestLog {
 		nids = nids[:MaxNodesPerHour]
 		slices.SortFunc(nids, byName)
 	}
-	out.ByNode = make([]PerNodeAPIRequestLog, 0, len(nids))
+	out.ByNode = make([]sunsetv1.PerNodeAPIRequestLog, 0, len(nids))
 	for _, nid := range nids {
-		node := PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, ByUser: []PerUserAPIRequestCount{}}
+		node := sunsetv1.PerNodeAPIRequestLog{NodeName: nid.node, Cluster: nid.cluster, ByUser: []sunsetv1.PerUserAPIRequestCount{}}
 		if cl := h.nodes[nid]; cl != nil {
 			node.RequestCount, node.DryRunCount, node.SystemRequestCount = cl.total, cl.dry, cl.system
 			node.ByUser, node.ByUserOmitted = r.topUsers(cl)
@@ -93,7 +95,7 @@ func (r *renderer) rowBefore(cl *cell, x, y int32) bool {
 // topUsers renders a cell's top clients. Each client's rows are merged
 // first (totals into its first row), then the top users are chosen by
 // count with a bounded heap, and only they become entries.
-func (r *renderer) topUsers(cl *cell) ([]PerUserAPIRequestCount, int) {
+func (r *renderer) topUsers(cl *cell) ([]sunsetv1.PerUserAPIRequestCount, int) {
 	r.gen++
 	r.heads = r.heads[:0]
 	r.next = slices.Grow(r.next[:0], len(cl.rows))[:len(cl.rows)]
@@ -127,7 +129,7 @@ func (r *renderer) topUsers(cl *cell) ([]PerUserAPIRequestCount, int) {
 		}
 		return 1
 	})
-	out := make([]PerUserAPIRequestCount, 0, len(top))
+	out := make([]sunsetv1.PerUserAPIRequestCount, 0, len(top))
 	for _, i := range top {
 		out = append(out, r.entry(cl, i))
 	}
@@ -169,7 +171,7 @@ func (r *renderer) topRows(cl *cell) []int32 {
 }
 
 // entry is the byUser entry of the client whose first row is i.
-func (r *renderer) entry(cl *cell, i int32) PerUserAPIRequestCount {
+func (r *renderer) entry(cl *cell, i int32) sunsetv1.PerUserAPIRequestCount {
 	row := &cl.rows[i]
 	c := &r.b.clients[row.client]
 	c.shown = true
@@ -185,12 +187,12 @@ func (r *renderer) entry(cl *cell, i int32) PerUserAPIRequestCount {
 			r.verbs[v.verb][1] += v.dry
 		}
 	}
-	u := PerUserAPIRequestCount{UserName: c.id.username, UserAgent: c.id.userAgent, RequestCount: row.total,
+	u := sunsetv1.PerUserAPIRequestCount{UserName: c.id.username, UserAgent: c.id.userAgent, RequestCount: row.total,
 		System: c.system, RemovedRequestCount: row.removed, DryRunCount: row.dry,
-		ByVerb: make([]PerVerbAPIRequestCount, 0, nverbs)}
+		ByVerb: make([]sunsetv1.PerVerbAPIRequestCount, 0, nverbs)}
 	for _, vi := range r.verbOrder {
 		if v := r.verbs[vi]; v != [2]int64{} {
-			u.ByVerb = append(u.ByVerb, PerVerbAPIRequestCount{Verb: r.b.verbs.names[vi], RequestCount: v[0], DryRunCount: v[1]})
+			u.ByVerb = append(u.ByVerb, sunsetv1.PerVerbAPIRequestCount{Verb: r.b.verbs.names[vi], RequestCount: v[0], DryRunCount: v[1]})
 		}
 	}
 	return u

@@ -22,7 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/store"
@@ -150,7 +150,7 @@ func queryPass(s *store.Store) error {
 		if err != nil {
 			return err
 		}
-		var obj api.APIRequestCount
+		var obj sunsetv1.APIRequestCount
 		if err := json.Unmarshal(body, &obj); err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func queryPass(s *store.Store) error {
 	if err != nil {
 		return err
 	}
-	var l api.APIRequestCountList
+	var l sunsetv1.APIRequestCountList
 	if err := json.Unmarshal(body, &l); err != nil {
 		return err
 	}

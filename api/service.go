@@ -11,13 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
-
-// ErrNotFound is returned by Service.Get for an API without counts.
-var ErrNotFound = errors.New("api: not found")
 
 // Querier reads counts. *store.Store implements it. ScanCounts and
 // ScanFieldRuleCounts may be called concurrently, over different hours.
@@ -66,9 +64,9 @@ func NewService(q Querier, cat *catalog.Catalog, rules *fieldrule.Set, isSystem 
 
 // List returns every API with counts in retention that matches q, sorted by
 // name.
-func (s *Service) List(q Query) (APIRequestCountList, error) {
+func (s *Service) List(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
 	now := s.now()
-	out := APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []APIRequestCount{}}
+	out := sunsetv1.APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []sunsetv1.APIRequestCount{}}
 	infos := s.q.APIs()
 	for start := 0; start < len(infos); {
 		end := start + 1
@@ -79,7 +77,7 @@ func (s *Service) List(q Query) (APIRequestCountList, error) {
 		if err != nil {
 			return out, err
 		}
-		if found && q.matches(obj, b.calledBy) {
+		if found && matches(q, obj, b.calledBy) {
 			out.Items = append(out.Items, obj)
 		}
 		start = end
@@ -88,7 +86,7 @@ func (s *Service) List(q Query) (APIRequestCountList, error) {
 }
 
 // Get returns one API, or ErrNotFound.
-func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
+func (s *Service) Get(name string, q sunsetv1.Query) (sunsetv1.APIRequestCount, error) {
 	var infos []store.APIInfo
 	for _, info := range s.q.APIs() {
 		if info.API == name {
@@ -100,7 +98,7 @@ func (s *Service) Get(name string, q Query) (APIRequestCount, error) {
 		return obj, err
 	}
 	if !found {
-		return obj, ErrNotFound
+		return obj, sunsetv1.ErrNotFound
 	}
 	return obj, nil
 }
@@ -153,7 +151,7 @@ func apiSubjects(infos []store.APIInfo) []subject {
 
 // build renders one API or field rule from the clusters in subjects that
 // match q.
-func (s *Service) build(src source, subjects []subject, q Query, now time.Time) (APIRequestCount, *builder, bool, error) {
+func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now time.Time) (sunsetv1.APIRequestCount, *builder, bool, error) {
 	name := src.name
 	b := newBuilder(now, q.Since, s.isSystem)
 	if q.Hourly {
@@ -178,12 +176,12 @@ func (s *Service) build(src source, subjects []subject, q Query, now time.Time) 
 			return src.scan(sub.cluster, from, to, fn)
 		}
 		if err := s.scan(b, scan, from, to); err != nil {
-			return APIRequestCount{}, nil, false, err
+			return sunsetv1.APIRequestCount{}, nil, false, err
 		}
 	}
 	users := q.Users
 	if users == 0 {
-		users = DefaultUsersToReport
+		users = sunsetv1.DefaultUsersToReport
 	}
 	st := b.status(removedIn.String(), users)
 	// Workload records are read for the clients shown only, once each.
@@ -191,7 +189,7 @@ func (s *Service) build(src source, subjects []subject, q Query, now time.Time) 
 	for cluster, clients := range b.shownClients() {
 		w, err := src.workloadsOf(cluster, clients)
 		if err != nil {
-			return APIRequestCount{}, nil, false, err
+			return sunsetv1.APIRequestCount{}, nil, false, err
 		}
 		records[cluster] = w
 	}
@@ -205,14 +203,14 @@ func (s *Service) build(src source, subjects []subject, q Query, now time.Time) 
 			st.DeprecatedInRelease = entry.DeprecatedIn
 			st.Warning = entry.Warning()
 			if r := entry.Replacement; r != nil {
-				st.Replacement = &Replacement{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource}
+				st.Replacement = &sunsetv1.Replacement{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource}
 			}
 		}
 	}
-	obj := APIRequestCount{
+	obj := sunsetv1.APIRequestCount{
 		TypeMeta: typeMeta("APIRequestCount"),
 		Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
-		Spec:     APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
+		Spec:     sunsetv1.APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
 		Status:   st,
 	}
 	return obj, b, found, nil
@@ -225,8 +223,8 @@ func (s *Service) lookup(name string) (catalog.Entry, bool) {
 }
 
 // Fields lists every field rule in force with its counts, sorted by name.
-func (s *Service) Fields(q Query) (FieldRequestCountList, error) {
-	out := FieldRequestCountList{TypeMeta: typeMeta("FieldRequestCountList"), Items: []FieldRequestCount{}}
+func (s *Service) Fields(q sunsetv1.Query) (sunsetv1.FieldRequestCountList, error) {
+	out := sunsetv1.FieldRequestCountList{TypeMeta: typeMeta("FieldRequestCountList"), Items: []sunsetv1.FieldRequestCount{}}
 	rules := s.rules.Rules()
 	slices.SortFunc(rules, func(a, b fieldrule.Rule) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range rules {
@@ -240,10 +238,10 @@ func (s *Service) Fields(q Query) (FieldRequestCountList, error) {
 }
 
 // Field returns one field rule's counts, or ErrNotFound for an unknown rule.
-func (s *Service) Field(name string, q Query) (FieldRequestCount, error) {
+func (s *Service) Field(name string, q sunsetv1.Query) (sunsetv1.FieldRequestCount, error) {
 	rule, ok := s.rules.Rule(name)
 	if !ok {
-		return FieldRequestCount{}, ErrNotFound
+		return sunsetv1.FieldRequestCount{}, sunsetv1.ErrNotFound
 	}
 	var subjects []subject
 	for _, info := range s.q.FieldRules() {
@@ -253,12 +251,12 @@ func (s *Service) Field(name string, q Query) (FieldRequestCount, error) {
 	}
 	obj, _, _, err := s.build(s.fieldRuleSource(name), subjects, q, s.now())
 	if err != nil {
-		return FieldRequestCount{}, err
+		return sunsetv1.FieldRequestCount{}, err
 	}
 	st := obj.Status
 	st.RemovedInRelease, st.DeprecatedInRelease, st.Warning = rule.RemovedIn, rule.DeprecatedIn, rule.Message
-	return FieldRequestCount{TypeMeta: typeMeta("FieldRequestCount"), Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
-		Spec: FieldRequestCountSpec{NumberOfUsersToReport: obj.Spec.NumberOfUsersToReport, Rule: rule}, Status: st}, nil
+	return sunsetv1.FieldRequestCount{TypeMeta: typeMeta("FieldRequestCount"), Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
+		Spec: sunsetv1.FieldRequestCountSpec{NumberOfUsersToReport: obj.Spec.NumberOfUsersToReport, Rule: rule}, Status: st}, nil
 }
 
 // counted is one count read by a scan.

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -66,7 +67,7 @@ func TestGetFromStoreMatchesAnIndependentCount(t *testing.T) {
 	require.NoError(t, err)
 
 	svc := NewService(s, nil, nil, nil, func() time.Time { return now })
-	q := DefaultQuery()
+	q := sunsetv1.DefaultQuery()
 	q.Users = users
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	one, err := svc.Get(api, q)
@@ -127,8 +128,8 @@ func TestGetFromStoreMatchesAnIndependentCount(t *testing.T) {
 			require.Empty(t, w.Pods)
 			continue
 		}
-		require.Equal(t, &Owner{Kind: "Deployment", Name: w.ServiceAccount}, w.Owner)
-		require.Equal(t, []WorkloadPod{{Name: w.ServiceAccount + "-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: cur}}, w.Pods)
+		require.Equal(t, &sunsetv1.Owner{Kind: "Deployment", Name: w.ServiceAccount}, w.Owner)
+		require.Equal(t, []sunsetv1.WorkloadPod{{Name: w.ServiceAccount + "-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: cur}}, w.Pods)
 	}
 	require.Equal(t, want, got)
 	require.NotEmpty(t, got)

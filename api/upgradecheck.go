@@ -7,62 +7,40 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/httpjson"
+	"github.com/kube-sunset/sunset/verdict"
 )
 
-// UpgradeCheck is the upgrade gate's verdict for one target release, as
-// `sunset check` gives it: its name is the release, its status what
-// `sunset check -o json` prints for the same window, cluster and options.
-type UpgradeCheck struct {
-	metav1.TypeMeta `json:",inline"`
-	Metadata        metav1.ObjectMeta `json:"metadata"`
-	Status          CheckResult       `json:"status"`
-}
-
-// UpgradeCheckList holds an UpgradeCheck for every release in which an API
-// is removed, by the catalog or by what the apiservers announced, and in
-// which kube-apiserver starts refusing a flagged webhook server's
-// certificate, oldest first: the releases where the verdict can change.
-type UpgradeCheckList struct {
-	metav1.TypeMeta `json:",inline"`
-	Metadata        metav1.ListMeta `json:"metadata"`
-	Items           []UpgradeCheck  `json:"items"`
-}
-
-// DefaultCheckSince is the window of an upgrade check without ?since=, as
-// `sunset check`'s.
-const DefaultCheckSince = 24 * time.Hour
-
-func newUpgradeCheck(res CheckResult) UpgradeCheck {
-	return UpgradeCheck{TypeMeta: typeMeta("UpgradeCheck"), Metadata: metav1.ObjectMeta{Name: res.TargetVersion}, Status: res}
+func newUpgradeCheck(res sunsetv1.CheckResult) sunsetv1.UpgradeCheck {
+	return sunsetv1.UpgradeCheck{TypeMeta: typeMeta("UpgradeCheck"), Metadata: metav1.ObjectMeta{Name: res.TargetVersion}, Status: res}
 }
 
 // UpgradeCheck checks an upgrade to o.Target against what was requested in
 // q's window and cluster.
-func (s *Service) UpgradeCheck(q Query, o CheckOptions) (UpgradeCheck, error) {
+func (s *Service) UpgradeCheck(q sunsetv1.Query, o verdict.CheckOptions) (sunsetv1.UpgradeCheck, error) {
 	list, err := s.List(checkQuery(q, o))
 	if err != nil {
-		return UpgradeCheck{}, err
+		return sunsetv1.UpgradeCheck{}, err
 	}
-	return newUpgradeCheck(s.withClusterScan(Check(list, o), o)), nil
+	return newUpgradeCheck(s.withClusterScan(verdict.Check(list, o), o)), nil
 }
 
 // UpgradeChecks checks an upgrade to every release that removes an API or
 // refuses a flagged certificate (o.Target is ignored).
-func (s *Service) UpgradeChecks(q Query, o CheckOptions) (UpgradeCheckList, error) {
-	out := UpgradeCheckList{TypeMeta: typeMeta("UpgradeCheckList"), Items: []UpgradeCheck{}}
+func (s *Service) UpgradeChecks(q sunsetv1.Query, o verdict.CheckOptions) (sunsetv1.UpgradeCheckList, error) {
+	out := sunsetv1.UpgradeCheckList{TypeMeta: typeMeta("UpgradeCheckList"), Items: []sunsetv1.UpgradeCheck{}}
 	list, err := s.List(checkQuery(q, o))
 	if err != nil {
 		return out, err
 	}
 	for _, target := range s.removalReleases(list, o.WebhookCertificates) {
 		o.Target = target
-		out.Items = append(out.Items, newUpgradeCheck(s.withClusterScan(Check(list, o), o)))
+		out.Items = append(out.Items, newUpgradeCheck(s.withClusterScan(verdict.Check(list, o), o)))
 	}
 	return out, nil
 }
@@ -70,13 +48,13 @@ func (s *Service) UpgradeChecks(q Query, o CheckOptions) (UpgradeCheckList, erro
 // checkQuery is the list read a check needs: the window, and enough users
 // that the top non-system clients are known even when system identities
 // lead.
-func checkQuery(q Query, o CheckOptions) Query {
-	return Query{Cluster: q.Cluster, Since: o.Since, Users: MaxUsersToReport}
+func checkQuery(q sunsetv1.Query, o verdict.CheckOptions) sunsetv1.Query {
+	return sunsetv1.Query{Cluster: q.Cluster, Since: o.Since, Users: sunsetv1.MaxUsersToReport}
 }
 
 // removalReleases are the releases in which the catalog or list removes an
 // API, or kube-apiserver starts refusing one of certs, oldest first.
-func (s *Service) removalReleases(list APIRequestCountList, certs []WebhookCertificate) []catalog.Release {
+func (s *Service) removalReleases(list sunsetv1.APIRequestCountList, certs []sunsetv1.WebhookCertificate) []catalog.Release {
 	seen := map[catalog.Release]bool{}
 	add := func(rel string) {
 		if r, err := catalog.ParseRelease(rel); err == nil {
@@ -103,7 +81,7 @@ func (s *Service) removalReleases(list APIRequestCountList, certs []WebhookCerti
 	return out
 }
 
-const checksPath = "/apis/" + APIVersion + "/" + "upgradechecks"
+const checksPath = "/apis/" + sunsetv1.APIVersion + "/" + "upgradechecks"
 
 var checkParams = []string{"cluster", "excludeSystem", "since", "warningsAsErrors"}
 
@@ -151,22 +129,22 @@ func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
 
 // webhookCertificates are the flagged webhook servers of the check's window
 // and cluster; none without admission webhook counts.
-func (h *Handler) webhookCertificates(q Query, o CheckOptions) ([]WebhookCertificate, error) {
+func (h *Handler) webhookCertificates(q sunsetv1.Query, o verdict.CheckOptions) ([]sunsetv1.WebhookCertificate, error) {
 	if h.webhooks == nil {
 		return nil, nil
 	}
-	list, err := h.webhooks.Webhooks(WebhookQuery{Cluster: q.Cluster, Since: o.Since})
+	list, err := h.webhooks.Webhooks(sunsetv1.WebhookQuery{Cluster: q.Cluster, Since: o.Since})
 	return list.Certificates, err
 }
 
 // beginCheck reads the parameters of an upgrade check: since (default
 // 24h), cluster, excludeSystem (default true) and warningsAsErrors.
-func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (Query, CheckOptions, bool) {
+func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (sunsetv1.Query, verdict.CheckOptions, bool) {
 	if !readMethod(w, r, false) {
-		return Query{}, CheckOptions{}, false
+		return sunsetv1.Query{}, verdict.CheckOptions{}, false
 	}
 	v := r.URL.Query()
-	o := CheckOptions{ExcludeSystem: true}
+	o := verdict.CheckOptions{ExcludeSystem: true}
 	var problems []string
 	for key, dst := range map[string]*bool{"excludeSystem": &o.ExcludeSystem, "warningsAsErrors": &o.WarningsAsErrors} {
 		if s := v.Get(key); s != "" {
@@ -184,8 +162,8 @@ func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (Query, Che
 	if len(problems) > 0 {
 		slices.Sort(problems)
 		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, strings.Join(problems, "; "))
-		return Query{}, CheckOptions{}, false
+		return sunsetv1.Query{}, verdict.CheckOptions{}, false
 	}
-	o.Since = cmp.Or(q.Since, DefaultCheckSince)
+	o.Since = cmp.Or(q.Since, sunsetv1.DefaultCheckSince)
 	return q, o, true
 }

@@ -15,35 +15,26 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/store"
 )
 
-const webhooksPath = "/apis/" + APIVersion + "/webhookcounts"
+const webhooksPath = "/apis/" + sunsetv1.APIVersion + "/webhookcounts"
 
 var webhookParams = []string{"class", "cluster", "since"}
-
-// WebhookQuery holds the parameters of a webhook counts read.
-type WebhookQuery struct {
-	// Cluster keeps only this cluster; empty means all.
-	Cluster string
-	// Since adds a window over this much time before now, whole hours.
-	Since time.Duration
-	// Class keeps only resources of this class; empty means all.
-	Class admission.Class
-}
 
 // ParseWebhookQuery reads URL parameters, with every problem in one error.
 // Kubernetes clients' paging parameters are accepted and ignored: the
 // answer is always whole.
-func ParseWebhookQuery(v url.Values, maxSince time.Duration) (WebhookQuery, error) {
+func ParseWebhookQuery(v url.Values, maxSince time.Duration) (sunsetv1.WebhookQuery, error) {
 	q, err := ParseQuery(withoutKube(v, kubePagingParams), webhookParams, maxSince)
 	problems := []string{}
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	out := WebhookQuery{Cluster: q.Cluster, Since: q.Since}
+	out := sunsetv1.WebhookQuery{Cluster: q.Cluster, Since: q.Since}
 	if s := v.Get("class"); s != "" {
 		c, err := admission.ParseClass(s)
 		if err != nil {
@@ -55,15 +46,6 @@ func ParseWebhookQuery(v url.Values, maxSince time.Duration) (WebhookQuery, erro
 		return out, errors.New(strings.Join(problems, "; "))
 	}
 	return out, nil
-}
-
-// Values encodes q as URL parameters, leaving defaults out.
-func (q WebhookQuery) Values() url.Values {
-	v := Query{Cluster: q.Cluster, Since: q.Since}.Values()
-	if q.Class != "" {
-		v.Set("class", string(q.Class))
-	}
-	return v
 }
 
 // WebhookQuerier reads admission webhook counts. *store.Store implements
@@ -156,7 +138,7 @@ func certificateRow(k store.AdmissionKey) (admission.CertificateRule, bool) {
 	return admission.RuleOf(admission.CertificateProblem(k.Type))
 }
 
-func (s *WebhookService) read(q WebhookQuery) (*webhookReading, error) {
+func (s *WebhookService) read(q sunsetv1.WebhookQuery) (*webhookReading, error) {
 	now := s.now().UTC().Truncate(time.Hour)
 	rd := &webhookReading{now: now, dayFrom: now.Add(-(hoursPerDay - 1) * time.Hour), webhooks: map[string]*webhookAgg{},
 		certificates: map[certificateID]*certificateAgg{}}
@@ -220,23 +202,23 @@ func (rd *webhookReading) addCertificate(id certificateID, r resourceID, hour ti
 
 // renderCertificates lists the servers whose certificate was flagged, the
 // soonest refused first, then by requests, cluster and host.
-func (rd *webhookReading) renderCertificates() []WebhookCertificate {
-	out := make([]WebhookCertificate, 0, len(rd.certificates))
+func (rd *webhookReading) renderCertificates() []sunsetv1.WebhookCertificate {
+	out := make([]sunsetv1.WebhookCertificate, 0, len(rd.certificates))
 	for id, agg := range rd.certificates {
 		rule, _ := admission.RuleOf(id.problem)
-		wc := WebhookCertificate{Cluster: id.cluster, Host: id.host, Problem: string(id.problem), Reason: rule.Reason,
+		wc := sunsetv1.WebhookCertificate{Cluster: id.cluster, Host: id.host, Problem: string(id.problem), Reason: rule.Reason,
 			RefusedByDefaultInRelease: rule.DefaultRefusedIn, GODEBUG: rule.GODEBUG, RefusedInRelease: rule.RefusedIn,
-			RequestCount: int64(agg.requests), LastSeen: agg.lastSeen, ByResource: []WebhookCertificateResource{}}
+			RequestCount: int64(agg.requests), LastSeen: agg.lastSeen, ByResource: []sunsetv1.WebhookCertificateResource{}}
 		for r, n := range agg.byRes {
-			wc.ByResource = append(wc.ByResource, WebhookCertificateResource{Name: aggregate.APIName(r.group, r.version, r.resource),
+			wc.ByResource = append(wc.ByResource, sunsetv1.WebhookCertificateResource{Name: aggregate.APIName(r.group, r.version, r.resource),
 				Subresource: r.subresource, RequestCount: int64(n)})
 		}
-		slices.SortFunc(wc.ByResource, func(a, b WebhookCertificateResource) int {
+		slices.SortFunc(wc.ByResource, func(a, b sunsetv1.WebhookCertificateResource) int {
 			return cmp.Or(cmp.Compare(b.RequestCount, a.RequestCount), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Subresource, b.Subresource))
 		})
 		out = append(out, wc)
 	}
-	slices.SortFunc(out, func(a, b WebhookCertificate) int {
+	slices.SortFunc(out, func(a, b sunsetv1.WebhookCertificate) int {
 		ra, _ := catalog.ParseRelease(a.RefusedInRelease)
 		rb, _ := catalog.ParseRelease(b.RefusedInRelease)
 		return cmp.Or(cmp.Compare(ra.Major, rb.Major), cmp.Compare(ra.Minor, rb.Minor), cmp.Compare(b.RequestCount, a.RequestCount),
@@ -247,8 +229,8 @@ func (rd *webhookReading) renderCertificates() []WebhookCertificate {
 
 // Webhooks lists every webhook seen in the last 24 hours (or the window),
 // sorted by name.
-func (s *WebhookService) Webhooks(q WebhookQuery) (WebhookCountList, error) {
-	out := WebhookCountList{TypeMeta: typeMeta("WebhookCountList"), Items: []WebhookCount{}}
+func (s *WebhookService) Webhooks(q sunsetv1.WebhookQuery) (sunsetv1.WebhookCountList, error) {
+	out := sunsetv1.WebhookCountList{TypeMeta: typeMeta("WebhookCountList"), Items: []sunsetv1.WebhookCount{}}
 	rd, err := s.read(q)
 	if err != nil {
 		return out, err
@@ -265,30 +247,30 @@ func (s *WebhookService) Webhooks(q WebhookQuery) (WebhookCountList, error) {
 
 // Webhook returns one webhook by name (configuration.webhook), or
 // ErrNotFound when it was not seen in the last 24 hours (or the window).
-func (s *WebhookService) Webhook(name string, q WebhookQuery) (WebhookCount, error) {
+func (s *WebhookService) Webhook(name string, q sunsetv1.WebhookQuery) (sunsetv1.WebhookCount, error) {
 	rd, err := s.read(q)
 	if err != nil {
-		return WebhookCount{}, err
+		return sunsetv1.WebhookCount{}, err
 	}
 	w := rd.webhooks[name]
 	if w == nil || (!w.day.seen && !w.window.seen) {
-		return WebhookCount{}, ErrNotFound
+		return sunsetv1.WebhookCount{}, sunsetv1.ErrNotFound
 	}
 	return s.render(rd, w, q), nil
 }
 
-func (s *WebhookService) render(rd *webhookReading, w *webhookAgg, q WebhookQuery) WebhookCount {
-	obj := WebhookCount{TypeMeta: typeMeta("WebhookCount"), Metadata: metav1.ObjectMeta{Name: w.id.Name()},
-		Spec: WebhookCountSpec{Configuration: w.id.Configuration, Webhook: w.id.Webhook, Types: slices.Sorted(maps.Keys(w.types))}}
+func (s *WebhookService) render(rd *webhookReading, w *webhookAgg, q sunsetv1.WebhookQuery) sunsetv1.WebhookCount {
+	obj := sunsetv1.WebhookCount{TypeMeta: typeMeta("WebhookCount"), Metadata: metav1.ObjectMeta{Name: w.id.Name()},
+		Spec: sunsetv1.WebhookCountSpec{Configuration: w.id.Configuration, Webhook: w.id.Webhook, Types: slices.Sorted(maps.Keys(w.types))}}
 	st := &obj.Status
 	st.WebhookCounts, st.ByResource = s.renderSpan(&w.day)
-	st.Last24h = make([]WebhookHour, hoursPerDay)
+	st.Last24h = make([]sunsetv1.WebhookHour, hoursPerDay)
 	for i := range w.hours {
 		st.Last24h[i].WebhookCounts, st.Last24h[i].ByResource = s.renderSpan(&w.hours[i])
 	}
 	st.CurrentHour = st.Last24h[rd.now.Hour()]
 	if q.Since > 0 {
-		st.Window = &WebhookWindow{Since: q.Since.String(), From: rd.windowFrom}
+		st.Window = &sunsetv1.WebhookWindow{Since: q.Since.String(), From: rd.windowFrom}
 		st.Window.WebhookCounts, st.Window.ByResource = s.renderSpan(&w.window)
 	}
 	return obj
@@ -296,17 +278,17 @@ func (s *WebhookService) render(rd *webhookReading, w *webhookAgg, q WebhookQuer
 
 // renderSpan renders a span's totals and its resources, slowest first: by
 // total webhook latency, then slow requests, then calls.
-func (s *WebhookService) renderSpan(sp *span) (WebhookCounts, []WebhookResourceCount) {
-	res := make([]WebhookResourceCount, 0, len(sp.byRes))
+func (s *WebhookService) renderSpan(sp *span) (sunsetv1.WebhookCounts, []sunsetv1.WebhookResourceCount) {
+	res := make([]sunsetv1.WebhookResourceCount, 0, len(sp.byRes))
 	for r, c := range sp.byRes {
-		rc := WebhookResourceCount{Name: aggregate.APIName(r.group, r.version, r.resource), Cluster: r.cluster,
+		rc := sunsetv1.WebhookResourceCount{Name: aggregate.APIName(r.group, r.version, r.resource), Cluster: r.cluster,
 			Group: r.group, Version: r.version, Resource: r.resource, Subresource: r.subresource, WebhookCounts: counts(*c)}
 		for _, cl := range s.classes.Of(r.resource, r.subresource) {
 			rc.Classes = append(rc.Classes, string(cl))
 		}
 		res = append(res, rc)
 	}
-	slices.SortFunc(res, func(a, b WebhookResourceCount) int {
+	slices.SortFunc(res, func(a, b sunsetv1.WebhookResourceCount) int {
 		return cmp.Or(cmp.Compare(b.WebhookLatencySeconds, a.WebhookLatencySeconds), cmp.Compare(b.SlowRequestCount, a.SlowRequestCount),
 			cmp.Compare(b.CallCount, a.CallCount), cmp.Compare(b.RequestCount, a.RequestCount), cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Subresource, b.Subresource), cmp.Compare(a.Cluster, b.Cluster))
@@ -314,8 +296,8 @@ func (s *WebhookService) renderSpan(sp *span) (WebhookCounts, []WebhookResourceC
 	return counts(sp.total), res
 }
 
-func counts(c store.AdmissionCounts) WebhookCounts {
-	out := WebhookCounts{RequestCount: int64(c.Requests), CallCount: int64(c.Calls), MutationCount: int64(c.Mutations),
+func counts(c store.AdmissionCounts) sunsetv1.WebhookCounts {
+	out := sunsetv1.WebhookCounts{RequestCount: int64(c.Requests), CallCount: int64(c.Calls), MutationCount: int64(c.Mutations),
 		FailedOpenCount: int64(c.FailedOpen), SlowRequestCount: int64(c.Slow),
 		WebhookLatencySeconds: time.Duration(c.LatencyNanos).Seconds(), LatencyBuckets: latencyBuckets(c.Buckets)}
 	if c.Slow > 0 {
@@ -324,15 +306,22 @@ func counts(c store.AdmissionCounts) WebhookCounts {
 	return out
 }
 
+// The store keeps one count per bucket of admission.LatencyBounds.
+var _ [store.AdmissionBuckets]struct{} = [admission.LatencyBuckets]struct{}{}
+
+func latencyBuckets(b [store.AdmissionBuckets]uint64) sunsetv1.LatencyBuckets {
+	return sunsetv1.LatencyBuckets{UpTo500ms: int64(b[0]), UpTo1s: int64(b[1]), UpTo2s: int64(b[2]), UpTo5s: int64(b[3]), UpTo10s: int64(b[4]), Over10s: int64(b[5])}
+}
+
 // webhookHandler serves WebhookCounts over HTTP.
 type webhookHandler struct {
 	h   *Handler
 	svc *WebhookService
 }
 
-func (wh webhookHandler) begin(w http.ResponseWriter, r *http.Request) (WebhookQuery, bool) {
+func (wh webhookHandler) begin(w http.ResponseWriter, r *http.Request) (sunsetv1.WebhookQuery, bool) {
 	if !wh.h.methodAllowed(w, r) {
-		return WebhookQuery{}, false
+		return sunsetv1.WebhookQuery{}, false
 	}
 	q, err := ParseWebhookQuery(r.URL.Query(), wh.h.maxSince)
 	if err != nil {
@@ -363,7 +352,7 @@ func (wh webhookHandler) get(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	obj, err := wh.svc.Webhook(name, q)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, sunsetv1.ErrNotFound):
 		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound,
 			fmt.Sprintf("webhookcounts %q not found: no audit annotation named that webhook in the last 24h or the window (names are configuration.webhook; GET %s lists them)", name, webhooksPath))
 	case err != nil:

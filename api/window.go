@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -50,7 +51,7 @@ type windowAgg struct {
 	total, removed, system int64
 	users                  map[string]*windowUser
 	// hours is nil unless the window's hours are wanted (?hourly).
-	hours map[time.Time]*HourCount
+	hours map[time.Time]*sunsetv1.HourCount
 }
 
 func newWindowAgg(now time.Time, since time.Duration) windowAgg {
@@ -83,7 +84,7 @@ func (b *builder) addWindow(k store.CountKey, c int64) {
 	if w.hours != nil {
 		h := w.hours[k.Hour]
 		if h == nil {
-			h = &HourCount{Hour: k.Hour.UTC()}
+			h = &sunsetv1.HourCount{Hour: k.Hour.UTC()}
 			w.hours[k.Hour] = h
 		}
 		h.RequestCount += c
@@ -102,19 +103,19 @@ func (b *builder) addWindow(k store.CountKey, c int64) {
 // listHours asks for the window's hours (?hourly) in status.window.byHour.
 func (b *builder) listHours() {
 	if !b.window.from.IsZero() {
-		b.window.hours = map[time.Time]*HourCount{}
+		b.window.hours = map[time.Time]*sunsetv1.HourCount{}
 	}
 }
 
 // maxWindowAgents bounds the user agents listed per window user.
 const maxWindowAgents = 3
 
-func (b *builder) renderWindow(users int) *Window {
+func (b *builder) renderWindow(users int) *sunsetv1.Window {
 	bw := &b.window
-	w := &Window{Since: bw.since.String(), From: bw.from, RequestCount: bw.total,
-		RemovedRequestCount: bw.removed, SystemRequestCount: bw.system, ByUser: []WindowUser{}}
+	w := &sunsetv1.Window{Since: bw.since.String(), From: bw.from, RequestCount: bw.total,
+		RemovedRequestCount: bw.removed, SystemRequestCount: bw.system, ByUser: []sunsetv1.WindowUser{}}
 	for name, wu := range bw.users {
-		u := WindowUser{UserName: name, RequestCount: wu.total, RemovedRequestCount: wu.removed, System: b.isSystem(name)}
+		u := sunsetv1.WindowUser{UserName: name, RequestCount: wu.total, RemovedRequestCount: wu.removed, System: b.isSystem(name)}
 		if u.System {
 			w.SystemClientCount++
 		}
@@ -130,7 +131,7 @@ func (b *builder) renderWindow(users int) *Window {
 		w.ByUser = append(w.ByUser, u)
 	}
 	w.ClientCount = len(w.ByUser)
-	slices.SortFunc(w.ByUser, func(x, y WindowUser) int {
+	slices.SortFunc(w.ByUser, func(x, y sunsetv1.WindowUser) int {
 		return cmp.Or(cmp.Compare(y.RequestCount, x.RequestCount), cmp.Compare(x.UserName, y.UserName))
 	})
 	if len(w.ByUser) > users {
@@ -139,6 +140,6 @@ func (b *builder) renderWindow(users int) *Window {
 	for _, h := range bw.hours {
 		w.ByHour = append(w.ByHour, *h)
 	}
-	slices.SortFunc(w.ByHour, func(x, y HourCount) int { return x.Hour.Compare(y.Hour) })
+	slices.SortFunc(w.ByHour, func(x, y sunsetv1.HourCount) int { return x.Hour.Compare(y.Hour) })
 	return w
 }

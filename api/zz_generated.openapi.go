@@ -13,68 +13,68 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/kube-sunset/sunset/api.APIRequestCount":            schema_githubcom_kube_sunset_sunset_api_APIRequestCount(ref),
-		"github.com/kube-sunset/sunset/api.APIRequestCountList":        schema_githubcom_kube_sunset_sunset_api_APIRequestCountList(ref),
-		"github.com/kube-sunset/sunset/api.APIRequestCountSpec":        schema_githubcom_kube_sunset_sunset_api_APIRequestCountSpec(ref),
-		"github.com/kube-sunset/sunset/api.APIRequestCountStatus":      schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref),
-		"github.com/kube-sunset/sunset/api.CertificateFinding":         schema_githubcom_kube_sunset_sunset_api_CertificateFinding(ref),
-		"github.com/kube-sunset/sunset/api.CheckResult":                schema_githubcom_kube_sunset_sunset_api_CheckResult(ref),
-		"github.com/kube-sunset/sunset/api.ClientWorkload":             schema_githubcom_kube_sunset_sunset_api_ClientWorkload(ref),
-		"github.com/kube-sunset/sunset/api.FieldRequestCount":          schema_githubcom_kube_sunset_sunset_api_FieldRequestCount(ref),
-		"github.com/kube-sunset/sunset/api.FieldRequestCountList":      schema_githubcom_kube_sunset_sunset_api_FieldRequestCountList(ref),
-		"github.com/kube-sunset/sunset/api.FieldRequestCountSpec":      schema_githubcom_kube_sunset_sunset_api_FieldRequestCountSpec(ref),
-		"github.com/kube-sunset/sunset/api.Finding":                    schema_githubcom_kube_sunset_sunset_api_Finding(ref),
-		"github.com/kube-sunset/sunset/api.HourCount":                  schema_githubcom_kube_sunset_sunset_api_HourCount(ref),
-		"github.com/kube-sunset/sunset/api.Impersonator":               schema_githubcom_kube_sunset_sunset_api_Impersonator(ref),
-		"github.com/kube-sunset/sunset/api.LatencyBuckets":             schema_githubcom_kube_sunset_sunset_api_LatencyBuckets(ref),
-		"github.com/kube-sunset/sunset/api.Owner":                      schema_githubcom_kube_sunset_sunset_api_Owner(ref),
-		"github.com/kube-sunset/sunset/api.PerNodeAPIRequestLog":       schema_githubcom_kube_sunset_sunset_api_PerNodeAPIRequestLog(ref),
-		"github.com/kube-sunset/sunset/api.PerResourceAPIRequestLog":   schema_githubcom_kube_sunset_sunset_api_PerResourceAPIRequestLog(ref),
-		"github.com/kube-sunset/sunset/api.PerUserAPIRequestCount":     schema_githubcom_kube_sunset_sunset_api_PerUserAPIRequestCount(ref),
-		"github.com/kube-sunset/sunset/api.PerVerbAPIRequestCount":     schema_githubcom_kube_sunset_sunset_api_PerVerbAPIRequestCount(ref),
-		"github.com/kube-sunset/sunset/api.Replacement":                schema_githubcom_kube_sunset_sunset_api_Replacement(ref),
-		"github.com/kube-sunset/sunset/api.ServerInfo":                 schema_githubcom_kube_sunset_sunset_api_ServerInfo(ref),
-		"github.com/kube-sunset/sunset/api.SourceIP":                   schema_githubcom_kube_sunset_sunset_api_SourceIP(ref),
-		"github.com/kube-sunset/sunset/api.UpgradeCheck":               schema_githubcom_kube_sunset_sunset_api_UpgradeCheck(ref),
-		"github.com/kube-sunset/sunset/api.UpgradeCheckList":           schema_githubcom_kube_sunset_sunset_api_UpgradeCheckList(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCertificate":         schema_githubcom_kube_sunset_sunset_api_WebhookCertificate(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCertificateResource": schema_githubcom_kube_sunset_sunset_api_WebhookCertificateResource(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCount":               schema_githubcom_kube_sunset_sunset_api_WebhookCount(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCountList":           schema_githubcom_kube_sunset_sunset_api_WebhookCountList(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCountSpec":           schema_githubcom_kube_sunset_sunset_api_WebhookCountSpec(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCountStatus":         schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref),
-		"github.com/kube-sunset/sunset/api.WebhookCounts":              schema_githubcom_kube_sunset_sunset_api_WebhookCounts(ref),
-		"github.com/kube-sunset/sunset/api.WebhookHour":                schema_githubcom_kube_sunset_sunset_api_WebhookHour(ref),
-		"github.com/kube-sunset/sunset/api.WebhookResourceCount":       schema_githubcom_kube_sunset_sunset_api_WebhookResourceCount(ref),
-		"github.com/kube-sunset/sunset/api.WebhookWindow":              schema_githubcom_kube_sunset_sunset_api_WebhookWindow(ref),
-		"github.com/kube-sunset/sunset/api.Window":                     schema_githubcom_kube_sunset_sunset_api_Window(ref),
-		"github.com/kube-sunset/sunset/api.WindowUser":                 schema_githubcom_kube_sunset_sunset_api_WindowUser(ref),
-		"github.com/kube-sunset/sunset/api.Workload":                   schema_githubcom_kube_sunset_sunset_api_Workload(ref),
-		"github.com/kube-sunset/sunset/api.WorkloadPod":                schema_githubcom_kube_sunset_sunset_api_WorkloadPod(ref),
-		"github.com/kube-sunset/sunset/fieldrule.Rule":                 schema_githubcom_kube_sunset_sunset_fieldrule_Rule(ref),
-		"github.com/kube-sunset/sunset/scan.Finding":                   schema_githubcom_kube_sunset_sunset_scan_Finding(ref),
-		"github.com/kube-sunset/sunset/scan.InputError":                schema_githubcom_kube_sunset_sunset_scan_InputError(ref),
-		"github.com/kube-sunset/sunset/scan.NotScanned":                schema_githubcom_kube_sunset_sunset_scan_NotScanned(ref),
-		"github.com/kube-sunset/sunset/scan.Origin":                    schema_githubcom_kube_sunset_sunset_scan_Origin(ref),
-		"github.com/kube-sunset/sunset/scan.Result":                    schema_githubcom_kube_sunset_sunset_scan_Result(ref),
-		"github.com/kube-sunset/sunset/scan.Scanned":                   schema_githubcom_kube_sunset_sunset_scan_Scanned(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.ListMeta{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.Preconditions{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Time{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_Time(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_TypeMeta(ref),
+		"github.com/kube-sunset/sunset/api/v1.APIRequestCount":            schema_kube_sunset_sunset_api_v1_APIRequestCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.APIRequestCountList":        schema_kube_sunset_sunset_api_v1_APIRequestCountList(ref),
+		"github.com/kube-sunset/sunset/api/v1.APIRequestCountSpec":        schema_kube_sunset_sunset_api_v1_APIRequestCountSpec(ref),
+		"github.com/kube-sunset/sunset/api/v1.APIRequestCountStatus":      schema_kube_sunset_sunset_api_v1_APIRequestCountStatus(ref),
+		"github.com/kube-sunset/sunset/api/v1.CertificateFinding":         schema_kube_sunset_sunset_api_v1_CertificateFinding(ref),
+		"github.com/kube-sunset/sunset/api/v1.CheckResult":                schema_kube_sunset_sunset_api_v1_CheckResult(ref),
+		"github.com/kube-sunset/sunset/api/v1.ClientWorkload":             schema_kube_sunset_sunset_api_v1_ClientWorkload(ref),
+		"github.com/kube-sunset/sunset/api/v1.FieldRequestCount":          schema_kube_sunset_sunset_api_v1_FieldRequestCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.FieldRequestCountList":      schema_kube_sunset_sunset_api_v1_FieldRequestCountList(ref),
+		"github.com/kube-sunset/sunset/api/v1.FieldRequestCountSpec":      schema_kube_sunset_sunset_api_v1_FieldRequestCountSpec(ref),
+		"github.com/kube-sunset/sunset/api/v1.Finding":                    schema_kube_sunset_sunset_api_v1_Finding(ref),
+		"github.com/kube-sunset/sunset/api/v1.HourCount":                  schema_kube_sunset_sunset_api_v1_HourCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.Impersonator":               schema_kube_sunset_sunset_api_v1_Impersonator(ref),
+		"github.com/kube-sunset/sunset/api/v1.LatencyBuckets":             schema_kube_sunset_sunset_api_v1_LatencyBuckets(ref),
+		"github.com/kube-sunset/sunset/api/v1.Owner":                      schema_kube_sunset_sunset_api_v1_Owner(ref),
+		"github.com/kube-sunset/sunset/api/v1.PerNodeAPIRequestLog":       schema_kube_sunset_sunset_api_v1_PerNodeAPIRequestLog(ref),
+		"github.com/kube-sunset/sunset/api/v1.PerResourceAPIRequestLog":   schema_kube_sunset_sunset_api_v1_PerResourceAPIRequestLog(ref),
+		"github.com/kube-sunset/sunset/api/v1.PerUserAPIRequestCount":     schema_kube_sunset_sunset_api_v1_PerUserAPIRequestCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.PerVerbAPIRequestCount":     schema_kube_sunset_sunset_api_v1_PerVerbAPIRequestCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.Replacement":                schema_kube_sunset_sunset_api_v1_Replacement(ref),
+		"github.com/kube-sunset/sunset/api/v1.ServerInfo":                 schema_kube_sunset_sunset_api_v1_ServerInfo(ref),
+		"github.com/kube-sunset/sunset/api/v1.SourceIP":                   schema_kube_sunset_sunset_api_v1_SourceIP(ref),
+		"github.com/kube-sunset/sunset/api/v1.UpgradeCheck":               schema_kube_sunset_sunset_api_v1_UpgradeCheck(ref),
+		"github.com/kube-sunset/sunset/api/v1.UpgradeCheckList":           schema_kube_sunset_sunset_api_v1_UpgradeCheckList(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCertificate":         schema_kube_sunset_sunset_api_v1_WebhookCertificate(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCertificateResource": schema_kube_sunset_sunset_api_v1_WebhookCertificateResource(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCount":               schema_kube_sunset_sunset_api_v1_WebhookCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCountList":           schema_kube_sunset_sunset_api_v1_WebhookCountList(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCountSpec":           schema_kube_sunset_sunset_api_v1_WebhookCountSpec(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCountStatus":         schema_kube_sunset_sunset_api_v1_WebhookCountStatus(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookCounts":              schema_kube_sunset_sunset_api_v1_WebhookCounts(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookHour":                schema_kube_sunset_sunset_api_v1_WebhookHour(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookResourceCount":       schema_kube_sunset_sunset_api_v1_WebhookResourceCount(ref),
+		"github.com/kube-sunset/sunset/api/v1.WebhookWindow":              schema_kube_sunset_sunset_api_v1_WebhookWindow(ref),
+		"github.com/kube-sunset/sunset/api/v1.Window":                     schema_kube_sunset_sunset_api_v1_Window(ref),
+		"github.com/kube-sunset/sunset/api/v1.WindowUser":                 schema_kube_sunset_sunset_api_v1_WindowUser(ref),
+		"github.com/kube-sunset/sunset/api/v1.Workload":                   schema_kube_sunset_sunset_api_v1_Workload(ref),
+		"github.com/kube-sunset/sunset/api/v1.WorkloadPod":                schema_kube_sunset_sunset_api_v1_WorkloadPod(ref),
+		"github.com/kube-sunset/sunset/fieldrule.Rule":                    schema_githubcom_kube_sunset_sunset_fieldrule_Rule(ref),
+		"github.com/kube-sunset/sunset/scan/report.Finding":               schema_kube_sunset_sunset_scan_report_Finding(ref),
+		"github.com/kube-sunset/sunset/scan/report.InputError":            schema_kube_sunset_sunset_scan_report_InputError(ref),
+		"github.com/kube-sunset/sunset/scan/report.NotScanned":            schema_kube_sunset_sunset_scan_report_NotScanned(ref),
+		"github.com/kube-sunset/sunset/scan/report.Origin":                schema_kube_sunset_sunset_scan_report_Origin(ref),
+		"github.com/kube-sunset/sunset/scan/report.Result":                schema_kube_sunset_sunset_scan_report_Result(ref),
+		"github.com/kube-sunset/sunset/scan/report.Scanned":               schema_kube_sunset_sunset_scan_report_Scanned(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.ListMeta{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.Preconditions{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Time{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_Time(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_TypeMeta(ref),
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_APIRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_APIRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -106,14 +106,14 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCount(ref common.Referenc
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec says how many users each node reports.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.APIRequestCountSpec"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.APIRequestCountSpec"),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Status holds the requests: the last 24 hours by hour, node, user and verb.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.APIRequestCountStatus"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.APIRequestCountStatus"),
 						},
 					},
 				},
@@ -121,11 +121,11 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCount(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.APIRequestCountSpec", "github.com/kube-sunset/sunset/api.APIRequestCountStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.APIRequestCountSpec", "github.com/kube-sunset/sunset/api/v1.APIRequestCountStatus", v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_APIRequestCountList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_APIRequestCountList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -159,7 +159,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountList(ref common.Refe
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.APIRequestCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.APIRequestCount"),
 									},
 								},
 							},
@@ -170,11 +170,11 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountList(ref common.Refe
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.APIRequestCount", v1.ListMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.APIRequestCount", v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_APIRequestCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_APIRequestCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -196,7 +196,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountSpec(ref common.Refe
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_APIRequestCountStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -222,7 +222,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.Re
 						SchemaProps: spec.SchemaProps{
 							Description: "CurrentHour is the current UTC hour, the same as its Last24h entry.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.PerResourceAPIRequestLog"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.PerResourceAPIRequestLog"),
 						},
 					},
 					"last24h": {
@@ -232,7 +232,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.Re
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.PerResourceAPIRequestLog"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.PerResourceAPIRequestLog"),
 									},
 								},
 							},
@@ -248,7 +248,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.Re
 					"replacement": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Replacement is the API to migrate to, from the catalog.",
-							Ref:         ref("github.com/kube-sunset/sunset/api.Replacement"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.Replacement"),
 						},
 					},
 					"warning": {
@@ -293,7 +293,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.Re
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.ClientWorkload"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.ClientWorkload"),
 									},
 								},
 							},
@@ -302,7 +302,7 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.Re
 					"window": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Window summarises a longer or shorter period than last24h; present only when ?since= is given.",
-							Ref:         ref("github.com/kube-sunset/sunset/api.Window"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.Window"),
 						},
 					},
 				},
@@ -310,11 +310,11 @@ func schema_githubcom_kube_sunset_sunset_api_APIRequestCountStatus(ref common.Re
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.ClientWorkload", "github.com/kube-sunset/sunset/api.PerResourceAPIRequestLog", "github.com/kube-sunset/sunset/api.Replacement", "github.com/kube-sunset/sunset/api.Window"},
+			"github.com/kube-sunset/sunset/api/v1.ClientWorkload", "github.com/kube-sunset/sunset/api/v1.PerResourceAPIRequestLog", "github.com/kube-sunset/sunset/api/v1.Replacement", "github.com/kube-sunset/sunset/api/v1.Window"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_CertificateFinding(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_CertificateFinding(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -393,7 +393,7 @@ func schema_githubcom_kube_sunset_sunset_api_CertificateFinding(ref common.Refer
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_CheckResult(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_CheckResult(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -434,7 +434,7 @@ func schema_githubcom_kube_sunset_sunset_api_CheckResult(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.Finding"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Finding"),
 									},
 								},
 							},
@@ -447,7 +447,7 @@ func schema_githubcom_kube_sunset_sunset_api_CheckResult(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.CertificateFinding"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.CertificateFinding"),
 									},
 								},
 							},
@@ -464,7 +464,7 @@ func schema_githubcom_kube_sunset_sunset_api_CheckResult(ref common.ReferenceCal
 					"scan": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Scan is what a scan of manifests, charts or the cluster found (`sunset check --scan`, or the server's cluster scan), judged at the same target, and ScanVerdict its sentence; ExitCode covers both.",
-							Ref:         ref("github.com/kube-sunset/sunset/scan.Result"),
+							Ref:         ref("github.com/kube-sunset/sunset/scan/report.Result"),
 						},
 					},
 					"scanVerdict": {
@@ -478,11 +478,11 @@ func schema_githubcom_kube_sunset_sunset_api_CheckResult(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.CertificateFinding", "github.com/kube-sunset/sunset/api.Finding", "github.com/kube-sunset/sunset/scan.Result"},
+			"github.com/kube-sunset/sunset/api/v1.CertificateFinding", "github.com/kube-sunset/sunset/api/v1.Finding", "github.com/kube-sunset/sunset/scan/report.Result"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_ClientWorkload(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_ClientWorkload(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -513,7 +513,7 @@ func schema_githubcom_kube_sunset_sunset_api_ClientWorkload(ref common.Reference
 					"workload": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Workload is what runs behind the client.",
-							Ref:         ref("github.com/kube-sunset/sunset/api.Workload"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.Workload"),
 						},
 					},
 					"impersonatedBy": {
@@ -523,7 +523,7 @@ func schema_githubcom_kube_sunset_sunset_api_ClientWorkload(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.Impersonator"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Impersonator"),
 									},
 								},
 							},
@@ -534,11 +534,11 @@ func schema_githubcom_kube_sunset_sunset_api_ClientWorkload(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.Impersonator", "github.com/kube-sunset/sunset/api.Workload"},
+			"github.com/kube-sunset/sunset/api/v1.Impersonator", "github.com/kube-sunset/sunset/api/v1.Workload"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_FieldRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_FieldRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -568,13 +568,13 @@ func schema_githubcom_kube_sunset_sunset_api_FieldRequestCount(ref common.Refere
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/api.FieldRequestCountSpec"),
+							Ref:     ref("github.com/kube-sunset/sunset/api/v1.FieldRequestCountSpec"),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/api.APIRequestCountStatus"),
+							Ref:     ref("github.com/kube-sunset/sunset/api/v1.APIRequestCountStatus"),
 						},
 					},
 				},
@@ -582,11 +582,11 @@ func schema_githubcom_kube_sunset_sunset_api_FieldRequestCount(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.APIRequestCountStatus", "github.com/kube-sunset/sunset/api.FieldRequestCountSpec", v1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.APIRequestCountStatus", "github.com/kube-sunset/sunset/api/v1.FieldRequestCountSpec", v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_FieldRequestCountList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_FieldRequestCountList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -619,7 +619,7 @@ func schema_githubcom_kube_sunset_sunset_api_FieldRequestCountList(ref common.Re
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.FieldRequestCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.FieldRequestCount"),
 									},
 								},
 							},
@@ -630,11 +630,11 @@ func schema_githubcom_kube_sunset_sunset_api_FieldRequestCountList(ref common.Re
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.FieldRequestCount", v1.ListMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.FieldRequestCount", v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_FieldRequestCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_FieldRequestCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -663,7 +663,7 @@ func schema_githubcom_kube_sunset_sunset_api_FieldRequestCountSpec(ref common.Re
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_Finding(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_Finding(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -740,7 +740,7 @@ func schema_githubcom_kube_sunset_sunset_api_Finding(ref common.ReferenceCallbac
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_HourCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_HourCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -786,7 +786,7 @@ func schema_githubcom_kube_sunset_sunset_api_HourCount(ref common.ReferenceCallb
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_Impersonator(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_Impersonator(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -813,7 +813,7 @@ func schema_githubcom_kube_sunset_sunset_api_Impersonator(ref common.ReferenceCa
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_LatencyBuckets(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_LatencyBuckets(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -869,7 +869,7 @@ func schema_githubcom_kube_sunset_sunset_api_LatencyBuckets(ref common.Reference
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_Owner(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_Owner(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -897,7 +897,7 @@ func schema_githubcom_kube_sunset_sunset_api_Owner(ref common.ReferenceCallback)
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_PerNodeAPIRequestLog(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_PerNodeAPIRequestLog(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -948,7 +948,7 @@ func schema_githubcom_kube_sunset_sunset_api_PerNodeAPIRequestLog(ref common.Ref
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.PerUserAPIRequestCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.PerUserAPIRequestCount"),
 									},
 								},
 							},
@@ -966,11 +966,11 @@ func schema_githubcom_kube_sunset_sunset_api_PerNodeAPIRequestLog(ref common.Ref
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.PerUserAPIRequestCount"},
+			"github.com/kube-sunset/sunset/api/v1.PerUserAPIRequestCount"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_PerResourceAPIRequestLog(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_PerResourceAPIRequestLog(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -984,7 +984,7 @@ func schema_githubcom_kube_sunset_sunset_api_PerResourceAPIRequestLog(ref common
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.PerNodeAPIRequestLog"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.PerNodeAPIRequestLog"),
 									},
 								},
 							},
@@ -1024,11 +1024,11 @@ func schema_githubcom_kube_sunset_sunset_api_PerResourceAPIRequestLog(ref common
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.PerNodeAPIRequestLog"},
+			"github.com/kube-sunset/sunset/api/v1.PerNodeAPIRequestLog"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_PerUserAPIRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_PerUserAPIRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1066,7 +1066,7 @@ func schema_githubcom_kube_sunset_sunset_api_PerUserAPIRequestCount(ref common.R
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.PerVerbAPIRequestCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.PerVerbAPIRequestCount"),
 									},
 								},
 							},
@@ -1098,11 +1098,11 @@ func schema_githubcom_kube_sunset_sunset_api_PerUserAPIRequestCount(ref common.R
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.PerVerbAPIRequestCount"},
+			"github.com/kube-sunset/sunset/api/v1.PerVerbAPIRequestCount"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_PerVerbAPIRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_PerVerbAPIRequestCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1139,7 +1139,7 @@ func schema_githubcom_kube_sunset_sunset_api_PerVerbAPIRequestCount(ref common.R
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_Replacement(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_Replacement(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1180,7 +1180,7 @@ func schema_githubcom_kube_sunset_sunset_api_Replacement(ref common.ReferenceCal
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_ServerInfo(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_ServerInfo(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1237,7 +1237,7 @@ func schema_githubcom_kube_sunset_sunset_api_ServerInfo(ref common.ReferenceCall
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_SourceIP(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_SourceIP(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1264,7 +1264,7 @@ func schema_githubcom_kube_sunset_sunset_api_SourceIP(ref common.ReferenceCallba
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_UpgradeCheck(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_UpgradeCheck(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1294,7 +1294,7 @@ func schema_githubcom_kube_sunset_sunset_api_UpgradeCheck(ref common.ReferenceCa
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/api.CheckResult"),
+							Ref:     ref("github.com/kube-sunset/sunset/api/v1.CheckResult"),
 						},
 					},
 				},
@@ -1302,11 +1302,11 @@ func schema_githubcom_kube_sunset_sunset_api_UpgradeCheck(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.CheckResult", v1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.CheckResult", v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_UpgradeCheckList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_UpgradeCheckList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1339,7 +1339,7 @@ func schema_githubcom_kube_sunset_sunset_api_UpgradeCheckList(ref common.Referen
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.UpgradeCheck"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.UpgradeCheck"),
 									},
 								},
 							},
@@ -1350,11 +1350,11 @@ func schema_githubcom_kube_sunset_sunset_api_UpgradeCheckList(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.UpgradeCheck", v1.ListMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.UpgradeCheck", v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCertificate(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCertificate(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1435,7 +1435,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCertificate(ref common.Refer
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookCertificateResource"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookCertificateResource"),
 									},
 								},
 							},
@@ -1446,11 +1446,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCertificate(ref common.Refer
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.WebhookCertificateResource"},
+			"github.com/kube-sunset/sunset/api/v1.WebhookCertificateResource"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCertificateResource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCertificateResource(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1485,7 +1485,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCertificateResource(ref comm
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1515,13 +1515,13 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCount(ref common.ReferenceCa
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/api.WebhookCountSpec"),
+							Ref:     ref("github.com/kube-sunset/sunset/api/v1.WebhookCountSpec"),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/api.WebhookCountStatus"),
+							Ref:     ref("github.com/kube-sunset/sunset/api/v1.WebhookCountStatus"),
 						},
 					},
 				},
@@ -1529,11 +1529,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCount(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.WebhookCountSpec", "github.com/kube-sunset/sunset/api.WebhookCountStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.WebhookCountSpec", "github.com/kube-sunset/sunset/api/v1.WebhookCountStatus", v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCountList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCountList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1566,7 +1566,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountList(ref common.Referen
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookCount"),
 									},
 								},
 							},
@@ -1579,7 +1579,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountList(ref common.Referen
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookResourceCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookResourceCount"),
 									},
 								},
 							},
@@ -1592,7 +1592,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountList(ref common.Referen
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookCertificate"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookCertificate"),
 									},
 								},
 							},
@@ -1603,11 +1603,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountList(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.WebhookCertificate", "github.com/kube-sunset/sunset/api.WebhookCount", "github.com/kube-sunset/sunset/api.WebhookResourceCount", v1.ListMeta{}.OpenAPIModelName()},
+			"github.com/kube-sunset/sunset/api/v1.WebhookCertificate", "github.com/kube-sunset/sunset/api/v1.WebhookCount", "github.com/kube-sunset/sunset/api/v1.WebhookResourceCount", v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1649,7 +1649,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountSpec(ref common.Referen
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCountStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1715,7 +1715,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.Refer
 						SchemaProps: spec.SchemaProps{
 							Description: "LatencyBuckets spreads the slow requests by their webhook latency; left out when there are none.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.LatencyBuckets"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.LatencyBuckets"),
 						},
 					},
 					"byResource": {
@@ -1725,7 +1725,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.Refer
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookResourceCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookResourceCount"),
 									},
 								},
 							},
@@ -1735,7 +1735,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.Refer
 						SchemaProps: spec.SchemaProps{
 							Description: "CurrentHour is the current UTC hour, the same as its Last24h entry.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.WebhookHour"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.WebhookHour"),
 						},
 					},
 					"last24h": {
@@ -1745,7 +1745,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.Refer
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookHour"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookHour"),
 									},
 								},
 							},
@@ -1754,7 +1754,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.Refer
 					"window": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Window covers ?since=.",
-							Ref:         ref("github.com/kube-sunset/sunset/api.WebhookWindow"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.WebhookWindow"),
 						},
 					},
 				},
@@ -1762,11 +1762,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCountStatus(ref common.Refer
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.LatencyBuckets", "github.com/kube-sunset/sunset/api.WebhookHour", "github.com/kube-sunset/sunset/api.WebhookResourceCount", "github.com/kube-sunset/sunset/api.WebhookWindow"},
+			"github.com/kube-sunset/sunset/api/v1.LatencyBuckets", "github.com/kube-sunset/sunset/api/v1.WebhookHour", "github.com/kube-sunset/sunset/api/v1.WebhookResourceCount", "github.com/kube-sunset/sunset/api/v1.WebhookWindow"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1832,7 +1832,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCounts(ref common.ReferenceC
 						SchemaProps: spec.SchemaProps{
 							Description: "LatencyBuckets spreads the slow requests by their webhook latency; left out when there are none.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.LatencyBuckets"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.LatencyBuckets"),
 						},
 					},
 				},
@@ -1840,11 +1840,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookCounts(ref common.ReferenceC
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.LatencyBuckets"},
+			"github.com/kube-sunset/sunset/api/v1.LatencyBuckets"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookHour(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookHour(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -1910,7 +1910,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookHour(ref common.ReferenceCal
 						SchemaProps: spec.SchemaProps{
 							Description: "LatencyBuckets spreads the slow requests by their webhook latency; left out when there are none.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.LatencyBuckets"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.LatencyBuckets"),
 						},
 					},
 					"byResource": {
@@ -1919,7 +1919,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookHour(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookResourceCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookResourceCount"),
 									},
 								},
 							},
@@ -1930,11 +1930,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookHour(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.LatencyBuckets", "github.com/kube-sunset/sunset/api.WebhookResourceCount"},
+			"github.com/kube-sunset/sunset/api/v1.LatencyBuckets", "github.com/kube-sunset/sunset/api/v1.WebhookResourceCount"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookResourceCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookResourceCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2056,7 +2056,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookResourceCount(ref common.Ref
 						SchemaProps: spec.SchemaProps{
 							Description: "LatencyBuckets spreads the slow requests by their webhook latency; left out when there are none.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.LatencyBuckets"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.LatencyBuckets"),
 						},
 					},
 				},
@@ -2064,11 +2064,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookResourceCount(ref common.Ref
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.LatencyBuckets"},
+			"github.com/kube-sunset/sunset/api/v1.LatencyBuckets"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WebhookWindow(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WebhookWindow(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2147,7 +2147,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookWindow(ref common.ReferenceC
 						SchemaProps: spec.SchemaProps{
 							Description: "LatencyBuckets spreads the slow requests by their webhook latency; left out when there are none.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kube-sunset/sunset/api.LatencyBuckets"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.LatencyBuckets"),
 						},
 					},
 					"byResource": {
@@ -2156,7 +2156,7 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookWindow(ref common.ReferenceC
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WebhookResourceCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WebhookResourceCount"),
 									},
 								},
 							},
@@ -2167,11 +2167,11 @@ func schema_githubcom_kube_sunset_sunset_api_WebhookWindow(ref common.ReferenceC
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.LatencyBuckets", "github.com/kube-sunset/sunset/api.WebhookResourceCount"},
+			"github.com/kube-sunset/sunset/api/v1.LatencyBuckets", "github.com/kube-sunset/sunset/api/v1.WebhookResourceCount"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_Window(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_Window(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2233,7 +2233,7 @@ func schema_githubcom_kube_sunset_sunset_api_Window(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WindowUser"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WindowUser"),
 									},
 								},
 							},
@@ -2246,7 +2246,7 @@ func schema_githubcom_kube_sunset_sunset_api_Window(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.HourCount"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.HourCount"),
 									},
 								},
 							},
@@ -2257,11 +2257,11 @@ func schema_githubcom_kube_sunset_sunset_api_Window(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.HourCount", "github.com/kube-sunset/sunset/api.WindowUser"},
+			"github.com/kube-sunset/sunset/api/v1.HourCount", "github.com/kube-sunset/sunset/api/v1.WindowUser"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WindowUser(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WindowUser(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2315,7 +2315,7 @@ func schema_githubcom_kube_sunset_sunset_api_WindowUser(ref common.ReferenceCall
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_Workload(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_Workload(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2337,7 +2337,7 @@ func schema_githubcom_kube_sunset_sunset_api_Workload(ref common.ReferenceCallba
 					"owner": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Owner is guessed from the newest pod's name (web-7d9f8b6c5-x2kqz is Deployment web).",
-							Ref:         ref("github.com/kube-sunset/sunset/api.Owner"),
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.Owner"),
 						},
 					},
 					"pods": {
@@ -2346,7 +2346,7 @@ func schema_githubcom_kube_sunset_sunset_api_Workload(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.WorkloadPod"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.WorkloadPod"),
 									},
 								},
 							},
@@ -2358,7 +2358,7 @@ func schema_githubcom_kube_sunset_sunset_api_Workload(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/api.SourceIP"),
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.SourceIP"),
 									},
 								},
 							},
@@ -2368,11 +2368,11 @@ func schema_githubcom_kube_sunset_sunset_api_Workload(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api.Owner", "github.com/kube-sunset/sunset/api.SourceIP", "github.com/kube-sunset/sunset/api.WorkloadPod"},
+			"github.com/kube-sunset/sunset/api/v1.Owner", "github.com/kube-sunset/sunset/api/v1.SourceIP", "github.com/kube-sunset/sunset/api/v1.WorkloadPod"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_api_WorkloadPod(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_api_v1_WorkloadPod(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2494,7 +2494,7 @@ func schema_githubcom_kube_sunset_sunset_fieldrule_Rule(ref common.ReferenceCall
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_scan_Finding(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_scan_report_Finding(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2580,7 +2580,7 @@ func schema_githubcom_kube_sunset_sunset_scan_Finding(ref common.ReferenceCallba
 					"origin": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/scan.Origin"),
+							Ref:     ref("github.com/kube-sunset/sunset/scan/report.Origin"),
 						},
 					},
 				},
@@ -2588,11 +2588,11 @@ func schema_githubcom_kube_sunset_sunset_scan_Finding(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/scan.Origin"},
+			"github.com/kube-sunset/sunset/scan/report.Origin"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_scan_InputError(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_scan_report_InputError(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2620,7 +2620,7 @@ func schema_githubcom_kube_sunset_sunset_scan_InputError(ref common.ReferenceCal
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_scan_NotScanned(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_scan_report_NotScanned(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2654,7 +2654,7 @@ func schema_githubcom_kube_sunset_sunset_scan_NotScanned(ref common.ReferenceCal
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_scan_Origin(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_scan_report_Origin(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2715,7 +2715,7 @@ func schema_githubcom_kube_sunset_sunset_scan_Origin(ref common.ReferenceCallbac
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_scan_Result(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_scan_report_Result(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
@@ -2739,7 +2739,7 @@ func schema_githubcom_kube_sunset_sunset_scan_Result(ref common.ReferenceCallbac
 					"scanned": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kube-sunset/sunset/scan.Scanned"),
+							Ref:     ref("github.com/kube-sunset/sunset/scan/report.Scanned"),
 						},
 					},
 					"findings": {
@@ -2748,7 +2748,7 @@ func schema_githubcom_kube_sunset_sunset_scan_Result(ref common.ReferenceCallbac
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/scan.Finding"),
+										Ref: ref("github.com/kube-sunset/sunset/scan/report.Finding"),
 									},
 								},
 							},
@@ -2760,7 +2760,7 @@ func schema_githubcom_kube_sunset_sunset_scan_Result(ref common.ReferenceCallbac
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/scan.NotScanned"),
+										Ref: ref("github.com/kube-sunset/sunset/scan/report.NotScanned"),
 									},
 								},
 							},
@@ -2772,7 +2772,7 @@ func schema_githubcom_kube_sunset_sunset_scan_Result(ref common.ReferenceCallbac
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kube-sunset/sunset/scan.InputError"),
+										Ref: ref("github.com/kube-sunset/sunset/scan/report.InputError"),
 									},
 								},
 							},
@@ -2783,11 +2783,11 @@ func schema_githubcom_kube_sunset_sunset_scan_Result(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/scan.Finding", "github.com/kube-sunset/sunset/scan.InputError", "github.com/kube-sunset/sunset/scan.NotScanned", "github.com/kube-sunset/sunset/scan.Scanned"},
+			"github.com/kube-sunset/sunset/scan/report.Finding", "github.com/kube-sunset/sunset/scan/report.InputError", "github.com/kube-sunset/sunset/scan/report.NotScanned", "github.com/kube-sunset/sunset/scan/report.Scanned"},
 	}
 }
 
-func schema_githubcom_kube_sunset_sunset_scan_Scanned(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_kube_sunset_sunset_scan_report_Scanned(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{

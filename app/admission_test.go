@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
@@ -71,7 +71,7 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 	require.NoError(t, err)
 	want.RequireWebhookCounts(t, testNow, goldenBody)
 
-	var list api.WebhookCountList
+	var list sunsetv1.WebhookCountList
 	code, body := s.get("/apis/sunset.dev/v1/webhookcounts")
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.NoError(t, json.Unmarshal(body, &list))
@@ -91,8 +91,8 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 	}
 	require.Equal(t, []string{"secrets.v1", "configmaps.v1", "pods.v1", "deployments.v1.apps", "tokenreviews.v1.authentication.k8s.io"}, slowest)
 	pods := list.Resources[2]
-	require.Equal(t, api.WebhookCounts{RequestCount: 2, CallCount: 4, MutationCount: 2, SlowRequestCount: 1,
-		WebhookLatencySeconds: 1.7205, MeanWebhookLatencySeconds: 1.7205, LatencyBuckets: api.LatencyBuckets{UpTo2s: 1}}, pods.WebhookCounts)
+	require.Equal(t, sunsetv1.WebhookCounts{RequestCount: 2, CallCount: 4, MutationCount: 2, SlowRequestCount: 1,
+		WebhookLatencySeconds: 1.7205, MeanWebhookLatencySeconds: 1.7205, LatencyBuckets: sunsetv1.LatencyBuckets{UpTo2s: 1}}, pods.WebhookCounts)
 	require.Equal(t, []string{"critical"}, pods.Classes)
 
 	istio := list.Items[2].Status
@@ -105,7 +105,7 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 	// ?class= keeps the resources of a class, and the webhooks on them.
 	code, body = s.get("/apis/sunset.dev/v1/webhookcounts?class=security")
 	require.Equal(t, http.StatusOK, code, string(body))
-	var security api.WebhookCountList
+	var security sunsetv1.WebhookCountList
 	require.NoError(t, json.Unmarshal(body, &security))
 	names = nil
 	for _, it := range security.Items {
@@ -116,15 +116,15 @@ func TestWebhookCountsThroughTheServer(t *testing.T) {
 	require.Equal(t, []string{"security", "virtual"}, security.Resources[1].Classes)
 
 	// One webhook, with a window.
-	var vault api.WebhookCount
+	var vault sunsetv1.WebhookCount
 	code, body = s.get("/apis/sunset.dev/v1/webhookcounts/vault.vault-validator.example.com?since=48h&cluster=prod")
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.NoError(t, json.Unmarshal(body, &vault))
-	require.Equal(t, api.WebhookCountSpec{Configuration: "vault", Webhook: "vault-validator.example.com", Types: []string{"validating"}}, vault.Spec)
+	require.Equal(t, sunsetv1.WebhookCountSpec{Configuration: "vault", Webhook: "vault-validator.example.com", Types: []string{"validating"}}, vault.Spec)
 	require.Equal(t, "48h0m0s", vault.Status.Window.Since)
 	require.Equal(t, vault.Status.WebhookCounts, vault.Status.Window.WebhookCounts)
-	require.Equal(t, api.WebhookCounts{RequestCount: 1, CallCount: 1, FailedOpenCount: 1, SlowRequestCount: 1, WebhookLatencySeconds: 10.2,
-		MeanWebhookLatencySeconds: 10.2, LatencyBuckets: api.LatencyBuckets{Over10s: 1}}, vault.Status.WebhookCounts)
+	require.Equal(t, sunsetv1.WebhookCounts{RequestCount: 1, CallCount: 1, FailedOpenCount: 1, SlowRequestCount: 1, WebhookLatencySeconds: 10.2,
+		MeanWebhookLatencySeconds: 10.2, LatencyBuckets: sunsetv1.LatencyBuckets{Over10s: 1}}, vault.Status.WebhookCounts)
 
 	for path, want := range map[string]int{
 		"/apis/sunset.dev/v1/webhookcounts/vault.vault-validator.example.com?cluster=staging": http.StatusNotFound,

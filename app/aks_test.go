@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -97,7 +97,7 @@ func TestAKSThroughEventHubs(t *testing.T) {
 	want := capturedCount(t)
 	s.await(30*time.Second, func() bool {
 		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts?cluster=default")
-		var list api.APIRequestCountList
+		var list sunsetv1.APIRequestCountList
 		if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
 			return false
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
@@ -55,7 +55,7 @@ func TestReplayCapturedBodies(t *testing.T) {
 	golden.AssertJSON(t, "testdata/captured-list.golden.json", body)
 	want.RequireAPIRequestCounts(t, testNow, nil, body)
 
-	var list api.APIRequestCountList
+	var list sunsetv1.APIRequestCountList
 	require.NoError(t, json.Unmarshal(body, &list))
 	totals := map[string]int64{}
 	for _, item := range list.Items {

@@ -11,6 +11,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
@@ -115,4 +116,24 @@ func (p *Parts) Service() *api.Service {
 // WebhookService reads WebhookCounts from the store.
 func (p *Parts) WebhookService() *api.WebhookService {
 	return api.NewWebhookService(p.Store, p.Classes, p.now)
+}
+
+// DataDirReader reads the store as the API serves it, for the commands
+// that read a data directory (--data-dir) instead of a server: the same
+// APIRequestCounts and WebhookCounts, and a ServerInfo with the
+// configured retention. It is here, where the parts are, so that the CLI
+// packages, which read through their own Reader interface, import the
+// API's types and not its server.
+type DataDirReader struct {
+	*api.Service
+	*api.WebhookService
+	retention time.Duration
+}
+
+// Info describes the data directory as its server would.
+func (d DataDirReader) Info() (sunsetv1.ServerInfo, error) { return d.Service.Info(d.retention), nil }
+
+// Reader reads the store, read-only or not, through the API's services.
+func (p *Parts) Reader() DataDirReader {
+	return DataDirReader{p.Service(), p.WebhookService(), p.Config.Retention}
 }

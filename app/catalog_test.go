@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
 )
@@ -15,7 +15,7 @@ func listNames(t *testing.T, s *server, query string) []string {
 	t.Helper()
 	code, body := s.get("/apis/sunset.dev/v1/apirequestcounts" + query)
 	require.Equal(t, 200, code, string(body))
-	var list api.APIRequestCountList
+	var list sunsetv1.APIRequestCountList
 	require.NoError(t, json.Unmarshal(body, &list))
 	names := []string{}
 	for _, it := range list.Items {
@@ -55,7 +55,7 @@ func TestAlreadyRemovedAPIsAndListFilters(t *testing.T) {
 	require.Equal(t, "1.22", ing.Status.RemovedInRelease)
 	require.Equal(t, "1.14", ing.Status.DeprecatedInRelease)
 	require.Equal(t, "extensions/v1beta1 Ingress is deprecated in v1.14+, unavailable in v1.22+; use networking.k8s.io/v1 Ingress", ing.Status.Warning)
-	require.Equal(t, &api.Replacement{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress", Resource: "ingresses"}, ing.Status.Replacement)
+	require.Equal(t, &sunsetv1.Replacement{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress", Resource: "ingresses"}, ing.Status.Replacement)
 	require.True(t, ing.Status.Removed)
 	require.Equal(t, int64(3), ing.Status.RequestCount)
 	require.Equal(t, int64(2), ing.Status.RemovedRequestCount)

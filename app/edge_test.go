@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 func TestStagesAndEdgeCases(t *testing.T) {
@@ -75,13 +75,13 @@ func TestStagesAndEdgeCases(t *testing.T) {
 	require.Len(t, users, 2)
 	require.Equal(t, strings.Repeat("é", 512), users[0].UserAgent, "user agent is cut to 1024 bytes on a character boundary")
 	require.Equal(t, "evil\x00user", users[1].UserName)
-	require.Equal(t, []api.PerVerbAPIRequestCount{{Verb: "patch", RequestCount: 1}}, users[1].ByVerb)
+	require.Equal(t, []sunsetv1.PerVerbAPIRequestCount{{Verb: "patch", RequestCount: 1}}, users[1].ByVerb)
 
 	// Every other hour lists the API's two apiservers, idle, as OpenShift
 	// does; and the list holds exactly these APIs.
-	idle := api.PerResourceAPIRequestLog{ByNode: []api.PerNodeAPIRequestLog{
-		{NodeName: "127.0.0.1", Cluster: "default", ByUser: []api.PerUserAPIRequestCount{}},
-		{NodeName: "apiserver-2", Cluster: "prod", ByUser: []api.PerUserAPIRequestCount{}},
+	idle := sunsetv1.PerResourceAPIRequestLog{ByNode: []sunsetv1.PerNodeAPIRequestLog{
+		{NodeName: "127.0.0.1", Cluster: "default", ByUser: []sunsetv1.PerUserAPIRequestCount{}},
+		{NodeName: "apiserver-2", Cluster: "prod", ByUser: []sunsetv1.PerUserAPIRequestCount{}},
 	}}
 	for i, h := range ep.Status.Last24h {
 		if i != 19 {
@@ -90,7 +90,7 @@ func TestStagesAndEdgeCases(t *testing.T) {
 	}
 	code, listBody := s.get("/apis/sunset.dev/v1/apirequestcounts")
 	require.Equal(t, 200, code)
-	var list api.APIRequestCountList
+	var list sunsetv1.APIRequestCountList
 	require.NoError(t, json.Unmarshal(listBody, &list))
 	var names []string
 	for _, it := range list.Items {
@@ -101,7 +101,7 @@ func TestStagesAndEdgeCases(t *testing.T) {
 	// The cluster filter.
 	code, listBody = s.get("/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?cluster=default")
 	require.Equal(t, 200, code)
-	var one api.APIRequestCount
+	var one sunsetv1.APIRequestCount
 	require.NoError(t, json.Unmarshal(listBody, &one))
 	require.Equal(t, int64(1), one.Status.RequestCount)
 }
@@ -164,12 +164,12 @@ func TestQueryParameters(t *testing.T) {
 	require.Equal(t, int64(1), obj.Spec.NumberOfUsersToReport)
 	node := obj.Status.CurrentHour.ByNode[0]
 	require.Equal(t, int64(35), node.RequestCount, "node totals include every user")
-	require.Equal(t, []api.PerUserAPIRequestCount{{UserName: "system:apiserver", UserAgent: "kube-apiserver/v1.36.3", RequestCount: 27,
-		ByVerb: []api.PerVerbAPIRequestCount{{Verb: "create", RequestCount: 13}, {Verb: "get", RequestCount: 14}}, System: true}}, node.ByUser)
+	require.Equal(t, []sunsetv1.PerUserAPIRequestCount{{UserName: "system:apiserver", UserAgent: "kube-apiserver/v1.36.3", RequestCount: 27,
+		ByVerb: []sunsetv1.PerVerbAPIRequestCount{{Verb: "create", RequestCount: 13}, {Verb: "get", RequestCount: 14}}, System: true}}, node.ByUser)
 }
 
 // requireNodes compares the counts of an hour's nodes.
-func requireNodes(t *testing.T, hour api.PerResourceAPIRequestLog, want string) {
+func requireNodes(t *testing.T, hour sunsetv1.PerResourceAPIRequestLog, want string) {
 	t.Helper()
 	got, err := json.Marshal(hour.ByNode)
 	require.NoError(t, err)

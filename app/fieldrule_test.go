@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // kubeletStatus is a kubelet's nodes/status write, as kube-apiserver audits
@@ -57,7 +57,7 @@ func TestFieldRuleKubeProxyVersion(t *testing.T) {
 
 	code, body := s.get("/apis/sunset.dev/v1/fieldrequestcounts/kube-proxy-version")
 	require.Equal(t, 200, code)
-	var obj api.FieldRequestCount
+	var obj sunsetv1.FieldRequestCount
 	require.NoError(t, json.Unmarshal(body, &obj))
 	require.Equal(t, "FieldRequestCount", obj.Kind)
 	require.Equal(t, "status.nodeInfo.kubeProxyVersion", obj.Spec.Rule.Field)
@@ -69,7 +69,7 @@ func TestFieldRuleKubeProxyVersion(t *testing.T) {
 
 	code, body = s.get("/apis/sunset.dev/v1/fieldrequestcounts")
 	require.Equal(t, 200, code)
-	var list api.FieldRequestCountList
+	var list sunsetv1.FieldRequestCountList
 	require.NoError(t, json.Unmarshal(body, &list))
 	require.Len(t, list.Items, 1)
 	require.Equal(t, int64(4), list.Items[0].Status.RequestCount)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -63,7 +63,7 @@ func usersOf(t *testing.T, s *server, name, cluster string) map[string]int64 {
 	if code != 200 {
 		return got
 	}
-	var obj api.APIRequestCount
+	var obj sunsetv1.APIRequestCount
 	require.NoError(t, json.Unmarshal(body, &obj))
 	for _, u := range obj.Status.Window.ByUser {
 		got[u.UserName] = u.RequestCount

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // ev builds one audit event as kube-apiserver sends it in an EventList, with
@@ -185,11 +185,11 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func getAPI(t *testing.T, s *server, name string) api.APIRequestCount {
+func getAPI(t *testing.T, s *server, name string) sunsetv1.APIRequestCount {
 	t.Helper()
 	code, body := s.get("/apis/sunset.dev/v1/apirequestcounts/" + name)
 	require.Equal(t, 200, code, string(body))
-	var obj api.APIRequestCount
+	var obj sunsetv1.APIRequestCount
 	require.NoError(t, json.Unmarshal(body, &obj))
 	return obj
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -37,7 +37,7 @@ func waitForUsers(t *testing.T, s *server, name, since string, want map[string]i
 		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts/" + name + "?users=100&since=" + since)
 		got = map[string]int64{}
 		if code == 200 {
-			var obj api.APIRequestCount
+			var obj sunsetv1.APIRequestCount
 			require.NoError(t, json.Unmarshal(body, &obj))
 			for _, u := range obj.Status.Window.ByUser {
 				got[u.UserName] = u.RequestCount
@@ -181,7 +181,7 @@ func TestKafkaTwoReplicasShareTheWork(t *testing.T) {
 		if code != 200 {
 			return 0
 		}
-		var obj api.APIRequestCount
+		var obj sunsetv1.APIRequestCount
 		require.NoError(t, json.Unmarshal(body, &obj))
 		return obj.Status.RequestCount
 	}

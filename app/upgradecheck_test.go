@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // postCheckFixture sends what cmd/sunset's tests use for `sunset check`:
@@ -52,7 +52,7 @@ func TestUpgradeChecksAndServerInfo(t *testing.T) {
 	// The status is what `sunset check -o json` prints for the same data.
 	want, err := os.ReadFile("../cmd/sunset/testdata/check-json.golden")
 	require.NoError(t, err)
-	one := getJSON[api.UpgradeCheck](t, s, base+"upgradechecks/v1.37.0?since=48h")
+	one := getJSON[sunsetv1.UpgradeCheck](t, s, base+"upgradechecks/v1.37.0?since=48h")
 	require.Equal(t, "UpgradeCheck", one.Kind)
 	require.Equal(t, "1.37", one.Metadata.Name)
 	got, err := json.Marshal(one.Status)
@@ -62,11 +62,11 @@ func TestUpgradeChecksAndServerInfo(t *testing.T) {
 	// Every release that removes an API, by the catalog, oldest first,
 	// each the same as asked alone; 24h and system users excluded by
 	// default.
-	list := getJSON[api.UpgradeCheckList](t, s, base+"upgradechecks")
+	list := getJSON[sunsetv1.UpgradeCheckList](t, s, base+"upgradechecks")
 	var names []string
 	for _, it := range list.Items {
 		names = append(names, it.Metadata.Name)
-		alone := getJSON[api.UpgradeCheck](t, s, base+"upgradechecks/"+it.Metadata.Name+"?since=24h&excludeSystem=true")
+		alone := getJSON[sunsetv1.UpgradeCheck](t, s, base+"upgradechecks/"+it.Metadata.Name+"?since=24h&excludeSystem=true")
 		require.Equal(t, alone, it)
 	}
 	require.Equal(t, []string{"1.16", "1.21", "1.22", "1.24", "1.25", "1.26", "1.27", "1.29", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36",
@@ -75,10 +75,10 @@ func TestUpgradeChecksAndServerInfo(t *testing.T) {
 	require.Equal(t, "NOT SAFE to upgrade to 1.43: 2 APIs removed in or before 1.43 were requested in the last 24h, system users excluded.", list.Items[19].Status.Message)
 
 	// System traffic counts on request; the cluster filter applies.
-	withSystem := getJSON[api.UpgradeCheck](t, s, base+"upgradechecks/1.36?excludeSystem=false&cluster=default&warningsAsErrors=true")
-	require.Equal(t, api.CheckResult{TargetVersion: "1.36", Since: "24h", ExitCode: api.ExitDeprecated,
+	withSystem := getJSON[sunsetv1.UpgradeCheck](t, s, base+"upgradechecks/1.36?excludeSystem=false&cluster=default&warningsAsErrors=true")
+	require.Equal(t, sunsetv1.CheckResult{TargetVersion: "1.36", Since: "24h", ExitCode: sunsetv1.ExitCodeDeprecated,
 		Message: "FAILED (--warnings-as-errors): no API removed in or before 1.36 was requested in the last 24h, but 5 deprecated APIs were.",
-		Findings: []api.Finding{
+		Findings: []sunsetv1.Finding{
 			{Name: "volumeattributesclasses.v1beta1.storage.k8s.io", Severity: "deprecated", RemovedIn: "1.37", Requests: 1, ClientCount: 1, Clients: []string{"carol"},
 				Warning: "storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass"},
 			{Name: "componentstatuses.v1", Severity: "deprecated", Requests: 2, ClientCount: 1, Clients: []string{"admin"}, Warning: "v1 ComponentStatus is deprecated in v1.19+"},
@@ -115,7 +115,7 @@ func TestHourlyWindow(t *testing.T) {
 	require.Equal(t, 200, code)
 
 	obj := getAPI(t, s, "endpoints.v1?since=168h&hourly=true")
-	require.Equal(t, []api.HourCount{
+	require.Equal(t, []sunsetv1.HourCount{
 		{Hour: time.Date(2026, 11, 18, 3, 0, 0, 0, time.UTC), RequestCount: 2, DryRunCount: 1},
 		{Hour: time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC), RequestCount: 35, SystemRequestCount: 27, DryRunCount: 1},
 	}, obj.Status.Window.ByHour)
@@ -128,12 +128,12 @@ func TestHourlyWindow(t *testing.T) {
 	require.Equal(t, obj.Status.Last24h[19].DryRunCount, obj.Status.Window.ByHour[1].DryRunCount)
 
 	cron := getAPI(t, s, "cronjobs.v1beta1.batch?since=24h&hourly=true")
-	require.Equal(t, []api.HourCount{
+	require.Equal(t, []sunsetv1.HourCount{
 		{Hour: time.Date(2026, 11, 21, 18, 0, 0, 0, time.UTC), RequestCount: 1, RemovedRequestCount: 1},
 		{Hour: time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC), RequestCount: 1, RemovedRequestCount: 1},
 	}, cron.Status.Window.ByHour)
 
-	list := getJSON[api.APIRequestCountList](t, s, "/apis/sunset.dev/v1/apirequestcounts?since=24h&hourly=1")
+	list := getJSON[sunsetv1.APIRequestCountList](t, s, "/apis/sunset.dev/v1/apirequestcounts?since=24h&hourly=1")
 	for _, it := range list.Items {
 		single := getAPI(t, s, it.Metadata.Name+"?since=24h&hourly=true")
 		require.Equal(t, single.Status.Window.ByHour, it.Status.Window.ByHour, it.Metadata.Name)

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apiserver/plugin/pkg/audit/buffered"
 	"k8s.io/apiserver/plugin/pkg/audit/webhook"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // realWebhook is kube-apiserver's audit webhook backend, in batch mode,
@@ -153,12 +153,12 @@ func TestRealAuditWebhookClient(t *testing.T) {
 	fs := getAPI(t, s, "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io")
 	require.Equal(t, "1.32", fs.Status.RemovedInRelease)
 	require.Equal(t, int64(200), fs.Status.Last24h[19].RequestCount)
-	require.Equal(t, []api.PerNodeAPIRequestLog{{NodeName: "node-a", Cluster: "default", RequestCount: 200,
-		ByUser: []api.PerUserAPIRequestCount{{UserName: "bob", UserAgent: "bob-script/2.0", RequestCount: 200,
-			ByVerb: []api.PerVerbAPIRequestCount{{Verb: "get", RequestCount: 200}}}}}}, fs.Status.Last24h[19].ByNode)
+	require.Equal(t, []sunsetv1.PerNodeAPIRequestLog{{NodeName: "node-a", Cluster: "default", RequestCount: 200,
+		ByUser: []sunsetv1.PerUserAPIRequestCount{{UserName: "bob", UserAgent: "bob-script/2.0", RequestCount: 200,
+			ByVerb: []sunsetv1.PerVerbAPIRequestCount{{Verb: "get", RequestCount: 200}}}}}}, fs.Status.Last24h[19].ByNode)
 	// The source address, last seen at bob's 200th request, once.
-	require.Equal(t, []api.ClientWorkload{{Cluster: "default", UserName: "bob", UserAgent: "bob-script/2.0",
-		Workload: &api.Workload{SourceIPs: []api.SourceIP{{IP: "10.1.2.3", LastSeen: at.Add(199 * time.Millisecond)}}}}},
+	require.Equal(t, []sunsetv1.ClientWorkload{{Cluster: "default", UserName: "bob", UserAgent: "bob-script/2.0",
+		Workload: &sunsetv1.Workload{SourceIPs: []sunsetv1.SourceIP{{IP: "10.1.2.3", LastSeen: at.Add(199 * time.Millisecond)}}}}},
 		fs.Status.Workloads)
 
 	code, _ := s.get("/apis/sunset.dev/v1/apirequestcounts/pods.v1")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 func TestSinceWindowAndUserFilter(t *testing.T) {
@@ -25,9 +25,9 @@ func TestSinceWindowAndUserFilter(t *testing.T) {
 
 	week := getAPI(t, s, "endpoints.v1?since=168h&users=2")
 	require.Equal(t, int64(35), week.Status.RequestCount, "requestCount stays the 24h sum")
-	require.Equal(t, &api.Window{Since: "168h0m0s", From: testNow.Add(-168 * time.Hour).Truncate(time.Hour),
+	require.Equal(t, &sunsetv1.Window{Since: "168h0m0s", From: testNow.Add(-168 * time.Hour).Truncate(time.Hour),
 		RequestCount: 37, SystemRequestCount: 27, ClientCount: 5, SystemClientCount: 1,
-		ByUser: []api.WindowUser{
+		ByUser: []sunsetv1.WindowUser{
 			{UserName: "system:apiserver", RequestCount: 27, System: true, UserAgents: []string{"kube-apiserver/v1.36.3"}},
 			{UserName: "alice", RequestCount: 6, UserAgents: []string{"kubectl/v1.32.4"}},
 		}}, week.Status.Window)

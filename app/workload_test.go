@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // podToken is user info as kube-apiserver audits a pod-bound service
@@ -49,10 +49,10 @@ func TestWorkloadAttribution(t *testing.T) {
 	// kept up to its first space.
 	const agent = "kubectl/v1.32.4"
 	obj := getAPI(t, s, "endpoints.v1")
-	list := func(n int64) []api.PerVerbAPIRequestCount {
-		return []api.PerVerbAPIRequestCount{{Verb: "list", RequestCount: n}}
+	list := func(n int64) []sunsetv1.PerVerbAPIRequestCount {
+		return []sunsetv1.PerVerbAPIRequestCount{{Verb: "list", RequestCount: n}}
 	}
-	require.Equal(t, []api.PerNodeAPIRequestLog{{NodeName: "master-0", Cluster: "default", RequestCount: 14, ByUser: []api.PerUserAPIRequestCount{
+	require.Equal(t, []sunsetv1.PerNodeAPIRequestLog{{NodeName: "master-0", Cluster: "default", RequestCount: 14, ByUser: []sunsetv1.PerUserAPIRequestCount{
 		{UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, RequestCount: 12, ByVerb: list(12)},
 		{UserName: "alice", UserAgent: agent, RequestCount: 1, ByVerb: list(1)},
 		{UserName: "system:serviceaccount:ci:deployer", UserAgent: agent, RequestCount: 1, ByVerb: list(1)},
@@ -60,26 +60,26 @@ func TestWorkloadAttribution(t *testing.T) {
 
 	// The newest 10 pods and addresses, newest first: pod11 down to
 	// pod02, the two oldest dropped.
-	var pods []api.WorkloadPod
-	var ips []api.SourceIP
+	var pods []sunsetv1.WorkloadPod
+	var ips []sunsetv1.SourceIP
 	for i := 11; i >= 2; i-- {
 		at := time.Date(2026, 11, 21, 19, i, 0, 0, time.UTC)
-		pods = append(pods, api.WorkloadPod{Name: fmt.Sprintf("legacy-sync-7d9f8b6c5-pod%02d", i), Node: fmt.Sprintf("worker-%d", i%3), LastSeen: at})
-		ips = append(ips, api.SourceIP{IP: fmt.Sprintf("10.244.%d.7", i), LastSeen: at})
+		pods = append(pods, sunsetv1.WorkloadPod{Name: fmt.Sprintf("legacy-sync-7d9f8b6c5-pod%02d", i), Node: fmt.Sprintf("worker-%d", i%3), LastSeen: at})
+		ips = append(ips, sunsetv1.SourceIP{IP: fmt.Sprintf("10.244.%d.7", i), LastSeen: at})
 	}
 	defaultAt := time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC) // ev's requestReceivedTimestamp
-	require.Equal(t, []api.ClientWorkload{
+	require.Equal(t, []sunsetv1.ClientWorkload{
 		// The address the apiserver saw, last in sourceIPs, first: a
 		// caller can forge the forwarded ones before it.
-		{Cluster: "default", UserName: "alice", UserAgent: agent, Workload: &api.Workload{SourceIPs: []api.SourceIP{
+		{Cluster: "default", UserName: "alice", UserAgent: agent, Workload: &sunsetv1.Workload{SourceIPs: []sunsetv1.SourceIP{
 			{IP: "10.0.0.1", LastSeen: defaultAt}, {IP: "198.51.100.4", LastSeen: defaultAt}}}},
-		{Cluster: "default", UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, Workload: &api.Workload{
+		{Cluster: "default", UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, Workload: &sunsetv1.Workload{
 			Namespace: "apps", ServiceAccount: "legacy-sync",
 			// pod11 is not a generated suffix: the heuristic keeps the pod.
-			Owner: &api.Owner{Kind: "Pod", Name: "legacy-sync-7d9f8b6c5-pod11"},
+			Owner: &sunsetv1.Owner{Kind: "Pod", Name: "legacy-sync-7d9f8b6c5-pod11"},
 			Pods:  pods, SourceIPs: ips}},
-		{Cluster: "default", UserName: "system:serviceaccount:ci:deployer", UserAgent: agent, Workload: &api.Workload{
-			Namespace: "ci", ServiceAccount: "deployer", SourceIPs: []api.SourceIP{{IP: "192.0.2.10", LastSeen: defaultAt}}}},
+		{Cluster: "default", UserName: "system:serviceaccount:ci:deployer", UserAgent: agent, Workload: &sunsetv1.Workload{
+			Namespace: "ci", ServiceAccount: "deployer", SourceIPs: []sunsetv1.SourceIP{{IP: "192.0.2.10", LastSeen: defaultAt}}}},
 	}, obj.Status.Workloads, "one entry per client, sorted by username")
 	require.Len(t, workloadsOf(t, obj), 3, "each listed in some byUser, once")
 
@@ -90,19 +90,19 @@ func TestWorkloadAttribution(t *testing.T) {
 	require.Equal(t, 200, code)
 	s = s.restart()
 	obj = getAPI(t, s, "endpoints.v1")
-	require.Equal(t, api.PerUserAPIRequestCount{UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, RequestCount: 13, ByVerb: list(13)},
+	require.Equal(t, sunsetv1.PerUserAPIRequestCount{UserName: "system:serviceaccount:apps:legacy-sync", UserAgent: agent, RequestCount: 13, ByVerb: list(13)},
 		obj.Status.CurrentHour.ByNode[0].ByUser[0])
 	// The new pod and its address (ev's 10.0.0.7) first; pod02 is
 	// dropped in its turn.
-	pods = append([]api.WorkloadPod{{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: newAt}}, pods[:9]...)
-	ips = append([]api.SourceIP{{IP: "10.0.0.7", LastSeen: newAt}}, ips[:9]...)
-	require.Equal(t, &api.Workload{Namespace: "apps", ServiceAccount: "legacy-sync", Owner: &api.Owner{Kind: "Deployment", Name: "legacy-sync"},
+	pods = append([]sunsetv1.WorkloadPod{{Name: "legacy-sync-7d9f8b6c5-x2kqz", Node: "worker-9", LastSeen: newAt}}, pods[:9]...)
+	ips = append([]sunsetv1.SourceIP{{IP: "10.0.0.7", LastSeen: newAt}}, ips[:9]...)
+	require.Equal(t, &sunsetv1.Workload{Namespace: "apps", ServiceAccount: "legacy-sync", Owner: &sunsetv1.Owner{Kind: "Deployment", Name: "legacy-sync"},
 		Pods: pods, SourceIPs: ips}, workloadsOf(t, obj)["system:serviceaccount:apps:legacy-sync"].Workload)
 }
 
 // workloadsOf indexes status.workloads by username, checking that each
 // client is listed once and only if byUser lists it.
-func workloadsOf(t *testing.T, obj api.APIRequestCount) map[string]api.ClientWorkload {
+func workloadsOf(t *testing.T, obj sunsetv1.APIRequestCount) map[string]sunsetv1.ClientWorkload {
 	t.Helper()
 	listed := map[[3]string]bool{}
 	for _, h := range obj.Status.Last24h {
@@ -112,7 +112,7 @@ func workloadsOf(t *testing.T, obj api.APIRequestCount) map[string]api.ClientWor
 			}
 		}
 	}
-	out := map[string]api.ClientWorkload{}
+	out := map[string]sunsetv1.ClientWorkload{}
 	seen := map[[3]string]bool{}
 	for _, cw := range obj.Status.Workloads {
 		key := [3]string{cw.Cluster, cw.UserName, cw.UserAgent}
@@ -151,7 +151,7 @@ func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
 	require.Equal(t, 200, code)
 
 	obj := getAPI(t, s, "endpoints.v1")
-	got := map[string]api.PerUserAPIRequestCount{}
+	got := map[string]sunsetv1.PerUserAPIRequestCount{}
 	for _, u := range obj.Status.CurrentHour.ByNode[0].ByUser {
 		got[u.UserName] = u
 	}
@@ -162,13 +162,13 @@ func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
 	workloads := workloadsOf(t, obj)
 	imp := workloads[legacy].ImpersonatedBy
 	require.Len(t, imp, aggregate.MaxImpersonators, "the callers are capped")
-	require.Equal(t, api.Impersonator{UserName: callers[len(callers)-1], LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}, imp[0], "newest first")
+	require.Equal(t, sunsetv1.Impersonator{UserName: callers[len(callers)-1], LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}, imp[0], "newest first")
 	require.Equal(t, callers[2], imp[len(imp)-1].UserName, "the two oldest callers were dropped")
-	require.Equal(t, []api.WorkloadPod{{Name: "legacy-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}},
+	require.Equal(t, []sunsetv1.WorkloadPod{{Name: "legacy-7d9f8b6c5-x2kqz", Node: "worker-1", LastSeen: time.Date(2026, 11, 21, 19, len(callers)-1, 0, 0, time.UTC)}},
 		workloads[legacy].Workload.Pods, "the impersonated user's pod-bound claims")
 
 	require.True(t, got["system:kube-scheduler"].System, "system classification follows the impersonated user")
-	require.Equal(t, []api.Impersonator{{UserName: "alice", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}, workloads["system:kube-scheduler"].ImpersonatedBy)
+	require.Equal(t, []sunsetv1.Impersonator{{UserName: "alice", LastSeen: time.Date(2026, 11, 21, 19, 10, 0, 1000, time.UTC)}}, workloads["system:kube-scheduler"].ImpersonatedBy)
 	require.Equal(t, want["system:kube-scheduler"], obj.Status.SystemRequestCount)
 	require.Empty(t, workloads["alice"].ImpersonatedBy)
 
@@ -176,7 +176,7 @@ func TestImpersonatedRequestsCountAsTheImpersonatedUser(t *testing.T) {
 	for user, apis := range map[string]int{legacy: 1, "admin-03": 0} {
 		code, body := s.get("/apis/sunset.dev/v1/apirequestcounts?user=" + user)
 		require.Equal(t, 200, code)
-		var list api.APIRequestCountList
+		var list sunsetv1.APIRequestCountList
 		require.NoError(t, json.Unmarshal(body, &list))
 		require.Len(t, list.Items, apis, user)
 	}

@@ -5,40 +5,59 @@ import (
 	"io"
 	"strings"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/plural"
+	"github.com/kube-sunset/sunset/verdict"
 )
 
-// Exit codes of `sunset check`.
+// The process's exit codes. Every command exits ExitSafe when it succeeds
+// and ExitError when it fails; `sunset check` and `sunset scan` exit with
+// their verdict. The numbers are the CLI's to keep, but an UpgradeCheck
+// carries the verdict's on the wire too (sunsetv1.ExitCode), so that a
+// script reads the same number from -o json as from $?: exitCode maps one
+// to the other, and its test holds them equal.
 const (
-	ExitSafe       = api.ExitSafe
-	ExitError      = api.ExitError
-	ExitDeprecated = api.ExitDeprecated
-	ExitRemoved    = api.ExitRemoved
+	// ExitSafe: the command succeeded; for a verdict, nothing removed at
+	// or before the target was requested or found.
+	ExitSafe = 0
+	// ExitError: the command failed (usage, connection, data), or a scan
+	// could not read an input, so "safe" would be a guess.
+	ExitError = 1
+	// ExitDeprecated: only deprecated, not yet removed, APIs were requested
+	// or found, and warnings count as errors.
+	ExitDeprecated = 2
+	// ExitRemoved: APIs removed at or before the target were requested or
+	// found, or the target's kube-apiserver refuses a webhook server's
+	// certificate.
+	ExitRemoved = 3
 )
+
+// exitCode is the process's exit code for a verdict's exit code on the
+// wire: the same number, which both sides promise.
+func exitCode(c sunsetv1.ExitCode) int { return int(c) }
 
 // Severity of a finding.
 const (
-	SeverityRemoved    = api.SeverityRemoved
-	SeverityDeprecated = api.SeverityDeprecated
+	SeverityRemoved    = sunsetv1.SeverityRemoved
+	SeverityDeprecated = sunsetv1.SeverityDeprecated
 )
 
 // CheckOptions configure Check.
-type CheckOptions = api.CheckOptions
+type CheckOptions = verdict.CheckOptions
 
 // Finding is one API that was requested in the window.
-type Finding = api.Finding
+type Finding = sunsetv1.Finding
 
-// CheckResult is the verdict of the upgrade gate. The logic is the API's
-// (api.Check), so `sunset check` and the upgradechecks endpoint agree; its
-// JSON is api.CheckResult's.
-type CheckResult struct{ api.CheckResult }
+// CheckResult is the verdict of the upgrade gate. The logic is package
+// verdict's, so `sunset check` and the upgradechecks endpoint agree; its
+// JSON is sunsetv1.CheckResult's.
+type CheckResult struct{ sunsetv1.CheckResult }
 
 // Check decides whether upgrading to the target is safe from what list says
 // was requested. list must have been read with Since set, so each item has
 // a window.
-func Check(list api.APIRequestCountList, o CheckOptions) CheckResult {
-	return CheckResult{api.Check(list, o)}
+func Check(list sunsetv1.APIRequestCountList, o CheckOptions) CheckResult {
+	return CheckResult{verdict.Check(list, o)}
 }
 
 // maxNamedClients is how many clients a warning line names.

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/plural"
 )
 
@@ -38,7 +38,7 @@ func Sparkline(counts []int64) string {
 }
 
 // hourly returns last24h oldest first, ending at the hour of now.
-func hourly(st api.APIRequestCountStatus, now time.Time, excludeSystem bool) (counts []int64, firstHour int) {
+func hourly(st sunsetv1.APIRequestCountStatus, now time.Time, excludeSystem bool) (counts []int64, firstHour int) {
 	cur := now.UTC().Hour()
 	first := (cur + 1) % 24
 	for i := 0; i < 24 && len(st.Last24h) == 24; i++ {
@@ -57,12 +57,12 @@ type userTotal struct {
 	system              bool
 	total, removed      int64
 	verbs               map[string]int64
-	workload            *api.Workload
+	workload            *sunsetv1.Workload
 }
 
 // Describe writes one API as a readable breakdown: lifecycle, the last 24
 // hours as a bar row, and requests per node and per user.
-func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) error {
+func Describe(w io.Writer, obj sunsetv1.APIRequestCount, now time.Time, o Options) error {
 	st := obj.Status
 	total, current := st.RequestCount, st.CurrentHour.RequestCount
 	if o.ExcludeSystem {
@@ -111,7 +111,7 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 	var unlisted int64 // requests of users that byUser left out
 	// Workloads are listed once per client; a client seen in several
 	// clusters shows the first cluster's.
-	workloads := map[[2]string]*api.Workload{}
+	workloads := map[[2]string]*sunsetv1.Workload{}
 	for _, cw := range st.Workloads {
 		key := [2]string{cw.UserName, cw.UserAgent}
 		if workloads[key] == nil {
@@ -198,7 +198,7 @@ func Describe(w io.Writer, obj api.APIRequestCount, now time.Time, o Options) er
 
 // describeWorkload is "ns/sa", with the likely owner and pod count when
 // pod-bound tokens were seen: "apps/sync (Deployment legacy-sync, 3 pods)".
-func describeWorkload(username string, w *api.Workload) string {
+func describeWorkload(username string, w *sunsetv1.Workload) string {
 	s := Workload(username)
 	if w == nil || w.Owner == nil {
 		return s

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/plural"
+	"github.com/kube-sunset/sunset/verdict"
 )
 
 // NoRequests says that window, a list read with Since set, holds no
@@ -17,7 +18,7 @@ import (
 // nothing to hint at.
 //
 //	No deprecated API requests in the last 24h (66 older ones within the 720h retention; try --since 720h).
-func NoRequests(window api.APIRequestCountList, retained *api.APIRequestCountList, retention time.Duration, o Options) (msg string, hinted bool) {
+func NoRequests(window sunsetv1.APIRequestCountList, retained *sunsetv1.APIRequestCountList, retention time.Duration, o Options) (msg string, hinted bool) {
 	var hints []string
 	sysNow := systemRequests(window)
 	if o.ExcludeSystem && sysNow > 0 {
@@ -27,7 +28,7 @@ func NoRequests(window api.APIRequestCountList, retained *api.APIRequestCountLis
 		since := FormatDuration(retention)
 		var older, olderSys int64
 		for _, it := range retained.Items {
-			n, _, _ := api.WindowUse(it, o.ExcludeSystem)
+			n, _, _ := verdict.WindowUse(it, o.ExcludeSystem)
 			older += n
 		}
 		if o.ExcludeSystem {
@@ -47,7 +48,7 @@ func NoRequests(window api.APIRequestCountList, retained *api.APIRequestCountLis
 	return msg + ".", len(hints) > 0
 }
 
-func systemRequests(list api.APIRequestCountList) int64 {
+func systemRequests(list sunsetv1.APIRequestCountList) int64 {
 	var n int64
 	for _, it := range list.Items {
 		if w := it.Status.Window; w != nil {

@@ -1,12 +1,12 @@
 // Package cli is the layer behind the sunset commands. It turns
 // APIRequestCounts into what administrators read before an upgrade:
 // kubectl-style tables, a per-API breakdown, the verdict of the upgrade
-// gate (`sunset check`, decided by api.Check) as text, and what to say when
-// a window is empty.
+// gate (`sunset check`, decided by verdict.Check) as text, and what to say
+// when a window is empty.
 //
 // Each read command is a Request (ListRequest, CheckRequest,
 // WebhooksRequest): Validate checks every flag at once, Run reads through
-// an api.Reader and prints. It works on API objects only, so it renders the
+// a Reader and prints. It works on API objects only, so it renders the
 // same whether they came from a running server or from a data directory.
 package cli
 
@@ -20,7 +20,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/verdict"
 	"github.com/kube-sunset/sunset/workload"
 )
 
@@ -76,7 +77,7 @@ type Row struct {
 
 // Rows computes the table rows of a list, leaving out APIs with no requests
 // in the window once system traffic is excluded (if it is).
-func Rows(list api.APIRequestCountList, o Options) []Row {
+func Rows(list sunsetv1.APIRequestCountList, o Options) []Row {
 	var rows []Row
 	for _, obj := range list.Items {
 		st := obj.Status
@@ -86,8 +87,8 @@ func Rows(list api.APIRequestCountList, o Options) []Row {
 			r.CurrentHour -= st.CurrentHour.SystemRequestCount
 			r.Last24h -= st.SystemRequestCount
 		}
-		var users []api.WindowUser
-		r.Window, r.WindowClients, users = api.WindowUse(obj, o.ExcludeSystem)
+		var users []sunsetv1.WindowUser
+		r.Window, r.WindowClients, users = verdict.WindowUse(obj, o.ExcludeSystem)
 		for _, u := range users {
 			r.WindowUserList = append(r.WindowUserList, u.UserName)
 		}
@@ -117,7 +118,7 @@ func groupVersion(group, version string) string {
 	return group + "/" + version
 }
 
-func nodes(obj api.APIRequestCount) []string {
+func nodes(obj sunsetv1.APIRequestCount) []string {
 	seen := map[string]bool{}
 	for _, h := range obj.Status.Last24h {
 		for _, n := range h.ByNode {
@@ -144,7 +145,7 @@ func Workload(username string) string {
 
 // FormatDuration writes whole-hour durations the way people say them:
 // 24h, 168h, 90m.
-func FormatDuration(d time.Duration) string { return api.FormatDuration(d) }
+func FormatDuration(d time.Duration) string { return verdict.FormatDuration(d) }
 
 // Dash is s, or "-" in place of an empty s, for a table's cell.
 func Dash(s string) string {
@@ -208,13 +209,13 @@ func WriteObject(w io.Writer, v any, f Format) error {
 
 // Kept is list with only the APIs that rows show, for the outputs that
 // print objects rather than rows.
-func Kept(list api.APIRequestCountList, rows []Row) api.APIRequestCountList {
+func Kept(list sunsetv1.APIRequestCountList, rows []Row) sunsetv1.APIRequestCountList {
 	kept := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		kept[r.Name] = true
 	}
 	filtered := list
-	filtered.Items = []api.APIRequestCount{}
+	filtered.Items = []sunsetv1.APIRequestCount{}
 	for _, it := range list.Items {
 		if kept[it.Metadata.Name] {
 			filtered.Items = append(filtered.Items, it)

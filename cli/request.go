@@ -10,9 +10,10 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/verdict"
 )
 
 // A Request is one read command: `sunset report`, `sunset check` or
@@ -20,7 +21,20 @@ import (
 // server or data directory is opened; Run reads and prints.
 type Request interface {
 	Validate() error
-	Run(r api.Reader, out Output) error
+	Run(r Reader, out Output) error
+}
+
+// Reader reads what the API serves: a running server through its client,
+// or a data directory through app's Parts. The commands read through it,
+// so they print the same from either. It is declared here, where it is
+// read, so that the CLI needs the API's types and not the server that
+// implements it for a data directory.
+type Reader interface {
+	List(sunsetv1.Query) (sunsetv1.APIRequestCountList, error)
+	Get(string, sunsetv1.Query) (sunsetv1.APIRequestCount, error)
+	Info() (sunsetv1.ServerInfo, error)
+	Webhooks(sunsetv1.WebhookQuery) (sunsetv1.WebhookCountList, error)
+	Webhook(string, sunsetv1.WebhookQuery) (sunsetv1.WebhookCount, error)
 }
 
 // Output is where a request prints: its result to Out, notes and hints to
@@ -54,12 +68,12 @@ func validateSince(since time.Duration) error {
 	return nil
 }
 
-func (f Filters) query() api.Query {
-	q := api.DefaultQuery()
+func (f Filters) query() sunsetv1.Query {
+	q := sunsetv1.DefaultQuery()
 	q.Cluster, q.User, q.Since = f.Cluster, f.User, f.Since
 	// Enough users that the top non-system ones are known even when
 	// system identities lead.
-	q.Users = api.MaxUsersToReport
+	q.Users = sunsetv1.MaxUsersToReport
 	return q
 }
 
@@ -67,8 +81,8 @@ func (f Filters) options() Options { return Options{ExcludeSystem: f.ExcludeSyst
 
 // noRequests explains an empty window with what r holds within its
 // retention, read through the same API with the same filters.
-func (f Filters) noRequests(r api.Reader, q api.Query, window api.APIRequestCountList) (string, bool) {
-	var retained *api.APIRequestCountList
+func (f Filters) noRequests(r Reader, q sunsetv1.Query, window sunsetv1.APIRequestCountList) (string, bool) {
+	var retained *sunsetv1.APIRequestCountList
 	var retention time.Duration
 	// A server too old to describe itself gets no hint.
 	if info, err := r.Info(); err == nil {
@@ -92,7 +106,7 @@ type ListRequest struct {
 	RemovedIn, RemovedBefore string
 	State                    string
 
-	query   api.Query
+	query   sunsetv1.Query
 	format  Format
 	printer printers.ResourcePrinter
 }
@@ -120,7 +134,7 @@ func (l *ListRequest) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", release.flag, err))
 		}
 	}
-	if l.State != "" && l.State != api.StateDeprecated && l.State != api.StateRemoved {
+	if l.State != "" && l.State != sunsetv1.StateDeprecated && l.State != sunsetv1.StateRemoved {
 		errs = append(errs, fmt.Errorf("--state %q is not one of deprecated, removed", l.State))
 	}
 	l.query.State = l.State
@@ -141,11 +155,11 @@ func (l *ListRequest) writeObject(w io.Writer, obj any) error {
 }
 
 // Run reads the list, or the one API, and prints it.
-func (l *ListRequest) Run(r api.Reader, out Output) error {
+func (l *ListRequest) Run(r Reader, out Output) error {
 	o := l.options()
 	if l.Name != "" {
 		obj, err := r.Get(l.Name, l.query)
-		if errors.Is(err, api.ErrNotFound) {
+		if errors.Is(err, sunsetv1.ErrNotFound) {
 			return fmt.Errorf("no deprecated requests to %s were recorded (names look like cronjobs.v1beta1.batch; `sunset report` lists them)", l.Name)
 		}
 		if err != nil {
@@ -205,7 +219,7 @@ func (c *CheckRequest) Validate() error {
 
 // Run reads the window and prints the verdict; an unsafe verdict is an
 // ExitCodeError with the check's exit code.
-func (c *CheckRequest) Run(r api.Reader, out Output) error {
+func (c *CheckRequest) Run(r Reader, out Output) error {
 	q := c.query()
 	list, err := r.List(q)
 	if err != nil {
@@ -213,7 +227,7 @@ func (c *CheckRequest) Run(r api.Reader, out Output) error {
 	}
 	// Webhook servers whose certificate the apiservers flagged block an
 	// upgrade as removed APIs do.
-	webhooks, err := r.Webhooks(api.WebhookQuery{Cluster: c.Cluster, Since: c.Since})
+	webhooks, err := r.Webhooks(sunsetv1.WebhookQuery{Cluster: c.Cluster, Since: c.Since})
 	if err != nil {
 		return err
 	}
@@ -238,8 +252,8 @@ func (c *CheckRequest) Run(r api.Reader, out Output) error {
 	if err != nil {
 		return err
 	}
-	if res.ExitCode != ExitSafe {
-		return &ExitCodeError{Code: res.ExitCode, Err: fmt.Errorf("check failed with exit code %d", res.ExitCode)}
+	if code := exitCode(res.ExitCode); code != ExitSafe {
+		return &ExitCodeError{Code: code, Err: fmt.Errorf("check failed with exit code %d", code)}
 	}
 	return nil
 }
@@ -250,7 +264,7 @@ func (c *CheckRequest) addScan(res *CheckResult) error {
 	if err != nil {
 		return err
 	}
-	api.JoinScan(&res.CheckResult, sres, c.WarningsAsErrors)
+	verdict.JoinScan(&res.CheckResult, sres, c.WarningsAsErrors)
 	return nil
 }
 
@@ -279,7 +293,7 @@ type WebhooksRequest struct {
 	Name, Cluster, Class, Output string
 	Since                        time.Duration
 
-	query  api.WebhookQuery
+	query  sunsetv1.WebhookQuery
 	format Format
 }
 
@@ -287,7 +301,7 @@ type WebhooksRequest struct {
 func (w *WebhooksRequest) Validate() error {
 	format, err := ParseFormat(w.Output)
 	errs := []error{err, validateSince(w.Since)}
-	w.format, w.query = format, api.WebhookQuery{Cluster: w.Cluster, Since: w.Since}
+	w.format, w.query = format, sunsetv1.WebhookQuery{Cluster: w.Cluster, Since: w.Since}
 	if w.Class != "" {
 		if w.query.Class, err = admission.ParseClass(w.Class); err != nil {
 			errs = append(errs, fmt.Errorf("--%w", err))
@@ -297,12 +311,12 @@ func (w *WebhooksRequest) Validate() error {
 }
 
 // Run reads the webhook counts and prints them.
-func (w *WebhooksRequest) Run(r api.Reader, out Output) error {
+func (w *WebhooksRequest) Run(r Reader, out Output) error {
 	objects := w.format == FormatJSON || w.format == FormatYAML
-	var list api.WebhookCountList
+	var list sunsetv1.WebhookCountList
 	if w.Name != "" {
 		obj, err := r.Webhook(w.Name, w.query)
-		if errors.Is(err, api.ErrNotFound) {
+		if errors.Is(err, sunsetv1.ErrNotFound) {
 			return fmt.Errorf("no audit annotation named webhook %s in the last %s (names are configuration.webhook; `sunset report webhooks` lists them)", w.Name, FormatDuration(w.Since))
 		}
 		if err != nil {
@@ -311,7 +325,7 @@ func (w *WebhooksRequest) Run(r api.Reader, out Output) error {
 		if objects {
 			return WriteObject(out.Out, obj, w.format)
 		}
-		list = api.WebhookCountList{Items: []api.WebhookCount{obj}, Resources: []api.WebhookResourceCount{}}
+		list = sunsetv1.WebhookCountList{Items: []sunsetv1.WebhookCount{obj}, Resources: []sunsetv1.WebhookResourceCount{}}
 	} else {
 		var err error
 		if list, err = r.Webhooks(w.query); err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 )
 
@@ -16,7 +16,7 @@ func TestRequestsValidate(t *testing.T) {
 	day := Filters{Cluster: "prod", User: "bob", Since: 48 * time.Hour, ExcludeSystem: true}
 	list := ListRequest{Filters: day, Output: "wide", RemovedIn: "1.37", RemovedBefore: "v1.38.2", State: "removed"}
 	require.NoError(t, list.Validate())
-	require.Equal(t, api.Query{Users: api.MaxUsersToReport, Cluster: "prod", User: "bob", Since: 48 * time.Hour, State: "removed",
+	require.Equal(t, sunsetv1.Query{Users: sunsetv1.MaxUsersToReport, Cluster: "prod", User: "bob", Since: 48 * time.Hour, State: "removed",
 		RemovedIn: catalog.Release{Major: 1, Minor: 37}, RemovedBefore: catalog.Release{Major: 1, Minor: 38}}, list.query)
 	require.Equal(t, FormatWide, list.format)
 	require.Nil(t, list.printer)

@@ -11,17 +11,21 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/scan"
+	"github.com/kube-sunset/sunset/scan/report"
+	"github.com/kube-sunset/sunset/verdict"
 )
 
 // ScanOptions are the flags of a scan, alone (`sunset scan`) or as part of
 // `sunset check --scan`.
 type ScanOptions struct {
 	Paths []string
-	Chart scan.ChartOptions
+	// Charts renders the charts among Paths. The command passes package
+	// helmchart's Renderer, so that this package, which every command
+	// links, does not link the Helm SDK.
+	Charts scan.ChartRenderer
 	// CurrentVersion is the cluster's release, for a scan without a
 	// cluster; a cluster scan reads it from the cluster.
 	CurrentVersion string
@@ -69,19 +73,19 @@ func KubeConfig(kubeconfig, context string) (*rest.Config, error) {
 }
 
 // run scans the paths and then the cluster, judging against target.
-func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (scan.Result, error) {
+func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.Result, error) {
 	cat, err := catalog.New(o.Catalog)
 	if err != nil {
-		return scan.Result{}, err
+		return report.Result{}, err
 	}
 	rules, err := fieldrule.New(o.FieldRules)
 	if err != nil {
-		return scan.Result{}, err
+		return report.Result{}, err
 	}
 	j := scan.Judge{Catalog: cat, Fields: rules, Target: target, Current: o.current}
-	res := scan.Result{TargetVersion: target.String()}
+	res := report.Result{TargetVersion: target.String()}
 	if len(o.Paths) > 0 {
-		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Chart: o.Chart, Progress: o.Progress}.Scan(ctx, o.Paths))
+		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress}.Scan(ctx, o.Paths))
 	}
 	if o.cluster() {
 		cfg, err := KubeConfig(o.Kubeconfig, o.Context)
@@ -123,8 +127,8 @@ func (s *ScanRequest) Validate() error {
 	} else {
 		s.target = rel
 	}
-	if !slices.Contains(scan.Formats, s.Output) {
-		errs = append(errs, fmt.Errorf("-o %q is not one of %s", s.Output, strings.Join(scan.Formats, ", ")))
+	if !slices.Contains(report.Formats, s.Output) {
+		errs = append(errs, fmt.Errorf("-o %q is not one of %s", s.Output, strings.Join(report.Formats, ", ")))
 	}
 	if !s.wanted() {
 		errs = append(errs, errors.New("give paths to scan (a directory, files, or - for standard input), or --kubeconfig/--context to scan a cluster"))
@@ -147,14 +151,14 @@ func (s *ScanRequest) Run(ctx context.Context, out Output) error {
 	if s.Output == "table" || s.Output == "wide" {
 		fmt.Fprintln(out.Out, Terminal(res.Verdict(s.WarningsAsErrors)))
 	}
-	if code := api.ScanExitCode(res, s.WarningsAsErrors); code != ExitSafe {
+	if code := exitCode(verdict.ScanExitCode(res, s.WarningsAsErrors)); code != ExitSafe {
 		return &ExitCodeError{Code: code, Err: fmt.Errorf("scan failed with exit code %d", code)}
 	}
 	return nil
 }
 
 // writeScanProblems says what was not scanned and what could not be read.
-func writeScanProblems(w io.Writer, res scan.Result) {
+func writeScanProblems(w io.Writer, res report.Result) {
 	for _, n := range res.NotScanned {
 		fmt.Fprintln(w, "Warning:", Terminal(n.String()))
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 func TestTerminalEscapesControls(t *testing.T) {
@@ -39,12 +39,12 @@ func TestTablesEscapeAuditStrings(t *testing.T) {
 	require.Equal(t, "NAME           REMOVED IN   REQUESTS (CURRENT HOUR)   REQUESTS (24H)   TOP USER     TOP USER AGENT                                                REPLACEMENT   NODES       WORKLOAD\n"+
 		`endpoints.v1   -            1                         2                eve\tadmin   evil^[[2J\tforged\nfake.v1   1.99   999   999   mallory   x   -             master\n0   ns/^[sa`+"\n", b.String())
 
-	obj := api.APIRequestCount{Metadata: metav1.ObjectMeta{Name: "endpoints.v1"}}
+	obj := sunsetv1.APIRequestCount{Metadata: metav1.ObjectMeta{Name: "endpoints.v1"}}
 	obj.Spec.NumberOfUsersToReport = 10
 	obj.Status.RequestCount = 1
-	obj.Status.Last24h = make([]api.PerResourceAPIRequestLog, 24)
-	obj.Status.Last24h[0] = api.PerResourceAPIRequestLog{RequestCount: 1, ByNode: []api.PerNodeAPIRequestLog{{NodeName: "m\x1b]0;x\x07", Cluster: "c\nd", RequestCount: 1,
-		ByUser: []api.PerUserAPIRequestCount{{UserName: "eve\tadmin", UserAgent: agent, RequestCount: 1, ByVerb: []api.PerVerbAPIRequestCount{{Verb: "get\n", RequestCount: 1}}}}}}}
+	obj.Status.Last24h = make([]sunsetv1.PerResourceAPIRequestLog, 24)
+	obj.Status.Last24h[0] = sunsetv1.PerResourceAPIRequestLog{RequestCount: 1, ByNode: []sunsetv1.PerNodeAPIRequestLog{{NodeName: "m\x1b]0;x\x07", Cluster: "c\nd", RequestCount: 1,
+		ByUser: []sunsetv1.PerUserAPIRequestCount{{UserName: "eve\tadmin", UserAgent: agent, RequestCount: 1, ByVerb: []sunsetv1.PerVerbAPIRequestCount{{Verb: "get\n", RequestCount: 1}}}}}}}
 	b.Reset()
 	require.NoError(t, Describe(&b, obj, time.Date(2026, 11, 21, 23, 30, 0, 0, time.UTC), Options{}))
 	require.Equal(t, `Name:           endpoints.v1
@@ -71,16 +71,16 @@ By user (last 24h):
 // The upgrade gate's lines and the webhook tables escape what came from
 // audit data too.
 func TestCheckAndWebhooksEscapeAuditStrings(t *testing.T) {
-	res := CheckResult{api.CheckResult{Since: "24h", Message: "UNSAFE\x1b[2J", Findings: []api.Finding{{
+	res := CheckResult{sunsetv1.CheckResult{Since: "24h", Message: "UNSAFE\x1b[2J", Findings: []sunsetv1.Finding{{
 		Warning: "x.v1beta1.evil\rSAFE", Requests: 1, ClientCount: 2, Clients: []string{"eve\nSAFE to upgrade", "bob"}}}}}
 	var b bytes.Buffer
 	require.NoError(t, res.WriteText(&b))
 	require.Equal(t, `Warning: x.v1beta1.evil\rSAFE (1 request in 24h by 2 clients: eve\nSAFE to upgrade, bob)`+"\nUNSAFE^[[2J\n", b.String())
 
-	var list api.WebhookCountList
-	list.Items = []api.WebhookCount{{Metadata: metav1.ObjectMeta{Name: "hook\x1b[31m.example"}}}
+	var list sunsetv1.WebhookCountList
+	list.Items = []sunsetv1.WebhookCount{{Metadata: metav1.ObjectMeta{Name: "hook\x1b[31m.example"}}}
 	list.Items[0].Spec.Types = []string{"validating"}
-	list.Items[0].Status.ByResource = []api.WebhookResourceCount{{Name: "pods\tforged", Cluster: "c\n", WebhookCounts: api.WebhookCounts{RequestCount: 1, CallCount: 1}}}
+	list.Items[0].Status.ByResource = []sunsetv1.WebhookResourceCount{{Name: "pods\tforged", Cluster: "c\n", WebhookCounts: sunsetv1.WebhookCounts{RequestCount: 1, CallCount: 1}}}
 	b.Reset()
 	require.NoError(t, WriteWebhookTables(&b, list, true))
 	require.Equal(t, "CLUSTER   WEBHOOK              TYPE         RESOURCE       CLASS   REQUESTS   CALLS   MUTATED   FAILED OPEN   SLOW   WEBHOOK LATENCY   MEAN   <=0.5S   <=1S   <=2S   <=5S   <=10S   >10S\n"+

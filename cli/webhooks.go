@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/plural"
 )
 
@@ -18,13 +18,13 @@ import (
 type WebhookRow struct {
 	Webhook  string
 	Types    string
-	Resource api.WebhookResourceCount
+	Resource sunsetv1.WebhookResourceCount
 }
 
 // WebhookRows flattens a list into one row per webhook and resource, over
 // the window when the objects have one (else the last 24 hours), slowest
 // first: by total webhook latency, then slow requests, then calls.
-func WebhookRows(list api.WebhookCountList) []WebhookRow {
+func WebhookRows(list sunsetv1.WebhookCountList) []WebhookRow {
 	var rows []WebhookRow
 	for _, it := range list.Items {
 		byRes := it.Status.ByResource
@@ -48,7 +48,7 @@ func WebhookRows(list api.WebhookCountList) []WebhookRow {
 // which has none); then every webhook on every resource; then, when
 // kube-apiserver flagged any, the webhook servers whose certificate it
 // refuses now or will. Wide adds the cluster and the latency buckets.
-func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error {
+func WriteWebhookTables(w io.Writer, list sunsetv1.WebhookCountList, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	if len(list.Resources) > 0 {
 		writeHeader(tw, wide, "RESOURCE", "CLASS")
@@ -68,7 +68,7 @@ func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error
 		for _, c := range list.Certificates {
 			names := make([]string, len(c.ByResource))
 			for i, r := range c.ByResource {
-				names[i] = resourceName(api.WebhookResourceCount{Name: r.Name, Subresource: r.Subresource})
+				names[i] = resourceName(sunsetv1.WebhookResourceCount{Name: r.Name, Subresource: r.Subresource})
 			}
 			// Hosts, clusters and resources come from audit data.
 			fmt.Fprintln(tw, strings.Join(terminalCells([]string{c.Host, c.Cluster, c.Problem, c.RefusedByDefaultInRelease,
@@ -80,10 +80,10 @@ func WriteWebhookTables(w io.Writer, list api.WebhookCountList, wide bool) error
 
 // writeCertificateWarnings writes a check's webhook certificate findings in
 // the Kubernetes warning format, refused ones marked.
-func writeCertificateWarnings(w io.Writer, r api.CheckResult) error {
+func writeCertificateWarnings(w io.Writer, r sunsetv1.CheckResult) error {
 	for _, f := range r.WebhookCertificates {
 		refused := ""
-		if f.Severity == api.SeverityRefused {
+		if f.Severity == sunsetv1.SeverityRefused {
 			refused = " [refused by " + r.TargetVersion + "]"
 		}
 		if _, err := fmt.Fprintf(w, "Warning: %s (%d request%s in %s in cluster %s on %s)%s\n", Terminal(f.Warning), f.Requests,
@@ -102,7 +102,7 @@ func writeHeader(w io.Writer, wide bool, lead ...string) {
 	fmt.Fprintln(w, strings.Join(cols, "\t"))
 }
 
-func writeRow(w io.Writer, wide bool, r api.WebhookResourceCount, lead ...string) {
+func writeRow(w io.Writer, wide bool, r sunsetv1.WebhookResourceCount, lead ...string) {
 	c := r.WebhookCounts
 	mean := "-"
 	if c.SlowRequestCount > 0 {
@@ -119,7 +119,7 @@ func writeRow(w io.Writer, wide bool, r api.WebhookResourceCount, lead ...string
 	fmt.Fprintln(w, strings.Join(terminalCells(cols), "\t"))
 }
 
-func resourceName(r api.WebhookResourceCount) string {
+func resourceName(r sunsetv1.WebhookResourceCount) string {
 	if r.Subresource == "" {
 		return r.Name
 	}

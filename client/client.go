@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/internal/tlsutil"
 )
@@ -86,23 +86,23 @@ func New(o Options) (*Client, error) {
 }
 
 // List reads APIRequestCounts.
-func (c *Client) List(q api.Query) (api.APIRequestCountList, error) {
-	return get[api.APIRequestCountList](c, "/apis/sunset.dev/v1/apirequestcounts", q.Values())
+func (c *Client) List(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
+	return get[sunsetv1.APIRequestCountList](c, "/apis/sunset.dev/v1/apirequestcounts", q.Values())
 }
 
-// Get reads one APIRequestCount; api.ErrNotFound if the server has none.
-func (c *Client) Get(name string, q api.Query) (api.APIRequestCount, error) {
+// Get reads one APIRequestCount; sunsetv1.ErrNotFound if the server has none.
+func (c *Client) Get(name string, q sunsetv1.Query) (sunsetv1.APIRequestCount, error) {
 	v := q.Values()
 	for _, listOnly := range []string{"removedRelease", "removedBefore", "state", "user"} {
 		v.Del(listOnly)
 	}
-	return get[api.APIRequestCount](c, "/apis/sunset.dev/v1/apirequestcounts/"+url.PathEscape(name), v)
+	return get[sunsetv1.APIRequestCount](c, "/apis/sunset.dev/v1/apirequestcounts/"+url.PathEscape(name), v)
 }
 
 // Info reads what the server can answer: its retention, clusters and
 // clock.
-func (c *Client) Info() (api.ServerInfo, error) {
-	return get[api.ServerInfo](c, "/apis/sunset.dev/v1/serverinfo", nil)
+func (c *Client) Info() (sunsetv1.ServerInfo, error) {
+	return get[sunsetv1.ServerInfo](c, "/apis/sunset.dev/v1/serverinfo", nil)
 }
 
 // PostEvents sends an EventList body to a webhook path such as
@@ -171,7 +171,7 @@ func (c *Client) do(req *http.Request) ([]byte, error) {
 		msg = st.Message
 	}
 	if resp.StatusCode == http.StatusNotFound && st.Reason == httpjson.ReasonNotFound {
-		return nil, fmt.Errorf("%w: %s", api.ErrNotFound, msg)
+		return nil, fmt.Errorf("%w: %s", sunsetv1.ErrNotFound, msg)
 	}
 	return nil, &StatusError{Code: resp.StatusCode, Message: msg}
 }

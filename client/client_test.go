@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
@@ -88,21 +88,21 @@ func TestRequestsPathsAndQueries(t *testing.T) {
 	c, err := New(Options{Server: srv.URL + "/sunset"})
 	require.NoError(t, err)
 
-	q := api.Query{Users: 25, Cluster: "prod", RemovedIn: catalog.MustParseRelease("1.37"), RemovedBefore: catalog.MustParseRelease("1.40"),
-		State: api.StateRemoved, Since: 48 * time.Hour, User: "bob", Hourly: true}
+	q := sunsetv1.Query{Users: 25, Cluster: "prod", RemovedIn: catalog.MustParseRelease("1.37"), RemovedBefore: catalog.MustParseRelease("1.40"),
+		State: sunsetv1.StateRemoved, Since: 48 * time.Hour, User: "bob", Hourly: true}
 	_, err = c.List(q)
 	require.NoError(t, err)
-	_, err = c.List(api.DefaultQuery())
+	_, err = c.List(sunsetv1.DefaultQuery())
 	require.NoError(t, err)
 	_, err = c.Get("cronjobs.v1beta1.batch", q)
 	require.NoError(t, err)
-	_, err = c.Get("a/b c", api.Query{})
+	_, err = c.Get("a/b c", sunsetv1.Query{})
 	require.NoError(t, err)
 	_, err = c.Info()
 	require.NoError(t, err)
-	_, err = c.Webhooks(api.WebhookQuery{Cluster: "prod", Since: 2 * time.Hour, Class: admission.Security})
+	_, err = c.Webhooks(sunsetv1.WebhookQuery{Cluster: "prod", Since: 2 * time.Hour, Class: admission.Security})
 	require.NoError(t, err)
-	_, err = c.Webhook("validating/policy/check.example.com", api.WebhookQuery{})
+	_, err = c.Webhook("validating/policy/check.example.com", sunsetv1.WebhookQuery{})
 	require.NoError(t, err)
 
 	get := func(path, query string) heard {
@@ -167,7 +167,7 @@ func TestBearerToken(t *testing.T) {
 
 // A non-2xx answer becomes an error with the server's own message: from
 // its Status envelope, else its body; Sunset's 404 Status for an API
-// without counts is api.ErrNotFound.
+// without counts is sunsetv1.ErrNotFound.
 func TestErrorAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -195,12 +195,12 @@ func TestErrorAnswers(t *testing.T) {
 			_, srv := startRecorder(t, tc.answer)
 			c, err := New(Options{Server: srv.URL})
 			require.NoError(t, err)
-			_, err = c.List(api.DefaultQuery())
+			_, err = c.List(sunsetv1.DefaultQuery())
 			var status *StatusError
 			require.ErrorAs(t, err, &status)
 			require.Equal(t, &StatusError{Code: tc.code, Message: tc.msg}, status)
 			require.EqualError(t, err, fmt.Sprintf("server answered %d: %s", tc.code, tc.msg))
-			require.NotErrorIs(t, err, api.ErrNotFound)
+			require.NotErrorIs(t, err, sunsetv1.ErrNotFound)
 			// The webhook's errors are read alike.
 			_, err = c.PostEvents("/audit/webhook/n", []byte(`{}`), false)
 			require.Equal(t, &StatusError{Code: tc.code, Message: tc.msg}, err)
@@ -212,8 +212,8 @@ func TestErrorAnswers(t *testing.T) {
 	})
 	c, err := New(Options{Server: srv.URL})
 	require.NoError(t, err)
-	_, err = c.Get("endpoints.v1", api.DefaultQuery())
-	require.ErrorIs(t, err, api.ErrNotFound)
+	_, err = c.Get("endpoints.v1", sunsetv1.DefaultQuery())
+	require.ErrorIs(t, err, sunsetv1.ErrNotFound)
 	require.EqualError(t, err, "api: not found: no deprecated requests to endpoints.v1 were recorded")
 }
 
@@ -225,7 +225,7 @@ func TestAnswerThatIsNotJSON(t *testing.T) {
 	})
 	c, err := New(Options{Server: srv.URL})
 	require.NoError(t, err)
-	_, err = c.List(api.DefaultQuery())
+	_, err = c.List(sunsetv1.DefaultQuery())
 	require.EqualError(t, err, srv.URL+" answered something that is not Sunset's JSON for /apis/sunset.dev/v1/apirequestcounts: invalid character '<' looking for beginning of value")
 	_, err = c.Info()
 	require.EqualError(t, err, srv.URL+" answered something that is not Sunset's JSON for /apis/sunset.dev/v1/serverinfo: invalid character '<' looking for beginning of value")
@@ -340,7 +340,7 @@ func TestThroughKubeconfig(t *testing.T) {
 	c, err := New(Options{Server: "http://ignored", Token: "ignored", REST: &rest.Config{Host: srv.URL + "/k8s", BearerToken: "kube-token",
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca}}})
 	require.NoError(t, err)
-	_, err = c.List(api.Query{Cluster: "prod"})
+	_, err = c.List(sunsetv1.Query{Cluster: "prod"})
 	require.NoError(t, err)
 	got := rec.take()
 	require.Len(t, got, 1)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/scan/report"
 )
 
 // PageSize is how many objects one list request asks for, so that memory
@@ -50,12 +51,12 @@ func NewCluster(cfg *rest.Config, j Judge) (*Cluster, error) {
 // Scan reads the cluster. What the credentials may not list is reported in
 // NotScanned and the scan goes on; a cluster that cannot be reached at all
 // is an error.
-func (c *Cluster) Scan(ctx context.Context) (Result, error) {
+func (c *Cluster) Scan(ctx context.Context) (report.Result, error) {
 	v, err := c.Kube.Discovery().ServerVersion()
 	if err != nil {
-		return Result{}, fmt.Errorf("reaching the cluster: %w", err)
+		return report.Result{}, fmt.Errorf("reaching the cluster: %w", err)
 	}
-	var res Result
+	var res report.Result
 	if cur, err := catalog.ParseRelease(v.GitVersion); err == nil {
 		c.Judge.Current = cur
 		res.CurrentVersion = cur.String()
@@ -91,8 +92,8 @@ func listPages(ctx context.Context, limit int64, list func(context.Context, meta
 // notScanned is a gap in the scan. Any error is one, not only a refusal,
 // since one resource must not stop the rest of the scan; a refusal's
 // message names the user, verb and resource, which says what to grant.
-func notScanned(resource, namespace string, err error) NotScanned {
-	return NotScanned{Resource: resource, Namespace: namespace, Reason: err.Error()}
+func notScanned(resource, namespace string, err error) report.NotScanned {
+	return report.NotScanned{Resource: resource, Namespace: namespace, Reason: err.Error()}
 }
 
 var (
@@ -111,9 +112,9 @@ var ClusterReads = []schema.GroupVersionResource{secretGVR, configMapGVR, namesp
 // crds reports each CRD that still stores objects at a version that is
 // deprecated, no longer served, or that the catalog removes: dropping that
 // version needs a storage migration first.
-func (c *Cluster) crds(ctx context.Context) Result {
+func (c *Cluster) crds(ctx context.Context) report.Result {
 	c.progress("customresourcedefinitions", "")
-	var res Result
+	var res report.Result
 	err := listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Dynamic.Resource(crdGVR).List(ctx, o)
 		if err != nil {
@@ -131,7 +132,7 @@ func (c *Cluster) crds(ctx context.Context) Result {
 	return res
 }
 
-func (c *Cluster) storedVersions(crd unstructured.Unstructured) []Finding {
+func (c *Cluster) storedVersions(crd unstructured.Unstructured) []report.Finding {
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
 	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
@@ -153,14 +154,14 @@ func (c *Cluster) storedVersions(crd unstructured.Unstructured) []Finding {
 			storage = name
 		}
 	}
-	var out []Finding
+	var out []report.Finding
 	for _, sv := range stored {
 		if sv == storage {
 			continue
 		}
 		v, known := byName[sv]
-		f := Finding{APIVersion: group + "/" + sv, Kind: kind, Name: crd.GetName(), Rule: RuleCRDStoredVersion,
-			Origin: Origin{Object: "customresourcedefinitions/" + crd.GetName()}}
+		f := report.Finding{APIVersion: group + "/" + sv, Kind: kind, Name: crd.GetName(), Rule: report.RuleCRDStoredVersion,
+			Origin: report.Origin{Object: "customresourcedefinitions/" + crd.GetName()}}
 		why := ""
 		switch e, inCatalog := c.Judge.Catalog.Lookup(group, sv, plural); {
 		case !known || !v.served:
@@ -193,10 +194,10 @@ const automanagedLabel = "kube-aggregator.kubernetes.io/automanaged"
 // apiServices reports APIService objects, other than kube-apiserver's own,
 // for group versions the catalog removes: an extension server or a
 // leftover registration that claims a version Kubernetes drops.
-func (c *Cluster) apiServices(ctx context.Context) Result {
+func (c *Cluster) apiServices(ctx context.Context) report.Result {
 	c.progress("apiservices", "")
 	removal := c.groupVersionRemovals()
-	var res Result
+	var res report.Result
 	err := listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Dynamic.Resource(apiServiceGVR).List(ctx, o)
 		if err != nil {
@@ -221,9 +222,9 @@ func (c *Cluster) apiServices(ctx context.Context) Result {
 			if severity == "" {
 				continue
 			}
-			f := Finding{Severity: severity, Rule: RuleAPIService, APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService",
+			f := report.Finding{Severity: severity, Rule: report.RuleAPIService, APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService",
 				Name: s.GetName(), DeprecatedIn: e.DeprecatedIn, RemovedIn: e.RemovedIn,
-				Origin: Origin{Object: "apiservices/" + s.GetName()}}
+				Origin: report.Origin{Object: "apiservices/" + s.GetName()}}
 			f.Message = fmt.Sprintf("APIService %s registers %s, which Kubernetes removes in v%s: delete it, and move its clients to the replacement versions", s.GetName(), gv, e.RemovedIn)
 			removed, _ := catalog.ParseRelease(e.RemovedIn)
 			f.AlreadyRemoved = !c.Judge.Current.IsZero() && !c.Judge.Current.Less(removed)
@@ -263,8 +264,8 @@ func (c *Cluster) groupVersionRemovals() map[string]catalog.Entry {
 // whichever storage driver (Secrets, the default, or ConfigMaps) keeps it.
 // Older revisions are history: the next upgrade starts from the deployed
 // one, so findings in them would be false alarms.
-func (c *Cluster) helmReleases(ctx context.Context) Result {
-	var res Result
+func (c *Cluster) helmReleases(ctx context.Context) report.Result {
+	var res report.Result
 	for _, store := range []releaseStore{secretStore{c.Kube}, configMapStore{c.Kube}} {
 		c.progress("helm releases in "+store.resource(), "")
 		latest := map[string]storedRelease{}
@@ -285,15 +286,15 @@ func (c *Cluster) helmReleases(ctx context.Context) Result {
 // listReleases lists the deployed release records of a store cluster-wide,
 // or, when that is refused, namespace by namespace, so that one namespace
 // the user may not read costs only that namespace.
-func (c *Cluster) listReleases(ctx context.Context, store releaseStore, latest map[string]storedRelease) []NotScanned {
+func (c *Cluster) listReleases(ctx context.Context, store releaseStore, latest map[string]storedRelease) []report.NotScanned {
 	err := c.listReleasesIn(ctx, store, metav1.NamespaceAll, latest)
 	if err == nil {
 		return nil
 	}
 	if !apierrors.IsForbidden(err) {
-		return []NotScanned{notScanned(store.resource(), "", err)}
+		return []report.NotScanned{notScanned(store.resource(), "", err)}
 	}
-	var gaps []NotScanned
+	var gaps []report.NotScanned
 	var namespaces []string
 	nsErr := listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Kube.CoreV1().Namespaces().List(ctx, o)
@@ -306,7 +307,7 @@ func (c *Cluster) listReleases(ctx context.Context, store releaseStore, latest m
 		return l.Continue, nil
 	})
 	if nsErr != nil {
-		return []NotScanned{notScanned(store.resource(), "", err), notScanned(resourceName(namespaceGVR), "", nsErr)}
+		return []report.NotScanned{notScanned(store.resource(), "", err), notScanned(resourceName(namespaceGVR), "", nsErr)}
 	}
 	for _, ns := range namespaces {
 		if err := c.listReleasesIn(ctx, store, ns, latest); err != nil {
@@ -332,18 +333,18 @@ func (c *Cluster) listReleasesIn(ctx context.Context, store releaseStore, namesp
 	})
 }
 
-func (c *Cluster) judgeRelease(r storedRelease) Result {
-	res := Result{Scanned: Scanned{HelmReleases: 1}}
-	origin := Origin{Release: r.namespace + "/" + r.name, Revision: r.revision}
+func (c *Cluster) judgeRelease(r storedRelease) report.Result {
+	res := report.Result{Scanned: report.Scanned{HelmReleases: 1}}
+	origin := report.Origin{Release: r.namespace + "/" + r.name, Revision: r.revision}
 	rel, err := decodeRelease(r.data)
 	if err != nil {
-		res.Errors = append(res.Errors, InputError{Path: "helm release " + origin.Release, Err: err.Error()})
+		res.Errors = append(res.Errors, report.InputError{Path: "helm release " + origin.Release, Err: err.Error()})
 		return res
 	}
 	for _, m := range rel.manifests() {
-		objs, err := c.Judge.readObjects([]byte(m.text))
+		objs, err := c.Judge.readObjects([]byte(m.Text))
 		if err != nil {
-			res.Errors = append(res.Errors, InputError{Path: "helm release " + origin.Release, Err: m.template + ": " + err.Error()})
+			res.Errors = append(res.Errors, report.InputError{Path: "helm release " + origin.Release, Err: m.Template + ": " + err.Error()})
 		}
 		res.Scanned.Objects += len(objs)
 		for _, o := range objs {
@@ -351,7 +352,7 @@ func (c *Cluster) judgeRelease(r storedRelease) Result {
 				o.Namespace = r.namespace
 			}
 			at := origin
-			at.Template = m.template
+			at.Template = m.Template
 			res.Findings = append(res.Findings, c.Judge.Judge(o, at)...)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kube-sunset/sunset/scan/report"
 )
 
 // Files configures a scan of paths on disk.
@@ -16,8 +18,9 @@ type Files struct {
 	Judge Judge
 	// Stdin is read for the path "-".
 	Stdin io.Reader
-	// Chart is how charts are rendered.
-	Chart ChartOptions
+	// Charts renders the charts among the paths; without it, a chart is
+	// an input error.
+	Charts ChartRenderer
 	// Progress, if set, is told each file, kustomization and chart as it is
 	// read.
 	Progress func(what, path string)
@@ -31,20 +34,20 @@ var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Ku
 // kustomization is built and a chart rendered, each as a whole, instead of
 // their files being read one by one; elsewhere every *.yaml, *.yml and
 // *.json file is read, recursively. Hidden directories (.git) are skipped.
-func (s Files) Scan(ctx context.Context, paths []string) Result {
-	var res Result
+func (s Files) Scan(ctx context.Context, paths []string) report.Result {
+	var res report.Result
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
-			res.Errors = append(res.Errors, InputError{Path: p, Err: err.Error()})
+			res.Errors = append(res.Errors, report.InputError{Path: p, Err: err.Error()})
 			break
 		}
 		res.Merge(s.scanPath(ctx, p))
 	}
-	res.sort()
+	res.Sort()
 	return res
 }
 
-func (s Files) scanPath(ctx context.Context, path string) Result {
+func (s Files) scanPath(ctx context.Context, path string) report.Result {
 	if path == "-" {
 		return s.manifest("-", func() ([]byte, error) { return readLimited(s.Stdin) })
 	}
@@ -63,10 +66,10 @@ func (s Files) scanPath(ctx context.Context, path string) Result {
 		}
 		return s.manifest(path, func() ([]byte, error) { return readFile(path) })
 	}
-	var res Result
+	var res report.Result
 	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			res.Errors = append(res.Errors, InputError{Path: p, Err: err.Error()})
+			res.Errors = append(res.Errors, report.InputError{Path: p, Err: err.Error()})
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -92,26 +95,26 @@ func (s Files) scanPath(ctx context.Context, path string) Result {
 		return nil
 	})
 	if err != nil {
-		res.Errors = append(res.Errors, InputError{Path: path, Err: err.Error()})
+		res.Errors = append(res.Errors, report.InputError{Path: path, Err: err.Error()})
 	}
 	return res
 }
 
 // manifest reads one file or stream of manifests.
-func (s Files) manifest(path string, read func() ([]byte, error)) Result {
+func (s Files) manifest(path string, read func() ([]byte, error)) report.Result {
 	s.progress("file", path)
 	data, err := read()
 	if err != nil {
 		return failed(path, err)
 	}
-	res := Result{Scanned: Scanned{Files: 1}}
+	res := report.Result{Scanned: report.Scanned{Files: 1}}
 	objs, err := s.Judge.readObjects(data)
 	if err != nil {
-		res.Errors = append(res.Errors, InputError{Path: path, Err: err.Error()})
+		res.Errors = append(res.Errors, report.InputError{Path: path, Err: err.Error()})
 	}
 	res.Scanned.Objects = len(objs)
 	for _, o := range objs {
-		res.Findings = append(res.Findings, s.Judge.Judge(o, Origin{Path: path, Line: o.Line})...)
+		res.Findings = append(res.Findings, s.Judge.Judge(o, report.Origin{Path: path, Line: o.Line})...)
 	}
 	return res
 }
@@ -122,8 +125,8 @@ func (s Files) progress(what, path string) {
 	}
 }
 
-func failed(path string, err error) Result {
-	return Result{Errors: []InputError{{Path: path, Err: err.Error()}}}
+func failed(path string, err error) report.Result {
+	return report.Result{Errors: []report.InputError{{Path: path, Err: err.Error()}}}
 }
 
 func isKustomization(name string) bool {

@@ -9,13 +9,15 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/scan/report"
 )
 
 // kustomization builds the kustomization in dir, as `kubectl kustomize`
 // does, and judges what it outputs. Each finding names the resource file
 // the object came from and its line there, which kustomize's origin
 // annotations tell.
-func (s Files) kustomization(dir string) Result {
+func (s Files) kustomization(dir string) report.Result {
 	s.progress("kustomization", dir)
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -26,22 +28,22 @@ func (s Files) kustomization(dir string) Result {
 	if err != nil {
 		return failed(dir, fmt.Errorf("kustomize build: %w", err))
 	}
-	res := Result{Scanned: Scanned{Kustomizations: 1}}
+	res := report.Result{Scanned: report.Scanned{Kustomizations: 1}}
 	lines := fileLines{judge: s.Judge}
 	for _, r := range m.Resources() {
 		y, err := r.AsYAML()
 		if err != nil {
-			res.Errors = append(res.Errors, InputError{Path: dir, Err: err.Error()})
+			res.Errors = append(res.Errors, report.InputError{Path: dir, Err: err.Error()})
 			continue
 		}
 		objs, err := s.Judge.readObjects(y)
 		if err != nil {
-			res.Errors = append(res.Errors, InputError{Path: dir, Err: err.Error()})
+			res.Errors = append(res.Errors, report.InputError{Path: dir, Err: err.Error()})
 			continue
 		}
 		for _, o := range objs {
 			res.Scanned.Objects++
-			origin := Origin{Path: dir}
+			origin := report.Origin{Path: dir}
 			if from, err := r.GetOrigin(); err == nil && from != nil {
 				origin.File = from.Path
 				if from.Path == "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/scan/report"
 )
 
 // Periodic scans a cluster again and again, from inside it, and keeps the
@@ -23,7 +24,7 @@ type Periodic struct {
 	now      func() time.Time
 
 	mu     sync.Mutex
-	latest Result
+	latest report.Result
 	at     time.Time
 	err    error
 	// scanned is signalled after each scan, for tests that wait for one.
@@ -94,7 +95,7 @@ func (p *Periodic) scanOnce(ctx context.Context) {
 	}
 }
 
-func (p *Periodic) record(res Result) {
+func (p *Periodic) record(res report.Result) {
 	p.findings.Reset()
 	for _, f := range res.Findings {
 		p.findings.WithLabelValues(f.Rule, f.APIVersion, f.Kind, f.RemovedIn).Inc()
@@ -108,38 +109,8 @@ func (p *Periodic) record(res Result) {
 
 // Latest is the last good scan, when it ended, and the error of the last
 // attempt if it failed; ok is false before any scan reached the cluster.
-func (p *Periodic) Latest() (res Result, at time.Time, lastErr error, ok bool) {
+func (p *Periodic) Latest() (res report.Result, at time.Time, lastErr error, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.latest, p.at, p.err, !p.at.IsZero()
-}
-
-// At is r judged against target instead of the target it was scanned
-// for: findings whose API is neither deprecated nor removed by target
-// drop out, and removed ones become deprecated before their release.
-// Findings with no release (a CRD version marked deprecated or no longer
-// served) keep their severity.
-func (r Result) At(target catalog.Release) Result {
-	j := Judge{Target: target}
-	out := r
-	out.TargetVersion = target.String()
-	out.Findings = nil
-	for _, f := range r.Findings {
-		if f.DeprecatedIn != "" || f.RemovedIn != "" {
-			f.Severity = j.severity(f.DeprecatedIn, f.RemovedIn)
-			if f.Severity == "" {
-				continue
-			}
-			switch f.Rule {
-			case RuleRemovedAPI, RuleDeprecatedAPI:
-				f.Rule = RuleDeprecatedAPI
-				if f.Severity == catalog.StateRemoved {
-					f.Rule = RuleRemovedAPI
-				}
-			}
-		}
-		out.Findings = append(out.Findings, f)
-	}
-	out.sort()
-	return out
 }

@@ -54,10 +54,10 @@ func decodeRelease(data string) (storedReleaseJSON, error) {
 
 // manifests are the release's templates' output, hooks included: hooks
 // are applied on upgrade too.
-func (r storedReleaseJSON) manifests() []manifest {
-	out := splitManifest(r.Manifest)
+func (r storedReleaseJSON) manifests() []Manifest {
+	out := SplitManifest(r.Manifest)
 	for _, h := range r.Hooks {
-		out = append(out, manifest{template: h.Path, text: h.Manifest})
+		out = append(out, Manifest{Template: h.Path, Text: h.Manifest})
 	}
 	return out
 }

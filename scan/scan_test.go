@@ -1,4 +1,4 @@
-package scan
+package scan_test
 
 import (
 	"bytes"
@@ -19,26 +19,29 @@ import (
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
+	"github.com/kube-sunset/sunset/scan"
+	"github.com/kube-sunset/sunset/scan/helmchart"
+	"github.com/kube-sunset/sunset/scan/report"
 )
 
 const repo = "testdata/repo"
 
-func judge(t *testing.T, target, current string) Judge {
+func judge(t *testing.T, target, current string) scan.Judge {
 	t.Helper()
 	cat, err := catalog.New(nil)
 	require.NoError(t, err)
 	rules, err := fieldrule.New(nil)
 	require.NoError(t, err)
-	j := Judge{Catalog: cat, Fields: rules, Target: catalog.MustParseRelease(target)}
+	j := scan.Judge{Catalog: cat, Fields: rules, Target: catalog.MustParseRelease(target)}
 	if current != "" {
 		j.Current = catalog.MustParseRelease(current)
 	}
 	return j
 }
 
-func scanRepo(t *testing.T, set ...string) Result {
+func scanRepo(t *testing.T, set ...string) report.Result {
 	t.Helper()
-	res := Files{Judge: judge(t, "1.37", "1.36"), Chart: ChartOptions{Set: set}}.Scan(context.Background(), []string{repo})
+	res := scan.Files{Judge: judge(t, "1.37", "1.36"), Charts: helmchart.Renderer{Set: set}}.Scan(context.Background(), []string{repo})
 	res.TargetVersion = "1.37"
 	return res
 }
@@ -80,7 +83,7 @@ func TestScanFindsWhatTheFixturesExpect(t *testing.T) {
 	require.Equal(t, map[string]int{"removed": 6, "deprecated": 2}, want, "the fixtures changed: update this count by hand")
 	require.Equal(t, want["removed"], res.Removed())
 	require.Equal(t, want["deprecated"], res.Deprecated())
-	require.Equal(t, Scanned{Files: 7, Kustomizations: 1, Charts: 1, Objects: 15}, res.Scanned)
+	require.Equal(t, report.Scanned{Files: 7, Kustomizations: 1, Charts: 1, Objects: 15}, res.Scanned)
 
 	// Without the value, the chart renders policy/v1: one removed fewer.
 	plain := scanRepo(t)
@@ -106,9 +109,9 @@ func TestFindingsNameTheirFileAndLine(t *testing.T) {
 }
 
 func TestAlreadyRemovedNeedsTheCurrentRelease(t *testing.T) {
-	withCurrent := Files{Judge: judge(t, "1.37", "1.36")}.Scan(context.Background(), []string{repo + "/apps/removed.yaml", repo + "/apps/already-removed.yml"})
-	without := Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{repo + "/apps/removed.yaml", repo + "/apps/already-removed.yml"})
-	already := func(r Result) []bool {
+	withCurrent := scan.Files{Judge: judge(t, "1.37", "1.36")}.Scan(context.Background(), []string{repo + "/apps/removed.yaml", repo + "/apps/already-removed.yml"})
+	without := scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{repo + "/apps/removed.yaml", repo + "/apps/already-removed.yml"})
+	already := func(r report.Result) []bool {
 		var out []bool
 		for _, f := range r.Findings {
 			out = append(out, f.AlreadyRemoved)
@@ -130,14 +133,14 @@ func TestTargetDecidesSeverity(t *testing.T) {
 		{"1.37", 5, 2},
 		{"1.38", 6, 1}, // DeviceClass v1beta1 is removed in 1.38
 	} {
-		res := Files{Judge: judge(t, tc.target, "")}.Scan(context.Background(), []string{repo})
+		res := scan.Files{Judge: judge(t, tc.target, ""), Charts: helmchart.Renderer{}}.Scan(context.Background(), []string{repo})
 		require.Equal(t, tc.removed, res.Removed(), "target %s", tc.target)
 		require.Equal(t, tc.deprecated, res.Deprecated(), "target %s", tc.target)
 	}
 }
 
 func TestUnreadableInputsAreErrors(t *testing.T) {
-	res := Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{"testdata/broken", "testdata/nonexistent.yaml"})
+	res := scan.Files{Judge: judge(t, "1.37", ""), Charts: helmchart.Renderer{}}.Scan(context.Background(), []string{"testdata/broken", "testdata/nonexistent.yaml"})
 	var got []string
 	for _, e := range res.Errors {
 		got = append(got, e.String())
@@ -152,6 +155,14 @@ func TestUnreadableInputsAreErrors(t *testing.T) {
 
 // Hostile input: each is refused or skipped on its own, and never costs
 // the other inputs their findings.
+// A scan given no ChartRenderer reports a chart as an input it could not
+// read, rather than as one without findings.
+func TestChartsNeedARenderer(t *testing.T) {
+	res := scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{repo + "/chart"})
+	require.Equal(t, []report.InputError{{Path: repo + "/chart", Err: "charts are not rendered by this scan"}}, res.Errors)
+	require.Zero(t, res.Scanned.Charts)
+}
+
 func TestHostileManifests(t *testing.T) {
 	j := judge(t, "1.37", "")
 	for name, tc := range map[string]struct {
@@ -173,7 +184,7 @@ func TestHostileManifests(t *testing.T) {
 		"field rule body with map": {input: "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {? [a] : b}\n", objects: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res := Files{Judge: j, Stdin: strings.NewReader(tc.input)}.Scan(context.Background(), []string{"-", repo + "/apps/removed.yaml"})
+			res := scan.Files{Judge: j, Stdin: strings.NewReader(tc.input)}.Scan(context.Background(), []string{"-", repo + "/apps/removed.yaml"})
 			require.Equal(t, 1, res.Removed(), "the other file keeps its finding")
 			var errs []string
 			for _, e := range res.Errors {
@@ -190,9 +201,9 @@ func TestHostileManifests(t *testing.T) {
 }
 
 func TestOversizedStdinIsRefused(t *testing.T) {
-	big := io.LimitReader(repeatReader('#'), MaxFileSize+1)
-	res := Files{Judge: judge(t, "1.37", ""), Stdin: big}.Scan(context.Background(), []string{"-"})
-	require.Equal(t, []InputError{{Path: "-", Err: "larger than 64 MiB: split it, or scan the directory it came from"}}, res.Errors)
+	big := io.LimitReader(repeatReader('#'), scan.MaxFileSize+1)
+	res := scan.Files{Judge: judge(t, "1.37", ""), Stdin: big}.Scan(context.Background(), []string{"-"})
+	require.Equal(t, []report.InputError{{Path: "-", Err: "larger than 64 MiB: split it, or scan the directory it came from"}}, res.Errors)
 }
 
 type repeatReader byte
@@ -206,8 +217,8 @@ func (r repeatReader) Read(p []byte) (int, error) {
 
 func TestOutputGoldens(t *testing.T) {
 	res := scanRepo(t, "legacyPDB=true")
-	res.NotScanned = []NotScanned{{Resource: "secrets", Namespace: "payments", Reason: `secrets is forbidden: User "dev" cannot list resource "secrets" in API group "" in the namespace "payments"`}}
-	for _, format := range Formats {
+	res.NotScanned = []report.NotScanned{{Resource: "secrets", Namespace: "payments", Reason: `secrets is forbidden: User "dev" cannot list resource "secrets" in API group "" in the namespace "payments"`}}
+	for _, format := range report.Formats {
 		t.Run(format, func(t *testing.T) {
 			var b bytes.Buffer
 			require.NoError(t, res.Write(&b, format, "test", func(s string) string { return s }))
@@ -228,9 +239,9 @@ func TestSARIFIsValidAgainstTheSchema(t *testing.T) {
 	require.NoError(t, err)
 
 	res := scanRepo(t, "legacyPDB=true")
-	res.NotScanned = []NotScanned{{Resource: "secrets", Namespace: "payments", Reason: "forbidden"}}
-	res.Findings = append(res.Findings, Finding{Severity: "deprecated", Rule: RuleCRDStoredVersion, APIVersion: "example.com/v1beta1", Kind: "Widget",
-		Name: "widgets.example.com", Message: "m", Origin: Origin{Object: "customresourcedefinitions/widgets.example.com"}})
+	res.NotScanned = []report.NotScanned{{Resource: "secrets", Namespace: "payments", Reason: "forbidden"}}
+	res.Findings = append(res.Findings, report.Finding{Severity: "deprecated", Rule: report.RuleCRDStoredVersion, APIVersion: "example.com/v1beta1", Kind: "Widget",
+		Name: "widgets.example.com", Message: "m", Origin: report.Origin{Object: "customresourcedefinitions/widgets.example.com"}})
 	var b bytes.Buffer
 	require.NoError(t, res.Write(&b, "sarif", "test", nil))
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b.Bytes()))
@@ -272,10 +283,10 @@ func TestJUnitCountsFailures(t *testing.T) {
 // A result scanned against the horizon narrows to any nearer target as a
 // scan for that target would judge it.
 func TestResultAtANearerTarget(t *testing.T) {
-	far := Files{Judge: judge(t, "1.43", "1.36"), Chart: ChartOptions{Set: []string{"legacyPDB=true"}}}.Scan(context.Background(), []string{repo})
-	far.Findings = append(far.Findings, Finding{Severity: "deprecated", Rule: RuleCRDStoredVersion, Kind: "Gizmo", Origin: Origin{Object: "crd"}})
+	far := scan.Files{Judge: judge(t, "1.43", "1.36"), Charts: helmchart.Renderer{Set: []string{"legacyPDB=true"}}}.Scan(context.Background(), []string{repo})
+	far.Findings = append(far.Findings, report.Finding{Severity: "deprecated", Rule: report.RuleCRDStoredVersion, Kind: "Gizmo", Origin: report.Origin{Object: "crd"}})
 	for _, target := range []string{"1.21", "1.36", "1.37", "1.38"} {
-		near := Files{Judge: judge(t, target, "1.36"), Chart: ChartOptions{Set: []string{"legacyPDB=true"}, KubeVersion: "1.43"}}.Scan(context.Background(), []string{repo})
+		near := scan.Files{Judge: judge(t, target, "1.36"), Charts: helmchart.Renderer{Set: []string{"legacyPDB=true"}, KubeVersion: "1.43"}}.Scan(context.Background(), []string{repo})
 		got := far.At(catalog.MustParseRelease(target))
 		require.Equal(t, near.Findings, got.Findings[:len(got.Findings)-1], "target %s", target)
 		require.Equal(t, "Gizmo", got.Findings[len(got.Findings)-1].Kind, "a finding with no release stays at any target")

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
@@ -139,8 +139,8 @@ func TestPageInBrowser(t *testing.T) {
 		"/apis/sunset.dev/v1/upgradechecks?since=720h"}, calls)
 	require.Equal(t, []string{"", "", ""}, auths, "no token until one is asked for")
 
-	list := apiJSON[api.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"720h"}, "hourly": {"true"}})
-	byName := map[string]api.APIRequestCount{}
+	list := apiJSON[sunsetv1.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"720h"}, "hourly": {"true"}})
+	byName := map[string]sunsetv1.APIRequestCount{}
 	for _, it := range list.Items {
 		byName[it.Metadata.Name] = it
 	}
@@ -192,7 +192,7 @@ func TestPageInBrowser(t *testing.T) {
 
 	// The verdict is the API's, for the first release that breaks a client
 	// not already broken.
-	check := apiJSON[api.UpgradeCheck](s, "upgradechecks/1.37", url.Values{"since": {"720h"}})
+	check := apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.37", url.Values{"since": {"720h"}})
 	var verdict struct {
 		Target, Message, ExitCode, Command string
 		Findings                           []string
@@ -203,7 +203,7 @@ func TestPageInBrowser(t *testing.T) {
 	require.Equal(t, "1.37", verdict.Target)
 	require.Equal(t, check.Status.Message, verdict.Message)
 	require.Equal(t, "NOT SAFE to upgrade to 1.37: 3 APIs removed in or before 1.37 were requested in the last 720h, system users excluded.", verdict.Message)
-	require.Equal(t, strconv.Itoa(check.Status.ExitCode), verdict.ExitCode)
+	require.Equal(t, strconv.Itoa(int(check.Status.ExitCode)), verdict.ExitCode)
 	require.Equal(t, "sunset check --target-version 1.37 --since 720h", verdict.Command)
 	var findings []string
 	for _, f := range check.Status.Findings {
@@ -221,18 +221,18 @@ func TestPageInBrowser(t *testing.T) {
 	tb.mustEval(`(() => { const s = document.getElementById('target'); s.value = '1.39'; s.dispatchEvent(new Event('change')); })()`, nil)
 	require.Equal(t, "ready", tb.waitState())
 	tb.mustEval(`document.querySelector('[data-verdict]').textContent`, &verdict.Message)
-	require.Equal(t, apiJSON[api.UpgradeCheck](s, "upgradechecks/1.39", url.Values{"since": {"720h"}}).Status.Message, verdict.Message)
+	require.Equal(t, apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.39", url.Values{"since": {"720h"}}).Status.Message, verdict.Message)
 	require.Empty(t, b.errors())
 
 	// System traffic hidden, a week: counts without it.
 	require.Equal(t, "ready", tb.open(page+"?system=hide&since=168h&cluster=default"))
-	week := apiJSON[api.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"168h"}, "cluster": {"default"}})
+	week := apiJSON[sunsetv1.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"168h"}, "cluster": {"default"}})
 	rows = nil
 	tb.mustEval(`[...document.querySelectorAll('#apis tbody tr')].map(tr => ({API: tr.dataset.api,
 		Day: tr.querySelector('[data-count="24h"]').textContent, Window: tr.querySelector('[data-count="window"]').textContent}))`, &rows)
 	require.Len(t, rows, len(week.Items))
 	for i, r := range rows {
-		var obj api.APIRequestCount
+		var obj sunsetv1.APIRequestCount
 		for _, it := range week.Items {
 			if it.Metadata.Name == r.API {
 				obj = it
@@ -263,7 +263,7 @@ func TestPageInBrowser(t *testing.T) {
 	var loc string
 	tb.mustEval(`location.search`, &loc)
 	require.Equal(t, "?api=endpoints.v1", loc)
-	obj := apiJSON[api.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"720h"}, "hourly": {"true"}, "users": {"100"}})
+	obj := apiJSON[sunsetv1.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"720h"}, "hourly": {"true"}, "users": {"100"}})
 	var view struct {
 		Stats              map[string]string
 		Hours              map[string]string
@@ -311,7 +311,7 @@ func TestPageInBrowser(t *testing.T) {
 
 	// A day's window: 25 hours, from the hour a day ago to the current one.
 	require.Equal(t, "ready", tb.open(page+"?api=endpoints.v1&since=24h"))
-	day := apiJSON[api.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"24h"}, "hourly": {"true"}, "users": {"100"}})
+	day := apiJSON[sunsetv1.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"24h"}, "hourly": {"true"}, "users": {"100"}})
 	var chart struct {
 		Hours  map[string]string
 		Labels []string
@@ -337,7 +337,7 @@ func TestPageInBrowser(t *testing.T) {
 	require.Equal(t, "ready", tb.open(page+"?api=endpoints.v1"))
 	tb.mustEval(`document.querySelector('#users tr[data-user="alice"] a').click()`, nil)
 	require.Equal(t, "ready", tb.waitState())
-	mine := apiJSON[api.APIRequestCountList](s, "apirequestcounts", url.Values{"user": {"alice"}, "since": {"720h"}, "users": {"100"}})
+	mine := apiJSON[sunsetv1.APIRequestCountList](s, "apirequestcounts", url.Values{"user": {"alice"}, "since": {"720h"}, "users": {"100"}})
 	var client [][2]string
 	tb.mustEval(`[...document.querySelectorAll('#user-apis tbody tr')].map(tr => [tr.dataset.api, tr.querySelector('[data-count="window"]').textContent])`, &client)
 	require.Len(t, client, len(mine.Items))
@@ -408,7 +408,7 @@ func checkWebhooksView(t *testing.T, b *browser, out string) {
 
 	tb := b.newTab(1280, 900, "light", false)
 	require.Equal(t, "ready", tb.open(page+"?target=1.37"))
-	check := apiJSON[api.UpgradeCheck](s, "upgradechecks/1.37", since)
+	check := apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.37", since)
 	var want []string
 	for _, f := range check.Status.WebhookCertificates {
 		want = append(want, f.Cluster+"/"+f.Host+"/"+f.Problem+" "+strconv.FormatInt(f.Requests, 10)+map[bool]string{true: " request", false: " requests"}[f.Requests == 1])
@@ -435,7 +435,7 @@ func checkWebhooksView(t *testing.T, b *browser, out string) {
 	calls, _ := fr.take()
 	require.ElementsMatch(t, []string{"/apis/sunset.dev/v1/serverinfo", "/apis/sunset.dev/v1/webhookcounts?since=720h"}, calls)
 
-	list := apiJSON[api.WebhookCountList](s, "webhookcounts", since)
+	list := apiJSON[sunsetv1.WebhookCountList](s, "webhookcounts", since)
 	var view struct {
 		Certificates, Resources, Webhooks [][]string
 		Command, Title                    string
@@ -457,7 +457,7 @@ func checkWebhooksView(t *testing.T, b *browser, out string) {
 	}
 	require.Equal(t, certs, view.Certificates)
 	require.Equal(t, []string{"prod/legacy-injector.legacy.svc/insecure-sha1", "2", "1.33"}, view.Certificates[2])
-	name := func(r api.WebhookResourceCount) string {
+	name := func(r sunsetv1.WebhookResourceCount) string {
 		if r.Subresource != "" {
 			return r.Cluster + "/" + r.Name + "/" + r.Subresource
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
@@ -149,7 +149,7 @@ func apiJSON[T any](s *server, path string, query url.Values) T {
 
 // clientTotals adds up an API's last24h per username and user agent, the
 // way `sunset report NAME` does, straight from the API object.
-func clientTotals(obj api.APIRequestCount, withSystem bool) map[[2]string]int64 {
+func clientTotals(obj sunsetv1.APIRequestCount, withSystem bool) map[[2]string]int64 {
 	out := map[[2]string]int64{}
 	for _, hour := range obj.Status.Last24h {
 		for _, node := range hour.ByNode {

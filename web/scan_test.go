@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
@@ -185,7 +185,7 @@ func startScanned(t *testing.T, c *fakeCluster, filled bool) *server {
 	}
 	scanned := func() bool {
 		code, _, body := s.get("/apis/sunset.dev/v1/upgradechecks/1.37")
-		var check api.UpgradeCheck
+		var check sunsetv1.UpgradeCheck
 		return code == http.StatusOK && json.Unmarshal(body, &check) == nil && check.Status.Scan != nil
 	}
 	s.ts.Await(30*time.Second, scanned)
@@ -303,7 +303,7 @@ spec:
 	// What the page shows is the API's check: the scan joined at 1.37, the
 	// default target (the first release that breaks a client or an
 	// object).
-	check := apiJSON[api.UpgradeCheck](s, "upgradechecks/1.37", since)
+	check := apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.37", since)
 	res := check.Status.Scan
 	require.NotNil(t, res)
 	require.Equal(t, "card verdict bad", card.Class)
@@ -377,7 +377,7 @@ spec:
 	require.Equal(t, "ready", tb.open(fr.url+"/?target=1.38"))
 	tb.mustEval(readScanCard, &card)
 	require.Equal(t, "NOT SAFE to upgrade to 1.38: 3 objects use APIs removed in or before 1.38.", card.ScanVerdict)
-	require.Equal(t, apiJSON[api.UpgradeCheck](s, "upgradechecks/1.38", since).Status.ScanVerdict, card.ScanVerdict)
+	require.Equal(t, apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.38", since).Status.ScanVerdict, card.ScanVerdict)
 	require.Len(t, card.Findings, 5)
 	require.True(t, strings.HasPrefix(card.Findings[0], "apiregistration.k8s.io/v1 APIService v1beta1.resource.k8s.io|Breaks: APIService v1beta1.resource.k8s.io"), card.Findings[0])
 
@@ -403,7 +403,7 @@ subsets: []
 	fr = newFront(t, s.url, "/sunset")
 	require.Equal(t, "ready", tb.open(fr.url+"/?target=1.37"))
 	tb.mustEval(readScanCard, &card)
-	check = apiJSON[api.UpgradeCheck](s, "upgradechecks/1.37", since)
+	check = apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.37", since)
 	require.Equal(t, scanCard{Class: "card verdict warn", ExitCode: "0", Present: true, Message: check.Status.Message, ScanVerdict: check.Status.ScanVerdict,
 		Scanned: "The scan read 1 Helm release (1 object).", Summary: "1 object uses a deprecated API still served by 1.37",
 		Findings: []string{"v1 Endpoints ci/legacy-db|Deprecated: Endpoints ci/legacy-db (v1) — v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice. " +
@@ -422,7 +422,7 @@ subsets: []
 	fr = newFront(t, s.url, "/sunset")
 	require.Equal(t, "ready", tb.open(fr.url+"/?target=1.37"))
 	tb.mustEval(readScanCard, &card)
-	check = apiJSON[api.UpgradeCheck](s, "upgradechecks/1.37", since)
+	check = apiJSON[sunsetv1.UpgradeCheck](s, "upgradechecks/1.37", since)
 	require.Len(t, check.Status.Scan.Errors, 1)
 	require.Equal(t, scanCard{Class: "card verdict warn", ExitCode: "1", Present: true, Message: check.Status.Message,
 		ScanVerdict: "INCOMPLETE: 1 input could not be read; fix it and scan again.", Scanned: "The scan read 1 Helm release (0 objects).", Findings: []string{},

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // Each view of the page is served, and the API answers it reads agree.
@@ -112,8 +112,8 @@ func checkDataAgrees(t *testing.T, s *server) {
 	since := url.Values{"since": {"720h"}}
 
 	// Overview: apirequestcounts?since=720h&hourly=true and upgradechecks?since=720h.
-	list := apiJSON[api.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"720h"}, "hourly": {"true"}})
-	checks := apiJSON[api.UpgradeCheckList](s, "upgradechecks", since)
+	list := apiJSON[sunsetv1.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"720h"}, "hourly": {"true"}})
+	checks := apiJSON[sunsetv1.UpgradeCheckList](s, "upgradechecks", since)
 	var names []string
 	windowCounts := map[string]int64{}
 	for _, it := range list.Items {
@@ -142,7 +142,7 @@ func checkDataAgrees(t *testing.T, s *server) {
 		"widgets.v1alpha1.e2e.example.com": 2, "widgets.v1beta1.e2e.example.com": 75}, windowCounts)
 
 	// One API: apirequestcounts/endpoints.v1?since=720h&hourly=true&users=100.
-	obj := apiJSON[api.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"720h"}, "hourly": {"true"}, "users": {"100"}})
+	obj := apiJSON[sunsetv1.APIRequestCount](s, "apirequestcounts/endpoints.v1", url.Values{"since": {"720h"}, "hourly": {"true"}, "users": {"100"}})
 	var clients int64
 	for _, n := range clientTotals(obj, true) {
 		clients += n
@@ -153,11 +153,11 @@ func checkDataAgrees(t *testing.T, s *server) {
 
 	// One client: apirequestcounts?user=alice&since=720h&users=100 lists
 	// the APIs whose window names alice.
-	mine := apiJSON[api.APIRequestCountList](s, "apirequestcounts", url.Values{"user": {"alice"}, "since": {"720h"}, "users": {"100"}})
-	all := apiJSON[api.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"720h"}, "users": {"100"}})
+	mine := apiJSON[sunsetv1.APIRequestCountList](s, "apirequestcounts", url.Values{"user": {"alice"}, "since": {"720h"}, "users": {"100"}})
+	all := apiJSON[sunsetv1.APIRequestCountList](s, "apirequestcounts", url.Values{"since": {"720h"}, "users": {"100"}})
 	var withAlice, got []string
 	for _, it := range all.Items {
-		if slices.ContainsFunc(it.Status.Window.ByUser, func(u api.WindowUser) bool { return u.UserName == "alice" }) {
+		if slices.ContainsFunc(it.Status.Window.ByUser, func(u sunsetv1.WindowUser) bool { return u.UserName == "alice" }) {
 			withAlice = append(withAlice, it.Metadata.Name)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/client"
 )
 
@@ -138,7 +138,7 @@ func (f *Flags) getenv(name string) string {
 }
 
 // open opens the chosen source and returns a function that releases it.
-func (c choice) open(f *Flags, timeout time.Duration, now func() time.Time) (api.Reader, func(), error) {
+func (c choice) open(f *Flags, timeout time.Duration, now func() time.Time) (cli.Reader, func(), error) {
 	if c.dataDir != "" {
 		return f.openDataDir(now)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
@@ -187,7 +187,7 @@ func TestClient(t *testing.T) {
 	s := startAPIServer(t, "sunset-token", served)
 	c, err := (&Flags{Server: s.url, CAFile: s.caFile, Token: "sunset-token"}).Client()
 	require.NoError(t, err)
-	l, err := c.List(api.Query{Since: 24 * time.Hour})
+	l, err := c.List(sunsetv1.Query{Since: 24 * time.Hour})
 	require.NoError(t, err)
 	require.Len(t, l.Items, 1)
 	require.Equal(t, "cronjobs.v1beta1.batch", l.Items[0].Metadata.Name)
@@ -197,7 +197,7 @@ func TestClient(t *testing.T) {
 	path := kubeconfig(t, filepath.Join(t.TempDir(), "config"), "kind-x", map[string]*apiServer{"kind-x": k, "bare": unreachable}, "kind-token")
 	c, err = (&Flags{Kubeconfig: path, Server: "http://ignored:1"}).Client()
 	require.NoError(t, err)
-	_, err = c.Get("cronjobs.v1beta1.batch", api.Query{Since: 24 * time.Hour})
+	_, err = c.Get("cronjobs.v1beta1.batch", sunsetv1.Query{Since: 24 * time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, "Bearer kind-token", k.lastHeard(t).Get("Authorization"))
 

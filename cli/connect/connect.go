@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/client"
@@ -208,18 +207,8 @@ func countTrue(bs ...bool) int {
 	return n
 }
 
-// dataDir reads a data directory: APIRequestCounts and WebhookCounts,
-// with the retention of the configuration it was opened with.
-type dataDir struct {
-	*api.Service
-	*api.WebhookService
-	retention time.Duration
-}
-
-func (d dataDir) Info() (api.ServerInfo, error) { return d.Service.Info(d.retention), nil }
-
 // openDataDir opens the data directory read-only.
-func (f *Flags) openDataDir(now func() time.Time) (api.Reader, func(), error) {
+func (f *Flags) openDataDir(now func() time.Time) (cli.Reader, func(), error) {
 	cfg, err := f.Config()
 	if err != nil {
 		return nil, nil, err
@@ -229,5 +218,5 @@ func (f *Flags) openDataDir(now func() time.Time) (api.Reader, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return dataDir{parts.Service(), parts.WebhookService(), cfg.Retention}, func() { _ = parts.Close() }, nil
+	return parts.Reader(), func() { _ = parts.Close() }, nil
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/client"
 )
 
@@ -18,27 +18,27 @@ type kubeReader struct {
 	where string
 }
 
-func (k kubeReader) List(q api.Query) (api.APIRequestCountList, error) {
+func (k kubeReader) List(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
 	l, err := k.c.List(q)
 	return l, k.explain(err)
 }
 
-func (k kubeReader) Get(name string, q api.Query) (api.APIRequestCount, error) {
+func (k kubeReader) Get(name string, q sunsetv1.Query) (sunsetv1.APIRequestCount, error) {
 	o, err := k.c.Get(name, q)
 	return o, k.explain(err)
 }
 
-func (k kubeReader) Info() (api.ServerInfo, error) {
+func (k kubeReader) Info() (sunsetv1.ServerInfo, error) {
 	i, err := k.c.Info()
 	return i, k.explain(err)
 }
 
-func (k kubeReader) Webhooks(q api.WebhookQuery) (api.WebhookCountList, error) {
+func (k kubeReader) Webhooks(q sunsetv1.WebhookQuery) (sunsetv1.WebhookCountList, error) {
 	l, err := k.c.Webhooks(q)
 	return l, k.explain(err)
 }
 
-func (k kubeReader) Webhook(name string, q api.WebhookQuery) (api.WebhookCount, error) {
+func (k kubeReader) Webhook(name string, q sunsetv1.WebhookQuery) (sunsetv1.WebhookCount, error) {
 	o, err := k.c.Webhook(name, q)
 	return o, k.explain(err)
 }
@@ -46,7 +46,7 @@ func (k kubeReader) Webhook(name string, q api.WebhookQuery) (api.WebhookCount, 
 // explain rewrites the errors whose cause is the route rather than
 // Sunset. For a group no APIService serves, kube-apiserver answers 404
 // with the text "404 page not found", where Sunset's own 404 (no counts
-// for one API) is a Status the client reports as api.ErrNotFound.
+// for one API) is a Status the client reports as sunsetv1.ErrNotFound.
 func (k kubeReader) explain(err error) error {
 	var status *client.StatusError
 	var transport *url.Error

@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli/connect"
 	"github.com/kube-sunset/sunset/cli/replay"
@@ -71,7 +71,7 @@ func countIn(t *testing.T, dir, cluster string, now time.Time) int64 {
 		Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, parts.Close()) }()
-	obj, err := parts.Service().Get("endpoints.v1", api.Query{Cluster: cluster, Since: 24 * time.Hour})
+	obj, err := parts.Service().Get("endpoints.v1", sunsetv1.Query{Cluster: cluster, Since: 24 * time.Hour})
 	require.NoError(t, err)
 	return obj.Status.Window.RequestCount
 }
@@ -194,14 +194,14 @@ func TestReplayThroughAServer(t *testing.T) {
 		"API            HOUR                   NODE       USER                                USER AGENT           VERB   WOULD COUNT\n"+
 			"endpoints.v1   "+hour+"   master-1   system:serviceaccount:team-0:sa-0   controller/v1.32.4   list   5\n"+
 			"endpoints.v1   "+hour+"   master-1   system:serviceaccount:team-1:sa-1   controller/v1.32.4   list   5\n", out)
-	_, err = c.Get("endpoints.v1", api.Query{Cluster: "lab", Since: 24 * time.Hour})
-	require.ErrorIs(t, err, api.ErrNotFound, "the dry run stored nothing")
+	_, err = c.Get("endpoints.v1", sunsetv1.Query{Cluster: "lab", Since: 24 * time.Hour})
+	require.ErrorIs(t, err, sunsetv1.ErrNotFound, "the dry run stored nothing")
 
 	out, errOut, err = run(t, o)
 	require.NoError(t, err)
 	require.Empty(t, out)
 	require.Equal(t, "Replayed 30 events from 1 input in T: 10 counted, 0 duplicates, 20 skipped (20 not_deprecated), 0 invalid lines.\n", errOut)
-	obj, err := c.Get("endpoints.v1", api.Query{Cluster: "lab", Since: 24 * time.Hour, Users: 100})
+	obj, err := c.Get("endpoints.v1", sunsetv1.Query{Cluster: "lab", Since: 24 * time.Hour, Users: 100})
 	require.NoError(t, err)
 	require.Equal(t, int64(deprecated), obj.Status.Window.RequestCount)
 	users := map[string]int64{}

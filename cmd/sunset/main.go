@@ -67,10 +67,10 @@ func run(ctx context.Context, env console, args []string) int {
 	var exit *cli.ExitCodeError
 	switch {
 	case err == nil:
-		return 0
+		return cli.ExitSafe
 	case errors.As(err, &exit):
 		return exit.Code
 	}
 	fmt.Fprintln(env.stderr, "Error:", err)
-	return 1
+	return cli.ExitError
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
+	"github.com/kube-sunset/sunset/scan/helmchart"
 )
 
 func newScanCommand(env console) *cobra.Command {
@@ -40,14 +41,18 @@ func newScanCommand(env console) *cobra.Command {
 	return cmd
 }
 
-// addScanFlags declares how charts are rendered, for scan and check --scan.
+// addScanFlags declares how charts are rendered, for scan and check --scan,
+// and gives the scan the Helm SDK's renderer: the binary links it here, so
+// that package cli does not.
 func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
-	fs.StringArrayVarP(&o.Chart.ValueFiles, "values", "f", nil, "render charts with this values file, as helm template -f (repeatable)")
-	fs.StringArrayVar(&o.Chart.Set, "set", nil, "render charts with this value, as helm template --set key=value (repeatable)")
-	fs.StringArrayVar(&o.Chart.SetString, "set-string", nil, "as helm template --set-string key=value (repeatable)")
-	fs.StringArrayVar(&o.Chart.SetJSON, "set-json", nil, "as helm template --set-json key=json (repeatable)")
-	fs.StringVar(&o.Chart.KubeVersion, "kube-version", "", "the release charts see as .Capabilities.KubeVersion (default: the target version)")
-	fs.StringVar(&o.Chart.ReleaseName, "release-name", "release-name", "the release name charts are rendered with")
+	charts := &helmchart.Renderer{}
+	o.Charts = charts
+	fs.StringArrayVarP(&charts.ValueFiles, "values", "f", nil, "render charts with this values file, as helm template -f (repeatable)")
+	fs.StringArrayVar(&charts.Set, "set", nil, "render charts with this value, as helm template --set key=value (repeatable)")
+	fs.StringArrayVar(&charts.SetString, "set-string", nil, "as helm template --set-string key=value (repeatable)")
+	fs.StringArrayVar(&charts.SetJSON, "set-json", nil, "as helm template --set-json key=json (repeatable)")
+	fs.StringVar(&charts.KubeVersion, "kube-version", "", "the release charts see as .Capabilities.KubeVersion (default: the target version)")
+	fs.StringVar(&charts.ReleaseName, "release-name", "release-name", "the release name charts are rendered with")
 }
 
 // loadExtras reads catalog.extra and fieldRules from a server config file,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 )
 
 // shiftNow is two days after the capture, minutes into an hour: the day a
@@ -59,7 +59,7 @@ func hourlyCounts(t *testing.T, now time.Time, dataDir, name string) []int64 {
 	t.Helper()
 	out, errOut, code := runCLIWith(now, "", "report", name, "--data-dir", dataDir, "-o", "json", "--exclude-system=false")
 	require.Equal(t, 0, code, errOut)
-	var obj api.APIRequestCount
+	var obj sunsetv1.APIRequestCount
 	require.NoError(t, json.Unmarshal([]byte(out), &obj))
 	counts := make([]int64, len(obj.Status.Last24h))
 	for i, h := range obj.Status.Last24h {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/api"
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
@@ -112,7 +112,7 @@ func checkWebhookCertificatesReport(t *testing.T) {
 
 	js, errOut, code := runCLI("report", "webhooks", "--server", url, "-o", "json")
 	require.Equal(t, 0, code, errOut)
-	var list api.WebhookCountList
+	var list sunsetv1.WebhookCountList
 	require.NoError(t, json.Unmarshal([]byte(js), &list))
 	tables := strings.Split(strings.TrimRight(out, "\n"), "\n\n")
 	require.Len(t, tables, 3)

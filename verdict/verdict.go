@@ -1,4 +1,11 @@
-package api
+// Package verdict decides an upgrade check: from what the API says was
+// requested in a window, which webhook servers' certificates
+// kube-apiserver flagged and what a scan found, whether upgrading to a
+// target release is safe, in one sentence and one exit code. The server's
+// upgradechecks and `sunset check` both decide here, so that they give one
+// answer; it is a package apart from the server's (api) so that the CLI
+// decides from what a client read without linking the query engine.
+package verdict
 
 import (
 	"fmt"
@@ -6,33 +13,10 @@ import (
 	"strings"
 	"time"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/plural"
-	"github.com/kube-sunset/sunset/scan"
-)
-
-// Exit codes of an upgrade check; `sunset check` exits with them.
-const (
-	// ExitSafe: no API removed at or before the target was requested.
-	ExitSafe = 0
-	// ExitError: the check itself failed (usage, connection, data).
-	ExitError = 1
-	// ExitDeprecated: only deprecated, not yet removed, APIs were requested,
-	// and warnings count as errors.
-	ExitDeprecated = 2
-	// ExitRemoved: APIs removed at or before the target were requested,
-	// or the target's kube-apiserver refuses a webhook server's
-	// certificate.
-	ExitRemoved = 3
-)
-
-// Severity of a finding.
-const (
-	SeverityRemoved    = catalog.StateRemoved
-	SeverityDeprecated = catalog.StateDeprecated
-	// SeverityRefused: the target's kube-apiserver refuses a webhook
-	// server's certificate whatever its settings.
-	SeverityRefused = "refused"
+	"github.com/kube-sunset/sunset/scan/report"
 )
 
 // CheckOptions configure Check.
@@ -43,92 +27,38 @@ type CheckOptions struct {
 	WarningsAsErrors bool
 	// WebhookCertificates are the webhook servers whose certificate
 	// kube-apiserver flagged in the window (WebhookCountList.Certificates).
-	WebhookCertificates []WebhookCertificate
-}
-
-// Finding is one API that was requested in the window.
-type Finding struct {
-	Name     string `json:"name"`
-	Severity string `json:"severity"`
-	// RemovedIn is the release that removes the API, if known.
-	RemovedIn string `json:"removedInRelease,omitempty"`
-	// AlreadyRemoved is true when clients already got 404s from it.
-	AlreadyRemoved bool   `json:"alreadyRemoved,omitempty"`
-	Warning        string `json:"warning"`
-	Requests       int64  `json:"requests"`
-	ClientCount    int    `json:"clientCount"`
-	// Clients are the top usernames, most requests first.
-	Clients []string `json:"clients"`
-}
-
-// CertificateFinding is a webhook server whose certificate kube-apiserver
-// flagged in the window. The target refuses it (SeverityRefused), or
-// accepts it only while GODEBUG says so, or not yet by default
-// (SeverityDeprecated). System users are not left out: a webhook fails
-// for every caller alike.
-type CertificateFinding struct {
-	Cluster  string `json:"cluster"`
-	Host     string `json:"host"`
-	Problem  string `json:"problem"`
-	Severity string `json:"severity"`
-	// RefusedIn is the first release that refuses it whatever its
-	// settings.
-	RefusedIn string `json:"refusedInRelease"`
-	// Warning says what is wrong and from which releases it is refused.
-	Warning  string `json:"warning"`
-	Requests int64  `json:"requests"`
-	// Resources are those requested, most requests first.
-	Resources []string `json:"resources"`
-}
-
-// CheckResult is the verdict of the upgrade gate.
-type CheckResult struct {
-	TargetVersion string    `json:"targetVersion"`
-	Since         string    `json:"since"`
-	ExcludeSystem bool      `json:"excludeSystem"`
-	ExitCode      int       `json:"exitCode"`
-	Findings      []Finding `json:"findings"`
-	// WebhookCertificates are the webhook servers whose certificate
-	// kube-apiserver flagged, refused first; left out when none was.
-	WebhookCertificates []CertificateFinding `json:"webhookCertificates,omitempty"`
-	// Message is the verdict in one sentence, as `sunset check` ends.
-	Message string `json:"message"`
-	// Scan is what a scan of manifests, charts or the cluster found
-	// (`sunset check --scan`, or the server's cluster scan), judged at
-	// the same target, and ScanVerdict its sentence; ExitCode covers both.
-	Scan        *scan.Result `json:"scan,omitempty"`
-	ScanVerdict string       `json:"scanVerdict,omitempty"`
+	WebhookCertificates []sunsetv1.WebhookCertificate
 }
 
 // Check decides whether upgrading to the target is safe from what list says
 // was requested and from the webhook servers o.WebhookCertificates names.
 // list must have been read with Since set, so each item has a window, and
-// with enough users (MaxUsersToReport) that the top non-system clients are
+// with enough users (sunsetv1.MaxUsersToReport) that the top non-system clients are
 // known even when system identities lead.
-func Check(list APIRequestCountList, o CheckOptions) CheckResult {
-	res := CheckResult{TargetVersion: o.Target.String(), Since: FormatDuration(o.Since), ExcludeSystem: o.ExcludeSystem, Findings: []Finding{}}
+func Check(list sunsetv1.APIRequestCountList, o CheckOptions) sunsetv1.CheckResult {
+	res := sunsetv1.CheckResult{TargetVersion: o.Target.String(), Since: FormatDuration(o.Since), ExcludeSystem: o.ExcludeSystem, Findings: []sunsetv1.Finding{}}
 	for _, obj := range list.Items {
 		requests, clients, users := WindowUse(obj, o.ExcludeSystem)
 		if requests == 0 {
 			continue
 		}
 		st := obj.Status
-		f := Finding{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, AlreadyRemoved: st.Removed, Warning: warningText(obj),
-			Requests: requests, ClientCount: clients, Clients: []string{}, Severity: SeverityDeprecated}
+		f := sunsetv1.Finding{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, AlreadyRemoved: st.Removed, Warning: warningText(obj),
+			Requests: requests, ClientCount: clients, Clients: []string{}, Severity: sunsetv1.SeverityDeprecated}
 		for _, u := range users {
 			f.Clients = append(f.Clients, u.UserName)
 		}
 		rem, err := catalog.ParseRelease(st.RemovedInRelease)
 		if st.Removed || (err == nil && !o.Target.Less(rem)) {
-			f.Severity = SeverityRemoved
+			f.Severity = sunsetv1.SeverityRemoved
 		}
 		res.Findings = append(res.Findings, f)
 	}
 	// Most urgent first: removed, then by removal release, soonest first;
 	// APIs with no planned removal last.
-	slices.SortStableFunc(res.Findings, func(a, b Finding) int {
+	slices.SortStableFunc(res.Findings, func(a, b sunsetv1.Finding) int {
 		if a.Severity != b.Severity {
-			if a.Severity == SeverityRemoved {
+			if a.Severity == sunsetv1.SeverityRemoved {
 				return -1
 			}
 			return 1
@@ -147,31 +77,31 @@ func Check(list APIRequestCountList, o CheckOptions) CheckResult {
 	})
 	res.WebhookCertificates = certificateFindings(o.WebhookCertificates, o.Target)
 	for _, f := range res.Findings {
-		if f.Severity == SeverityRemoved {
-			res.ExitCode = ExitRemoved
+		if f.Severity == sunsetv1.SeverityRemoved {
+			res.ExitCode = sunsetv1.ExitCodeRemoved
 		}
 	}
 	for _, f := range res.WebhookCertificates {
-		if f.Severity == SeverityRefused {
-			res.ExitCode = ExitRemoved
+		if f.Severity == sunsetv1.SeverityRefused {
+			res.ExitCode = sunsetv1.ExitCodeRemoved
 		}
 	}
-	if res.ExitCode == ExitSafe && o.WarningsAsErrors && len(res.Findings)+len(res.WebhookCertificates) > 0 {
-		res.ExitCode = ExitDeprecated
+	if res.ExitCode == sunsetv1.ExitCodeSafe && o.WarningsAsErrors && len(res.Findings)+len(res.WebhookCertificates) > 0 {
+		res.ExitCode = sunsetv1.ExitCodeDeprecated
 	}
-	res.Message = res.verdict()
+	res.Message = message(res)
 	return res
 }
 
 // certificateFindings judges each flagged server against the target,
 // refused first, then as certs lists them.
-func certificateFindings(certs []WebhookCertificate, target catalog.Release) []CertificateFinding {
-	var out []CertificateFinding
+func certificateFindings(certs []sunsetv1.WebhookCertificate, target catalog.Release) []sunsetv1.CertificateFinding {
+	var out []sunsetv1.CertificateFinding
 	for _, c := range certs {
-		f := CertificateFinding{Cluster: c.Cluster, Host: c.Host, Problem: c.Problem, Severity: SeverityDeprecated,
+		f := sunsetv1.CertificateFinding{Cluster: c.Cluster, Host: c.Host, Problem: c.Problem, Severity: sunsetv1.SeverityDeprecated,
 			RefusedIn: c.RefusedInRelease, Requests: c.RequestCount, Resources: []string{}}
 		if refused, err := catalog.ParseRelease(c.RefusedInRelease); err == nil && !target.Less(refused) {
-			f.Severity = SeverityRefused
+			f.Severity = sunsetv1.SeverityRefused
 		}
 		for _, r := range c.ByResource {
 			name := r.Name
@@ -184,9 +114,9 @@ func certificateFindings(certs []WebhookCertificate, target catalog.Release) []C
 			c.Host, c.Reason, c.RefusedByDefaultInRelease, c.GODEBUG, c.RefusedInRelease)
 		out = append(out, f)
 	}
-	slices.SortStableFunc(out, func(a, b CertificateFinding) int {
-		if (a.Severity == SeverityRefused) != (b.Severity == SeverityRefused) {
-			if a.Severity == SeverityRefused {
+	slices.SortStableFunc(out, func(a, b sunsetv1.CertificateFinding) int {
+		if (a.Severity == sunsetv1.SeverityRefused) != (b.Severity == sunsetv1.SeverityRefused) {
+			if a.Severity == sunsetv1.SeverityRefused {
 				return -1
 			}
 			return 1
@@ -199,7 +129,7 @@ func certificateFindings(certs []WebhookCertificate, target catalog.Release) []C
 // WindowUse is what an object's window holds: requests, distinct clients
 // (usernames), and the top users, most requests first; with excludeSystem,
 // without system identities. Zero without a window.
-func WindowUse(obj APIRequestCount, excludeSystem bool) (requests int64, clients int, users []WindowUser) {
+func WindowUse(obj sunsetv1.APIRequestCount, excludeSystem bool) (requests int64, clients int, users []sunsetv1.WindowUser) {
 	w := obj.Status.Window
 	if w == nil {
 		return 0, 0, nil
@@ -219,7 +149,7 @@ func WindowUse(obj APIRequestCount, excludeSystem bool) (requests int64, clients
 
 // warningText is the catalog's text, or one in the same shape built from
 // the name for APIs the catalog does not know (CRDs).
-func warningText(obj APIRequestCount) string {
+func warningText(obj sunsetv1.APIRequestCount) string {
 	if obj.Status.Warning != "" {
 		return obj.Status.Warning
 	}
@@ -235,12 +165,12 @@ func warningText(obj APIRequestCount) string {
 	return text
 }
 
-// verdict is the sentence `sunset check` ends with: about APIs, then, when
+// message is the sentence `sunset check` ends with: about APIs, then, when
 // kube-apiserver flagged webhook servers' certificates, about those.
-func (r CheckResult) verdict() string {
+func message(r sunsetv1.CheckResult) string {
 	removed, deprecated := 0, 0
 	for _, f := range r.Findings {
-		if f.Severity == SeverityRemoved {
+		if f.Severity == sunsetv1.SeverityRemoved {
 			removed++
 		} else {
 			deprecated++
@@ -248,7 +178,7 @@ func (r CheckResult) verdict() string {
 	}
 	refused, accepted := 0, 0
 	for _, f := range r.WebhookCertificates {
-		if f.Severity == SeverityRefused {
+		if f.Severity == sunsetv1.SeverityRefused {
 			refused++
 		} else {
 			accepted++
@@ -276,10 +206,10 @@ func (r CheckResult) verdict() string {
 			r.TargetVersion, accepted, plural.S(accepted), r.Since)
 	}
 	switch {
-	case r.ExitCode == ExitDeprecated && deprecated == 0:
+	case r.ExitCode == sunsetv1.ExitCodeDeprecated && deprecated == 0:
 		return fmt.Sprintf("FAILED (--warnings-as-errors): no API removed in or before %s was requested in the last %s%s%s.",
 			r.TargetVersion, r.Since, system, also)
-	case r.ExitCode == ExitDeprecated:
+	case r.ExitCode == sunsetv1.ExitCodeDeprecated:
 		return fmt.Sprintf("FAILED (--warnings-as-errors): no API removed in or before %s was requested in the last %s%s, but %d deprecated API%s %s%s.",
 			r.TargetVersion, r.Since, system, deprecated, plural.S(deprecated), wasWere(deprecated), also)
 	case deprecated > 0:
@@ -309,4 +239,36 @@ func FormatDuration(d time.Duration) string {
 		return fmt.Sprintf("%dm", m)
 	}
 	return fmt.Sprintf("%dh%dm", h, m)
+}
+
+// ScanExitCode is the exit code of a scan alone: ExitCodeError when an
+// input could not be read (the verdict would be a guess), else as a
+// check's.
+func ScanExitCode(r report.Result, warningsAsErrors bool) sunsetv1.ExitCode {
+	switch {
+	case len(r.Errors) > 0:
+		return sunsetv1.ExitCodeError
+	case r.Removed() > 0:
+		return sunsetv1.ExitCodeRemoved
+	case r.Deprecated() > 0 && warningsAsErrors:
+		return sunsetv1.ExitCodeDeprecated
+	}
+	return sunsetv1.ExitCodeSafe
+}
+
+// JoinScan adds a scan to a check for one verdict over both: removed APIs
+// in either give ExitCodeRemoved; otherwise an incomplete scan gives
+// ExitCodeError, since "safe" would be a guess; otherwise deprecated ones
+// (with warnings as errors) give ExitCodeDeprecated.
+func JoinScan(res *sunsetv1.CheckResult, sres report.Result, warningsAsErrors bool) {
+	res.Scan, res.ScanVerdict = &sres, sres.Verdict(warningsAsErrors)
+	scanCode := ScanExitCode(sres, warningsAsErrors)
+	switch {
+	case res.ExitCode == sunsetv1.ExitCodeRemoved || scanCode == sunsetv1.ExitCodeRemoved:
+		res.ExitCode = sunsetv1.ExitCodeRemoved
+	case scanCode == sunsetv1.ExitCodeError:
+		res.ExitCode = sunsetv1.ExitCodeError
+	default:
+		res.ExitCode = max(res.ExitCode, scanCode)
+	}
 }

@@ -1,4 +1,4 @@
-package scan
+package report
 
 import (
 	"encoding/json"

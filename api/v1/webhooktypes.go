@@ -1,12 +1,9 @@
-package api
+package v1
 
 import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // WebhookCount reports one admission webhook, named
@@ -139,13 +136,6 @@ type LatencyBuckets struct {
 	UpTo5s    int64 `json:"upTo5s"`
 	UpTo10s   int64 `json:"upTo10s"`
 	Over10s   int64 `json:"over10s"`
-}
-
-// The store keeps one count per bucket of admission.LatencyBounds.
-var _ [store.AdmissionBuckets]struct{} = [admission.LatencyBuckets]struct{}{}
-
-func latencyBuckets(b [store.AdmissionBuckets]uint64) LatencyBuckets {
-	return LatencyBuckets{int64(b[0]), int64(b[1]), int64(b[2]), int64(b[3]), int64(b[4]), int64(b[5])}
 }
 
 // WebhookResourceCount is the counts of one resource.

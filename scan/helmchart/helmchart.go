@@ -1,0 +1,96 @@
+// Package helmchart renders Helm charts for a scan, with the Helm SDK, as
+// `helm template` does. It is the one package of Sunset's that imports
+// the SDK, which is most of what a binary that renders charts links: the
+// commands that scan charts (`sunset scan`, `sunset check --scan`) hand a
+// Renderer to package scan, and nothing else links it.
+package helmchart
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/loader"
+	"helm.sh/helm/v4/pkg/cli/values"
+	"helm.sh/helm/v4/pkg/getter"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/kube-sunset/sunset/scan"
+)
+
+// Renderer renders charts with the values `helm template` takes. They
+// apply to every chart a scan renders.
+type Renderer struct {
+	// ValueFiles, Set, SetString and SetJSON are helm's --values, --set,
+	// --set-string and --set-json.
+	ValueFiles, Set, SetString, SetJSON []string
+	// KubeVersion is the release .Capabilities.KubeVersion says; charts
+	// that pick an apiVersion by cluster version pick the one they would
+	// after the upgrade. Empty means the target release.
+	KubeVersion string
+	// ReleaseName and Namespace fill .Release.
+	ReleaseName, Namespace string
+}
+
+// Render renders the chart at path for a scan against target.
+func (o Renderer) Render(path, target string) ([]scan.Manifest, error) {
+	ch, err := loader.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart: %w", err)
+	}
+	acc, err := chart.NewAccessor(ch)
+	if err != nil {
+		return nil, err
+	}
+	if deps := acc.MetaDependencies(); len(deps) > 0 {
+		if err := action.CheckDependencies(ch, deps); err != nil {
+			return nil, fmt.Errorf("%w (run `helm dependency build %s` first)", err, path)
+		}
+	}
+	vals, err := (&values.Options{ValueFiles: o.ValueFiles, Values: o.Set, StringValues: o.SetString, JSONValues: o.SetJSON}).
+		MergeValues(getter.Providers{})
+	if err != nil {
+		return nil, fmt.Errorf("reading values: %w", err)
+	}
+	cfg := action.NewConfiguration()
+	// Helm logs through slog's default logger otherwise; its warnings
+	// (deprecated chart, CRDs in a dry run) are not the scan's findings.
+	cfg.SetLogger(slog.DiscardHandler)
+	install := action.NewInstall(cfg)
+	install.DryRunStrategy = action.DryRunClient
+	install.Replace = true
+	install.IncludeCRDs = true
+	install.ReleaseName, install.Namespace = o.ReleaseName, o.Namespace
+	if install.ReleaseName == "" {
+		install.ReleaseName = "release-name"
+	}
+	if install.Namespace == "" {
+		install.Namespace = "default"
+	}
+	kube := o.KubeVersion
+	if kube == "" {
+		kube = target
+	}
+	if kube != "" {
+		if install.KubeVersion, err = chartcommon.ParseKubeVersion("v" + strings.TrimPrefix(kube, "v") + ".0"); err != nil {
+			return nil, fmt.Errorf("kube version %q: %w", kube, err)
+		}
+	}
+	rel, err := install.RunWithContext(context.Background(), ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("rendering: %w", err)
+	}
+	r, ok := rel.(*releasev1.Release)
+	if !ok {
+		return nil, fmt.Errorf("rendering: unexpected release type %T", rel)
+	}
+	out := scan.SplitManifest(r.Manifest)
+	for _, h := range r.Hooks {
+		out = append(out, scan.Manifest{Template: h.Path, Text: h.Manifest})
+	}
+	return out, nil
+}
