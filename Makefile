@@ -16,7 +16,7 @@ build: ## Build bin/sunset.
 docs: ## Write docs/configuration.md from the help of each config key in the code.
 	$(GO) run ./hack/configdoc -o docs/configuration.md
 
-generate: ## Write api/zz_generated.openapi.go, the OpenAPI definitions, from the API's Go types and doc comments.
+generate: ## Write api/zz_generated.openapi.go, the OpenAPI definitions, from the API's Go types (api/v1) and doc comments.
 	$(GO) run ./hack/openapi-gen -output-dir api
 
 IMAGE ?= ghcr.io/kube-sunset/sunset:$(VERSION)
