@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -219,7 +221,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	// with kafka.forward.
 	var local interface {
 		webhook.Ingester
-		file.CursorIngester
+		sink.Ingester
 	} = a.agg
 	if cfg.Kafka.Fleet.Enabled() {
 		var err error

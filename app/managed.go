@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-sunset/sunset/ingest/eks"
-	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/internal/agegauge"
 )
@@ -65,7 +66,7 @@ func (c IngestConfig) validateManaged() []error {
 
 // buildManaged builds the managed-cluster sources. What they count goes
 // through local, so that kafka.forward sends it to the fleet.
-func (a *App) buildManaged(local file.CursorIngester, reg prometheus.Registerer, now func() time.Time) error {
+func (a *App) buildManaged(local sink.Ingester, reg prometheus.Registerer, now func() time.Time) error {
 	lag := agegauge.New(sourceLagDesc, now)
 	if len(a.cfg.Ingest.EKS)+len(a.cfg.Ingest.GKE) > 0 {
 		reg.MustRegister(lag)

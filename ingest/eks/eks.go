@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,24 +31,11 @@ import (
 // SourceName is the source label of events read from EKS.
 const SourceName = "eks"
 
-// CursorIngester commits events together with the input position they
-// were read up to.
-type CursorIngester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
-	CountInvalid(source string, n int)
-	CountDecodeError(source, reason string, n int)
-}
-
-// CursorReader reads a committed position back.
-type CursorReader interface {
-	Cursor(name string) ([]byte, bool, error)
-}
-
 // Options configures a Source.
 type Options struct {
 	Config   Config
-	Ingester CursorIngester
-	Cursors  CursorReader
+	Ingester sink.Ingester
+	Cursors  sink.CursorReader
 	Logger   zerolog.Logger
 	// Registerer takes the sunset_eks_ metrics; nil registers none.
 	Registerer prometheus.Registerer

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
@@ -35,8 +37,8 @@ var (
 // countStore is what a source commits to: a real aggregator over a real
 // store.
 type countStore interface {
-	CursorIngester
-	CursorReader
+	sink.Ingester
+	sink.CursorReader
 	Requests(cluster, api string, from, to time.Time) (uint64, error)
 }
 

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
@@ -23,24 +25,11 @@ import (
 // SourceFollow is the source label of events read by following a file.
 const SourceFollow = "file"
 
-// CursorIngester commits events together with the input position they
-// were read up to.
-type CursorIngester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
-	CountInvalid(source string, n int)
-	CountDecodeError(source, reason string, n int)
-}
-
-// CursorReader reads a committed position back.
-type CursorReader interface {
-	Cursor(name string) ([]byte, bool, error)
-}
-
 // FollowOptions configures a Follower.
 type FollowOptions struct {
 	Path, Cluster, Node string
-	Ingester            CursorIngester
-	Cursors             CursorReader
+	Ingester            sink.Ingester
+	Cursors             sink.CursorReader
 	Logger              zerolog.Logger
 	// Poll is how often the end of the file is checked; zero means 250ms.
 	Poll time.Duration

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -31,7 +33,7 @@ type counter struct {
 	cfg     kafka.Config
 	dialer  *kafkago.Dialer
 	agg     Aggregator
-	cursors kafka.CursorReader
+	cursors sink.CursorReader
 	log     zerolog.Logger
 	metrics *metrics
 	// now is the clock records' hours are checked against.

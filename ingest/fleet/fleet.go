@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -50,7 +52,7 @@ type Aggregator interface {
 
 // Store reads committed positions and keeps the forwarding outbox.
 type Store interface {
-	kafka.CursorReader
+	sink.CursorReader
 	// ScanCursors calls fn for up to limit committed cursors whose name
 	// starts with prefix, in name order.
 	ScanCursors(prefix string, limit int, fn func(name string, value []byte) error) error

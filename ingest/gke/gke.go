@@ -15,28 +15,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"google.golang.org/api/option"
-
-	"github.com/kube-sunset/sunset/aggregate"
 )
 
 // SourceName is the source label of events read from GKE.
 const SourceName = "gke"
 
-// Ingester commits events; the aggregator is one.
-type Ingester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
-	CountInvalid(source string, n int)
-	CountDecodeError(source, reason string, n int)
-}
-
 // Options configures New.
 type Options struct {
 	Config   Config
-	Ingester Ingester
+	Ingester sink.Ingester
 	Logger   zerolog.Logger
 	// Registerer takes the sunset_gke_* metrics; nil means none. Sources
 	// of several subscriptions may share one.
@@ -55,7 +48,7 @@ type Options struct {
 // Source receives one subscription. Run it once.
 type Source struct {
 	cfg     Config
-	ing     Ingester
+	ing     sink.Ingester
 	log     zerolog.Logger
 	warn    zerolog.Logger // sampled: per-message warnings
 	newest  func(string, time.Time)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,7 +44,7 @@ func newCounter(t *testing.T, reg prometheus.Registerer) *ingesttest.Counter {
 
 // newSource builds a Source on srv's subscription; change, if set, changes
 // its options first.
-func newSource(t *testing.T, srv *pubsubtest.Server, ing Ingester, reg prometheus.Registerer, change func(*Options)) *Source {
+func newSource(t *testing.T, srv *pubsubtest.Server, ing sink.Ingester, reg prometheus.Registerer, change func(*Options)) *Source {
 	t.Helper()
 	o := Options{
 		Config:        Config{Cluster: testCluster, Subscription: srv.Subscription},
@@ -83,7 +85,7 @@ func run(t *testing.T, s *Source) (stop func()) {
 // before: it knows the event ID of each message published through it, and
 // the ingester it wraps records each commit once IngestAt has returned.
 type ackOrder struct {
-	Ingester
+	sink.Ingester
 	mu        sync.Mutex
 	eventOf   map[string]string // message ID → event ID
 	committed map[string]bool
@@ -91,7 +93,7 @@ type ackOrder struct {
 	acked     int
 }
 
-func newAckOrder(ing Ingester) *ackOrder {
+func newAckOrder(ing sink.Ingester) *ackOrder {
 	return &ackOrder{Ingester: ing, eventOf: map[string]string{}, committed: map[string]bool{}}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -125,7 +127,7 @@ func TestCapturedEventsCountAsTheEventsThemselves(t *testing.T) {
 // holds until its context ends, as when Sunset stops in the middle of a
 // commit.
 type stopAt struct {
-	Ingester
+	sink.Ingester
 	n       int32
 	calls   atomic.Int32
 	reached chan struct{}
@@ -174,7 +176,7 @@ func TestRestartMidFeedCountsExactly(t *testing.T) {
 // (as on a full disk) or after (as when the answer is lost), and passes
 // the rest through.
 type failing struct {
-	Ingester
+	sink.Ingester
 	before, after atomic.Int32
 }
 
@@ -305,7 +307,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 // batches passes commits through, telling the size and node of each, and
 // holds the first until release is closed.
 type batches struct {
-	Ingester
+	sink.Ingester
 	release chan struct{}
 	held    atomic.Bool
 	// holding is closed once the first commit is held.

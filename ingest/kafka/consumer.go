@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
@@ -24,7 +26,7 @@ type Options struct {
 	Config         Config
 	DefaultCluster string
 	Ingester       Ingester
-	Cursors        CursorReader
+	Cursors        sink.CursorReader
 	Logger         zerolog.Logger
 	Registerer     prometheus.Registerer
 	// Prefilter sets aside, undecoded, the events that cannot count; nil
@@ -37,7 +39,7 @@ type Consumer struct {
 	cfg            Config
 	defaultCluster string
 	ingester       Ingester
-	cursors        CursorReader
+	cursors        sink.CursorReader
 	log            zerolog.Logger
 	metrics        *metrics
 	age            *agegauge.Gauge

@@ -49,11 +49,6 @@ type PrefilterCounter interface {
 	HeardReads(cluster string, read bool)
 }
 
-// CursorReader reads a committed position back.
-type CursorReader interface {
-	Cursor(name string) ([]byte, bool, error)
-}
-
 // PoisonSample describes a skipped message without its content.
 type PoisonSample struct {
 	Reason    string `json:"reason"`

@@ -1,0 +1,26 @@
+// Package sink declares what an input hands its events to, as the inputs
+// see it: the aggregator in a counting server, the fleet's forwarder in
+// one that only filters. The inputs that resume from a position of their
+// own (a followed file, EKS's log streams, GKE's subscription, Kafka's
+// partitions) share these, so that each does not declare them again.
+package sink
+
+import (
+	"context"
+
+	"github.com/kube-sunset/sunset/aggregate"
+)
+
+// Ingester commits events together with the input positions they were
+// read up to, and tallies what an input could not decode.
+type Ingester interface {
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
+	CountInvalid(source string, n int)
+	CountDecodeError(source, reason string, n int)
+}
+
+// CursorReader reads a committed position back, so that an input resumes
+// where its last commit left off.
+type CursorReader interface {
+	Cursor(name string) ([]byte, bool, error)
+}
