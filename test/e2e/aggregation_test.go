@@ -46,10 +46,7 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 // RBAC, and resets; direct calls to Sunset are held to the same rules.
 func TestAggregatedAPIThroughKubeAPIServer(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")
-	}
+	kubectl := kubectlBinary(t)
 
 	p := newPKI(t)
 	token := randomToken(t)

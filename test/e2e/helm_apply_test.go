@@ -64,10 +64,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // verifies Sunset and serves kubectl get apirequestcounts.sunset.dev.
 func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")
-	}
+	kubectl := kubectlBinary(t)
 	p := newPKI(t)
 	// Nothing listens for the audit webhook here: batches fail and are
 	// dropped, which kube-apiserver's batch mode shrugs off.

@@ -53,10 +53,7 @@ func startAggregated(t *testing.T, extraAPIServerFlags ...string) *aggregatedSun
 // error output with the error.
 func kubectlWith(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
-	bin, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")
-	}
+	bin := kubectlBinary(t)
 	cmd := exec.Command(bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -66,12 +63,12 @@ func kubectlWith(t *testing.T, kubeconfig string, args ...string) (string, error
 	return out.String(), nil
 }
 
-// fieldDoc is the doc comment of a field of a type in ../../api, as gofmt
+// fieldDoc is the doc comment of a field of a type in ../../api/v1, as gofmt
 // leaves it: the text kubectl explain must show.
 func fieldDoc(t *testing.T, typeName, fieldName string) string {
 	t.Helper()
-	pkgs, err := parser.ParseDir(token.NewFileSet(), "../../api", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
-	must(t, "parsing ../../api", err)
+	pkgs, err := parser.ParseDir(token.NewFileSet(), "../../api/v1", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	must(t, "parsing ../../api/v1", err)
 	for _, pkg := range pkgs {
 		for _, f := range pkg.Files {
 			for _, decl := range f.Decls {
@@ -93,7 +90,7 @@ func fieldDoc(t *testing.T, typeName, fieldName string) string {
 			}
 		}
 	}
-	t.Fatalf("../../api declares no field %s.%s", typeName, fieldName)
+	t.Fatalf("../../api/v1 declares no field %s.%s", typeName, fieldName)
 	return ""
 }
 

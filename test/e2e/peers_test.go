@@ -33,6 +33,16 @@ func peerBinaries(t *testing.T) (sunset, apiserver, etcd string) {
 	return binary(t, "E2E_SUNSET_BIN"), binary(t, "E2E_KUBE_APISERVER_BIN"), binary(t, "E2E_ETCD_BIN")
 }
 
+// kubectlBinary is the kubectl on PATH, which .ci/run builds.
+func kubectlBinary(t *testing.T) string {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")
+	}
+	return kubectl
+}
+
 // binary returns the path in the environment variable, failing the test
 // with how to get it when it is not there.
 func binary(t *testing.T, env string) string {

@@ -23,11 +23,8 @@ import (
 // refused for mallory.
 func TestKubectlSunsetPluginThroughKubeAPIServer(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl is not on PATH; .ci/run builds one (test/e2e/tools)")
-	}
-	kubectl, err = filepath.EvalSymlinks(kubectl)
+	kubectl := kubectlBinary(t)
+	kubectl, err := filepath.EvalSymlinks(kubectl)
 	must(t, "resolving kubectl", err)
 
 	p := newPKI(t)
