@@ -117,6 +117,11 @@ func Verify(dir string, deep bool) (Report, error) {
 // go so that badger can take it.
 func checkBeforeOpen(dir string, readOnly bool) ([]string, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if readOnly {
+			// Most often a mistyped --data-dir: say so, rather than
+			// badger's error and advice for a damaged store.
+			return nil, fmt.Errorf("store: there is no data directory %s: check --data-dir (a server or a replay creates it)", dir)
+		}
 		return nil, nil
 	}
 	unlock, err := lockDir(dir, readOnly)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -147,6 +149,18 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	defer ro.Close()
 	_, err = ro.Apply([]Request{{ID: "a"}})
 	require.EqualError(t, err, "store: opened read-only")
+}
+
+// A mistyped --data-dir is told as such, not as a damaged store; a writer
+// creates the directory.
+func TestReadOnlyOpenOfNoDirectorySaysSo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	_, err := Open(Options{Dir: dir, ReadOnly: true, Logger: zerolog.Nop()})
+	require.EqualError(t, err, "store: there is no data directory "+dir+": check --data-dir (a server or a replay creates it)")
+	_, statErr := os.Stat(dir)
+	require.ErrorIs(t, statErr, os.ErrNotExist, "a read-only open creates nothing")
+	s := openTest(t, dir, hour19)
+	require.NoError(t, s.Close())
 }
 
 // APIs names every apiserver with requests to the API within the retention
