@@ -238,3 +238,22 @@ func TestWebhookClientCertificateIsBoundToItsCluster(t *testing.T) {
 	forbidden := metricValue(t, reg, "sunset_webhook_forbidden_total", nil)
 	require.Contains(t, []float64{5, 10}, forbidden)
 }
+
+// The hint for a data directory a server holds names that server's own
+// address, from the config given with --config.
+func TestLocalURLIsWhereThisHostReachesTheServer(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:8080":  "http://127.0.0.1:8080",
+		"localhost:9090":  "http://localhost:9090",
+		"[::1]:8080":      "http://[::1]:8080",
+		":8443":           "https://localhost:8443",
+		"0.0.0.0:8443":    "https://localhost:8443",
+		"[::]:8443":       "https://localhost:8443",
+		"10.0.0.1:8443":   "https://10.0.0.1:8443",
+		"sunset.svc:8443": "https://sunset.svc:8443",
+		"not-a-host-port": "",
+	} {
+		require.Equal(t, want, app.Config{Listen: listen}.LocalURL(), listen)
+	}
+	require.Equal(t, "https://127.0.0.1:8080", app.Config{Listen: "127.0.0.1:8080", TLSCertFile: "tls.crt"}.LocalURL())
+}

@@ -457,6 +457,24 @@ func LoopbackListen(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// LocalURL is where a client on this host reaches a server that runs with
+// this config: its listen port, on localhost when it listens on every
+// address, and over HTTPS when it serves TLS, as it must beyond loopback.
+func (c Config) LocalURL() string {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	scheme := "http"
+	if c.TLSCertFile != "" || !LoopbackListen(c.Listen) {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
 // ClusterNames are the clusters the configuration names: default-cluster,
 // the clusters key and followed files. Their names are always kept as
 // metric labels.

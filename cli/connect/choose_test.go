@@ -46,7 +46,7 @@ func TestDataDirIsReadDirectly(t *testing.T) {
 	_, _, err := list(Flags{DataDir: dir, Getenv: env}, "")
 	require.EqualError(t, err, "store: "+dir+" is in use by another Sunset process (badger holds its lock): "+
 		`Cannot acquire directory lock on "`+dir+`": resource temporarily unavailable`+"\n"+
-		"A running server holds the data directory: ask it instead with --server http://localhost:8080")
+		"A running server holds the data directory: ask it instead with --server http://127.0.0.1:8080")
 
 	srv.Stop()
 	for _, v := range []int{0, 1} {

@@ -214,7 +214,7 @@ func (f *Flags) openDataDir(now func() time.Time) (cli.Reader, func(), error) {
 		return nil, nil, err
 	}
 	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: f.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: now,
-		Hint: "A running server holds the data directory: ask it instead with --server " + DefaultServer})
+		Hint: "A running server holds the data directory: ask it instead with --server " + cfg.LocalURL()})
 	if err != nil {
 		return nil, nil, err
 	}
