@@ -122,7 +122,7 @@ func Run(ctx context.Context, o Options) error {
 			err = werr
 		}
 	}
-	writeSummary(o.Stderr, sum, o.DryRun)
+	writeSummary(o.Stderr, sum, o.DryRun, err != nil)
 	return err
 }
 
@@ -346,12 +346,21 @@ func showProgress(o Options, prog *file.Progress) func() {
 	return func() { close(stop); <-finished }
 }
 
-func writeSummary(w io.Writer, sum file.Summary, dryRun string) {
+// writeSummary says what the replay read and counted. After an error it
+// says the replay stopped, so that what it did count before is not read
+// as the whole file's.
+func writeSummary(w io.Writer, sum file.Summary, dryRun string, failed bool) {
 	verb := "Replayed"
 	counted := "counted"
 	if dryRun != DryRunNone {
 		verb = "Dry run (" + dryRun + "): read"
 		counted = "would be counted"
+	}
+	if failed {
+		verb = "Replay stopped by the error below after"
+		if dryRun != DryRunNone {
+			verb = "Dry run (" + dryRun + ") stopped by the error below after reading"
+		}
 	}
 	names := make([]string, 0, len(sum.SkippedBy))
 	for r := range sum.SkippedBy {

@@ -231,7 +231,7 @@ func TestReplayServerUnreachable(t *testing.T) {
 	_, errOut, err := run(t, replay.Options{Inputs: []string{log}, Source: connect.Flags{Server: "http://127.0.0.1:1"}, Now: func() time.Time { return now }})
 	require.EqualError(t, err, "cannot reach Sunset at http://127.0.0.1:1 (is `sunset serve` running there? or read a data directory with --data-dir): "+
 		`Post "http://127.0.0.1:1/audit/webhook/default/replay": dial tcp 127.0.0.1:1: connect: connection refused`)
-	require.Equal(t, "Replayed 30 events from 1 input in T: 0 counted, 0 duplicates, 0 skipped, 0 invalid lines.\n", errOut)
+	require.Equal(t, "Replay stopped by the error below after 30 events from 1 input in T: 0 counted, 0 duplicates, 0 skipped, 0 invalid lines.\n", errOut)
 }
 
 // A data directory a running server holds is refused, and the error says

@@ -181,12 +181,20 @@ func TestCheckExitCodes(t *testing.T) {
 	}
 }
 
+// A data directory a server holds is refused, with that server's address
+// from the config given with --config, or the default listen address.
 func TestDataDirLockedByServer(t *testing.T) {
-	_, dataDir, _ := fixture(t)
+	url, dataDir, _ := fixture(t)
 	_, errOut, code := runCLI("report", "--data-dir", dataDir)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "is in use by another Sunset process")
-	require.Contains(t, errOut, "ask it instead with --server http://localhost:8080")
+	require.Contains(t, errOut, "ask it instead with --server http://127.0.0.1:8080\n")
+
+	config := filepath.Join(t.TempDir(), "sunset.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("listen: "+strings.TrimPrefix(url, "http://")+"\n"), 0o600))
+	_, errOut, code = runCLI("report", "--data-dir", dataDir, "--config", config)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "ask it instead with --server "+url+"\n")
 }
 
 // Every bad flag is named at once, before any server is contacted: the
