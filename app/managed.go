@@ -7,12 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/ingest/sink"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-sunset/sunset/ingest/eks"
 	"github.com/kube-sunset/sunset/ingest/gke"
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/agegauge"
 )
 

@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-sunset/sunset/ingest/sink"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"

@@ -9,13 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kube-sunset/sunset/ingest/sink"
-
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
 

@@ -20,9 +20,9 @@ var _ kafka.BatchIngester = (*filter)(nil)
 
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
-func (f *filter) IngestBatch(ctx context.Context, groups []*kafka.OriginEvents, _ aggregate.Cursor) error {
+func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents, _ aggregate.Cursor) error {
 	var reqs []aggregate.Request
-	for _, g := range groups {
+	for _, g := range origins {
 		r, _ := f.agg.Classify(g.Origin, g.Events)
 		reqs = append(reqs, r...)
 	}

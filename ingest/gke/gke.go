@@ -15,12 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kube-sunset/sunset/ingest/sink"
-
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"google.golang.org/api/option"
+
+	"github.com/kube-sunset/sunset/ingest/sink"
 )
 
 // SourceName is the source label of events read from GKE.

@@ -13,7 +13,7 @@ import (
 // hold once decoded: the events that may count, grouped by origin, and what
 // the rest were.
 type batch struct {
-	groups   []*OriginEvents
+	origins  []*OriginEvents
 	byOrigin map[aggregate.Origin]*OriginEvents
 	// next is the offset after the last message; lag what the broker
 	// still held after it, -1 when unknown (a skipped batch).
@@ -113,14 +113,14 @@ func (b *batch) add(o aggregate.Origin, events []aggregate.Event) {
 	if g == nil {
 		g = &OriginEvents{Origin: o}
 		b.byOrigin[o] = g
-		b.groups = append(b.groups, g)
+		b.origins = append(b.origins, g)
 	}
 	g.Events = append(g.Events, events...)
 }
 
 // mergeBatches appends next, the batch that follows, to into.
 func mergeBatches(into, next *batch) {
-	for _, g := range next.groups {
+	for _, g := range next.origins {
 		into.add(g.Origin, g.Events)
 	}
 	into.next = next.next

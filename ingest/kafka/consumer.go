@@ -7,13 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kube-sunset/sunset/ingest/sink"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/agegauge"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )

@@ -36,7 +36,7 @@ type OriginEvents struct {
 // batch's offsets are committed to the group only after it returns nil.
 type BatchIngester interface {
 	Ingester
-	IngestBatch(ctx context.Context, groups []*OriginEvents, cursor aggregate.Cursor) error
+	IngestBatch(ctx context.Context, origins []*OriginEvents, cursor aggregate.Cursor) error
 }
 
 // PrefilterCounter is an Ingester that also tallies the events the

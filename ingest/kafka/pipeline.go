@@ -58,11 +58,11 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	c := p.c
 	start := time.Now()
 	cursor := aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
-	groups := b.groups
-	if len(groups) == 0 {
-		groups = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+	origins := b.origins
+	if len(origins) == 0 {
+		origins = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
 	}
-	if err := c.ingest(ctx, groups, cursor); err != nil {
+	if err := c.ingest(ctx, origins, cursor); err != nil {
 		return err
 	}
 	if b.invalid > 0 {
@@ -92,17 +92,17 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	return nil
 }
 
-// ingest hands a batch's groups to the ingester, in one call when it takes
+// ingest hands a batch's origins to the ingester, in one call when it takes
 // whole batches.
-func (c *Consumer) ingest(ctx context.Context, groups []*OriginEvents, cursor aggregate.Cursor) error {
+func (c *Consumer) ingest(ctx context.Context, origins []*OriginEvents, cursor aggregate.Cursor) error {
 	if bi, ok := c.ingester.(BatchIngester); ok {
-		return bi.IngestBatch(ctx, groups, cursor)
+		return bi.IngestBatch(ctx, origins, cursor)
 	}
-	// The position goes with the last group: earlier groups committed
+	// The position goes with the last origin: earlier origins committed
 	// without it are recognised as duplicates if the batch is re-read.
-	for i, g := range groups {
+	for i, g := range origins {
 		var cursors []aggregate.Cursor
-		if i == len(groups)-1 {
+		if i == len(origins)-1 {
 			cursors = []aggregate.Cursor{cursor}
 		}
 		if _, err := c.ingester.IngestAt(ctx, g.Origin, g.Events, cursors...); err != nil {
