@@ -3,7 +3,8 @@
 // docs/configuration.md every key.
 //
 // main only parses flags and calls packages: app serves, cli reads and
-// prints, replay imports, source opens where the read commands read.
+// prints, cli/replay imports, cli/connect opens where the read commands
+// read.
 //
 // Installed or linked as kubectl-sunset, the binary is kubectl's plugin
 // `kubectl sunset` (see plugin.go).
