@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -313,4 +314,45 @@ func TestManagedClusterConfigsLoad(t *testing.T) {
 		require.NoError(t, err, body.String())
 		require.NotContains(t, strings.ToLower(body.String()), "password:", "credentials stay out of the file")
 	}
+}
+
+// inAnyPackage are paths the docs name within whichever package, not from
+// the repository's root.
+var inAnyPackage = map[string]bool{"testdata/fuzz/": true}
+
+// Every code span of the pages that names a file or folder of the
+// repository (it begins with one of the repository's top-level folders)
+// names one that exists, so that a file moved or renamed is not left
+// behind in the docs. Spans with wildcards, placeholders or more than a
+// path (a colon, a space) are not paths.
+func TestDocsNamePathsThatExist(t *testing.T) {
+	entries, err := os.ReadDir("..")
+	require.NoError(t, err)
+	tops := map[string]bool{}
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			tops[e.Name()] = true
+		}
+	}
+	var missing []string
+	checked := 0
+	for page, text := range docPages(t) {
+		for _, m := range codeSpan.FindAllStringSubmatch(prose(text), -1) {
+			span, _, _ := strings.Cut(m[1], "#")
+			if strings.ContainsAny(span, " *?{}<>$:=,…|") {
+				continue
+			}
+			first, _, ok := strings.Cut(span, "/")
+			if !ok || !tops[first] || inAnyPackage[span] {
+				continue
+			}
+			checked++
+			if _, err := os.Stat(filepath.Join("..", span)); err != nil {
+				missing = append(missing, page+": "+m[1])
+			}
+		}
+	}
+	slices.Sort(missing)
+	require.Empty(t, missing, "paths the docs name that do not exist")
+	t.Logf("%d paths named in the docs exist", checked)
 }
