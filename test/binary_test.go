@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,66 +17,6 @@ import (
 
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
-
-// messageLog records the messages of the process's JSON log lines, so that a
-// test waits on what the server says it did rather than on time.
-type messageLog struct {
-	mu    sync.Mutex
-	count map[string]int
-	// lastCommit is the last of "commit started" and "commit finished",
-	// which the server logs at debug level around each badger commit.
-	lastCommit string
-	changed    chan struct{}
-}
-
-func newMessageLog() *messageLog {
-	return &messageLog{count: map[string]int{}, changed: make(chan struct{})}
-}
-
-func (m *messageLog) add(msg string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.count[msg]++
-	if msg == "commit started" || msg == "commit finished" {
-		m.lastCommit = msg
-	}
-	close(m.changed)
-	m.changed = make(chan struct{})
-}
-
-func apiName(i int) string { return fmt.Sprintf("widgets.v1beta1.g%d.example", i) }
-
-// sendConcurrently posts batches 0..n-1, their requests received at now,
-// from 4 clients and calls onAck after each 200; it returns which batches
-// were acknowledged. A retry sends the same now, as kube-apiserver re-sends
-// the same events.
-func sendConcurrently(url string, now time.Time, n int, onAck func(acked int64)) []bool {
-	acked := make([]bool, n)
-	var next, total atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				code, err := post(url, batch(i, now))
-				if err != nil {
-					return // the server is gone
-				}
-				if code == http.StatusOK {
-					acked[i] = true
-					onAck(total.Add(1))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return acked
-}
 
 // A kill -9 at an arbitrary moment loses no acknowledged batch and commits
 // none in part; the apiserver's retry of everything then counts each request

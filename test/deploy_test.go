@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,26 +67,6 @@ func absPath(s string) error {
 		return fmt.Errorf("%q is not an absolute path", s)
 	}
 	return nil
-}
-
-func oneOf(values ...string) func(string) error {
-	return func(s string) error {
-		if !slices.Contains(values, s) {
-			return fmt.Errorf("%q is not one of %v", s, values)
-		}
-		return nil
-	}
-}
-
-// positive checks that a flag's value parses and is above zero.
-func positive[T int | float64 | time.Duration](parse func(string) (T, error)) func(string) error {
-	return func(s string) error {
-		v, err := parse(s)
-		if err == nil && v <= 0 {
-			err = fmt.Errorf("%v is not positive", v)
-		}
-		return err
-	}
 }
 
 func TestDeployKubeAPIServerFlags(t *testing.T) {

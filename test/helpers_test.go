@@ -1,6 +1,9 @@
 // The harness every test of this package shares: the binaries built once
-// by TestMain, a running sunset process and what it logs, webhook batches
-// and the counts read back, and the deploy files rendered by kustomize.
+// by TestMain, a running sunset process and what it logs, webhook batches,
+// Kafka events and load, the counts and metrics read back, and the deploy
+// files rendered by kustomize. The checks that several subjects apply to
+// rendered manifests are in manifest_checks_test.go; each other file holds
+// one subject's tests and what only they use.
 
 package test
 
@@ -22,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,4 +428,143 @@ func httpGetJSON(url string) (apiObject, error) {
 		return obj, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return obj, json.NewDecoder(resp.Body).Decode(&obj)
+}
+
+// messageLog records the messages of the process's JSON log lines, so that a
+// test waits on what the server says it did rather than on time.
+type messageLog struct {
+	mu    sync.Mutex
+	count map[string]int
+	// lastCommit is the last of "commit started" and "commit finished",
+	// which the server logs at debug level around each badger commit.
+	lastCommit string
+	changed    chan struct{}
+}
+
+func newMessageLog() *messageLog {
+	return &messageLog{count: map[string]int{}, changed: make(chan struct{})}
+}
+
+func (m *messageLog) add(msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.count[msg]++
+	if msg == "commit started" || msg == "commit finished" {
+		m.lastCommit = msg
+	}
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func apiName(i int) string { return fmt.Sprintf("widgets.v1beta1.g%d.example", i) }
+
+// sendConcurrently posts batches 0..n-1, their requests received at now,
+// from 4 clients and calls onAck after each 200; it returns which batches
+// were acknowledged. A retry sends the same now, as kube-apiserver re-sends
+// the same events.
+func sendConcurrently(url string, now time.Time, n int, onAck func(acked int64)) []bool {
+	acked := make([]bool, n)
+	var next, total atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				code, err := post(url, batch(i, now))
+				if err != nil {
+					return // the server is gone
+				}
+				if code == http.StatusOK {
+					acked[i] = true
+					onAck(total.Add(1))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return acked
+}
+
+// loadSummary is what loadgen prints.
+type loadSummary struct {
+	Sent, Acked, Failed int64
+	BodyBytes           int
+}
+
+// loadgen starts loadgen with args; finish closes its stdin and returns
+// its summary.
+func loadgen(t *testing.T, args ...string) (finish func() loadSummary) {
+	t.Helper()
+	cmd := exec.Command(loadgenBin, args...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	var stdout strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return func() loadSummary {
+		t.Helper()
+		require.NoError(t, stdin.Close())
+		require.NoError(t, cmd.Wait())
+		var s loadSummary
+		require.NoError(t, json.Unmarshal([]byte(stdout.String()), &s), stdout.String())
+		return s
+	}
+}
+
+// metricsText is the server's /metrics.
+func metricsText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// scrape returns the samples of the server's /metrics whose names start
+// with prefix.
+func scrape(t *testing.T, url, prefix string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, line := range strings.Split(metricsText(t, url), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			name, v, _ := strings.Cut(line, " ")
+			var err error
+			out[name], err = strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+		}
+	}
+	return out
+}
+
+// kafkaEvent is one audit event: deprecated ones hit endpoints.v1, the
+// rest pods.v1.
+func kafkaEvent(id string, user int, deprecated bool, at time.Time) []byte {
+	resource, ann := "pods", `"authorization.k8s.io/decision":"allow"`
+	if deprecated {
+		resource, ann = "endpoints", `"k8s.io/deprecated":"true"`
+	}
+	return []byte(fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":%q,"stage":"ResponseComplete","verb":"list","user":{"username":"user-%d"},"userAgent":"client/1.0","objectRef":{"resource":%q,"apiVersion":"v1"},"responseStatus":{"code":200},"requestReceivedTimestamp":%q,"annotations":{%s}}`,
+		id, user, resource, at.Format(time.RFC3339Nano), ann))
+}
+
+// userCounts reads endpoints.v1's requests per user over the last day.
+func userCounts(t *testing.T, url string) map[string]int64 {
+	t.Helper()
+	resp, err := httpGetJSON(url + "/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?since=24h&users=100")
+	if err != nil {
+		return map[string]int64{}
+	}
+	out := map[string]int64{}
+	for _, u := range resp.Status.Window.ByUser {
+		out[u.UserName] = u.RequestCount
+	}
+	return out
 }

@@ -19,17 +19,6 @@ import (
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
-// kafkaEvent is one audit event: deprecated ones hit endpoints.v1, the
-// rest pods.v1.
-func kafkaEvent(id string, user int, deprecated bool, at time.Time) []byte {
-	resource, ann := "pods", `"authorization.k8s.io/decision":"allow"`
-	if deprecated {
-		resource, ann = "endpoints", `"k8s.io/deprecated":"true"`
-	}
-	return []byte(fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":%q,"stage":"ResponseComplete","verb":"list","user":{"username":"user-%d"},"userAgent":"client/1.0","objectRef":{"resource":%q,"apiVersion":"v1"},"responseStatus":{"code":200},"requestReceivedTimestamp":%q,"annotations":{%s}}`,
-		id, user, resource, at.Format(time.RFC3339Nano), ann))
-}
-
 // writeKafkaConfig writes a config file; extra are more lines of the
 // kafka key, e.g. "  maxDecompressedBytes: 1048576".
 func writeKafkaConfig(t *testing.T, brokers []string, topic, group string, extra ...string) string {
@@ -47,20 +36,6 @@ func writeKafkaConfig(t *testing.T, brokers []string, topic, group string, extra
   batchWait: 10ms
 %s`, strings.Join(brokers, ", "), topic, group, more)), 0o600))
 	return cfg
-}
-
-// userCounts reads endpoints.v1's requests per user over the last day.
-func userCounts(t *testing.T, url string) map[string]int64 {
-	t.Helper()
-	resp, err := httpGetJSON(url + "/apis/sunset.dev/v1/apirequestcounts/endpoints.v1?since=24h&users=100")
-	if err != nil {
-		return map[string]int64{}
-	}
-	out := map[string]int64{}
-	for _, u := range resp.Status.Window.ByUser {
-		out[u.UserName] = u.RequestCount
-	}
-	return out
 }
 
 // A stream of 20,000 messages (5% deprecated, some delivered twice) is

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -22,13 +20,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/internal/selfsigned"
-	"github.com/kube-sunset/sunset/scan"
 )
 
 const (
@@ -150,101 +145,6 @@ func TestKustomizeGrantsOnlyDelegation(t *testing.T) {
 	for _, dir := range kustomizations(t) {
 		requireOnlyNeededGrants(t, render(t, dir))
 	}
-}
-
-// requireOnlyNeededGrants checks the RBAC objects of a rendered install
-// (TestKustomizeGrantsOnlyDelegation).
-func requireOnlyNeededGrants(t *testing.T, r *rendered) {
-	t.Helper()
-	dir := r.dir
-	type rule struct {
-		APIGroups     []string `json:"apiGroups"`
-		Resources     []string `json:"resources"`
-		ResourceNames []string `json:"resourceNames"`
-		Verbs         []string `json:"verbs"`
-	}
-	wantRules := map[string][]rule{
-		"sunset:extension-apiserver-authentication-reader": {{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{"extension-apiserver-authentication"}, Verbs: []string{"get", "list", "watch"}}},
-		"sunset:view": {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts", "fieldrequestcounts", "webhookcounts", "upgradechecks", "serverinfo"},
-			Verbs: []string{"get", "list"}}},
-		"sunset:reset": {{APIGroups: []string{"sunset.dev"}, Resources: []string{"apirequestcounts"}, Verbs: []string{"delete"}}},
-	}
-	wantAggregation := map[string][]string{
-		"sunset:view":  {"rbac.authorization.k8s.io/aggregate-to-admin", "rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-view"},
-		"sunset:reset": {"rbac.authorization.k8s.io/aggregate-to-admin"},
-	}
-	wantBindings := map[string]string{
-		"sunset:system:auth-delegator":                     "ClusterRole/system:auth-delegator",
-		"sunset:extension-apiserver-authentication-reader": "ClusterRole/sunset:extension-apiserver-authentication-reader",
-	}
-	// Publishing the CA: the rules the publisher's requests need, in the
-	// Secret's namespace, and nothing where Sunset publishes nothing.
-	wantRoles := map[string][]rbacv1.PolicyRule{}
-	publish := requireRealFlags(t, serveFlags(t), r.sts.Spec.Template.Spec.Containers[0].Args)["publish-ca-secret"]
-	if publish != "" {
-		ref, err := selfsigned.ParseSecretRef(publish)
-		require.NoError(t, err, dir)
-		require.Equal(t, r.sts.Namespace, ref.Namespace, "%s: the Secret is in Sunset's namespace", dir)
-		wantRoles["sunset-ca-publisher"] = caPublisherRules(t, ref)
-		wantBindings["sunset-ca-publisher"] = "Role/sunset-ca-publisher"
-	}
-	// The cluster scan, where it is on: list on what it lists.
-	if scanInterval(t, r) != "" {
-		var rules []rule
-		for _, gvr := range scan.ClusterReads {
-			i := slices.IndexFunc(rules, func(r rule) bool { return r.APIGroups[0] == gvr.Group })
-			if i < 0 {
-				rules = append(rules, rule{APIGroups: []string{gvr.Group}, Verbs: []string{"list"}})
-				i = len(rules) - 1
-			}
-			rules[i].Resources = append(rules[i].Resources, gvr.Resource)
-		}
-		wantRules["sunset-scanner"] = rules
-		wantBindings["sunset-scanner"] = "ClusterRole/sunset-scanner"
-	}
-	gotRoles := map[string][]rbacv1.PolicyRule{}
-	var gotBindings []string
-	for _, obj := range r.raw {
-		raw, err := json.Marshal(obj)
-		require.NoError(t, err)
-		meta := obj["metadata"].(map[string]any)
-		name := meta["name"].(string)
-		switch obj["kind"] {
-		case "Role":
-			var role rbacv1.Role
-			require.NoError(t, json.Unmarshal(raw, &role))
-			require.Equal(t, r.sts.Namespace, role.Namespace, dir)
-			gotRoles[name] = role.Rules
-		case "ClusterRole":
-			var cr struct {
-				Rules []rule `json:"rules"`
-			}
-			require.NoError(t, json.Unmarshal(raw, &cr))
-			require.Equal(t, wantRules[name], cr.Rules, "%s: %s", dir, name)
-			var agg []string
-			for k := range meta["labels"].(map[string]any) {
-				if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
-					agg = append(agg, k)
-				}
-			}
-			sort.Strings(agg)
-			require.Equal(t, wantAggregation[name], agg, "%s: %s", dir, name)
-		case "ClusterRoleBinding", "RoleBinding":
-			var b struct {
-				RoleRef  struct{ Kind, Name string } `json:"roleRef"`
-				Subjects []struct{ Kind, Name, Namespace string }
-			}
-			require.NoError(t, json.Unmarshal(raw, &b))
-			require.Equal(t, wantBindings[name], b.RoleRef.Kind+"/"+b.RoleRef.Name, "%s: %s", dir, name)
-			require.Len(t, b.Subjects, 1)
-			require.Equal(t, struct{ Kind, Name, Namespace string }{"ServiceAccount", r.sa.Name, r.sa.Namespace}, b.Subjects[0], "%s: %s", dir, name)
-			require.Equal(t, r.sts.Spec.Template.Spec.ServiceAccountName, r.sa.Name, dir)
-			gotBindings = append(gotBindings, name)
-		}
-	}
-	require.Equal(t, wantRoles, gotRoles, "%s: the Roles Sunset's requests need", dir)
-	require.ElementsMatch(t, slices.Collect(maps.Keys(wantBindings)), gotBindings, "%s: bindings", dir)
 }
 
 // scanInterval is how often the rendered Sunset scans its cluster: the
@@ -392,70 +292,6 @@ func (a *recordingSecrets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func requireHardened(t *testing.T, where string, pod *corev1.PodSecurityContext, c *corev1.SecurityContext) {
-	t.Helper()
-	require.NotNil(t, pod, where)
-	require.Equal(t, ptrTo(true), pod.RunAsNonRoot, where)
-	require.Equal(t, ptrTo(int64(65532)), pod.RunAsUser, where)
-	require.Equal(t, ptrTo(int64(65532)), pod.RunAsGroup, where)
-	require.Equal(t, &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, pod.SeccompProfile, where)
-	require.NotNil(t, c, where)
-	require.Equal(t, ptrTo(true), c.RunAsNonRoot, where)
-	require.Equal(t, ptrTo(int64(65532)), c.RunAsUser, where)
-	require.Equal(t, ptrTo(int64(65532)), c.RunAsGroup, where)
-	require.Equal(t, ptrTo(false), c.AllowPrivilegeEscalation, where)
-	require.Equal(t, ptrTo(true), c.ReadOnlyRootFilesystem, where)
-	require.Nil(t, c.Privileged, where)
-	require.Equal(t, &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, c.Capabilities, where)
-	require.Equal(t, &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, c.SeccompProfile, where)
-}
-
-// requireProbes checks the three probes: /-/ready for startup and
-// readiness, /-/healthy for liveness, on the port Sunset listens on.
-func requireProbes(t *testing.T, where string, c corev1.Container, port int32, scheme corev1.URIScheme, host string) {
-	t.Helper()
-	for _, p := range []struct {
-		probe *corev1.Probe
-		path  string
-	}{{c.StartupProbe, "/-/ready"}, {c.ReadinessProbe, "/-/ready"}, {c.LivenessProbe, "/-/healthy"}} {
-		require.NotNil(t, p.probe, where)
-		get := p.probe.HTTPGet
-		require.NotNil(t, get, where)
-		require.Equal(t, p.path, get.Path, where)
-		require.Equal(t, scheme, get.Scheme, where)
-		require.Equal(t, host, get.Host, where)
-		if get.Port.Type == intstr.Int {
-			require.Equal(t, port, get.Port.IntVal, where)
-		} else {
-			require.Equal(t, port, containerPort(t, c, get.Port).ContainerPort, where)
-		}
-	}
-	// Restarts only after the startup probe's allowance for a badger
-	// recovery; readiness reacts faster than liveness.
-	require.GreaterOrEqual(t, c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold, int32(120), where)
-	require.Less(t, c.ReadinessProbe.PeriodSeconds*c.ReadinessProbe.FailureThreshold,
-		c.LivenessProbe.PeriodSeconds*c.LivenessProbe.FailureThreshold, where)
-}
-
-// requireSized checks requests and limits against GOMEMLIMIT.
-func requireSized(t *testing.T, where string, c corev1.Container) {
-	t.Helper()
-	req, lim := c.Resources.Requests, c.Resources.Limits
-	require.Equal(t, resource.MustParse("100m"), req[corev1.ResourceCPU], where)
-	require.Equal(t, resource.MustParse("1"), lim[corev1.ResourceCPU], where)
-	require.Equal(t, resource.MustParse("512Mi"), req[corev1.ResourceMemory], where)
-	require.Equal(t, resource.MustParse("512Mi"), lim[corev1.ResourceMemory], where)
-	var gomemlimit string
-	for _, e := range c.Env {
-		if e.Name == "GOMEMLIMIT" {
-			gomemlimit = e.Value
-		}
-	}
-	require.Equal(t, "300MiB", gomemlimit, where)
-	memLimit := lim[corev1.ResourceMemory]
-	require.Less(t, int64(400<<20), memLimit.Value(), where)
-}
-
 func TestKustomizeStatefulSet(t *testing.T) {
 	kubectl(t)
 	flags := serveFlags(t)
@@ -591,21 +427,6 @@ func TestKustomizeStatefulSet(t *testing.T) {
 			require.Equal(t, []string{ep.TLSConfig.ServerName}, strings.Split(args["cert-hosts"], ","), "%s: the certificate is for the name Prometheus verifies", dir)
 		}
 	}
-}
-
-// baseImageTag is the tag the base's images: sets.
-func baseImageTag(t *testing.T) string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(kubernetesDir, "base/kustomization.yaml"))
-	require.NoError(t, err)
-	var k struct {
-		Images []struct{ Name, NewTag string }
-	}
-	require.NoError(t, yaml.Unmarshal(raw, &k))
-	require.Len(t, k.Images, 1)
-	require.Equal(t, manifestImage, k.Images[0].Name)
-	require.NotEmpty(t, k.Images[0].NewTag)
-	return k.Images[0].NewTag
 }
 
 func TestKustomizeOverlays(t *testing.T) {

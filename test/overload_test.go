@@ -2,12 +2,8 @@ package test
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,33 +15,6 @@ import (
 // of 64 MiB arrive at once: they are decoded as they stream in, an event at
 // a time, and request objects no field rule reads are dropped as they come.
 const overloadRSSBound = 256 << 20
-
-// loadSummary is what loadgen prints.
-type loadSummary struct {
-	Sent, Acked, Failed int64
-	BodyBytes           int
-}
-
-// loadgen starts loadgen with args; finish closes its stdin and returns
-// its summary.
-func loadgen(t *testing.T, args ...string) (finish func() loadSummary) {
-	t.Helper()
-	cmd := exec.Command(loadgenBin, args...)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	var stdout strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return func() loadSummary {
-		t.Helper()
-		require.NoError(t, stdin.Close())
-		require.NoError(t, cmd.Wait())
-		var s loadSummary
-		require.NoError(t, json.Unmarshal([]byte(stdout.String()), &s), stdout.String())
-		return s
-	}
-}
 
 // status reads a field of /proc/PID/status in bytes, such as VmHWM, the
 // peak resident set.
@@ -64,33 +33,6 @@ func status(t *testing.T, pid int, field string) int64 {
 	}
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
-}
-
-// metricsText is the server's /metrics.
-func metricsText(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
-}
-
-// scrape returns the samples of the server's /metrics whose names start
-// with prefix.
-func scrape(t *testing.T, url, prefix string) map[string]float64 {
-	t.Helper()
-	out := map[string]float64{}
-	for _, line := range strings.Split(metricsText(t, url), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			name, v, _ := strings.Cut(line, " ")
-			var err error
-			out[name], err = strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-		}
-	}
-	return out
 }
 
 // kube-apiserver's own webhook client sends 16 batches of 64 MiB at once,
