@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/loopback"
 )
 
 const (
@@ -57,21 +57,11 @@ type sunsetProc struct {
 	log *bytes.Buffer
 }
 
-// freeAddr is a loopback address nothing listens on, for --listen.
-func freeAddr(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startProc starts `sunset serve` on a loopback port with the config file
 // config ("" for none) and env added to the environment.
 func startProc(b *testing.B, bin, config string, env ...string) *sunsetProc {
 	b.Helper()
-	addr := freeAddr(b)
+	addr := loopback.FreeAddr(b)
 	args := []string{"serve", "--data-dir", b.TempDir(), "--listen", addr, "--log-level", "warn"}
 	if config != "" {
 		args = append(args, "--config", config)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +21,7 @@ import (
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/internal/httpjson"
+	"github.com/kube-sunset/sunset/internal/testutil/loopback"
 )
 
 // heard is one request as the server received it.
@@ -231,20 +231,10 @@ func TestAnswerThatIsNotJSON(t *testing.T) {
 	require.EqualError(t, err, srv.URL+" answered something that is not Sunset's JSON for /apis/sunset.dev/v1/serverinfo: invalid character '<' looking for beginning of value")
 }
 
-// freeAddr is a loopback address where nothing listens any more.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // A server that does not answer: the error says what Sunset expected there
 // and what to do instead, then the transport's own error.
 func TestConnectionRefused(t *testing.T) {
-	base := "http://" + freeAddr(t)
+	base := "http://" + loopback.FreeAddr(t)
 	c, err := New(Options{Server: base})
 	require.NoError(t, err)
 	_, err = c.Info()

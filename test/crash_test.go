@@ -3,23 +3,14 @@ package test
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// freePort returns a loopback port nothing listens on, so that a restarted
-// server answers where its clients already send.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+	"github.com/kube-sunset/sunset/internal/testutil/loopback"
+)
 
 // Sunset is killed with SIGKILL at least 20 times at random points while
 // four apiservers' webhook clients (kube-apiserver's own, in batch mode)
@@ -34,7 +25,9 @@ func TestSIGKILLsUnderLoad(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	t.Logf("seed %d", seed)
 	dir := t.TempDir()
-	port := freePort(t)
+	// One port for every restart, so that the restarted server answers
+	// where its clients already send.
+	port := loopback.FreePort(t)
 	args := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "debug"}
 	p := startBinary(t, dir, args...)
 	finish := loadgen(t, "-mode", "stream", "-url", fmt.Sprintf("http://127.0.0.1:%d/audit/webhook", port),

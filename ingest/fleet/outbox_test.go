@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/loopback"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -250,7 +250,7 @@ func TestDrainProducesTheOutbox(t *testing.T) {
 // what to do.
 func TestDrainKeepsTheOutboxWhenProducingFails(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	nobody := freeAddr(t)
+	nobody := loopback.FreeAddr(t)
 	for _, tc := range []struct {
 		name    string
 		brokers []string
@@ -285,16 +285,6 @@ func TestDrainKeepsTheOutboxWhenProducingFails(t *testing.T) {
 	}
 }
 
-// freeAddr is a loopback address where nothing listens any more.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // An entry that is not a list of records cannot be repaired by retrying:
 // it is dropped, said at error level, with the entries around it; other
 // cursors are not the outbox's.
@@ -303,7 +293,7 @@ func TestDrainDropsUnreadableEntries(t *testing.T) {
 	var log bytes.Buffer
 	m := newMetrics(prometheus.NewRegistry())
 	// Nothing is produced: the publisher's broker is never dialled.
-	f := newForwarder(e.agg, e.st, newTestPublisher(t, []string{freeAddr(t)}, "sunset.requests", m), zerolog.New(&log), m)
+	f := newForwarder(e.agg, e.st, newTestPublisher(t, []string{loopback.FreeAddr(t)}, "sunset.requests", m), zerolog.New(&log), m)
 	_, err := e.agg.Apply(context.Background(), "webhook", nil,
 		aggregate.Cursor{Name: outboxPrefix + "a", Value: []byte("{not json")},
 		aggregate.Cursor{Name: outboxPrefix + "b", Value: []byte("[]")},
@@ -344,7 +334,7 @@ func TestDrainTakesFullBatchesWithoutWaiting(t *testing.T) {
 	m := newMetrics(prometheus.NewRegistry())
 	m.outbox.Set(-1)
 	logged := make(lines)
-	f := newForwarder(e.agg, e.st, newTestPublisher(t, []string{freeAddr(t)}, "sunset.requests", m), zerolog.New(logged).Level(zerolog.DebugLevel), m)
+	f := newForwarder(e.agg, e.st, newTestPublisher(t, []string{loopback.FreeAddr(t)}, "sunset.requests", m), zerolog.New(logged).Level(zerolog.DebugLevel), m)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
