@@ -344,13 +344,17 @@ func BenchmarkFleet(b *testing.B) {
 	// of 30,000 records (every event counts), timed over the next rounds
 	// only: the CPU per record of a replica that has been running, as in
 	// production, without the start-up and the young heap's growth that
-	// count-only carries. The filter runs in its own process.
+	// count-only carries. The filter runs in its own process. Beside the
+	// replica, the floor process (TestFleetFloorProcess) reads the same
+	// records and writes only their dedupe marks, measured the same way:
+	// extra-cpu-us is what the replica spends beyond that floor.
 	b.Run("count-steady", func(b *testing.B) {
 		b.StopTimer()
 		raw := kafkatest.Topic(b, brokers, "fleet-raw", fleetPartitions)
 		requests := kafkatest.Topic(b, brokers, "sunset.requests", fleetPartitions)
 		filter := startProc(b, bin, config(fmt.Sprintf("  topics: [%s]\n  groupID: fill-%[1]s\n  fleet:\n    topic: %s\n    count: false\n", raw, requests)))
 		counter := startProc(b, bin, config("  fleet:\n    topic: "+requests+"\n"))
+		floor := startFloor(b, brokers, requests)
 		filter.waitReady(b)
 		counter.waitReady(b)
 		round := func(n int) {
@@ -358,24 +362,29 @@ func BenchmarkFleet(b *testing.B) {
 			// Each look builds endpoints.v1's object in the replica, whose
 			// CPU is the measure: at 5 ms they cost it 7 % of the CPU.
 			err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-				return counter.requestCount("endpoints.v1") == int64((n+1)*fleetRawMessages), nil
+				want := int64((n + 1) * fleetRawMessages)
+				return counter.requestCount("endpoints.v1") == want && floor.committed.Load() == want, nil
 			})
 			if err != nil {
-				b.Fatalf("round %d: the replica never counted %d: %v", n, (n+1)*fleetRawMessages, err)
+				b.Fatalf("round %d: the replica counted %d and the floor %d, not %d: %v", n,
+					counter.requestCount("endpoints.v1"), floor.committed.Load(), (n+1)*fleetRawMessages, err)
 			}
 		}
 		round(0)
-		var cpu time.Duration
+		var cpu, floorCPU time.Duration
 		for i := range b.N {
-			before := counter.cpu(b)
+			before, floorBefore := counter.cpu(b), floor.cpu(b)
 			b.StartTimer()
 			round(i + 1)
 			b.StopTimer()
 			cpu += counter.cpu(b) - before
+			floorCPU += floor.cpu(b) - floorBefore
 		}
 		filter.stop(b)
 		counter.stop(b)
 		b.ReportMetric(float64(fleetRawMessages*b.N)/b.Elapsed().Seconds(), "records/s")
 		b.ReportMetric(perMsg(b, cpu), "cpu-us/record")
+		b.ReportMetric(perMsg(b, floorCPU), "floor-cpu-us/record")
+		b.ReportMetric(perMsg(b, cpu-floorCPU), "extra-cpu-us/record")
 	})
 }

@@ -78,6 +78,10 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
+// BadgerOptions are the badger options Sunset opens a data directory
+// with, logging nothing: for measuring badger alone beside Sunset.
+func BadgerOptions(dir string) badger.Options { return badgerOptions(dir, zerolog.Nop()) }
+
 // badgerOptions are the options every open of a data directory uses.
 func badgerOptions(dir string, log zerolog.Logger) badger.Options {
 	return badger.DefaultOptions(dir).
