@@ -225,7 +225,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	if cfg.Kafka.Fleet.Enabled() {
 		var err error
 		a.fleet, err = fleet.New(fleet.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
-			Aggregator: a.agg, Store: st, Logger: a.log, Registerer: reg})
+			Aggregator: a.agg, Store: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,10 @@ type filter struct {
 	pub *publisher
 }
 
-var _ kafka.BatchIngester = (*filter)(nil)
+var (
+	_ kafka.BatchIngester    = (*filter)(nil)
+	_ kafka.PrefilterCounter = (*filter)(nil)
+)
 
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
@@ -37,6 +40,15 @@ func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events [
 
 // CountInvalid records events that could not be decoded.
 func (f *filter) CountInvalid(source string, n int) { f.agg.CountInvalid(source, n) }
+
+// CountPrefiltered counts the events the pre-filter set aside, as
+// Classify would have.
+func (f *filter) CountPrefiltered(source string, p aggregate.Prefiltered) {
+	f.agg.CountPrefiltered(source, p)
+}
+
+// HeardReads notes reads set aside undecoded; see aggregate.HeardReads.
+func (f *filter) HeardReads(cluster string, read bool) { f.agg.HeardReads(cluster, read) }
 
 // noCursors makes the filter's consumer start every partition from its
 // group's committed offset: nothing of the audit topics is stored here.

@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/sink"
 )
@@ -68,6 +69,9 @@ type Options struct {
 	Store          Store
 	Logger         zerolog.Logger
 	Registerer     prometheus.Registerer
+	// Prefilter sets aside, undecoded, the raw events the filter role
+	// reads that cannot count; nil decodes every one.
+	Prefilter *auditjson.Prefilter
 }
 
 // Fleet runs the roles the configuration asks for: filter (kafka.topics
@@ -103,7 +107,8 @@ func New(o Options) (*Fleet, error) {
 		kafka.SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
 	} else {
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg, DefaultCluster: o.DefaultCluster,
-			Ingester: &filter{agg: o.Aggregator, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer})
+			Ingester: &filter{agg: o.Aggregator, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
+			Prefilter: o.Prefilter})
 		if err != nil {
 			return nil, err
 		}
