@@ -94,6 +94,7 @@ func drive(b *testing.B, client *http.Client, url string, batches *loadBatches, 
 	b.ReportMetric(float64(batchEvents*res.batches)/b.Elapsed().Seconds(), "events/s")
 	slices.Sort(res.latencies)
 	if n := len(res.latencies); n > 0 {
+		b.ReportMetric(float64(res.latencies[n/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(res.latencies[n*99/100].Microseconds())/1000, "p99-ms")
 	}
 	return res
