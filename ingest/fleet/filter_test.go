@@ -17,12 +17,13 @@ import (
 )
 
 // classifyRecorder is the real aggregator, noting what the filter asks it
-// to classify and what the pre-filter set aside.
+// to classify, what the pre-filter set aside and whose reads it heard.
 type classifyRecorder struct {
 	*aggregate.Aggregator
 	mu         sync.Mutex
 	classified int
 	setAside   aggregate.Prefiltered
+	heard      map[string]bool
 }
 
 func (r *classifyRecorder) Classify(o aggregate.Origin, events []aggregate.Event) ([]aggregate.Request, aggregate.Summary) {
@@ -39,6 +40,13 @@ func (r *classifyRecorder) CountPrefiltered(source string, p aggregate.Prefilter
 	r.Aggregator.CountPrefiltered(source, p)
 }
 
+func (r *classifyRecorder) HeardReads(cluster string, read bool) {
+	r.mu.Lock()
+	r.heard[cluster] = r.heard[cluster] || read
+	r.mu.Unlock()
+	r.Aggregator.HeardReads(cluster, read)
+}
+
 // The filter role sets aside, undecoded, the raw events that cannot count,
 // as a single replica's consumer does: only the deprecated requests are
 // decoded and classified, and exactly those reach the fleet's topic.
@@ -53,7 +61,7 @@ func TestFilterDecodesOnlyWhatMayCount(t *testing.T) {
 	}
 	kafkatest.Produce(t, brokers, raw, kafkago.Compression(0), msgs...)
 
-	rec := &classifyRecorder{Aggregator: e.agg}
+	rec := &classifyRecorder{Aggregator: e.agg, heard: map[string]bool{}}
 	off := false
 	f, err := New(Options{Config: kafka.Config{Brokers: brokers, Topics: []string{raw}, GroupID: "filter-" + raw,
 		Fleet: kafka.FleetConfig{Topic: requests, Count: &off}},
@@ -85,4 +93,5 @@ func TestFilterDecodesOnlyWhatMayCount(t *testing.T) {
 	// The other 20 are set aside; all are reads but the lease updates
 	// (events 8, 13, 23 and 28: i%5 == 3).
 	require.Equal(t, aggregate.Prefiltered{NotDeprecated: 20, Reads: 16}, rec.setAside)
+	require.Equal(t, map[string]bool{"edge": true}, rec.heard, "reads set aside are heard, for the clusters-without-reads warning")
 }
