@@ -366,8 +366,8 @@ func BenchmarkFleet(b *testing.B) {
 				return counter.requestCount("endpoints.v1") == want && floor.committed.Load() == want, nil
 			})
 			if err != nil {
-				b.Fatalf("round %d: the replica counted %d and the floor %d, not %d: %v", n,
-					counter.requestCount("endpoints.v1"), floor.committed.Load(), (n+1)*fleetRawMessages, err)
+				b.Fatalf("round %d: the replica counted %d and the floor %d, not %d: %v\nthe floor's log:\n%s", n,
+					counter.requestCount("endpoints.v1"), floor.committed.Load(), (n+1)*fleetRawMessages, err, floor.log)
 			}
 		}
 		round(0)

@@ -80,13 +80,22 @@ type loadResult struct {
 	latencies []time.Duration
 }
 
-// drive posts b.N batches from loadSenders senders; every answer must be
-// 200. With pace, batches start at that rate in all, else as fast as the
-// receiver answers.
+// pacedBatches is the fewest batches a paced run posts: 10 s at 250 a
+// second. One second's 250 batches would make the p99 their third
+// slowest, and it would move with that one batch.
+const pacedBatches = 2500
+
+// drive posts b.N batches from loadSenders senders, at least pacedBatches
+// when paced; every answer must be 200. With pace, batches start at that
+// rate in all, else as fast as the receiver answers.
 func drive(b *testing.B, client *http.Client, url string, batches *loadBatches, pace time.Duration) loadResult {
 	b.Helper()
+	n := b.N
+	if pace > 0 {
+		n = max(n, pacedBatches)
+	}
 	b.ResetTimer()
-	res, err := post(client, url, batches, pace, b.N)
+	res, err := post(client, url, batches, pace, n)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
