@@ -12,7 +12,7 @@ import (
 // requests that count to the fleet's topic. The consumer commits the
 // batch's offsets to its group only once that produce is acknowledged.
 type filter struct {
-	agg Aggregator
+	tallies
 	pub *publisher
 }
 
@@ -38,17 +38,27 @@ func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events [
 	return sum, f.pub.publish(ctx, roleFilter, reqs)
 }
 
-// CountInvalid records events that could not be decoded.
-func (f *filter) CountInvalid(source string, n int) { f.agg.CountInvalid(source, n) }
+// tallies passes to the aggregator what an ingest path tells of the
+// events it counts no request for: the filter and the forwarder tally
+// them as the aggregator would.
+type tallies struct{ agg Aggregator }
 
-// CountPrefiltered counts the events the pre-filter set aside, as
-// Classify would have.
-func (f *filter) CountPrefiltered(source string, p aggregate.Prefiltered) {
-	f.agg.CountPrefiltered(source, p)
+// CountInvalid records events that could not be decoded.
+func (t tallies) CountInvalid(source string, n int) { t.agg.CountInvalid(source, n) }
+
+// CountPrefiltered counts events set aside undecoded because they cannot
+// count.
+func (t tallies) CountPrefiltered(source string, p aggregate.Prefiltered) {
+	t.agg.CountPrefiltered(source, p)
 }
 
 // HeardReads notes reads set aside undecoded; see aggregate.HeardReads.
-func (f *filter) HeardReads(cluster string, read bool) { f.agg.HeardReads(cluster, read) }
+func (t tallies) HeardReads(cluster string, read bool) { t.agg.HeardReads(cluster, read) }
+
+// CountDecodeError counts lines or bodies that were not audit events.
+func (t tallies) CountDecodeError(source, reason string, n int) {
+	t.agg.CountDecodeError(source, reason, n)
+}
 
 // noCursors makes the filter's consumer start every partition from its
 // group's committed offset: nothing of the audit topics is stored here.

@@ -107,7 +107,7 @@ func New(o Options) (*Fleet, error) {
 		kafka.SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
 	} else {
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg, DefaultCluster: o.DefaultCluster,
-			Ingester: &filter{agg: o.Aggregator, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
+			Ingester: &filter{tallies: tallies{o.Aggregator}, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
 			Prefilter: o.Prefilter})
 		if err != nil {
 			return nil, err

@@ -32,7 +32,7 @@ const outboxBatch = 64
 // a crash loses nothing: what was committed is forwarded after the restart,
 // at least once (counting replicas drop the copies).
 type Forwarder struct {
-	agg     Aggregator
+	tallies
 	store   Store
 	pub     *publisher
 	log     zerolog.Logger
@@ -47,7 +47,7 @@ type Forwarder struct {
 func newForwarder(agg Aggregator, st Store, pub *publisher, log zerolog.Logger, m *metrics) *Forwarder {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return &Forwarder{agg: agg, store: st, pub: pub, log: log, metrics: m,
+	return &Forwarder{tallies: tallies{agg}, store: st, pub: pub, log: log, metrics: m,
 		run: fmt.Sprintf("%020d-%s", time.Now().UnixNano(), hex.EncodeToString(b)), wake: make(chan struct{}, 1)}
 }
 
@@ -85,23 +85,6 @@ func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, event
 // Plan is the aggregator's dry run; nothing is forwarded.
 func (f *Forwarder) Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error) {
 	return f.agg.Plan(origin, events)
-}
-
-// CountInvalid records events that could not be decoded.
-func (f *Forwarder) CountInvalid(source string, n int) { f.agg.CountInvalid(source, n) }
-
-// CountPrefiltered counts events set aside undecoded because they cannot
-// count.
-func (f *Forwarder) CountPrefiltered(source string, p aggregate.Prefiltered) {
-	f.agg.CountPrefiltered(source, p)
-}
-
-// HeardReads notes reads set aside undecoded; see aggregate.HeardReads.
-func (f *Forwarder) HeardReads(cluster string, read bool) { f.agg.HeardReads(cluster, read) }
-
-// CountDecodeError counts lines or bodies that were not audit events.
-func (f *Forwarder) CountDecodeError(source, reason string, n int) {
-	f.agg.CountDecodeError(source, reason, n)
 }
 
 // drain produces the outbox until ctx is done, retrying with backoff from 1s
