@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,5 +66,56 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 		}
 	}
 	t.Fatalf("no %s", name)
+	return 0
+}
+
+// sunset_store_size_bytes reads what is on disk: after a commit and a
+// reopen (which flushes the memtable into a table), both kinds equal the
+// sizes of the files themselves, and neither is zero.
+func TestStoreSizeIsWhatIsOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }})
+	require.NoError(t, err)
+	_, err = s.Commit(Batch{Requests: []Request{{ID: "a", Key: CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}}}})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	reg := prometheus.NewRegistry()
+	s, err = Open(Options{Dir: dir, Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }, Registerer: reg})
+	require.NoError(t, err)
+	defer s.Close()
+	onDisk := func(pattern string) float64 {
+		files, err := filepath.Glob(filepath.Join(dir, pattern))
+		require.NoError(t, err)
+		var n int64
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			require.NoError(t, err)
+			n += fi.Size()
+		}
+		return float64(n)
+	}
+	lsm, vlog := onDisk("*.sst"), onDisk("*.vlog")
+	require.NotZero(t, lsm, "no table on disk after a reopen")
+	require.NotZero(t, vlog, "no value log on disk")
+	require.Equal(t, lsm, gaugeWithKind(t, reg, "lsm"))
+	require.Equal(t, vlog, gaugeWithKind(t, reg, "vlog"))
+}
+
+func gaugeWithKind(t *testing.T, reg *prometheus.Registry, kind string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "sunset_store_size_bytes" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == kind {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no sunset_store_size_bytes{kind=%q}", kind)
 	return 0
 }

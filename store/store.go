@@ -32,6 +32,8 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,8 +179,29 @@ type Store struct {
 	foldOnce      sync.Once
 }
 
-// Size returns the bytes badger uses on disk: its LSM tree and value log.
-func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
+// Size returns the bytes badger uses on disk: its LSM tree (the .sst
+// tables) and value log (the .vlog files). It reads the directory rather
+// than badger's own Size, which answers 0 unless badger's metrics are on,
+// and those publish to the process-global expvar.
+func (s *Store) Size() (lsm, vlog int64) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		switch filepath.Ext(e.Name()) {
+		case ".sst":
+			lsm += info.Size()
+		case ".vlog":
+			vlog += info.Size()
+		}
+	}
+	return lsm, vlog
+}
 
 // Retention returns how long counts are kept.
 func (s *Store) Retention() time.Duration { return s.retention }
