@@ -147,8 +147,9 @@ func decodeAdmissionKey(b []byte) (AdmissionKey, error) {
 // was already counted in its cluster, and reports for each whether it was a
 // duplicate. Marks and counts are committed together and fsynced before it
 // returns. Requests from an expired hour must be filtered out by the
-// caller. A request with a part of a key over its bound is skipped and
-// reported as not a duplicate.
+// caller. A request with a part of a key over its bound, or whose records
+// badger or the store refuses alone, is skipped and reported as not a
+// duplicate.
 func (s *Store) ApplyAdmission(reqs []AdmissionRequest) ([]bool, error) {
 	dup, _, err := s.applyAdmission(reqs)
 	return dup, err
@@ -169,7 +170,7 @@ func (s *Store) applyAdmission(reqs []AdmissionRequest) ([]bool, []Skip, error) 
 				skipped = make([]Skip, len(reqs))
 			}
 			skipped[i] = SkipTooLong
-			s.logSkip("admission", part, length)
+			s.logSkip("admission", part, length, SkipTooLong)
 			continue
 		}
 		keep = append(keep, r)
@@ -178,11 +179,17 @@ func (s *Store) applyAdmission(reqs []AdmissionRequest) ([]bool, []Skip, error) 
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(keep))
-	err := inChunks(len(keep), func(lo, hi int) error {
+	err := isolating(len(keep), maxChunk, func(lo, hi int) error {
 		if err := s.guardSpace(); err != nil {
 			return err
 		}
 		return s.spaceError(s.applyAdmissionChunk(keep[lo:hi], dup[lo:hi]))
+	}, func(j int, err error) {
+		if skipped == nil {
+			skipped = make([]Skip, len(reqs))
+		}
+		skipped[at[j]] = skipReason(err)
+		s.logRefused("admission", skipped[at[j]], err)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -242,7 +249,7 @@ func (s *Store) applyAdmissionChunk(reqs []AdmissionRequest, dup []bool) error {
 			if err := item.Value(func(v []byte) error {
 				old, err := decodeAdmissionCounts(v)
 				if err != nil {
-					return fmt.Errorf("store: admission counts: %w", err)
+					return damaged("admission count", err)
 				}
 				current.Add(old)
 				return nil

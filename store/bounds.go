@@ -43,6 +43,38 @@ const (
 	MaxRuleBytes = 253
 )
 
+// Bounds on what a request brings to the values the store writes. They
+// are not parts of a key, but a sender chooses them just the same: an
+// API's metadata record keeps the removed release (and the store keeps
+// every API's metadata in memory), a client's workload record keeps the
+// sighting.
+const (
+	// MaxReleaseBytes bounds a removed release ("1.37").
+	MaxReleaseBytes = 63
+	// MaxSightingBytes bounds the strings of one sighting together: its
+	// pod, node, source addresses and impersonator.
+	MaxSightingBytes = 16 << 10
+)
+
+// Badger's own limits on one record, with the options the store opens it
+// with (open.go, space.go). Badger checks them as a record is added to a
+// transaction and fails the whole transaction when one is over: the store
+// checks every record first (setEntry), so that the record is refused
+// alone.
+//   - A key over 65,000 bytes is refused (badger's maxKeySize).
+//   - A value over ValueLogFileSize (valueLogFileSize, 8 MiB) is refused.
+//   - A transaction holds at most 15% of MemTableSize (1.2 MiB with the
+//     store's 8 MiB memtables), counting a value below ValueThreshold
+//     (1 MiB, badger's default) whole and a larger one as the 12 bytes of
+//     its pointer into the value log: beyond it badger answers
+//     ErrTxnTooBig, and the store splits the transaction (inChunks) down
+//     to one request, whose records fit unless one of them is itself too
+//     big.
+const (
+	maxKeyBytes   = 65000
+	maxValueBytes = valueLogFileSize
+)
+
 // Skip says why the store left a request out: neither counted nor a
 // duplicate. Values are metric label values.
 type Skip string
@@ -51,6 +83,86 @@ type Skip string
 // The store does not shorten it: that could merge it with another
 // request's key, and whoever built the request should have bounded it.
 const SkipTooLong Skip = "too_long"
+
+// SkipTooLarge is a request that would store a value over its bound
+// above (its removed release, its sighting), or a record over badger's
+// limits: the store never hands badger a record it would refuse, which
+// would fail the whole transaction.
+const SkipTooLarge Skip = "too_large"
+
+// SkipUnstorable is a request that badger or the store refused for
+// another reason of its own, that would refuse it again: a damaged record
+// it would update. The requests committed with it are counted.
+const SkipUnstorable Skip = "unstorable"
+
+// ErrUnstorable is matched by the errors of writes refused because of
+// what they would write, not because of the disk or the store: the same
+// write fails again however often it is retried. The store skips a
+// request it finds so (SkipTooLarge, SkipUnstorable) and counts the
+// others; it returns the error only for what it cannot skip, such as a
+// cursor.
+var ErrUnstorable = errors.New("store: refused for what it would write")
+
+// unstorableError is an ErrUnstorable with the reason a request it
+// belongs to is skipped for.
+type unstorableError struct {
+	why Skip
+	msg string
+}
+
+func (e *unstorableError) Error() string        { return e.msg }
+func (e *unstorableError) Is(target error) bool { return target == ErrUnstorable }
+
+// recordTooLarge is the error of a record over badger's limits. It says
+// the sizes but never the record: its bytes come from senders.
+func recordTooLarge(key, value int) error {
+	return &unstorableError{why: SkipTooLarge, msg: fmt.Sprintf("store: a record with a key of %d bytes and a value of %d bytes is over badger's limits (%d and %d bytes)", key, value, maxKeyBytes, maxValueBytes)}
+}
+
+// damaged is the error of a stored record a write cannot read.
+func damaged(what string, err error) error {
+	return &unstorableError{why: SkipUnstorable, msg: fmt.Sprintf("store: a stored %s is damaged: %v", what, err)}
+}
+
+// skipReason is why a request whose write failed with err alone is
+// skipped, or "" when err does not let it be.
+func skipReason(err error) Skip {
+	var ue *unstorableError
+	switch {
+	case errors.As(err, &ue):
+		return ue.why
+	case errors.Is(err, badger.ErrTxnTooBig):
+		// Its records alone are more than a transaction holds.
+		return SkipTooLarge
+	}
+	return ""
+}
+
+// what names the subject's kind in the store's log lines.
+func (sub *subject) what() string {
+	if sub == fieldRuleSubject {
+		return "field rule"
+	}
+	return "API"
+}
+
+// valueTooLarge names what r brings to a value over its bound, and its
+// length; the name is empty when nothing is.
+func valueTooLarge(r Request) (string, int) {
+	if len(r.RemovedRelease) > MaxReleaseBytes {
+		return "removedRelease", len(r.RemovedRelease)
+	}
+	if s := r.Seen; s != nil {
+		n := len(s.PodName) + len(s.PodNode) + len(s.ImpersonatedBy)
+		for _, ip := range s.SourceIPs {
+			n += len(ip)
+		}
+		if n > MaxSightingBytes {
+			return "sighting", n
+		}
+	}
+	return "", 0
+}
 
 // MarkID is id as its dedupe mark holds it: unchanged up to MaxIDBytes,
 // else "sha256:" and the hex digest of id. A digest never collides with a
@@ -111,39 +223,64 @@ func admissionTooLong(r AdmissionRequest) (string, int) {
 	return "", 0
 }
 
-// skipLog logs the first request skipped for each part of a key, with the
-// part's name and length but never its value: it is attacker-controlled
-// and may hold anything, secrets and terminal escapes included.
+// skipLog logs the first request skipped for each part of a key or value
+// and reason, with the part's name and length but never its value: it is
+// attacker-controlled and may hold anything, secrets and terminal escapes
+// included.
 type skipLog struct {
 	mu     sync.Mutex
 	logged map[string]bool
 }
 
-func (s *Store) logSkip(what, part string, length int) {
+func (s *Store) logSkip(what, part string, length int, why Skip) {
 	s.skipped.mu.Lock()
 	defer s.skipped.mu.Unlock()
-	if s.skipped.logged[what+"/"+part] {
+	if s.skipped.logged[what+"/"+part+"/"+string(why)] {
 		return
 	}
 	if s.skipped.logged == nil {
 		s.skipped.logged = map[string]bool{}
 	}
-	s.skipped.logged[what+"/"+part] = true
-	s.log.Warn().Str("kind", what).Str("part", part).Int("bytes", length).
-		Msg("skipped a request: a part of its key is longer than the store's bound (logged once per part); the rest of its batch is counted")
+	s.skipped.logged[what+"/"+part+"/"+string(why)] = true
+	msg := "skipped a request: a part of its key is longer than the store's bound (logged once per part); the rest of its batch is counted"
+	if why == SkipTooLarge {
+		msg = "skipped a request: what it would store is larger than the store's bound (logged once per part); the rest of its batch is counted"
+	}
+	s.log.Warn().Str("kind", what).Str("part", part).Int("bytes", length).Str("reason", string(why)).Msg(msg)
 }
 
-// setEntry is txn.SetEntry with an error that never holds the record.
-// badger's own error for a key or value over its limits carries a hex
-// dump of the key's first KiB: bytes a sender chose, which would reach
-// the log and the sender's error answer.
+// logRefused logs the first request of each kind and reason that badger
+// or the store refused as it was written (skipReason).
+func (s *Store) logRefused(what string, why Skip, err error) {
+	s.skipped.mu.Lock()
+	defer s.skipped.mu.Unlock()
+	if s.skipped.logged[what+"//"+string(why)] {
+		return
+	}
+	if s.skipped.logged == nil {
+		s.skipped.logged = map[string]bool{}
+	}
+	s.skipped.logged[what+"//"+string(why)] = true
+	s.log.Warn().Err(err).Str("kind", what).Str("reason", string(why)).
+		Msg("skipped a request whose records cannot be stored (logged once per reason); the rest of its batch is counted")
+}
+
+// setEntry is txn.SetEntry for a record within badger's limits, and an
+// error that matches ErrUnstorable, without touching the transaction,
+// for any other. The error never holds the record: badger's own error
+// for a key or value over its limits carries a hex dump of the key's
+// first KiB, bytes a sender chose, which would reach the log and the
+// sender's error answer.
 func setEntry(txn *badger.Txn, e *badger.Entry) error {
+	if len(e.Key) > maxKeyBytes || len(e.Value) > maxValueBytes {
+		return recordTooLarge(len(e.Key), len(e.Value))
+	}
 	err := txn.SetEntry(e)
 	if err == nil || errors.Is(err, badger.ErrTxnTooBig) {
 		return err
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "Key with size") || strings.HasPrefix(msg, "Value with size") {
-		return fmt.Errorf("store: badger refused a record with a key of %d bytes and a value of %d bytes", len(e.Key), len(e.Value))
+		return recordTooLarge(len(e.Key), len(e.Value))
 	}
 	return err
 }

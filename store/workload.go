@@ -102,7 +102,7 @@ func (s *Store) applySightings(txn *badger.Txn, entries []entry, dup []bool) err
 			switch {
 			case err == nil:
 				if err := item.Value(func(v []byte) error { return json.Unmarshal(v, w) }); err != nil {
-					return fmt.Errorf("store: reading workload: %w", err)
+					return damaged("workload record", err)
 				}
 			case !errors.Is(err, badger.ErrKeyNotFound):
 				return fmt.Errorf("store: reading workload: %w", err)

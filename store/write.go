@@ -39,9 +39,12 @@ type Request struct {
 // Cursors are written in the transaction of the last requests, so a cursor
 // is never ahead of the counts. Requests from an expired hour must be
 // filtered out by the caller. A request with a part of its key over its
-// bound is skipped (reported as not a duplicate; Commit tells it apart).
+// bound, or what it would store over its bound (bounds.go), or whose
+// records badger or the store refuses alone, is skipped (reported as not
+// a duplicate; Commit tells it apart and why): the others are counted.
 // Below the disk reserve it writes nothing and returns an error that
-// matches ErrNoSpace.
+// matches ErrNoSpace; a cursor that cannot be stored fails it with an
+// error that matches ErrUnstorable.
 func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
 	d, err := s.commit(Batch{Requests: reqs, Cursors: cursors})
 	return d.Requests, err
@@ -93,6 +96,9 @@ func (s *Store) commit(b Batch) (Duplicates, error) {
 	if s.readOnly {
 		return Duplicates{}, errors.New("store: opened read-only")
 	}
+	if err := checkCursors(b.Cursors); err != nil {
+		return Duplicates{}, err
+	}
 	var out Duplicates
 	if len(b.Admission) > 0 {
 		var err error
@@ -109,17 +115,22 @@ func (s *Store) commit(b Batch) (Duplicates, error) {
 	// at is the index in requests, then field rules, of each entry.
 	at := make([]int, 0, n)
 	var skipped []Skip
+	skip := func(i int, why Skip) {
+		if skipped == nil {
+			skipped = make([]Skip, n)
+		}
+		skipped[i] = why
+	}
 	add := func(i int, sub *subject, r Request) {
-		if part, length := tooLong(sub, r.Key); part != "" {
-			if skipped == nil {
-				skipped = make([]Skip, n)
-			}
-			skipped[i] = SkipTooLong
-			what := "API"
-			if sub == fieldRuleSubject {
-				what = "field rule"
-			}
-			s.logSkip(what, part, length)
+		part, length := tooLong(sub, r.Key)
+		why := SkipTooLong
+		if part == "" {
+			part, length = valueTooLarge(r)
+			why = SkipTooLarge
+		}
+		if part != "" {
+			skip(i, why)
+			s.logSkip(sub.what(), part, length, why)
 			return
 		}
 		entries = append(entries, entry{sub, r})
@@ -134,7 +145,11 @@ func (s *Store) commit(b Batch) (Duplicates, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	dup := make([]bool, len(entries))
-	if err := s.apply(entries, dup, b.Cursors); err != nil {
+	refused := func(j int, why Skip, err error) {
+		skip(at[j], why)
+		s.logRefused(entries[j].sub.what(), why, err)
+	}
+	if err := s.apply(entries, dup, b.Cursors, refused); err != nil {
 		return Duplicates{}, err
 	}
 	all := make([]bool, n)
@@ -159,26 +174,66 @@ type entry struct {
 }
 
 // apply commits entries in chunks and cursors with the last; the caller
-// holds applyMu.
-func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor) error {
-	if len(entries) == 0 && len(cursors) > 0 {
-		if err := s.guardSpace(); err != nil {
-			return err
-		}
-		return s.spaceError(s.applyChunk(nil, nil, cursors))
-	}
-	return inChunks(len(entries), func(lo, hi int) error {
-		var last []Cursor
-		if hi == len(entries) {
-			last = cursors
-		}
+// holds applyMu. An entry whose records badger or the store refuses
+// alone (skipReason) is left out, and refused is told which; it is never
+// set as a duplicate.
+func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor, refused func(i int, why Skip, err error)) error {
+	write := func(lo, hi int, cursors []Cursor) error {
 		// Each chunk is its own transaction: check before each, so that
 		// no badger write starts below the reserve.
 		if err := s.guardSpace(); err != nil {
 			return err
 		}
-		return s.spaceError(s.applyChunk(entries[lo:hi], dup[lo:hi], last))
+		return s.spaceError(s.applyChunk(entries[lo:hi], dup[lo:hi], cursors))
+	}
+	if len(entries) == 0 && len(cursors) > 0 {
+		return cursorError(write(0, 0, cursors))
+	}
+	// The cursors go with the last chunk; once a chunk is split to find
+	// the entry at fault, in a transaction of their own after the others,
+	// so that they are never taken for part of an entry's records.
+	split, written := false, false
+	err := isolating(len(entries), maxChunk, func(lo, hi int) error {
+		var last []Cursor
+		if hi == len(entries) && !split {
+			last = cursors
+		}
+		err := write(lo, hi, last)
+		switch {
+		case err == nil:
+			written = written || last != nil
+		case skipReason(err) != "":
+			split = true
+		}
+		return err
+	}, func(i int, err error) {
+		refused(i, skipReason(err), err)
 	})
+	if err != nil || written || len(cursors) == 0 {
+		return err
+	}
+	return cursorError(write(0, 0, cursors))
+}
+
+// checkCursors refuses cursors badger would refuse, before anything is
+// written.
+func checkCursors(cursors []Cursor) error {
+	for _, c := range cursors {
+		if k := len(encodeCursorKey(c.Name)); k > maxKeyBytes || len(c.Value) > maxValueBytes {
+			return fmt.Errorf("store: cursor of %d bytes with a name of %d bytes: %w", len(c.Value), len(c.Name), recordTooLarge(k, len(c.Value)))
+		}
+	}
+	return nil
+}
+
+// cursorError is err, from a transaction of cursors alone, matching
+// ErrUnstorable when the cursors are too many for one transaction: no
+// retry would commit them.
+func cursorError(err error) error {
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		return fmt.Errorf("store: the cursors are more than one transaction holds: %w: %w", ErrUnstorable, err)
+	}
+	return err
 }
 
 // inChunks calls apply on consecutive ranges of n items, each in its own
@@ -206,6 +261,49 @@ func chunked(n, limit int, apply func(lo, hi int) error) error {
 		start += size
 	}
 	return nil
+}
+
+// isolating is chunked that also halves a chunk that fails with an error
+// that one item can cause (skipReason: ErrTxnTooBig, ErrUnstorable), down
+// to the item at fault, which it hands to refused and goes on without:
+// one item never fails the others. An item alone that fails with such an
+// error is at fault, since its transaction holds nothing else. Other
+// errors end it.
+func isolating(n, limit int, apply func(lo, hi int) error, refused func(i int, err error)) error {
+	var run func(lo, hi int) error
+	run = func(lo, hi int) error {
+		size := limit
+		for start := lo; start < hi; {
+			size = min(size, hi-start)
+			err := apply(start, start+size)
+			switch {
+			case err == nil:
+			case skipReason(err) == "":
+				return err
+			case size == 1:
+				refused(start, err)
+			case errors.Is(err, badger.ErrTxnTooBig):
+				// More than one transaction holds: smaller chunks
+				// from here on, as chunked does.
+				size /= 2
+				continue
+			default:
+				// Each half in turn, the first before the second, so
+				// that the order of the writes stays the order of the
+				// items.
+				half := size / 2
+				if err := run(start, start+half); err != nil {
+					return err
+				}
+				if err := run(start+half, start+size); err != nil {
+					return err
+				}
+			}
+			start += size
+		}
+		return nil
+	}
+	return run(0, n)
 }
 
 // hasMark reports whether the mark mk is stored; a nil mk is not.
@@ -365,7 +463,7 @@ func (w *chunkWrite) writeCounts() error {
 		switch {
 		case err == nil:
 			if current, err = countValue(item); err != nil {
-				return err
+				return damaged("count", err)
 			}
 		case !errors.Is(err, badger.ErrKeyNotFound):
 			return fmt.Errorf("store: reading count: %w", err)
