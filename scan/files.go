@@ -24,6 +24,12 @@ type Files struct {
 	// Progress, if set, is told each file, kustomization and chart as it is
 	// read.
 	Progress func(what, path string)
+	// AllowRemote lets kustomizations fetch their remote resources and
+	// bases (http(s) URLs, git repositories). Off, such a kustomization is
+	// an error that names the resource, and nothing is fetched: a scan of
+	// a stranger's pull request must not make the machine that runs it
+	// send requests, or run git, where the stranger says.
+	AllowRemote bool
 }
 
 // kustomizationFiles are the names kustomize looks for in a directory.
@@ -56,15 +62,25 @@ func (s Files) scanPath(ctx context.Context, path string) report.Result {
 		return failed(path, err)
 	}
 	if !info.IsDir() {
+		// A file given is read under its directory: a symlink there is
+		// followed only as far as that directory.
+		root, err := NewRoot(filepath.Dir(path))
+		if err != nil {
+			return failed(path, err)
+		}
 		switch {
 		case isKustomization(filepath.Base(path)):
-			return s.kustomization(filepath.Dir(path))
+			return s.kustomization(root, filepath.Dir(path))
 		case filepath.Base(path) == "Chart.yaml":
 			return s.chart(filepath.Dir(path))
 		case strings.HasSuffix(path, ".tgz"):
 			return s.chart(path)
 		}
-		return s.manifest(path, func() ([]byte, error) { return readFile(path) })
+		return s.manifest(path, func() ([]byte, error) { return root.ReadFile(path, MaxFileSize) })
+	}
+	root, err := NewRoot(path)
+	if err != nil {
+		return failed(path, err)
 	}
 	var res report.Result
 	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
@@ -81,7 +97,7 @@ func (s Files) scanPath(ctx context.Context, path string) report.Result {
 			}
 			switch {
 			case hasFile(p, kustomizationFiles...):
-				res.Merge(s.kustomization(p))
+				res.Merge(s.kustomization(root, p))
 				return filepath.SkipDir
 			case hasFile(p, "Chart.yaml"):
 				res.Merge(s.chart(p))
@@ -89,8 +105,12 @@ func (s Files) scanPath(ctx context.Context, path string) report.Result {
 			}
 			return nil
 		}
+		// WalkDir follows no symlink; one to a directory is not walked
+		// (its target, if inside, is walked on its own). Only a manifest's
+		// name is read, and through root, which follows a symlink only to
+		// a file inside and opens only regular files.
 		if ext := filepath.Ext(p); ext == ".yaml" || ext == ".yml" || ext == ".json" {
-			res.Merge(s.manifest(p, func() ([]byte, error) { return readFile(p) }))
+			res.Merge(s.manifest(p, func() ([]byte, error) { return root.ReadFile(p, MaxFileSize) }))
 		}
 		return nil
 	})
@@ -104,6 +124,9 @@ func (s Files) scanPath(ctx context.Context, path string) report.Result {
 func (s Files) manifest(path string, read func() ([]byte, error)) report.Result {
 	s.progress("file", path)
 	data, err := read()
+	if reason, ok := IsSkip(err); ok {
+		return report.Result{Skipped: []report.Skipped{{Path: path, Reason: reason}}}
+	}
 	if err != nil {
 		return failed(path, err)
 	}
@@ -138,25 +161,17 @@ func isKustomization(name string) bool {
 	return false
 }
 
+// hasFile reports whether dir has a regular file, or a symlink, of one of
+// the names. A symlink is judged where it is read: one out of the scanned
+// directory makes a kustomization or chart that cannot be read, rather
+// than a directory of manifests.
 func hasFile(dir string, names ...string) bool {
 	for _, n := range names {
-		if info, err := os.Stat(filepath.Join(dir, n)); err == nil && !info.IsDir() {
+		if info, err := os.Lstat(filepath.Join(dir, n)); err == nil && (info.Mode().IsRegular() || info.Mode()&fs.ModeSymlink != 0) {
 			return true
 		}
 	}
 	return false
-}
-
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	b, err := readLimited(f)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return b, err
 }
 
 // readLimited reads r whole, or fails past MaxFileSize.
@@ -164,12 +179,9 @@ func readLimited(r io.Reader) ([]byte, error) {
 	if r == nil {
 		return nil, errors.New("no standard input to read")
 	}
-	b, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxFileSize {
+	b, err := readAtMost(r, MaxFileSize, "the input")
+	if _, ok := err.(*TooLargeError); ok {
 		return nil, fmt.Errorf("larger than %d MiB: split it, or scan the directory it came from", MaxFileSize>>20)
 	}
-	return b, nil
+	return b, err
 }

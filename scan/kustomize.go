@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
@@ -17,24 +18,43 @@ import (
 // does, and judges what it outputs. Each finding names the resource file
 // the object came from and its line there, which kustomize's origin
 // annotations tell.
-func (s Files) kustomization(dir string) report.Result {
+//
+// Kustomize reads through a confinedFS: files only, regular ones, within
+// the bounds, through no symlink out of scanned, and, unless AllowRemote,
+// a kustomization or plugin configuration that names a remote resource is
+// refused before kustomize acts on it, so that it never fetches a URL or
+// runs git.
+func (s Files) kustomization(scanned Root, dir string) report.Result {
 	s.progress("kustomization", dir)
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return failed(dir, err)
 	}
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(originFS{FileSystem: filesys.MakeFsOnDisk(), root: root}, root)
+	opts := krusty.MakeDefaultOptions()
+	// Plugins other than kustomize's builtins, KRM functions and helm
+	// stay off (the defaults); a scan runs no program.
+	opts.PluginConfig = types.DisabledPluginConfig()
+	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
+	cfs := &confinedFS{FileSystem: filesys.MakeFsOnDisk(), scanned: scanned, allowRemote: s.AllowRemote}
+	m, err := krusty.MakeKustomizer(opts).Run(originFS{FileSystem: cfs, root: root}, root)
+	if cfs.refused != nil {
+		// Kustomize reports some failed reads as a missing file; the
+		// reason is ours.
+		return failed(dir, cfs.refused)
+	}
 	if err != nil {
 		return failed(dir, fmt.Errorf("kustomize build: %w", err))
 	}
 	res := report.Result{Scanned: report.Scanned{Kustomizations: 1}}
-	lines := fileLines{judge: s.Judge}
+	lines := fileLines{judge: s.Judge, root: scanned}
 	for _, r := range m.Resources() {
 		y, err := r.AsYAML()
 		if err != nil {
 			res.Errors = append(res.Errors, report.InputError{Path: dir, Err: err.Error()})
 			continue
+		}
+		if res.Scanned.Objects >= MaxObjects {
+			return failed(dir, errTooManyObjects)
 		}
 		objs, err := s.Judge.readObjects(y)
 		if err != nil {
@@ -63,6 +83,7 @@ func (s Files) kustomization(dir string) report.Result {
 // reading each file once.
 type fileLines struct {
 	judge Judge
+	root  Root
 	files map[string][]Object
 }
 
@@ -77,7 +98,7 @@ func (f *fileLines) find(path string, o Object) int {
 	if !ok {
 		// The file was read by kustomize already; a failure here leaves the
 		// line unknown rather than failing the scan.
-		if data, err := readFile(path); err == nil {
+		if data, err := f.root.ReadFile(path, MaxFileSize); err == nil {
 			objs, _ = f.judge.readObjects(data)
 		}
 		f.files[path] = objs

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -17,32 +19,125 @@ import (
 // memory of the machine running the scan.
 const MaxFileSize = 64 << 20
 
+// MaxDocumentSize bounds one YAML document (one object, or one List). A
+// document is parsed whole into a node tree, which takes up to about 80
+// times its bytes, so this, not the size of a file, is what bounds the
+// memory of parsing. kube-apiserver refuses a request body over 3 MiB, so
+// no object that can be applied is larger; a larger List (a cluster dump)
+// can be split into its objects.
+const MaxDocumentSize = 3 << 20
+
+// MaxObjects bounds the objects one input (a file, a kustomization, a
+// chart, a release) may hold, and so the findings it may add.
+const MaxObjects = 50000
+
+var errTooManyObjects = fmt.Errorf("too large: more than %d objects", MaxObjects)
+
 // readObjects reads a stream of YAML documents (JSON is YAML) and returns
 // the Kubernetes objects in it: every document with a string apiVersion
 // and kind, and every item of a List. Other documents (values files,
 // CI configuration) are not objects and are skipped; a document that is
-// not YAML at all is an error, with its line.
+// not YAML at all is an error, with its line. A document over
+// MaxDocumentSize is an error before it is parsed.
 func (j Judge) readObjects(data []byte) ([]Object, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []Object
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return out, nil
+	err := eachDocument(data, func(doc []byte, line int) error {
+		if len(doc) > MaxDocumentSize {
+			return &TooLargeError{What: fmt.Sprintf("the YAML document at line %d", line), Limit: MaxDocumentSize}
 		}
-		if err != nil {
-			return out, fmt.Errorf("not YAML or JSON: %w", err)
+		dec := yaml.NewDecoder(bytes.NewReader(doc))
+		for {
+			var n yaml.Node
+			err := dec.Decode(&n)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("not YAML or JSON: %w", shiftLines(err, line-1))
+			}
+			if len(n.Content) == 0 {
+				continue
+			}
+			objs, err := j.objectsIn(n.Content[0])
+			for i := range objs {
+				objs[i].Line += line - 1
+			}
+			out = append(out, objs...)
+			if err != nil {
+				return shiftLines(err, line-1)
+			}
+			if len(out) > MaxObjects {
+				return errTooManyObjects
+			}
 		}
-		if len(doc.Content) == 0 {
-			continue
+	})
+	return out, err
+}
+
+// checkDocuments fails on a document of data over MaxDocumentSize.
+func checkDocuments(data []byte) error {
+	return eachDocument(data, func(doc []byte, line int) error {
+		if len(doc) > MaxDocumentSize {
+			return &TooLargeError{What: fmt.Sprintf("the YAML document at line %d", line), Limit: MaxDocumentSize}
 		}
-		objs, err := j.objectsIn(doc.Content[0])
-		if err != nil {
-			return out, err
+		return nil
+	})
+}
+
+// eachDocument cuts a YAML stream into its documents, without parsing
+// them, and calls fn with each and the line it starts at. A line that
+// starts with "---" or "..." followed by a space or its end is a document
+// marker wherever it is, inside a scalar too (YAML forbids it there).
+// What comes before the first document's content (comments, directives)
+// stays with it.
+func eachDocument(data []byte, fn func(doc []byte, line int) error) error {
+	start, startLine, line, content := 0, 1, 1, false
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = i + end + 1
 		}
-		out = append(out, objs...)
+		l := data[i:next]
+		if isMarker(l) && content {
+			if err := fn(data[start:i], startLine); err != nil {
+				return err
+			}
+			start, startLine, content = i, line, false
+		}
+		if !content && !isMarker(l) {
+			t := bytes.TrimSpace(l)
+			content = len(t) > 0 && t[0] != '#' && t[0] != '%'
+		}
+		i = next
+		line++
 	}
+	if content {
+		return fn(data[start:], startLine)
+	}
+	return nil
+}
+
+func isMarker(l []byte) bool {
+	if !bytes.HasPrefix(l, []byte("---")) && !bytes.HasPrefix(l, []byte("...")) {
+		return false
+	}
+	return len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\n' || l[3] == '\r'
+}
+
+var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// shiftLines makes the line numbers of a YAML error count from the start
+// of the stream rather than of the document.
+func shiftLines(err error, by int) error {
+	if by == 0 || err == nil {
+		return err
+	}
+	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		return "line " + strconv.Itoa(n+by)
+	})
+	return errors.New(msg)
 }
 
 // objectsIn returns the object a document's root node is, or the items of

@@ -68,6 +68,10 @@ func (r Result) writeJUnit(w io.Writer) error {
 		suite.Cases = append(suite.Cases, junitCase{Name: n.String(), Classname: "not-scanned", Skipped: &junitProblem{Message: n.Reason}})
 		suite.Skipped++
 	}
+	for _, s := range r.Skipped {
+		suite.Cases = append(suite.Cases, junitCase{Name: s.Path, Classname: "skipped", Skipped: &junitProblem{Message: s.Reason}})
+		suite.Skipped++
+	}
 	suite.Tests = len(suite.Cases)
 	doc := junitSuites{Name: "sunset scan", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Suites: []junitSuite{suite}}
 	b, err := xml.MarshalIndent(doc, "", "  ")

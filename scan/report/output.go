@@ -16,9 +16,11 @@ import (
 // Formats are the values of `sunset scan -o`.
 var Formats = []string{"table", "wide", "json", "yaml", "markdown", "sarif", "junit"}
 
-// Write writes r in format. Texts from the scanned files (names, paths)
-// are escaped by escape, so that a hostile manifest cannot drive the
-// terminal.
+// Write writes r in format. Texts from the scanned files (names, paths,
+// catalog entries of CRDs) are escaped by escape in the table, wide and
+// markdown formats, so that a hostile manifest cannot drive the terminal
+// (or the page the markdown is pasted in); JSON, YAML, SARIF and JUnit
+// keep them exact.
 func (r Result) Write(w io.Writer, format, version string, escape func(string) string) error {
 	switch format {
 	case "table", "wide":
@@ -38,7 +40,7 @@ func (r Result) Write(w io.Writer, format, version string, escape func(string) s
 		_, err = w.Write(b)
 		return err
 	case "markdown":
-		return r.writeMarkdown(w)
+		return r.writeMarkdown(w, escape)
 	case "sarif":
 		return r.writeSARIF(w, version)
 	case "junit":
@@ -78,6 +80,18 @@ func (f Finding) Status() string {
 }
 
 func (r Result) writeTable(w io.Writer, wide bool, escape func(string) string) error {
+	if err := r.writeRows(w, wide, escape); err != nil {
+		return err
+	}
+	for _, s := range r.Skipped {
+		if _, err := fmt.Fprintf(w, "Skipped %s\n", escape(s.String())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r Result) writeRows(w io.Writer, wide bool, escape func(string) string) error {
 	if len(r.Findings) == 0 {
 		_, err := fmt.Fprintf(w, "No deprecated or removed APIs found in %s.\n", r.Scanned)
 		return err
@@ -101,10 +115,10 @@ func (r Result) writeTable(w io.Writer, wide bool, escape func(string) string) e
 		}
 		if wide {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape(f.Origin.String()), dash(f.Namespace), escape(f.Kind), dash(f.Name),
-				escape(f.APIVersion), status, dash(f.Replacement), f.Rule, escape(f.Message))
+				escape(f.APIVersion), escape(status), dash(f.Replacement), dash(f.Rule), escape(f.Message))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", escape(f.Origin.String()), escape(f.Kind), dash(f.Name), escape(f.APIVersion), status, dash(f.Replacement))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", escape(f.Origin.String()), escape(f.Kind), dash(f.Name), escape(f.APIVersion), escape(status), dash(f.Replacement))
 	}
 	return tw.Flush()
 }
@@ -133,8 +147,11 @@ func (s Scanned) String() string {
 }
 
 // writeMarkdown writes a pull-request comment: the verdict, then a table.
-// Cell text is escaped for GitHub-flavoured Markdown.
-func (r Result) writeMarkdown(w io.Writer) error {
+// Cell text is escaped by escape, as in the table (markdown is read on a
+// terminal too), then for GitHub-flavoured Markdown.
+func (r Result) writeMarkdown(w io.Writer, escape func(string) string) error {
+	mdCell := func(s string) string { return mdCell(escape(s)) }
+	mdCode := func(s string) string { return mdCode(escape(s)) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Kubernetes API scan for %s\n\n", r.TargetVersion)
 	fmt.Fprintf(&b, "%s\n\n", r.Verdict(false))
@@ -155,6 +172,9 @@ func (r Result) writeMarkdown(w io.Writer) error {
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "- Error: %s\n", mdCell(e.String()))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(&b, "- Skipped: %s\n", mdCell(s.String()))
 	}
 	fmt.Fprintf(&b, "\n<sub>Scanned %s.</sub>\n", mdCell(r.Scanned.String()))
 	_, err := io.WriteString(w, b.String())

@@ -111,6 +111,17 @@ func (n NotScanned) String() string {
 	return fmt.Sprintf("%s %s not scanned: %s", n.Resource, where, n.Reason)
 }
 
+// Skipped is an input a scan left unread on purpose, and why: a symlink
+// out of the scanned directory, a named pipe, a device. It is a note, not
+// an error: the scan is complete without it, since what it would have read
+// is not part of what was given to scan.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+func (s Skipped) String() string { return s.Path + ": " + s.Reason }
+
 // InputError is an input that could not be read, parsed or rendered. A
 // scan with one is incomplete, and the command fails.
 type InputError struct {
@@ -141,6 +152,8 @@ type Result struct {
 	Findings       []Finding    `json:"findings"`
 	NotScanned     []NotScanned `json:"notScanned"`
 	Errors         []InputError `json:"errors"`
+	// Skipped are the inputs left unread on purpose; absent when none.
+	Skipped []Skipped `json:"skipped,omitempty"`
 }
 
 // Removed and Deprecated count the findings of each severity.
@@ -169,6 +182,7 @@ func (r *Result) Merge(o Result) {
 	r.Findings = append(r.Findings, o.Findings...)
 	r.NotScanned = append(r.NotScanned, o.NotScanned...)
 	r.Errors = append(r.Errors, o.Errors...)
+	r.Skipped = append(r.Skipped, o.Skipped...)
 	s := &r.Scanned
 	s.Files += o.Scanned.Files
 	s.Kustomizations += o.Scanned.Kustomizations
@@ -198,6 +212,7 @@ func (r *Result) Sort() {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	slices.SortStableFunc(r.Skipped, func(a, b Skipped) int { return strings.Compare(a.Path, b.Path) })
 }
 
 // compare orders origins by where they are, lines by number.

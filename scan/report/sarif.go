@@ -119,6 +119,9 @@ func (r Result) writeSARIF(w io.Writer, version string) error {
 	for _, n := range r.NotScanned {
 		inv.ToolExecutionNotifications = append(inv.ToolExecutionNotifications, sarifNotification{"warning", sarifMessage{n.String()}})
 	}
+	for _, s := range r.Skipped {
+		inv.ToolExecutionNotifications = append(inv.ToolExecutionNotifications, sarifNotification{"note", sarifMessage{"skipped " + s.String()}})
+	}
 	b, err := json.MarshalIndent(sarifLog{Version: "2.1.0", Schema: "https://json.schemastore.org/sarif-2.1.0.json", Runs: []sarifRun{run}}, "", "  ")
 	if err != nil {
 		return err
