@@ -190,7 +190,11 @@ func (a *Aggregator) Run(ctx context.Context) {
 }
 
 // commit writes first and every job already waiting behind it in one store
-// call: the group commit.
+// call: the group commit. When that fails for anything but a lack of
+// disk space, each job of the group is committed again alone, so that
+// a job at fault (a cursor that cannot be stored, a fault of the store's
+// own with one job's records) fails alone and the others commit and are
+// told so: one sender's data never fails another's commit.
 func (a *Aggregator) commit(first *job) {
 	group := []*job{first}
 	n := len(first.reqs)
@@ -204,16 +208,6 @@ collect:
 			break collect
 		}
 	}
-	all := make([]Request, 0, n)
-	var cursors []Cursor
-	var adm []store.AdmissionRequest
-	for _, j := range group {
-		all = append(all, j.reqs...)
-		adm = append(adm, j.admission...)
-		// Later jobs of one input carry later positions; the store keeps
-		// the last value written per name.
-		cursors = append(cursors, j.cursors...)
-	}
 	// The two debug lines bracket the badger commits and their
 	// bookkeeping, so that a crash test can tell a kill during a commit
 	// from one between commits; the second comes once the commit's
@@ -224,47 +218,99 @@ collect:
 	// the input is read again and the admission counter sees only
 	// duplicates.
 	a.log.Debug().Int("requests", n).Msg("commit started")
+	results, err := a.commitGroup(group)
+	if err != nil && !errors.Is(err, ErrNoSpace) && len(group) > 1 {
+		// A full disk is everyone's: the senders pause and retry. Any
+		// other failure may be one job's: each alone finds which.
+		a.log.Warn().Err(err).Int("jobs", len(group)).Int("requests", n).Msg("group commit failed; committing each of its jobs alone")
+		var full error
+		for i, j := range group {
+			if full != nil {
+				// The disk filled meanwhile: the rest wait for room
+				// like everyone else.
+				results[i].err = full
+				continue
+			}
+			r, err := a.commitGroup([]*job{j})
+			results[i] = r[0]
+			if errors.Is(err, ErrNoSpace) {
+				full = err
+			}
+		}
+	}
+	committed := false
+	var noSpace error
+	for i, j := range group {
+		switch r := results[i]; {
+		case r.err == nil:
+			committed = true
+		case errors.Is(r.err, ErrNoSpace):
+			noSpace = r.err
+		default:
+			a.log.Error().Err(r.err).Str("source", j.source).Int("requests", len(j.reqs)+len(j.admission)).
+				Bool("unstorable", errors.Is(r.err, ErrUnstorable)).Msg("commit failed; the sender gets an error")
+		}
+	}
+	switch {
+	case noSpace != nil:
+		if !a.noSpace {
+			a.noSpace = true
+			a.log.Warn().Err(noSpace).Msg("not committing: the data directory is short of space; senders get 503 and retry, Kafka and followed files pause")
+		}
+	case committed && a.noSpace:
+		a.noSpace = false
+		a.log.Info().Msg("the data directory has room again; committing")
+	}
+	for i, j := range group {
+		j.done <- results[i]
+	}
+	if committed {
+		a.log.Debug().Msg("commit finished")
+	}
+}
+
+// commitGroup writes the jobs of group in one store call, and counts the
+// metrics of each once it is committed. A non-nil error is that of every
+// result.
+func (a *Aggregator) commitGroup(group []*job) ([]jobResult, error) {
+	n := 0
+	for _, j := range group {
+		n += len(j.reqs)
+	}
+	all := make([]Request, 0, n)
+	var cursors []Cursor
+	var adm []store.AdmissionRequest
+	for _, j := range group {
+		all = append(all, j.reqs...)
+		adm = append(adm, j.admission...)
+		// Later jobs of one input carry later positions; the store keeps
+		// the last value written per name.
+		cursors = append(cursors, j.cursors...)
+	}
 	b := batch(all, cursors)
 	b.Admission = adm
 	d, err := a.store.Commit(b)
-	var admDup, dup []bool
-	var skipped []store.Skip
-	if err == nil {
-		admDup = d.Admission
-		dup, skipped = duplicates(all, d)
-	}
-	switch {
-	case errors.Is(err, ErrNoSpace):
-		if !a.noSpace {
-			a.noSpace = true
-			a.log.Warn().Err(err).Msg("not committing: the data directory is short of space; senders get 503 and retry, Kafka and followed files pause")
+	results := make([]jobResult, len(group))
+	if err != nil {
+		for i := range results {
+			results[i].err = err
 		}
-	case err != nil:
-		a.log.Error().Err(err).Int("requests", n).Msg("commit failed; the senders get an error and will retry")
-	default:
-		if a.noSpace {
-			a.noSpace = false
-			a.log.Info().Msg("the data directory has room again; committing")
-		}
+		return results, err
 	}
+	admDup := d.Admission
+	dup, skipped := duplicates(all, d)
 	off, admOff := 0, 0
-	for _, j := range group {
-		r := jobResult{err: err}
-		if err == nil {
-			r.dup = dup[off : off+len(j.reqs)]
-			if skipped != nil {
-				r.skipped = skipped[off : off+len(j.reqs)]
-			}
-			r.admissionDup = admDup[admOff : admOff+len(j.admission)]
-			a.countCommitted(j, r.dup, r.skipped)
+	for i, j := range group {
+		r := jobResult{dup: dup[off : off+len(j.reqs)], admissionDup: admDup[admOff : admOff+len(j.admission)]}
+		if skipped != nil {
+			r.skipped = skipped[off : off+len(j.reqs)]
 		}
+		a.countCommitted(j, r.dup, r.skipped)
+		results[i] = r
 		off += len(j.reqs)
 		admOff += len(j.admission)
-		j.done <- r
 	}
-	if err == nil {
-		a.log.Debug().Msg("commit finished")
-	}
+	return results, nil
 }
 
 // countCommitted updates the metrics of a committed job. It runs here, not
@@ -345,17 +391,32 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 // IngestAt is Ingest that also commits input positions (cursors) in the same
 // transaction as the counts of events, even when none of them counts.
 func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...Cursor) (Summary, error) {
-	reqs, apiReqs, adm, sum := a.classifyAll(origin, events, true)
-	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
+	j, sum := a.ingestJob(origin, events, cursors)
+	if j == nil {
 		return sum, nil
 	}
-	r, err := a.submit(ctx, &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)})
+	r, err := a.submit(ctx, j)
 	if err != nil {
 		return sum, err
 	}
-	sum.Admission = a.admission.committed(origin, adm, r.admissionDup)
-	sum.tally(r.dup, r.skipped, apiReqs)
-	return sum, nil
+	return a.ingested(origin, j, r, sum), nil
+}
+
+// ingestJob classifies events into the job IngestAt commits, nil when
+// there is nothing to commit, and what became of the others.
+func (a *Aggregator) ingestJob(origin Origin, events []Event, cursors []Cursor) (*job, Summary) {
+	reqs, apiReqs, adm, sum := a.classifyAll(origin, events, true)
+	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
+		return nil, sum
+	}
+	return &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)}, sum
+}
+
+// ingested adds the committed job j, whose result is r, to sum.
+func (a *Aggregator) ingested(origin Origin, j *job, r jobResult, sum Summary) Summary {
+	sum.Admission = a.admission.committed(origin, j.admission, r.admissionDup)
+	sum.tally(r.dup, r.skipped, j.apiReqs)
+	return sum
 }
 
 // classifyAll decides which of events count: it returns the requests of

@@ -33,6 +33,15 @@ type Cursor struct {
 // is room is safe.
 var ErrNoSpace = store.ErrNoSpace
 
+// ErrUnstorable is matched by the errors of commits the store refused for
+// what they would write, not for the disk or the store: a cursor it
+// cannot store, a transaction of cursors too large. Retrying the same
+// commit fails again. The store skips a request of its own that it cannot
+// store (a Summary's SkippedBy too_large or unstorable) rather than fail
+// its commit, and the aggregator commits a failed group's jobs each
+// alone, so the error is only ever the job's own.
+var ErrUnstorable = store.ErrUnstorable
+
 // Request is one request that counts, as Classify returns it and Apply
 // commits it: a request to a deprecated or removed API, or, with FieldRule
 // set, a request that set a deprecated field.
