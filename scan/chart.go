@@ -15,9 +15,24 @@ import (
 // links: only the commands that scan charts pass one, and the server and
 // the CLI's other commands, which import this package for its results and
 // its cluster scan, do not link the SDK.
+//
+// A renderer reads a chart as a scan reads files: a symlink is followed
+// only to a file inside the chart, only regular files are read, and what
+// is read and what is rendered are bounded (MaxChartSize); what it leaves
+// unread is in Skipped.
 type ChartRenderer interface {
-	Render(path, target string) ([]Manifest, error)
+	Render(path, target string) (Rendered, error)
 }
+
+// Rendered is what a chart renders to, and the files of it left unread.
+type Rendered struct {
+	Manifests []Manifest
+	Skipped   []report.Skipped
+}
+
+// MaxChartSize bounds the files of a chart a scan loads (subcharts and
+// archives, decompressed, included), and, apart, what it renders.
+const MaxChartSize = 64 << 20
 
 // errNoChartRenderer is a chart found by a scan given no ChartRenderer:
 // its objects are unknown, not safe.
@@ -31,13 +46,26 @@ func (s Files) chart(path string) report.Result {
 	if s.Charts == nil {
 		return failed(path, errNoChartRenderer)
 	}
-	manifests, err := s.Charts.Render(path, s.Judge.Target.String())
+	rendered, err := s.Charts.Render(path, s.Judge.Target.String())
 	if err != nil {
 		return failed(path, err)
 	}
-	res := report.Result{Scanned: report.Scanned{Charts: 1}}
-	for _, m := range manifests {
+	res := report.Result{Scanned: report.Scanned{Charts: 1}, Skipped: rendered.Skipped}
+	total := 0
+	for _, m := range rendered.Manifests {
+		total += len(m.Text)
+	}
+	if total > MaxChartSize {
+		return failed(path, &TooLargeError{What: "what the chart renders", Limit: MaxChartSize})
+	}
+	for _, m := range rendered.Manifests {
 		objs, err := s.Judge.readObjects([]byte(m.Text))
+		if tooLarge(err) {
+			return failed(path, fmt.Errorf("%s rendered: %w", m.Template, err))
+		}
+		if res.Scanned.Objects+len(objs) > MaxObjects {
+			return failed(path, errTooManyObjects)
+		}
 		if err != nil {
 			res.Errors = append(res.Errors, report.InputError{Path: path, Err: fmt.Sprintf("%s rendered: %v", m.Template, err)})
 		}

@@ -2,6 +2,7 @@ package scan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -336,17 +337,28 @@ func (c *Cluster) listReleasesIn(ctx context.Context, store releaseStore, namesp
 func (c *Cluster) judgeRelease(r storedRelease) report.Result {
 	res := report.Result{Scanned: report.Scanned{HelmReleases: 1}}
 	origin := report.Origin{Release: r.namespace + "/" + r.name, Revision: r.revision}
+	where := "helm release " + origin.Release
 	rel, err := decodeRelease(r.data)
 	if err != nil {
-		res.Errors = append(res.Errors, report.InputError{Path: "helm release " + origin.Release, Err: err.Error()})
+		res.Errors = append(res.Errors, report.InputError{Path: where, Err: err.Error()})
 		return res
 	}
 	for _, m := range rel.manifests() {
 		objs, err := c.Judge.readObjects([]byte(m.Text))
+		if tooLarge(err) {
+			// Whatever was read of it is not the release: none of its
+			// findings count, the release is reported unread.
+			return report.Result{Scanned: report.Scanned{HelmReleases: 1},
+				Errors: []report.InputError{{Path: where, Err: m.Template + ": " + err.Error()}}}
+		}
 		if err != nil {
-			res.Errors = append(res.Errors, report.InputError{Path: "helm release " + origin.Release, Err: m.Template + ": " + err.Error()})
+			res.Errors = append(res.Errors, report.InputError{Path: where, Err: m.Template + ": " + err.Error()})
 		}
 		res.Scanned.Objects += len(objs)
+		if res.Scanned.Objects > MaxObjects {
+			return report.Result{Scanned: report.Scanned{HelmReleases: 1},
+				Errors: []report.InputError{{Path: where, Err: errTooManyObjects.Error()}}}
+		}
 		for _, o := range objs {
 			if o.Namespace == "" {
 				o.Namespace = r.namespace
@@ -357,6 +369,12 @@ func (c *Cluster) judgeRelease(r storedRelease) report.Result {
 		}
 	}
 	return res
+}
+
+// tooLarge reports whether err is one of the scan's size bounds.
+func tooLarge(err error) bool {
+	var t *TooLargeError
+	return errors.As(err, &t) || errors.Is(err, errTooManyObjects)
 }
 
 // storedRelease is one release record, as its labels describe it.

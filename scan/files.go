@@ -132,6 +132,9 @@ func (s Files) manifest(path string, read func() ([]byte, error)) report.Result 
 	}
 	res := report.Result{Scanned: report.Scanned{Files: 1}}
 	objs, err := s.Judge.readObjects(data)
+	if tooLarge(err) {
+		return report.Result{Errors: []report.InputError{{Path: path, Err: err.Error()}}}
+	}
 	if err != nil {
 		res.Errors = append(res.Errors, report.InputError{Path: path, Err: err.Error()})
 	}

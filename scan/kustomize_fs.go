@@ -11,8 +11,8 @@ import (
 	"regexp"
 	"strings"
 
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	yaml "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // MaxKustomizeInput bounds the bytes one kustomization reads, all its

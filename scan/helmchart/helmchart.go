@@ -14,7 +14,6 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/loader"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -37,24 +36,26 @@ type Renderer struct {
 }
 
 // Render renders the chart at path for a scan against target.
-func (o Renderer) Render(path, target string) ([]scan.Manifest, error) {
-	ch, err := loader.Load(path)
+func (o Renderer) Render(path, target string) (scan.Rendered, error) {
+	var out scan.Rendered
+	ch, skipped, err := load(path)
+	out.Skipped = skipped
 	if err != nil {
-		return nil, fmt.Errorf("loading the chart: %w", err)
+		return out, fmt.Errorf("loading the chart: %w", err)
 	}
 	acc, err := chart.NewAccessor(ch)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	if deps := acc.MetaDependencies(); len(deps) > 0 {
 		if err := action.CheckDependencies(ch, deps); err != nil {
-			return nil, fmt.Errorf("%w (run `helm dependency build %s` first)", err, path)
+			return out, fmt.Errorf("%w (run `helm dependency build %s` first)", err, path)
 		}
 	}
 	vals, err := (&values.Options{ValueFiles: o.ValueFiles, Values: o.Set, StringValues: o.SetString, JSONValues: o.SetJSON}).
 		MergeValues(getter.Providers{})
 	if err != nil {
-		return nil, fmt.Errorf("reading values: %w", err)
+		return out, fmt.Errorf("reading values: %w", err)
 	}
 	cfg := action.NewConfiguration()
 	// Helm logs through slog's default logger otherwise; its warnings
@@ -77,20 +78,20 @@ func (o Renderer) Render(path, target string) ([]scan.Manifest, error) {
 	}
 	if kube != "" {
 		if install.KubeVersion, err = chartcommon.ParseKubeVersion("v" + strings.TrimPrefix(kube, "v") + ".0"); err != nil {
-			return nil, fmt.Errorf("kube version %q: %w", kube, err)
+			return out, fmt.Errorf("kube version %q: %w", kube, err)
 		}
 	}
 	rel, err := install.RunWithContext(context.Background(), ch, vals)
 	if err != nil {
-		return nil, fmt.Errorf("rendering: %w", err)
+		return out, fmt.Errorf("rendering: %w", err)
 	}
 	r, ok := rel.(*releasev1.Release)
 	if !ok {
-		return nil, fmt.Errorf("rendering: unexpected release type %T", rel)
+		return out, fmt.Errorf("rendering: unexpected release type %T", rel)
 	}
-	out := scan.SplitManifest(r.Manifest)
+	out.Manifests = scan.SplitManifest(r.Manifest)
 	for _, h := range r.Hooks {
-		out = append(out, scan.Manifest{Template: h.Path, Text: h.Manifest})
+		out.Manifests = append(out.Manifests, scan.Manifest{Template: h.Path, Text: h.Manifest})
 	}
 	return out, nil
 }
