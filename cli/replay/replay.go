@@ -311,11 +311,15 @@ func (s *planSink) write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, "API\tHOUR\tNODE\tUSER\tUSER AGENT\tVERB\tWOULD COUNT")
 	for _, k := range keys {
-		api := k.API
+		api := cli.Terminal(k.API)
 		if k.AlreadyRemoved {
 			api += " (removed)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, k.Hour, k.Node, k.Username, cli.Dash(k.UserAgent), k.Verb, s.counts[k])
+		// Every cell but the count comes from the audit events (or, with
+		// --dry-run=server, from the server's answer): escaped as in
+		// every other table.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", api, cli.Terminal(k.Hour), cli.Terminal(k.Node), cli.Terminal(k.Username),
+			cli.Terminal(cli.Dash(k.UserAgent)), cli.Terminal(k.Verb), s.counts[k])
 	}
 	return tw.Flush()
 }
@@ -383,7 +387,9 @@ func writeSummary(w io.Writer, sum file.Summary, dryRun string, failed bool) {
 	if len(sum.Examples) > 0 {
 		fmt.Fprintf(w, "First invalid lines:\n")
 		for _, ex := range sum.Examples {
-			fmt.Fprintf(w, "  %s:%d: %s: %s\n", ex.Input, ex.Line, ex.Reason, ex.Message)
+			// File names and decoder messages can quote what the files
+			// hold.
+			fmt.Fprintf(w, "  %s:%d: %s: %s\n", cli.Terminal(ex.Input), ex.Line, cli.Terminal(ex.Reason), cli.Terminal(ex.Message))
 		}
 	}
 }

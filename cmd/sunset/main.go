@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,6 +73,17 @@ func run(ctx context.Context, env console, args []string) int {
 	case errors.As(err, &exit):
 		return exit.Code
 	}
-	fmt.Fprintln(env.stderr, "Error:", err)
+	fmt.Fprintln(env.stderr, "Error:", errorText(err))
 	return cli.ExitError
+}
+
+// errorText is err's message for the terminal: a message can quote a file
+// name, a path or a server's answer, so each of its lines is escaped as
+// the tables' cells are; the lines of joined errors stay lines.
+func errorText(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = cli.Terminal(l)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -31,7 +31,9 @@ func newScanCommand(env console) *cobra.Command {
 			return err
 		}
 		if env.isTerminal {
-			req.Progress = func(what, path string) { fmt.Fprintf(env.stderr, "scanning %s %s\n", what, path) }
+			// Paths are whatever the scanned tree holds: escaped as
+			// in the tables.
+			req.Progress = func(what, path string) { fmt.Fprintf(env.stderr, "scanning %s %s\n", what, cli.Terminal(path)) }
 		}
 		if err := req.Validate(); err != nil {
 			return err
@@ -53,6 +55,7 @@ func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
 	fs.StringArrayVar(&charts.SetJSON, "set-json", nil, "as helm template --set-json key=json (repeatable)")
 	fs.StringVar(&charts.KubeVersion, "kube-version", "", "the release charts see as .Capabilities.KubeVersion (default: the target version)")
 	fs.StringVar(&charts.ReleaseName, "release-name", "release-name", "the release name charts are rendered with")
+	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "let kustomizations fetch their remote resources and bases (http(s) URLs, git repositories); off, such a kustomization is an error and nothing is fetched")
 }
 
 // loadExtras reads catalog.extra and fieldRules from a server config file,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,4 +80,85 @@ func TestReportEscapesHostileStrings(t *testing.T) {
 	user := list.Items[0].Status.CurrentHour.ByNode[0].ByUser[0]
 	require.Equal(t, "eve\tadmin", user.UserName)
 	require.Equal(t, hostileAgent, user.UserAgent)
+}
+
+// controlAgent clears the screen, sets the terminal's title (OSC ... BEL),
+// returns to the start of the line and reverses what follows (U+202E).
+// It has no space, so that user-agent short keeps it whole.
+const controlAgent = "evil/1.0\x1b[2J\x1b]0;pwned\x07\rSAFE\u202etxt.exe"
+
+// escapedControlAgent is controlAgent as every table prints it.
+const escapedControlAgent = `evil/1.0^[[2J^[]0;pwned\x07\rSAFE\u202etxt.exe`
+
+// rawControls are what no text output may hold.
+var rawControls = []string{"\x1b", "\x07", "\r", "\u202e"}
+
+// A user agent with ESC, BEL, a carriage return and a bidirectional
+// override, replayed from a log file into a server, comes out escaped, the
+// same way, from every table and text output: the replay's dry runs
+// (client and server), report, wide, describe, custom-columns and check.
+func TestEveryTableEscapesControlCharacters(t *testing.T) {
+	line, err := json.Marshal(map[string]any{"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+		"auditID": "control-1", "stage": "ResponseComplete", "verb": "get", "requestURI": "/apis/storage.k8s.io/v1beta1/volumeattributesclasses/x",
+		"user": map[string]any{"username": "eve\u202eadmin"}, "userAgent": controlAgent,
+		"objectRef":                map[string]any{"resource": "volumeattributesclasses", "apiGroup": "storage.k8s.io", "apiVersion": "v1beta1"},
+		"responseStatus":           map[string]any{"code": 200},
+		"requestReceivedTimestamp": "2026-11-21T19:05:00Z", "stageTimestamp": "2026-11-21T19:05:00Z",
+		"annotations": map[string]any{"k8s.io/deprecated": "true", "k8s.io/removed-release": "1.37"},
+	})
+	require.NoError(t, err)
+	log := filepath.Join(t.TempDir(), "audit.log")
+	require.NoError(t, os.WriteFile(log, append(line, '\n'), 0o600))
+	url, _, stop := startServer(t, testNow, t.TempDir())
+	defer stop()
+	const api = "volumeattributesclasses.v1beta1.storage.k8s.io"
+
+	noControls := func(name, out string) {
+		t.Helper()
+		for _, c := range rawControls {
+			require.NotContains(t, out, c, "%s: %q", name, out)
+		}
+	}
+	dryRun := "API                                              HOUR                   NODE       USER             USER AGENT                                       VERB   WOULD COUNT\n" +
+		api + `   2026-11-21T19:00:00Z   master-0   eve\u202eadmin   ` + escapedControlAgent + "   get    1\n"
+	out, errOut, code := runCLI("replay", "--dry-run=client", "--data-dir", t.TempDir(), "--node", "master-0", log)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, dryRun, out)
+	out, errOut, code = runCLI("replay", "--dry-run=server", "--server", url, "--node", "master-0", log)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, dryRun, out)
+	_, errOut, code = runCLI("replay", "--server", url, "--node", "master-0", log)
+	require.Equal(t, 0, code, errOut)
+
+	out, errOut, code = runCLI("report", "--server", url)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "NAME                                             REMOVED IN   REQUESTS (CURRENT HOUR)   REQUESTS (24H)   TOP USER         TOP USER AGENT\n"+
+		api+`   1.37         1                         1                eve\u202eadmin   `+escapedControlAgent+"\n", out)
+
+	for name, args := range map[string][]string{
+		"wide":           {"report", "-o", "wide"},
+		"describe":       {"report", api},
+		"custom-columns": {"report", "-o", "custom-columns=AGENT:.status.currentHour.byNode[*].byUser[*].userAgent"},
+	} {
+		out, errOut, code = runCLI(append(args, "--server", url)...)
+		require.Equal(t, 0, code, "%s: %s", name, errOut)
+		noControls(name, out+errOut)
+		require.Contains(t, out, escapedControlAgent, name)
+	}
+
+	out, errOut, code = runCLI("check", "--target-version", "1.37", "--server", url)
+	require.Equal(t, 3, code, errOut)
+	noControls("check", out+errOut)
+	require.Contains(t, out, `by 1 client: eve\u202eadmin)`+"\n")
+}
+
+// An error that quotes a file name is escaped too, line by line.
+func TestErrorsEscapeControlCharacters(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "gone\x1b[2J\u202e.log")
+	_, errOut, code := runCLI("replay", "--dry-run=client", "--data-dir", t.TempDir(), missing)
+	require.Equal(t, 1, code)
+	noControls := strings.ContainsAny(errOut, "\x1b\u202e")
+	require.False(t, noControls, "%q", errOut)
+	require.Contains(t, errOut, `gone^[[2J\u202e.log`)
+	require.True(t, strings.HasPrefix(errOut, "Error: "), errOut)
 }
