@@ -160,9 +160,11 @@ func (h *Handler) authenticate(r *http.Request) (credential, string) {
 // (the node may also be a DNS, IP or URI subject alternative name). A
 // path that names a cluster needs that cluster among the certificate's
 // organizations, so that the certificate of a node of one cluster cannot
-// post as the node of the same name in another. A path without a cluster
-// posts to default-cluster and checks the node only, as before clusters
-// were in paths.
+// post as the node of the same name in another; a certificate without O
+// never posts to such a path, the default cluster's name included. A path
+// without a cluster posts to default-cluster and checks the node only
+// (and, when the certificate has organizations, that default-cluster is
+// one of them).
 func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) (string, string, string) {
 	if c.token != nil {
 		if !pathNode {
@@ -186,6 +188,15 @@ func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) 
 		// One without O, bound to a node only, posts where no cluster is
 		// named.
 		orgs := c.cert.Subject.Organization
+		if pathCluster && len(orgs) == 0 {
+			// Said apart from the case below: the certificate is not
+			// another cluster's, it was issued without one.
+			cn, n := aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), aggregate.Truncate(node, maxNameBytes)
+			cl := aggregate.Truncate(cluster, maxNameBytes)
+			return cluster, node, fmt.Sprintf("the client certificate (CN %q) names no cluster (it has no O), so it may not post to a path that names cluster %q: "+
+				"issue the apiserver a certificate with O=%s and CN=%s, or post to /audit/webhook/%s, which counts for the default cluster",
+				cn, cl, cl, n, n)
+		}
 		if (pathCluster || len(orgs) > 0) && !slices.Contains(orgs, cluster) {
 			return cluster, node, fmt.Sprintf("the client certificate (CN %q) is not issued for cluster %q: it needs O=%s and CN=%s (a path without a cluster posts to the default cluster); fix the URL path or issue the apiserver such a certificate",
 				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), aggregate.Truncate(cluster, maxNameBytes),

@@ -104,7 +104,7 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 		{"prod/master-0", "/audit/webhook/prod/master-0.prod.example", 200, "prod/master-0.prod.example"},
 		{"dev/master-0", "/audit/webhook/dev/master-0", 200, "dev/master-0"},
 		{"dev/master-0", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
-		{"no cluster", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
+		{"no cluster", "/audit/webhook/prod/master-0", 403, `names no cluster (it has no O)`},
 		{"groups, not prod", "/audit/webhook/prod/master-0", 403, notIssued("prod")},
 		{"prod/master-0", "/audit/webhook/dev/master-0", 403, notIssued("dev")},
 		{"prod/master-0", "/audit/webhook/prod/master-1", 403, `does not name node \"master-1\"`},
@@ -135,5 +135,55 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 # HELP sunset_webhook_forbidden_total Audit webhook batches answered 403: valid credentials of one apiserver posting as another.
 # TYPE sunset_webhook_forbidden_total counter
 sunset_webhook_forbidden_total 9
+`), "sunset_webhook_forbidden_total"))
+}
+
+// A certificate issued without O is bound to a node, not a cluster: it is
+// refused on every path that names a cluster, the default cluster's own
+// name included, with a 403 Status that says which certificate to issue
+// or which path to post to instead; without a cluster in the path it
+// posts to the default cluster.
+func TestClientCertificateWithoutOrganizationNeedsAPathWithoutCluster(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
+	mux := http.NewServeMux()
+	New(Options{Ingester: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
+	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
+	srv := httptest.NewUnstartedServer(mux)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},
+		ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: serving.Pool(),
+		Certificates: []tls.Certificate{ca.Apiserver(t, "", "master-0").TLS(t)}}}
+	t.Cleanup(tr.CloseIdleConnections)
+	post := func(path, id string) (int, string) {
+		resp, err := (&http.Client{Transport: tr}).Post(srv.URL+path, "application/json",
+			strings.NewReader(string(eventList(deprecatedItem(id, "", "2026-11-21T19:10:00.000001Z")))))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, cluster := range []string{"prod", "default"} {
+		code, body := post("/audit/webhook/"+cluster+"/master-0", "no-o-"+cluster)
+		require.Equal(t, http.StatusForbidden, code, body)
+		require.JSONEq(t, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"Forbidden","code":403,
+			"message":"the client certificate (CN \"master-0\") names no cluster (it has no O), so it may not post to a path that names cluster \"`+cluster+`\": `+
+			`issue the apiserver a certificate with O=`+cluster+` and CN=master-0, or post to /audit/webhook/master-0, which counts for the default cluster"}`, body)
+	}
+	code, body := post("/audit/webhook/master-0", "no-o-default")
+	require.Equal(t, http.StatusOK, code, body)
+	var r Response
+	require.NoError(t, json.Unmarshal([]byte(body), &r))
+	require.Equal(t, "default/master-0", r.Cluster+"/"+r.Node)
+	n, err := c.Requests("prod", "endpoints.v1", hostileNow, hostileNow)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing counted for prod")
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sunset_webhook_forbidden_total Audit webhook batches answered 403: valid credentials of one apiserver posting as another.
+# TYPE sunset_webhook_forbidden_total counter
+sunset_webhook_forbidden_total 2
 `), "sunset_webhook_forbidden_total"))
 }
