@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -165,7 +166,18 @@ func readRegular(real string, max int64) ([]byte, error) {
 	if reason := irregular(info.Mode()); reason != "" {
 		return nil, &SkipError{Reason: reason}
 	}
-	return readAtMost(f, max, "the file")
+	if info.Size() > max {
+		return nil, &TooLargeError{What: "the file", Limit: max}
+	}
+	// Sized as the file is, so that reading it holds it once.
+	buf := bytes.NewBuffer(make([]byte, 0, info.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > max {
+		return nil, &TooLargeError{What: "the file", Limit: max}
+	}
+	return buf.Bytes(), nil
 }
 
 // readAtMost reads r whole, or fails with a TooLargeError once it has read
