@@ -39,6 +39,9 @@ type ScanOptions struct {
 	Stdin      io.Reader
 	// Progress, if set, is told what is being read.
 	Progress func(what, path string)
+	// AllowRemote lets kustomizations fetch remote resources and bases
+	// (--allow-remote); see scan.Files.
+	AllowRemote bool
 
 	current catalog.Release
 }
@@ -85,7 +88,7 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.R
 	j := scan.Judge{Catalog: cat, Fields: rules, Target: target, Current: o.current}
 	res := report.Result{TargetVersion: target.String()}
 	if len(o.Paths) > 0 {
-		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress}.Scan(ctx, o.Paths))
+		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress, AllowRemote: o.AllowRemote}.Scan(ctx, o.Paths))
 	}
 	if o.cluster() {
 		cfg, err := KubeConfig(o.Kubeconfig, o.Context)
