@@ -27,6 +27,17 @@ type batch struct {
 	poison []PoisonSample
 	// newest is the latest time stamped on a message of the batch.
 	newest time.Time
+	// records are the messages with events, in order, and where their
+	// events are in origins: to find the one at fault when the batch
+	// cannot be stored (pipeline.go).
+	records []record
+}
+
+// record is where the events of one message are in a batch.
+type record struct {
+	offset int64
+	group  *OriginEvents
+	lo, hi int // its events: group.Events[lo:hi]
 }
 
 type heardCluster struct {
@@ -80,7 +91,8 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 			b.addHeard(o.Cluster, d.skipped.Reads > 0)
 		}
 		if len(d.events) > 0 {
-			b.add(o, d.events)
+			g, lo := b.add(o, d.events)
+			b.records = append(b.records, record{offset: m.Offset, group: g, lo: lo, hi: len(g.Events)})
 		}
 	}
 	last := msgs[len(msgs)-1]
@@ -104,8 +116,9 @@ func (p *partition) skip(first, next int64) *batch {
 	return b
 }
 
-// add appends events of origin o.
-func (b *batch) add(o aggregate.Origin, events []aggregate.Event) {
+// add appends events of origin o, and returns their group and where
+// in it they start.
+func (b *batch) add(o aggregate.Origin, events []aggregate.Event) (*OriginEvents, int) {
 	if b.byOrigin == nil {
 		b.byOrigin = map[aggregate.Origin]*OriginEvents{}
 	}
@@ -115,13 +128,25 @@ func (b *batch) add(o aggregate.Origin, events []aggregate.Event) {
 		b.byOrigin[o] = g
 		b.origins = append(b.origins, g)
 	}
+	lo := len(g.Events)
 	g.Events = append(g.Events, events...)
+	return g, lo
 }
 
 // mergeBatches appends next, the batch that follows, to into.
 func mergeBatches(into, next *batch) {
+	type moved struct {
+		group *OriginEvents
+		lo    int
+	}
+	to := make(map[*OriginEvents]moved, len(next.origins))
 	for _, g := range next.origins {
-		into.add(g.Origin, g.Events)
+		ig, lo := into.add(g.Origin, g.Events)
+		to[g] = moved{ig, lo}
+	}
+	for _, r := range next.records {
+		m := to[r.group]
+		into.records = append(into.records, record{offset: r.offset, group: m.group, lo: m.lo + r.lo, hi: m.lo + r.hi})
 	}
 	into.next = next.next
 	if next.newest.After(into.newest) {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"time"
 
@@ -53,17 +54,33 @@ type partition struct {
 // commit counts a batch and commits its end position with the counts,
 // then tells the group. What the batch's messages were is told (metrics,
 // poison samples) once it is committed, so a batch read again after a
-// failed commit is not told twice.
+// failed commit is not told twice. When the ingester says part of the
+// batch can never be stored (aggregate.ErrUnstorable), its messages are
+// committed apart and those that cannot be stored alone are poison
+// (ReasonUnstorable): the partition moves past them.
 func (p *partition) commit(ctx context.Context, b *batch) error {
 	c := p.c
 	start := time.Now()
-	cursor := aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(b.next))}
+	cursor := p.position(b.next)
 	origins := b.origins
 	if len(origins) == 0 {
 		origins = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
 	}
 	if err := c.ingest(ctx, origins, cursor); err != nil {
-		return err
+		if !errors.Is(err, aggregate.ErrUnstorable) {
+			return err
+		}
+		// Retrying cannot store something of the batch: commit its
+		// messages apart, down to those that cannot be stored even
+		// alone, which are poison, and then the position past them all.
+		c.log.Warn().Err(err).Str("topic", p.topic).Int("partition", p.id).Int("messages", len(b.records)).
+			Msg("a batch cannot be stored; committing its messages apart to find those at fault")
+		if err := p.split(ctx, b, b.records); err != nil {
+			return err
+		}
+		if err := c.ingest(ctx, []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}, cursor); err != nil {
+			return err
+		}
 	}
 	if b.invalid > 0 {
 		c.ingester.CountInvalid(Source, b.invalid)
@@ -90,6 +107,71 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	// for this line rather than asking again and again.
 	c.log.Debug().Str("topic", p.topic).Int("partition", p.id).Int64("next", b.next).Msg("batch committed")
 	return nil
+}
+
+// ReasonUnstorable is the poison reason of a message whose events the
+// ingester refuses to store even alone, with an error that says retrying
+// cannot help (aggregate.ErrUnstorable): the partition moves past it
+// rather than read it again for ever.
+const ReasonUnstorable = "unstorable"
+
+// isolate commits the events of recs, messages of b, with the position
+// after the last; when they cannot be stored, each half apart (split).
+func (p *partition) isolate(ctx context.Context, b *batch, recs []record) error {
+	err := p.c.ingest(ctx, recordOrigins(recs), p.position(recs[len(recs)-1].offset+1))
+	if err == nil || !errors.Is(err, aggregate.ErrUnstorable) {
+		return err
+	}
+	return p.split(ctx, b, recs)
+}
+
+// split commits each half of recs, messages of b that cannot be stored
+// together, apart (isolate), in order; a message alone is poison.
+func (p *partition) split(ctx context.Context, b *batch, recs []record) error {
+	switch len(recs) {
+	case 0:
+		return nil
+	case 1:
+		r := recs[0]
+		p.c.log.Warn().Str("topic", p.topic).Int("partition", p.id).Int64("offset", r.offset).
+			Msg("skipping a message that can never be stored")
+		b.ok--
+		b.poison = append(b.poison, PoisonSample{Reason: ReasonUnstorable, Topic: p.topic, Partition: p.id, Offset: r.offset, Messages: 1, Time: time.Now().UTC()})
+		return nil
+	}
+	half := len(recs) / 2
+	if err := p.isolate(ctx, b, recs[:half]); err != nil {
+		return err
+	}
+	return p.isolate(ctx, b, recs[half:])
+}
+
+// position is the cursor of the partition at next.
+func (p *partition) position(next int64) aggregate.Cursor {
+	return aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
+}
+
+// recordOrigins are the events of recs by origin, in order: consecutive
+// messages of one origin share one.
+func recordOrigins(recs []record) []*OriginEvents {
+	type span struct {
+		group  *OriginEvents
+		lo, hi int
+	}
+	var spans []span
+	for _, r := range recs {
+		if n := len(spans); n > 0 && spans[n-1].group == r.group && spans[n-1].hi == r.lo {
+			spans[n-1].hi = r.hi
+			continue
+		}
+		spans = append(spans, span{r.group, r.lo, r.hi})
+	}
+	out := make([]*OriginEvents, len(spans))
+	for i, s := range spans {
+		// Capped, so that nothing appended to it writes into the batch.
+		out[i] = &OriginEvents{Origin: s.group.Origin, Events: s.group.Events[s.lo:s.hi:s.hi]}
+	}
+	return out
 }
 
 // ingest hands a batch's origins to the ingester, in one call when it takes
