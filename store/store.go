@@ -15,8 +15,13 @@
 // needs (space.go).
 //
 // What a sender can make it keep is bounded: every part of every key has a
-// bound (bounds.go), and a request with a longer part is skipped alone,
-// never failing the others of its commit; long IDs are digested. An API
+// bound (bounds.go), and so has what a request brings to a value (its
+// removed release, its sighting); a request over one is skipped alone,
+// never failing the others of its commit; long IDs are digested. No
+// record over badger's own limits is ever handed to badger, which would
+// fail its whole transaction: the request that would write it is skipped
+// alone, as is one whose records badger or the store refuses for another
+// reason that would refuse them again (a damaged record). An API
 // keeps at most MaxClients clients per apiserver node and hour, and counts
 // the requests of further clients under OtherClient; likewise MaxClusters
 // clusters and MaxNodes apiservers per cluster (topology.go). Totals stay
