@@ -24,11 +24,11 @@ import (
 // decompresses to more than kafka.maxDecompressedBytes.
 const ReasonTooLarge = "too_large"
 
-// DefaultMaxDecompressedBytes is kafka.maxDecompressedBytes unset: far
-// above the batches shippers produce (librdkafka's and the Java client's
-// are at most 1 MB before compression), far below what fills the memory
-// of the pod.
-const DefaultMaxDecompressedBytes = 32 << 20
+// DefaultMaxDecompressedBytes is kafka.maxDecompressedBytes unset: four
+// times the batches shippers produce (librdkafka's and the Java client's
+// are at most 1 MB before compression), and small enough that six
+// partitions fit kafka.memoryBudget (see budget.go).
+const DefaultMaxDecompressedBytes = 4 << 20
 
 // Decompression is bounded in kafka-go's own codec table.
 //

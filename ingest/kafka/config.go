@@ -28,8 +28,12 @@ type Config struct {
 	ClientID             string        `mapstructure:"clientID" help:"Client ID sent to the brokers."`
 	StartOffset          string        `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
 	MinBytes             int           `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
-	MaxBytes             int           `mapstructure:"maxBytes" help:"Most bytes a fetch returns."`
-	MaxDecompressedBytes int           `mapstructure:"maxDecompressedBytes" help:"Most bytes a record batch may decompress to (at least 1048576). A batch over it is skipped as poison (too_large) and the partition goes on; maxBytes bounds only the compressed bytes a fetch reads."`
+	MaxBytes             int           `mapstructure:"maxBytes" help:"Most bytes a fetch of one partition returns (the first record batch comes whole whatever this says). Part of kafka.memoryBudget."`
+	MaxDecompressedBytes int           `mapstructure:"maxDecompressedBytes" help:"Most bytes a record batch may decompress to (at least 1048576). A batch over it is skipped as poison (too_large) and the partition goes on; maxBytes bounds only the compressed bytes a fetch reads. Part of kafka.memoryBudget, once per message kafka.queueCapacity lets wait."`
+	QueueCapacity        int           `mapstructure:"queueCapacity" help:"Messages the Kafka client reads ahead per partition, each up to maxDecompressedBytes once inflated. Part of kafka.memoryBudget."`
+	BatchBytes           int           `mapstructure:"batchBytes" help:"Most message bytes one batch holds: a batch is committed once it holds batchSize messages or batchBytes bytes. A partition holds at most two batches between fetch and commit. Part of kafka.memoryBudget."`
+	MaxPartitions        int           `mapstructure:"maxPartitions" help:"Partitions one process reads at once that kafka.memoryBudget is sized for: the audit topics' partitions assigned to it plus every partition of kafka.fleet.topic it counts. More are still read, with a warning, outside the budget."`
+	MemoryBudget         int64         `mapstructure:"memoryBudget" help:"Most bytes of messages the Kafka input may hold at once, checked at start against maxPartitions x (maxBytes + (queueCapacity + 5) x maxDecompressedBytes + 2 x batchBytes + max(maxDecompressedBytes, 8 MiB)). The default fits the shipped 512 MiB pod beside the store and the webhook; see inputs/kafka.md#memory."`
 	MaxWait              time.Duration `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
 	SessionTimeout       time.Duration `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
 	RebalanceTimeout     time.Duration `mapstructure:"rebalanceTimeout" default:"kafka.sessionTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
@@ -87,10 +91,22 @@ func (c Config) WithDefaults() Config {
 		c.MinBytes = 1
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = 16 << 20
+		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.MaxDecompressedBytes == 0 {
 		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	}
+	if c.QueueCapacity == 0 {
+		c.QueueCapacity = DefaultQueueCapacity
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	if c.MaxPartitions == 0 {
+		c.MaxPartitions = DefaultMaxPartitions
+	}
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 500 * time.Millisecond
@@ -168,6 +184,7 @@ func (c Config) Validate() error {
 	if c.BatchSize < 1 {
 		bad("batchSize", "must be at least 1")
 	}
+	c.validateBudget(bad)
 	switch c.SASL.Mechanism {
 	case "":
 	case "plain", "scram-sha-256", "scram-sha-512":

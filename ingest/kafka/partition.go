@@ -80,6 +80,7 @@ type stages[B any] struct {
 type staged[B any] struct {
 	first int64 // the batch's first offset
 	batch *B
+	bytes int64 // its messages' bytes, held until it is committed
 }
 
 // maxMerged bounds how many waiting batches one commit takes.
@@ -143,9 +144,12 @@ func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log zer
 	queue := make(chan staged[B], st.depth)
 	failed := make(chan struct{})
 	done := make(chan struct{})
+	// At most a batch's worth waits for its commit while the next is
+	// fetched: kafka.memoryBudget.
+	h := newHeld()
 	go func() {
 		defer close(done)
-		failure, committed = commitQueue(context.WithoutCancel(ctx), queue, st)
+		failure, committed = commitQueue(context.WithoutCancel(ctx), queue, st, h)
 		if failure != nil {
 			close(failed)
 			stopFetching()
@@ -162,10 +166,15 @@ func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log zer
 		}
 	}
 	for {
-		batch, ferr := fetchBatch(fetchCtx, r, (*buf)[:0], cfg.BatchSize, cfg.BatchWait)
+		if !h.waitBelow(fetchCtx, int64(cfg.BatchBytes)) {
+			err = fetchCtx.Err()
+			break
+		}
+		batch, n, ferr := fetchBatch(fetchCtx, r, (*buf)[:0], cfg.BatchSize, int64(cfg.BatchBytes), cfg.BatchWait)
 		*buf = batch[:0]
 		if len(batch) > 0 {
-			stage(staged[B]{first: batch[0].Offset, batch: st.prepare(batch)})
+			h.add(n)
+			stage(staged[B]{first: batch[0].Offset, batch: st.prepare(batch), bytes: n})
 		}
 		if isTooLarge(ferr) && fetchCtx.Err() == nil {
 			// The next record batch cannot be read: it is poison, and
@@ -198,8 +207,9 @@ func runEpoch[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log zer
 
 // commitQueue commits the batches of queue in order, each with those that
 // wait behind it, until queue is closed or a commit fails.
-func commitQueue[B any](ctx context.Context, queue <-chan staged[B], st stages[B]) (failure *commitFailure, committed bool) {
+func commitQueue[B any](ctx context.Context, queue <-chan staged[B], st stages[B], h *held) (failure *commitFailure, committed bool) {
 	for s := range queue {
+		bytes := s.bytes
 	merge:
 		for n := 1; n < maxMerged; n++ {
 			select {
@@ -208,6 +218,7 @@ func commitQueue[B any](ctx context.Context, queue <-chan staged[B], st stages[B
 					break merge
 				}
 				st.merge(s.batch, next.batch)
+				bytes += next.bytes
 			default:
 				break merge
 			}
@@ -216,34 +227,38 @@ func commitQueue[B any](ctx context.Context, queue <-chan staged[B], st stages[B
 			return &commitFailure{first: s.first, err: err}, committed
 		}
 		committed = true
+		h.release(bytes)
 	}
 	return nil, committed
 }
 
 // fetchBatch waits for one message, then takes what else arrives within
-// wait, up to size, appending to buf.
-func fetchBatch(ctx context.Context, r *kafkago.Reader, buf []kafkago.Message, size int, wait time.Duration) ([]kafkago.Message, error) {
+// wait, up to size messages or maxBytes bytes, appending to buf; n is the
+// batch's bytes.
+func fetchBatch(ctx context.Context, r *kafkago.Reader, buf []kafkago.Message, size int, maxBytes int64, wait time.Duration) (batch []kafkago.Message, n int64, err error) {
 	first, err := r.FetchMessage(ctx)
 	if err != nil {
-		return buf, err
+		return buf, 0, err
 	}
-	batch := append(buf, first)
+	batch = append(buf, first)
+	n = messageBytes(&first)
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for len(batch) < size {
+	for len(batch) < size && n < maxBytes {
 		m, err := r.FetchMessage(waitCtx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return batch, ctx.Err()
+				return batch, n, ctx.Err()
 			}
 			if isTooLarge(err) {
-				return batch, err
+				return batch, n, err
 			}
 			break
 		}
 		batch = append(batch, m)
+		n += messageBytes(&m)
 	}
-	return batch, nil
+	return batch, n, nil
 }
 
 // NewPartitionReader reads one partition, outside any group, with cfg's
@@ -251,7 +266,7 @@ func fetchBatch(ctx context.Context, r *kafkago.Reader, buf []kafkago.Message, s
 func NewPartitionReader(cfg Config, d *kafkago.Dialer, topic string, partition int, log zerolog.Logger) *kafkago.Reader {
 	return kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers: cfg.Brokers, Topic: topic, Partition: partition, Dialer: d,
-		MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes, MaxWait: cfg.MaxWait,
+		MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes, MaxWait: cfg.MaxWait, QueueCapacity: cfg.QueueCapacity,
 		ErrorLogger: kafkago.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf(f, a...) }),
 	})
 }
