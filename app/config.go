@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/kube-sunset/sunset/access"
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
@@ -253,13 +255,27 @@ func (c Config) Access() access.Options {
 // kube-apiserver batch of 400 small (Metadata level, ~1 KiB) events.
 const minMaxBodyBytes = 1 << 20
 
-// Validate checks every key and reports every problem at once, each naming
-// its key.
 // ScanConfig is the server's scan of its own cluster.
 type ScanConfig struct {
-	Interval time.Duration `mapstructure:"interval" help:"How often serve scans its own cluster (Helm releases, CRD stored versions, APIServices) with its service account, or KUBECONFIG outside a pod, for the upgrade checks and the sunset_scan_* metrics; 0 turns the scan off, else at least 1m. See scanning.md#in-the-server."`
+	Interval  time.Duration `mapstructure:"interval" help:"How often serve scans its own cluster (Helm releases, CRD stored versions, APIServices) with its service account, or KUBECONFIG outside a pod, for the upgrade checks and the sunset_scan_* metrics; 0 turns the scan off, else at least 1m. For a single binary: in Kubernetes, use scan.configMap, so that the pod taking the webhook reads no Secrets. See scanning.md#in-the-server."`
+	ConfigMap string        `mapstructure:"configMap" help:"namespace/name of the ConfigMap that sunset publish-scan, run in a workload of its own with the scan's permissions, writes the cluster scan into; serve reads it every minute, needing only get on that ConfigMap, instead of scanning (not with scan.interval). See scanning.md#in-the-server."`
 }
 
+// configMapPoll is how often serve reads the ConfigMap of scan.configMap:
+// one get of one object.
+const configMapPoll = time.Minute
+
+// ParseConfigMapRef reads scan.configMap's namespace/name.
+func ParseConfigMapRef(s string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(s, "/")
+	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", fmt.Errorf("%q is not namespace/name, as sunset/sunset-cluster-scan", s)
+	}
+	return namespace, name, nil
+}
+
+// Validate checks every key and reports every problem at once, each naming
+// its key.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -280,6 +296,14 @@ func (c Config) Validate() error {
 	c.validateCertDir(bad)
 	if c.Scan.Interval != 0 && c.Scan.Interval < time.Minute {
 		bad("scan.interval", "%s is shorter than 1m; a cluster scan lists every Helm release record", c.Scan.Interval)
+	}
+	if c.Scan.ConfigMap != "" {
+		if _, _, err := ParseConfigMapRef(c.Scan.ConfigMap); err != nil {
+			bad("scan.configMap", "%v", err)
+		}
+		if c.Scan.Interval != 0 {
+			bad("scan.configMap", "and scan.interval are both set: with scan.configMap another workload scans and serve only reads its result; unset scan.interval")
+		}
 	}
 	// Slices, not maps, so that the same config always gives the same
 	// message in the same order.

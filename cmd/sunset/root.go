@@ -46,7 +46,7 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 	root.SetErr(env.stderr)
 	root.SetIn(env.stdin)
 	build := app.NewBuildInfo(version, revision)
-	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newScanCommand(env), newReplayCommand(env), newStoreCommand(env),
+	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newScanCommand(env), newPublishScanCommand(env), newReplayCommand(env), newStoreCommand(env),
 		&cobra.Command{Use: "version", Short: "Print the version of sunset", Args: cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error { _, err := fmt.Fprintln(env.stdout, build); return err }})
 	if env.plugin {
