@@ -237,19 +237,28 @@ func comparable(t *testing.T, obj map[string]any) map[string]any {
 		for _, pvc := range spec["volumeClaimTemplates"].([]any) {
 			labels(pvc.(map[string]any)["metadata"].(map[string]any))
 		}
-		pod := tmpl["spec"].(map[string]any)
-		byName(pod, "volumes")
-		for _, v := range pod["volumes"].([]any) {
-			if cm, ok := v.(map[string]any)["configMap"].(map[string]any); ok {
-				cm["name"] = configMapHash.ReplaceAllString(cm["name"].(string), "$1")
-			}
-		}
-		for _, c := range pod["containers"].([]any) {
-			byName(c.(map[string]any), "env")
-			byName(c.(map[string]any), "volumeMounts")
-		}
+		comparablePod(tmpl["spec"].(map[string]any))
+	}
+	if out["kind"] == "CronJob" {
+		job := spec["jobTemplate"].(map[string]any)["spec"].(map[string]any)
+		comparablePod(job["template"].(map[string]any)["spec"].(map[string]any))
 	}
 	return out
+}
+
+// comparablePod sorts a pod spec's sets and takes the hash out of the
+// config ConfigMap's name.
+func comparablePod(pod map[string]any) {
+	byName(pod, "volumes")
+	for _, v := range pod["volumes"].([]any) {
+		if cm, ok := v.(map[string]any)["configMap"].(map[string]any); ok {
+			cm["name"] = configMapHash.ReplaceAllString(cm["name"].(string), "$1")
+		}
+	}
+	for _, c := range pod["containers"].([]any) {
+		byName(c.(map[string]any), "env")
+		byName(c.(map[string]any), "volumeMounts")
+	}
 }
 
 // byName sorts the list m[key] by its entries' names.
@@ -370,6 +379,10 @@ func TestHelmChartSchemaRejectsWrongValues(t *testing.T) {
 	require.ErrorContains(t, err, "webhook.tokenAuthSecret is empty and tls.webhookClientCertificates is off: Sunset refuses a webhook without credentials; set one")
 	_, err = helmRender(t, map[string]any{"tls": map[string]any{"webhookClientCertificates": true}})
 	require.ErrorContains(t, err, "tls.webhookClientCertificates needs tls.existingSecret")
+	// The scan no longer runs in Sunset's pod: a value of the chart's
+	// earlier in-pod scan says where it went.
+	_, err = helmRender(t, map[string]any{"scan": map[string]any{"interval": "15m"}})
+	require.ErrorContains(t, err, "scan.interval is gone: the cluster scan runs in a CronJob of its own (scan.enabled, scan.schedule)")
 }
 
 // `helm lint --strict` finds nothing to warn about, with each example's
@@ -407,7 +420,7 @@ func TestHelmChartValuesAreDocumented(t *testing.T) {
 	require.NoError(t, err)
 	var schema map[string]any
 	require.NoError(t, json.Unmarshal(schemaRaw, &schema))
-	selfDescribed := map[string]bool{"config": true, "resources": true, "networkPolicy.prometheus": true}
+	selfDescribed := map[string]bool{"config": true, "resources": true, "scan.resources": true, "networkPolicy.prometheus": true}
 	var undocumented, unknown []string
 	var walk func(n *yamlv3.Node, path string, schema map[string]any)
 	walk = func(n *yamlv3.Node, path string, schema map[string]any) {

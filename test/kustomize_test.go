@@ -38,8 +38,15 @@ var wantRendered = map[string][]string{
 	"kubernetes/base":           slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects))),
 	"kubernetes/overlays/tls":   baseObjects,
 	"kubernetes/overlays/kafka": slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects))),
-	"kubernetes/overlays/scan": slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects,
-		[]string{"ClusterRole/sunset-scanner", "ClusterRoleBinding/sunset-scanner"}))),
+	"kubernetes/overlays/scan":  slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects, scannerObjects))),
+}
+
+// scannerObjects are the cluster scan's own workload, its grants and the
+// ConfigMap it publishes in, and Sunset's read of that ConfigMap.
+var scannerObjects = []string{
+	"ClusterRole/sunset-scanner", "ClusterRoleBinding/sunset-scanner",
+	"ConfigMap/sunset-cluster-scan", "CronJob/sunset-scanner", "NetworkPolicy/sunset-scanner", "ServiceAccount/sunset-scanner",
+	"Role/sunset-scan-publisher", "RoleBinding/sunset-scan-publisher", "Role/sunset-scan-reader", "RoleBinding/sunset-scan-reader",
 }
 
 // publisherObjects let Sunset publish the CA of its own certificate.
@@ -147,23 +154,32 @@ func TestKustomizeGrantsOnlyDelegation(t *testing.T) {
 	}
 }
 
-// scanInterval is how often the rendered Sunset scans its cluster: the
-// scan.interval of its config file or environment, "" when it does not.
+// scanInterval is how often the rendered Sunset scans its cluster in its
+// own pod: the scan.interval of its config file or environment, "" when it
+// does not. No shipped install does: the scan runs in its own workload.
 func scanInterval(t *testing.T, r *rendered) string {
 	t.Helper()
 	interval := ""
 	if s, ok := sunsetConfig(t, r)["scan"].(map[string]any); ok {
 		interval, _ = s["interval"].(string)
 	}
-	for _, e := range r.sts.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == "SUNSET_SCAN_INTERVAL" {
-			interval = e.Value
-		}
+	if v, ok := stsEnv(r, "SUNSET_SCAN_INTERVAL"); ok {
+		interval = v
 	}
 	if d, err := time.ParseDuration(interval); err == nil && d == 0 {
 		return ""
 	}
 	return interval
+}
+
+// stsEnv is the value of Sunset's container's environment variable name.
+func stsEnv(r *rendered, name string) (string, bool) {
+	for _, e := range r.sts.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
 }
 
 // caPublisherRules are the rules Sunset's CA publisher needs on the Secret

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
 	"github.com/kube-sunset/sunset/scan"
 )
@@ -223,6 +224,8 @@ func requireOnlyNeededGrants(t *testing.T, r *rendered) {
 		"sunset:system:auth-delegator":                     "ClusterRole/system:auth-delegator",
 		"sunset:extension-apiserver-authentication-reader": "ClusterRole/sunset:extension-apiserver-authentication-reader",
 	}
+	// Each binding's one subject: Sunset's ServiceAccount unless said here.
+	subjects := map[string]string{}
 	// Publishing the CA: the rules the publisher's requests need, in the
 	// Secret's namespace, and nothing where Sunset publishes nothing.
 	wantRoles := map[string][]rbacv1.PolicyRule{}
@@ -234,8 +237,17 @@ func requireOnlyNeededGrants(t *testing.T, r *rendered) {
 		wantRoles["sunset-ca-publisher"] = caPublisherRules(t, ref)
 		wantBindings["sunset-ca-publisher"] = "Role/sunset-ca-publisher"
 	}
-	// The cluster scan, where it is on: list on what it lists.
-	if scanInterval(t, r) != "" {
+	// Sunset never scans in its own pod, which takes the webhook: the
+	// scan's list on Secrets is never Sunset's.
+	require.Empty(t, scanInterval(t, r), "%s: Sunset scans the cluster itself", dir)
+	// The cluster scan, where it is on, runs as its own ServiceAccount
+	// with list on what it lists, and get and update on the ConfigMap it
+	// publishes in, of which Sunset gets get only (the verbs
+	// scan.Publish and scan.ReadPublished use, scan/periodic_test.go).
+	if ref, ok := stsEnv(r, "SUNSET_SCAN_CONFIGMAP"); ok {
+		ns, cm, err := app.ParseConfigMapRef(ref)
+		require.NoError(t, err, dir)
+		require.Equal(t, r.sts.Namespace, ns, "%s: the scan's ConfigMap is in Sunset's namespace", dir)
 		var rules []rule
 		for _, gvr := range scan.ClusterReads {
 			i := slices.IndexFunc(rules, func(r rule) bool { return r.APIGroups[0] == gvr.Group })
@@ -247,6 +259,12 @@ func requireOnlyNeededGrants(t *testing.T, r *rendered) {
 		}
 		wantRules["sunset-scanner"] = rules
 		wantBindings["sunset-scanner"] = "ClusterRole/sunset-scanner"
+		subjects["sunset-scanner"] = "sunset-scanner"
+		wantRoles["sunset-scan-publisher"] = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{cm}, Verbs: []string{"get", "update"}}}
+		wantBindings["sunset-scan-publisher"] = "Role/sunset-scan-publisher"
+		subjects["sunset-scan-publisher"] = "sunset-scanner"
+		wantRoles["sunset-scan-reader"] = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{cm}, Verbs: []string{"get"}}}
+		wantBindings["sunset-scan-reader"] = "Role/sunset-scan-reader"
 	}
 	gotRoles := map[string][]rbacv1.PolicyRule{}
 	var gotBindings []string
@@ -283,7 +301,11 @@ func requireOnlyNeededGrants(t *testing.T, r *rendered) {
 			require.NoError(t, json.Unmarshal(raw, &b))
 			require.Equal(t, wantBindings[name], b.RoleRef.Kind+"/"+b.RoleRef.Name, "%s: %s", dir, name)
 			require.Len(t, b.Subjects, 1)
-			require.Equal(t, struct{ Kind, Name, Namespace string }{"ServiceAccount", r.sa.Name, r.sa.Namespace}, b.Subjects[0], "%s: %s", dir, name)
+			sa := r.sa.Name
+			if s, ok := subjects[name]; ok {
+				sa = s
+			}
+			require.Equal(t, struct{ Kind, Name, Namespace string }{"ServiceAccount", sa, r.sa.Namespace}, b.Subjects[0], "%s: %s", dir, name)
 			require.Equal(t, r.sts.Spec.Template.Spec.ServiceAccountName, r.sa.Name, dir)
 			gotBindings = append(gotBindings, name)
 		}
