@@ -153,6 +153,8 @@ func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 			t.Errorf("no %s was applied; applied %v", kind, applied)
 		}
 	}
+	// The cluster scan's grants, as kube-apiserver decides them.
+	requireScanLeastPrivilege(ctx, t, admin)
 
 	// Sunset as the chart's ServiceAccount, with the chart's RBAC alone.
 	tok, err := admin.CoreV1().ServiceAccounts(sunsetNamespace).CreateToken(ctx, sunsetAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
