@@ -55,7 +55,9 @@ type Event struct {
 	PodName, PodNode string
 	// SourceIPs are the client addresses as the apiserver lists them: the
 	// X-Forwarded-For addresses the caller sent, then, always last, the
-	// address the apiserver saw itself.
+	// address the apiserver saw itself. The decoder keeps at most
+	// MaxSourceIPs of them, the first forwarded ones and the last, and
+	// only IP addresses.
 	SourceIPs []string
 	// RequestObject is the raw request body at Request level or above, for
 	// field rules. It is never stored or logged.
@@ -63,6 +65,65 @@ type Event struct {
 	// Admission holds what the annotations say about admission webhooks;
 	// nil when they say nothing.
 	Admission *admission.Facts
+	// Dropped says what the decoder left out of the event; the event
+	// counts with what it kept.
+	Dropped Dropped
+}
+
+// Dropped says what a decoder left out of an event: values over their
+// bound, or not what their field means. Every field of an event is the
+// sender's, so each is bounded as it is read, and an event is kept with
+// what fits. Ingest counts each reason once per event in
+// sunset_ingest_decode_errors_total.
+type Dropped uint8
+
+// What a decoder may leave out of an event.
+const (
+	// DroppedRemovedRelease is a k8s.io/removed-release annotation that
+	// is not a release such as "1.37", or is longer than
+	// MaxReleaseBytes. The event counts as if it had none.
+	DroppedRemovedRelease Dropped = 1 << iota
+	// DroppedSourceIP is a sourceIPs entry that is not an IP address.
+	DroppedSourceIP
+	// DroppedOverBound is a list or a string cut at its bound: more
+	// sourceIPs than MaxSourceIPs, a username or user agent longer than
+	// the store keeps, too many or too long admission webhook
+	// annotations.
+	DroppedOverBound
+)
+
+// droppedReasons are the label values of each Dropped bit, in
+// sunset_ingest_decode_errors_total.
+var droppedReasons = [...]struct {
+	bit    Dropped
+	reason string
+}{
+	{DroppedRemovedRelease, "bad_removed_release"},
+	{DroppedSourceIP, "bad_source_ip"},
+	{DroppedOverBound, "over_bound"},
+}
+
+// Reasons are the label values of what d holds.
+func (d Dropped) Reasons() []string {
+	var out []string
+	for _, r := range droppedReasons {
+		if d&r.bit != 0 {
+			out = append(out, r.reason)
+		}
+	}
+	return out
+}
+
+// countDropped counts what the decoder left out of one event.
+func (a *Aggregator) countDropped(source string, d Dropped) {
+	if d == 0 {
+		return
+	}
+	for _, r := range droppedReasons {
+		if d&r.bit != 0 {
+			a.metrics.decodeErrors.WithLabelValues(source, r.reason).Inc()
+		}
+	}
 }
 
 // ObjectRef names the API resource a request was about.
@@ -133,6 +194,7 @@ func (e *Event) Hour() (hour time.Time, ok bool) {
 }
 
 func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Result) {
+	a.countDropped(o.Source, e.Dropped)
 	if e.Stage != StageResponseComplete && e.Stage != StagePanic {
 		return Request{}, ResultOtherStage
 	}

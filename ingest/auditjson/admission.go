@@ -2,7 +2,6 @@ package auditjson
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
@@ -26,7 +25,8 @@ func (w *wireEventWithAdmission) event(raw []byte) (aggregate.Event, error) {
 
 // annotationsWithAdmission decodes the deprecation annotations exactly as
 // wireEvent does and, when this event's own annotations (not just its
-// batch) may hold webhook annotations, the admission facts too.
+// batch) may hold webhook annotations, the admission facts too, from at
+// most maxWebhookAnnotations of them (decodeAnnotations).
 type annotationsWithAdmission struct {
 	deprecation deprecationAnnotations
 	facts       *admission.Facts
@@ -34,25 +34,20 @@ type annotationsWithAdmission struct {
 
 func (a *annotationsWithAdmission) UnmarshalJSON(b []byte) error {
 	webhooks := admission.MayHave(b)
-	if !webhooks && !mayNameDeprecation(b) {
-		// Most events of a batch with webhook annotations have neither
-		// kind: they cost a scan, not a second decode.
-		return nil
-	}
-	if err := json.Unmarshal(b, &a.deprecation); err != nil {
-		return err
-	}
 	if !webhooks {
-		return nil
+		// Most events of a batch with webhook annotations have none:
+		// they cost a scan, not a second decode.
+		return a.deprecation.UnmarshalJSON(b)
 	}
-	// Raw values: only the keys admission reads are decoded, and a patch
+	// Raw values: only the keys admission reads are kept, and a patch
 	// annotation's content is never turned into a string.
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
+	var w webhookAnnotations
+	end, err := decodeAnnotations(b, 0, 1, &a.deprecation.annotationValues, &w)
+	if err != nil {
 		return err
 	}
-	a.facts = admission.Parse(m)
-	return nil
+	a.facts = admission.Parse(w.raw())
+	return scanned(end)
 }
 
 // mayNameDeprecation is false only when decoding b into

@@ -109,7 +109,12 @@ func TestAdmissionPathMatchesKeysAsEncodingJSON(t *testing.T) {
 		`k8s.io/removed-release`, `K8S.IO/REMOVED-RELEASE`, "k8s.io/removed-relea\u017fe", "k8s.io/removed-releaſe",
 		`k8s.io/deprecated-not`, `x/deprecated`,
 	} {
-		items = append(items, `{"auditID":"k`+strconv.Itoa(i)+`","stage":"ResponseComplete","annotations":{"`+key+`":"true"}}`)
+		// Each key with a value its annotation keeps, should it match.
+		value := "true"
+		if strings.Contains(strings.ToLower(key), "removed") {
+			value = "1.37"
+		}
+		items = append(items, `{"auditID":"k`+strconv.Itoa(i)+`","stage":"ResponseComplete","annotations":{"`+key+`":"`+value+`"}}`)
 	}
 	items = append(items,
 		`{"auditID":"num","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":1}}`,

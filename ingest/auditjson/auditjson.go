@@ -157,47 +157,50 @@ func (r *rawItems) UnmarshalJSON(b []byte) error {
 const maxFastItems = 1024
 
 type wireObjectRef struct {
-	Resource    string `json:"resource"`
-	APIGroup    string `json:"apiGroup"`
-	APIVersion  string `json:"apiVersion"`
-	Subresource string `json:"subresource"`
+	Resource    text[resourceLimit] `json:"resource"`
+	APIGroup    text[groupLimit]    `json:"apiGroup"`
+	APIVersion  text[versionLimit]  `json:"apiVersion"`
+	Subresource text[subresLimit]   `json:"subresource"`
 }
 
-// wireUser is an audit event's user or impersonatedUser.
+// wireUser is an audit event's user or impersonatedUser. Its groups and
+// other extra keys are not decoded at all.
 type wireUser struct {
-	Username string `json:"username"`
-	// Only the pod-bound token's keys are decoded. PodUID is decoded for
-	// its type alone (a malformed one makes a malformed event); Sunset keeps
-	// no pod UID.
+	Username text[usernameLimit] `json:"username"`
+	// Only the pod-bound token's keys are decoded, the first value of
+	// each. PodUID is checked for its type alone (a malformed one makes a
+	// malformed event); Sunset keeps no pod UID.
 	Extra struct {
-		PodName  []string `json:"authentication.kubernetes.io/pod-name"`
-		PodUID   []string `json:"authentication.kubernetes.io/pod-uid"`
-		NodeName []string `json:"authentication.kubernetes.io/node-name"`
+		PodName  firstText[nameLimit] `json:"authentication.kubernetes.io/pod-name"`
+		PodUID   stringsOnly          `json:"authentication.kubernetes.io/pod-uid"`
+		NodeName firstText[nameLimit] `json:"authentication.kubernetes.io/node-name"`
 	} `json:"extra"`
 }
 
+// wireEvent is what the decoder reads of an event. Every field the event
+// keeps is bounded as it is read (bounded.go).
 type wireEvent struct {
-	Kind       string   `json:"kind"`
-	APIVersion string   `json:"apiVersion"`
-	AuditID    string   `json:"auditID"`
-	Stage      string   `json:"stage"`
-	RequestURI string   `json:"requestURI"`
-	Verb       string   `json:"verb"`
-	User       wireUser `json:"user"`
+	Kind       string          `json:"kind"`
+	APIVersion string          `json:"apiVersion"`
+	AuditID    string          `json:"auditID"`
+	Stage      text[wordLimit] `json:"stage"`
+	RequestURI string          `json:"requestURI"`
+	Verb       text[wordLimit] `json:"verb"`
+	User       wireUser        `json:"user"`
 	// ImpersonatedUser is who the request was made as, when the caller
 	// impersonated someone (kubectl --as).
 	ImpersonatedUser *wireUser `json:"impersonatedUser"`
-	SourceIPs        []string  `json:"sourceIPs"`
+	SourceIPs        sourceIPs `json:"sourceIPs"`
 	// RequestObject is kept raw, only for the dry-run flag of a DELETE and
 	// for field rules; it is never stored or logged.
-	RequestObject  json.RawMessage `json:"requestObject"`
-	UserAgent      string          `json:"userAgent"`
-	ObjectRef      *wireObjectRef  `json:"objectRef"`
+	RequestObject  json.RawMessage      `json:"requestObject"`
+	UserAgent      text[userAgentLimit] `json:"userAgent"`
+	ObjectRef      *wireObjectRef       `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int32 `json:"code"`
 	} `json:"responseStatus"`
-	// Only the two deprecation annotations are decoded; a struct instead
-	// of a map skips allocating every other annotation.
+	// Only the two deprecation annotations are decoded; every other
+	// annotation is skipped where it lies.
 	Annotations              deprecationAnnotations `json:"annotations"`
 	RequestReceivedTimestamp string                 `json:"requestReceivedTimestamp"`
 	StageTimestamp           string                 `json:"stageTimestamp"`
@@ -208,12 +211,11 @@ type wireEvent struct {
 	IdentityTimestamp string `json:"sunsetIdentityTimestamp"`
 }
 
-// deprecationAnnotations reads the two deprecation annotations. Annotations
-// are a map in the audit types, so keys match exactly, not in any case as
-// struct fields would.
+// deprecationAnnotations reads the two deprecation annotations
+// (decodeAnnotations). Annotations are a map in the audit types, so keys
+// match exactly, not in any case as struct fields would.
 type deprecationAnnotations struct {
-	Deprecated     string
-	RemovedRelease string
+	annotationValues
 }
 
 func (a *deprecationAnnotations) UnmarshalJSON(b []byte) error {
@@ -221,18 +223,11 @@ func (a *deprecationAnnotations) UnmarshalJSON(b []byte) error {
 		// Valid JSON (the caller's decoder checked it) naming neither key.
 		return nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
+	end, err := decodeAnnotations(b, 0, 1, &a.annotationValues, nil)
+	if err != nil {
 		return err
 	}
-	for key, dst := range map[string]*string{AnnotationDeprecated: &a.Deprecated, AnnotationRemovedRelease: &a.RemovedRelease} {
-		if v, ok := m[key]; ok {
-			if err := json.Unmarshal(v, dst); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return scanned(end)
 }
 
 // wireItem is an event type the fast path can decode into.
@@ -471,28 +466,36 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	if w.Kind != "" && w.Kind != KindEvent {
 		return aggregate.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(w.Kind), KindEvent)}
 	}
-	if w.Stage == "" {
+	if w.Stage.s == "" {
 		return aggregate.Event{}, &Error{ReasonMissingStage, "event has no stage"}
 	}
 	// A request made as another user counts under that user, with that
 	// user's pod-bound token claims; the real caller is kept beside it.
 	as, impersonatedBy := &w.User, ""
-	if w.ImpersonatedUser != nil && w.ImpersonatedUser.Username != "" {
-		as, impersonatedBy = w.ImpersonatedUser, w.User.Username
+	if w.ImpersonatedUser != nil && w.ImpersonatedUser.Username.s != "" {
+		as, impersonatedBy = w.ImpersonatedUser, w.User.Username.s
 	}
 	ev := aggregate.Event{
 		ID:             w.AuditID,
-		Stage:          w.Stage,
-		Verb:           w.Verb,
-		Username:       as.Username,
+		Stage:          w.Stage.s,
+		Verb:           w.Verb.s,
+		Username:       as.Username.s,
 		ImpersonatedBy: impersonatedBy,
-		UserAgent:      w.UserAgent,
-		PodName:        first(as.Extra.PodName),
-		PodNode:        first(as.Extra.NodeName),
-		SourceIPs:      w.SourceIPs,
+		UserAgent:      w.UserAgent.s,
+		PodName:        as.Extra.PodName.s,
+		PodNode:        as.Extra.NodeName.s,
+		SourceIPs:      w.SourceIPs.ips,
 		RequestObject:  w.RequestObject,
+		Dropped:        w.Annotations.dropped,
 	}
-	ev.DryRun = dryRun(w.RequestURI, w.Verb, w.RequestObject)
+	if w.SourceIPs.invalid {
+		ev.Dropped |= aggregate.DroppedSourceIP
+	}
+	if w.SourceIPs.cut || w.Stage.cut || w.Verb.cut || as.Username.cut || impersonatedBy != "" && w.User.Username.cut ||
+		w.UserAgent.cut || as.Extra.PodName.cut || as.Extra.NodeName.cut {
+		ev.Dropped |= aggregate.DroppedOverBound
+	}
+	ev.DryRun = dryRun(w.RequestURI, ev.Verb, w.RequestObject)
 	if ev.ID == "" {
 		if raw == nil {
 			return aggregate.Event{}, errNeedRaw
@@ -501,18 +504,20 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		ev.ID = digestID(raw)
 	}
 	if w.ObjectRef != nil {
+		// A part cut at its bound is still longer than the aggregator
+		// allows, which refuses it (too_long).
 		ev.ObjectRef = &aggregate.ObjectRef{
-			Group:       w.ObjectRef.APIGroup,
-			Version:     w.ObjectRef.APIVersion,
-			Resource:    w.ObjectRef.Resource,
-			Subresource: w.ObjectRef.Subresource,
+			Group:       w.ObjectRef.APIGroup.s,
+			Version:     w.ObjectRef.APIVersion.s,
+			Resource:    w.ObjectRef.Resource.s,
+			Subresource: w.ObjectRef.Subresource.s,
 		}
 	}
 	if w.ResponseStatus != nil {
 		ev.ResponseCode = w.ResponseStatus.Code
 	}
-	ev.Deprecated = w.Annotations.Deprecated == "true"
-	ev.RemovedRelease = w.Annotations.RemovedRelease
+	ev.Deprecated = w.Annotations.deprecated
+	ev.RemovedRelease = w.Annotations.removedRelease
 	var err error
 	if ev.RequestReceived, err = parseTime(w.RequestReceivedTimestamp); err != nil {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}
@@ -532,13 +537,6 @@ func digestID(raw []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func first(v []string) string {
-	if len(v) == 0 {
-		return ""
-	}
-	return v[0]
-}
-
 // dryRun reports a server-side dry run: dryRun=All in the request URI, or,
 // for a DELETE logged at Request level or above, in its DeleteOptions body.
 // A dry-run DELETE logged at Metadata level looks like a real one.
@@ -549,11 +547,13 @@ func dryRun(uri, verb string, requestObject json.RawMessage) bool {
 		}
 	}
 	if verb == "delete" && len(requestObject) > 0 {
+		// dryRun is read without being kept: a sender may list
+		// millions of values.
 		var opts struct {
-			Kind   string   `json:"kind"`
-			DryRun []string `json:"dryRun"`
+			Kind   string    `json:"kind"`
+			DryRun dryRunAll `json:"dryRun"`
 		}
-		if json.Unmarshal(requestObject, &opts) == nil && opts.Kind == "DeleteOptions" && slices.Contains(opts.DryRun, "All") {
+		if json.Unmarshal(requestObject, &opts) == nil && opts.Kind == "DeleteOptions" && bool(opts.DryRun) {
 			return true
 		}
 	}

@@ -71,16 +71,24 @@ func TestDecodeEventExtractsTheCountedFields(t *testing.T) {
 	require.Equal(t, "sha256:", a.ID[:7])
 }
 
-// FuzzDecodeBody checks that no input makes the decoder panic, and that a
-// rejected body always has a reason.
+// FuzzDecodeBody checks that no input makes the decoder panic, that a
+// rejected body always has a reason, and that what it keeps is within its
+// bounds.
 func FuzzDecodeBody(f *testing.F) {
 	body, err := os.ReadFile(filepath.Join(captured, "00007.body"))
 	require.NoError(f, err)
 	for _, seed := range []string{string(body), `{"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"Panic"}`, `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[1,"x",{}]}`, `[]`, `{`} {
 		f.Add([]byte(seed))
 	}
+	for _, b := range hostileSeeds() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, bad, err := DecodeBody(b)
+		events, bad, err := DecodeBody(b)
+		// Whatever the input, every event is within the decoder's bounds.
+		for _, ev := range events {
+			checkBounds(t, ev)
+		}
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Reason == "" || e.Message == "" {

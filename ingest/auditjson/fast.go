@@ -42,13 +42,13 @@ func decodeWire(raw []byte, w *wireEvent) bool {
 		case keyAuditID:
 			return readString(raw, start, &w.AuditID)
 		case keyStage:
-			return readString(raw, start, &w.Stage)
+			return w.Stage.read(raw, start)
 		case keyRequestURI:
 			return readString(raw, start, &w.RequestURI)
 		case keyVerb:
-			return readString(raw, start, &w.Verb)
+			return w.Verb.read(raw, start)
 		case keyUserAgent:
-			return readString(raw, start, &w.UserAgent)
+			return w.UserAgent.read(raw, start)
 		case keyRequestReceived:
 			return readString(raw, start, &w.RequestReceivedTimestamp)
 		case keyStageTimestamp:
@@ -56,7 +56,8 @@ func decodeWire(raw []byte, w *wireEvent) bool {
 		case keyIdentityTimestamp:
 			return readString(raw, start, &w.IdentityTimestamp)
 		case keySourceIPs:
-			return readStrings(raw, start, 2, &w.SourceIPs)
+			end, _ := w.SourceIPs.read(raw, start, 2)
+			return end
 		case keyUser:
 			return readUser(raw, start, &w.User)
 		case keyImpersonatedUser:
@@ -78,7 +79,8 @@ func decodeWire(raw []byte, w *wireEvent) bool {
 		case keyResponseStatus:
 			return readResponseStatus(raw, start, w)
 		case keyAnnotations:
-			return readDeprecation(raw, start, &w.Annotations)
+			end, _ := decodeAnnotations(raw, start, 2, &w.Annotations.annotationValues, nil)
+			return end
 		}
 		return -1
 	})
@@ -306,7 +308,7 @@ func readUser(b []byte, start int, u *wireUser) int {
 			if !seen.add(1) {
 				return -1
 			}
-			return readString(b, i, &u.Username)
+			return u.Username.read(b, i)
 		case equalFoldASCII(key, "extra"):
 			if !seen.add(2) {
 				return -1
@@ -317,8 +319,8 @@ func readUser(b []byte, start int, u *wireUser) int {
 	})
 }
 
-// readExtra reads a user's extra, at depth 3, keeping the pod-bound
-// token's keys.
+// readExtra reads a user's extra, at depth 3, keeping the first value of
+// each of the pod-bound token's keys.
 func readExtra(b []byte, start int, u *wireUser) int {
 	if at(b, start) == 'n' {
 		return scanLiteral(b, start, "null")
@@ -328,24 +330,27 @@ func readExtra(b []byte, start int, u *wireUser) int {
 	}
 	var seen fieldSet
 	return scanObject(b, start, 3, func(key []byte, flags stringFlags, i int) int {
-		var dst *[]string
+		var end int
 		var f wireField
 		switch {
 		case !flags.plain():
 			return -1
 		case equalFoldASCII(key, "authentication.kubernetes.io/pod-name"):
-			dst, f = &u.Extra.PodName, 1
+			f = 1
+			end, _ = u.Extra.PodName.read(b, i, 4)
 		case equalFoldASCII(key, "authentication.kubernetes.io/pod-uid"):
-			dst, f = &u.Extra.PodUID, 2
+			f = 2
+			end, _ = u.Extra.PodUID.read(b, i, 4)
 		case equalFoldASCII(key, "authentication.kubernetes.io/node-name"):
-			dst, f = &u.Extra.NodeName, 3
+			f = 3
+			end, _ = u.Extra.NodeName.read(b, i, 4)
 		default:
 			return skipValue(b, i, 3)
 		}
 		if !seen.add(f) {
 			return -1
 		}
-		return readStrings(b, i, 4, dst)
+		return end
 	})
 }
 
@@ -362,26 +367,26 @@ func readObjectRef(b []byte, start int, dst **wireObjectRef) int {
 	*dst = ref
 	var seen fieldSet
 	return scanObject(b, start, 2, func(key []byte, flags stringFlags, i int) int {
-		var s *string
+		var read func([]byte, int) int
 		var f wireField
 		switch {
 		case !flags.plain():
 			return -1
 		case equalFoldASCII(key, "resource"):
-			s, f = &ref.Resource, 1
+			read, f = ref.Resource.read, 1
 		case equalFoldASCII(key, "apigroup"):
-			s, f = &ref.APIGroup, 2
+			read, f = ref.APIGroup.read, 2
 		case equalFoldASCII(key, "apiversion"):
-			s, f = &ref.APIVersion, 3
+			read, f = ref.APIVersion.read, 3
 		case equalFoldASCII(key, "subresource"):
-			s, f = &ref.Subresource, 4
+			read, f = ref.Subresource.read, 4
 		default:
 			return skipValue(b, i, 2)
 		}
 		if !seen.add(f) {
 			return -1
 		}
-		return readString(b, i, s)
+		return read(b, i)
 	})
 }
 
@@ -424,39 +429,6 @@ func readResponseStatus(b []byte, start int, w *wireEvent) int {
 		}
 		w.ResponseStatus.Code = int32(code)
 		return end
-	})
-}
-
-// readDeprecation reads the annotations object or null at b[start] as
-// deprecationAnnotations.UnmarshalJSON does: the two keys matched exactly,
-// as a map's keys are.
-func readDeprecation(b []byte, start int, a *deprecationAnnotations) int {
-	if at(b, start) == 'n' {
-		return scanLiteral(b, start, "null")
-	}
-	if at(b, start) != '{' {
-		return -1
-	}
-	var seen fieldSet
-	return scanObject(b, start, 2, func(key []byte, flags stringFlags, i int) int {
-		var dst *string
-		var f wireField
-		switch {
-		case flags&flagEscaped != 0:
-			// An escaped key may spell either of the two.
-			return -1
-		case string(key) == AnnotationDeprecated:
-			dst, f = &a.Deprecated, 1
-		case string(key) == AnnotationRemovedRelease:
-			dst, f = &a.RemovedRelease, 2
-		default:
-			return skipValue(b, i, 2)
-		}
-		if !seen.add(f) {
-			// A map keeps the last of repeated keys, even a null.
-			return -1
-		}
-		return readString(b, i, dst)
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
@@ -56,6 +57,24 @@ func FuzzScanner(f *testing.F) {
 			t.Fatalf("scanner says %v, encoding/json says %v", ok, json.Valid(b))
 		}
 	})
+}
+
+// referenceRelease is the removed release Sunset keeps of the annotation
+// s: a release of at most aggregate.MaxReleaseBytes, as "1.37", else none.
+func referenceRelease(s string) string {
+	r, err := catalog.ParseRelease(s)
+	if err != nil || len(s) > aggregate.MaxReleaseBytes {
+		return ""
+	}
+	return r.String()
+}
+
+// first is the first of v, or "".
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 // testAggregator classifies without a store, with the built-in field rules,
@@ -110,6 +129,9 @@ func compareWithDecodeBody(t testing.TB, a *aggregate.Aggregator, body []byte) o
 	events, bad, err := DecodeBody(body)
 	want := plan(t, a, events, aggregate.Prefiltered{}, bad, err)
 	fevents, fbad, skipped, ferr := DecodeBodyFiltered(body, NewPrefilter(a.Interest()))
+	for _, ev := range fevents {
+		checkBounds(t, ev)
+	}
 	got := plan(t, a, fevents, skipped, fbad, ferr)
 	if want.Err == "" && got.Invalid != want.Invalid {
 		// Items set aside are not validated beyond their JSON and stage:
@@ -152,7 +174,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 			as, by = *e.ImpersonatedUser, e.User.Username
 		}
 		ev := aggregate.Event{ID: string(e.AuditID), Stage: string(e.Stage), Verb: e.Verb, Username: as.Username, ImpersonatedBy: by,
-			UserAgent: e.UserAgent, Deprecated: e.Annotations[AnnotationDeprecated] == "true", RemovedRelease: e.Annotations[AnnotationRemovedRelease],
+			UserAgent: e.UserAgent, Deprecated: e.Annotations[AnnotationDeprecated] == "true", RemovedRelease: referenceRelease(e.Annotations[AnnotationRemovedRelease]),
 			RequestReceived: e.RequestReceivedTimestamp.Time, StageTime: e.StageTimestamp.Time, SourceIPs: e.SourceIPs}
 		if e.RequestObject != nil {
 			ev.RequestObject = e.RequestObject.Raw
@@ -307,6 +329,9 @@ func FuzzPrefilter(f *testing.F) {
 	require.NoError(f, err)
 	f.Add(body)
 	f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","stage":"ResponseComplete","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true"}}]}`))
+	for _, b := range hostileSeeds() {
+		f.Add(b)
+	}
 	a := testAggregator(f, now)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got := compareWithDecodeBody(t, a, body)

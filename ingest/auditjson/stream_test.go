@@ -100,6 +100,7 @@ func sameAsDecodeBody(t *testing.T, body []byte, r io.Reader) {
 	require.Len(t, events, len(wantEvents))
 	for i := range events {
 		require.Equal(t, wantEvents[i], events[i], "event %d", i)
+		checkBounds(t, events[i])
 	}
 }
 
@@ -166,6 +167,9 @@ func TestDecodeStreamPassesOnReadErrors(t *testing.T) {
 // FuzzDecodeStream holds DecodeStream to DecodeBody on any input.
 func FuzzDecodeStream(f *testing.F) {
 	for _, b := range streamBodies(f) {
+		f.Add(b)
+	}
+	for _, b := range hostileSeeds() {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

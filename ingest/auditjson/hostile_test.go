@@ -1,0 +1,376 @@
+package auditjson
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
+)
+
+// bombEntries is how many empty strings the array bomb's list holds: 54
+// MiB of JSON, inside the webhook's 64 MiB body limit. Decoded into a
+// []string they took 1.2 GiB at peak.
+const bombEntries = 18 << 20
+
+// heapBudget is what decoding one hostile event may allocate beyond the
+// input itself.
+const heapBudget = 64 << 20
+
+// bombEvent is an audit event whose field (a path such as
+// `"sourceIPs":`) holds a list that starts with head, then n copies of
+// entry, then tail. It is built in one allocation of its final size.
+func bombEvent(field, head, entry, tail string, n int) []byte {
+	pre := `{"auditID":"bomb","stage":"ResponseComplete","verb":"get","requestReceivedTimestamp":"2026-11-24T10:00:00Z",` +
+		`"objectRef":{"resource":"endpoints","apiVersion":"v1"},`
+	if !strings.Contains(field, `"annotations"`) {
+		pre += `"annotations":{"k8s.io/deprecated":"true"},`
+	}
+	b := make([]byte, 0, len(pre)+len(field)+len(head)+n*len(entry)+len(tail)+8)
+	b = append(b, pre...)
+	b = append(b, field...)
+	b = append(b, head...)
+	for range n {
+		b = append(b, entry...)
+	}
+	b = append(b, tail...)
+	return append(b, '}')
+}
+
+// eventDecoders are every way an event reaches the aggregator: the scanner's
+// path and encoding/json's, for a single event (a log line, a Kafka
+// message, an EKS or GKE entry), a list decoded whole (a Kafka EventList,
+// a small webhook body), a list streamed (a large webhook body), and the
+// admission path of a batch with webhook annotations. slack is what each
+// may allocate beyond heapBudget for holding the input as it reads it.
+var eventDecoders = []struct {
+	name string
+	// input is what the decoder reads for the event raw.
+	input  func(raw []byte) []byte
+	decode func(t testing.TB, in []byte) aggregate.Event
+	slack  func(raw []byte) uint64
+}{
+	{"DecodeEvent", same, func(t testing.TB, raw []byte) aggregate.Event {
+		var w wireEvent
+		require.True(t, decodeWire(raw, &w), "the scanner's path")
+		ev, err := DecodeEvent(raw)
+		require.NoError(t, err)
+		return ev
+	}, none},
+	{"encoding/json", same, func(t testing.TB, raw []byte) aggregate.Event {
+		ev, err := decodeEvent[wireEvent](raw)
+		require.NoError(t, err)
+		return ev
+	}, none},
+	{"admission path", same, func(t testing.TB, raw []byte) aggregate.Event {
+		ev, err := decodeEvent[wireEventWithAdmission](raw)
+		require.NoError(t, err)
+		return ev
+	}, none},
+	{"DecodeBody", list, func(t testing.TB, body []byte) aggregate.Event {
+		events, bad, err := DecodeBody(body)
+		require.NoError(t, err)
+		require.Zero(t, bad.Count)
+		require.Len(t, events, 1)
+		return events[0]
+	}, none},
+	{"DecodeStreamFiltered", list, func(t testing.TB, body []byte) aggregate.Event {
+		events, bad, _, err := DecodeStreamFiltered(bytes.NewReader(body), nil, NewPrefilter(aggregate.Interest{AllCompleted: true}))
+		require.NoError(t, err)
+		require.Zero(t, bad.Count)
+		require.Len(t, events, 1)
+		return events[0]
+	}, streamed},
+}
+
+func none([]byte) uint64 { return 0 }
+
+func same(raw []byte) []byte { return raw }
+
+// streamed is what a streamed body allocates to hold its input: a large
+// body's item is read into a buffer that doubles as it fills, after the
+// first maxWholeBody bytes were read to see if the body is small.
+func streamed(raw []byte) uint64 { return 3*uint64(len(raw)) + 2*maxWholeBody }
+
+// list is raw as the one item of an EventList.
+func list(raw []byte) []byte {
+	return append(append([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`), raw...), "]}"...)
+}
+
+// One event whose sourceIPs hold 18 million empty strings between two
+// addresses: every decoder keeps the first and the last, allocates a
+// bounded amount beyond the input, and notes what it left out.
+func TestArrayBombInSourceIPs(t *testing.T) {
+	raw := bombEvent(`"sourceIPs":`, `["10.0.0.1",`, `"",`, `"192.0.2.7"]`, bombEntries)
+	require.Greater(t, len(raw), 50<<20)
+	for _, d := range eventDecoders {
+		t.Run(d.name, func(t *testing.T) {
+			in := d.input(raw)
+			var ev aggregate.Event
+			n := allocated(func() { ev = d.decode(t, in) })
+			t.Logf("%s: %d MiB allocated decoding %d MiB", d.name, n>>20, len(raw)>>20)
+			require.Less(t, n, heapBudget+d.slack(raw))
+			require.Equal(t, []string{"10.0.0.1", "192.0.2.7"}, ev.SourceIPs)
+			require.Equal(t, aggregate.DroppedSourceIP, ev.Dropped&aggregate.DroppedSourceIP)
+			require.True(t, ev.Deprecated)
+		})
+	}
+}
+
+// The same for every other list of an event: the groups (never decoded),
+// user.extra's pod-bound values (the first is kept), a DeleteOptions'
+// dryRun, and annotations, plain and with webhook annotations among them.
+func TestArrayBombsInOtherLists(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes 20 MiB events")
+	}
+	const n = 6 << 20
+	for name, raw := range map[string][]byte{
+		"groups":   bombEvent(`"user":{"username":"u","groups":`, `[`, `"",`, `"g"]}`, n),
+		"pod-name": bombEvent(`"user":{"username":"u","extra":{"authentication.kubernetes.io/pod-name":`, `["pod-1",`, `"",`, `"x"]}}`, n),
+		"node-name in impersonatedUser": bombEvent(`"impersonatedUser":{"username":"u","extra":{"authentication.kubernetes.io/node-name":`,
+			`["node-1",`, `"",`, `"x"]}}`, n),
+		"pod-uid": bombEvent(`"user":{"username":"u","extra":{"authentication.kubernetes.io/pod-uid":`, `["uid",`, `"",`, `"x"]}}`, n),
+		"dryRun": bytes.Replace(bombEvent(`"requestObject":{"kind":"DeleteOptions","dryRun":`, `[`, `"",`, `"All"]}`, n),
+			[]byte(`"verb":"get"`), []byte(`"verb":"delete"`), 1),
+		"annotations": bombEvent(`"stageTimestamp":"2026-11-24T10:00:00Z","annotations":`, `{`, `"a":"",`, `"k8s.io/removed-release":"1.37"}`, n/2),
+		"webhook annotations": bombEvent(`"stageTimestamp":"2026-11-24T10:00:00Z","annotations":`,
+			`{"mutation.webhook.admission.k8s.io/round_0_index_0":"{\"configuration\":\"c\",\"webhook\":\"w\",\"mutated\":true}",`,
+			`"failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"w",`, `"k8s.io/deprecated":"true"}`, n/16),
+	} {
+		for _, d := range eventDecoders {
+			t.Run(name+"/"+d.name, func(t *testing.T) {
+				in := d.input(raw)
+				var ev aggregate.Event
+				allocs := allocated(func() { ev = d.decode(t, in) })
+				t.Logf("%d MiB allocated decoding %d MiB", allocs>>20, len(raw)>>20)
+				require.Less(t, allocs, heapBudget+d.slack(raw), "%d MiB allocated", allocs>>20)
+				switch name {
+				case "pod-name":
+					require.Equal(t, "pod-1", ev.PodName)
+				case "node-name in impersonatedUser":
+					require.Equal(t, "node-1", ev.PodNode)
+				case "dryRun":
+					require.True(t, ev.DryRun)
+				case "annotations":
+					require.Equal(t, "1.37", ev.RemovedRelease)
+				case "webhook annotations":
+					require.True(t, ev.Deprecated)
+					if d.name == "admission path" || d.name == "DecodeBody" || d.name == "DecodeStreamFiltered" || d.name == "DecodeEvent" {
+						require.NotNil(t, ev.Admission)
+						require.Len(t, ev.Admission.Calls, 2)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A removed release that is not a release, or longer than a release can
+// be, is dropped and counted; the event still counts, with the catalog's
+// removed release.
+func TestRemovedReleaseIsValidated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	agg := aggregate.New(aggregate.Options{Registerer: reg})
+	for _, c := range []struct {
+		value, want string
+		dropped     bool
+	}{
+		{`"1.37"`, "1.37", false},
+		{`"v1.37.2"`, "1.37", false},
+		{`"1.3\u0037"`, "1.37", false},
+		{`""`, "", false},
+		{`null`, "", false},
+		{`"banana"`, "", true},
+		{`"1."`, "", true},
+		{`"` + strings.Repeat("1", 9<<20) + `.37"`, "", true},
+		{`"1.37` + strings.Repeat(" ", aggregate.MaxReleaseBytes) + `"`, "", true},
+	} {
+		raw := []byte(`{"auditID":"r","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":` + c.value + `}}`)
+		for _, d := range eventDecoders {
+			in := d.input(raw)
+			var ev aggregate.Event
+			allocs := allocated(func() { ev = d.decode(t, in) })
+			require.Less(t, allocs, uint64(1<<20)+d.slack(raw), "%.20s %s: %d KiB allocated", c.value, d.name, allocs>>10)
+			require.Equal(t, c.want, ev.RemovedRelease, "%.20s %s", c.value, d.name)
+			require.Equal(t, c.dropped, ev.Dropped&aggregate.DroppedRemovedRelease != 0, "%.20s %s", c.value, d.name)
+			require.True(t, ev.Deprecated)
+		}
+		before := decodeErrors(t, reg, "bad_removed_release")
+		ev, err := DecodeEvent(raw)
+		require.NoError(t, err)
+		_, err = agg.Plan(aggregate.Origin{Source: "webhook", Cluster: "c", Node: "n"}, []aggregate.Event{ev})
+		require.NoError(t, err)
+		after := decodeErrors(t, reg, "bad_removed_release")
+		if c.dropped {
+			require.Equal(t, before+1, after, "%.20s is counted", c.value)
+		} else {
+			require.Equal(t, before, after, "%.20s", c.value)
+		}
+	}
+}
+
+// decodeErrors is sunset_ingest_decode_errors_total{source="webhook"} of
+// reason in reg.
+func decodeErrors(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "sunset_ingest_decode_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == "webhook" && labels["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// Only addresses are kept of sourceIPs: the first forwarded ones, up to
+// the aggregator's bound, and the last.
+func TestSourceIPsKeepOnlyAddresses(t *testing.T) {
+	for _, c := range []struct {
+		list    string
+		want    []string
+		dropped aggregate.Dropped
+	}{
+		{`["10.0.0.1","bad","","::1","1.2.3.4:80","300.1.1.1",null,"fe80::1%eth0","10.0.0.2"]`,
+			[]string{"10.0.0.1", "::1", "fe80::1%eth0", "10.0.0.2"}, aggregate.DroppedSourceIP},
+		{`["10.0.0.1","` + strings.Repeat("1", 100) + `","\u0031\u0030.0.0.2"]`, []string{"10.0.0.1", "10.0.0.2"}, aggregate.DroppedSourceIP},
+		{`["10.0.0.1","10.0.0.2","10.0.0.3","10.0.0.4","10.0.0.5","10.0.0.6","10.0.0.7","10.0.0.8","10.0.0.9","10.0.0.10","10.0.0.11","192.0.2.7"]`,
+			[]string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8", "10.0.0.9", "192.0.2.7"},
+			aggregate.DroppedOverBound},
+		{`["192.0.2.7"]`, []string{"192.0.2.7"}, 0},
+		{`[]`, []string{}, 0},
+		{`null`, nil, 0},
+	} {
+		raw := []byte(`{"auditID":"s","stage":"ResponseComplete","sourceIPs":` + c.list + `}`)
+		for _, d := range eventDecoders {
+			ev := d.decode(t, d.input(raw))
+			require.Equal(t, c.want, ev.SourceIPs, "%s %s", c.list, d.name)
+			require.Equal(t, c.dropped, ev.Dropped, "%s %s", c.list, d.name)
+		}
+	}
+	// Millions of entries that are not addresses cost a scan, not a
+	// parse each.
+	raw := bombEvent(`"sourceIPs":`, `[`, `"x",`, `"192.0.2.7"]`, 1<<20)
+	for _, d := range eventDecoders {
+		in := d.input(raw)
+		var ev aggregate.Event
+		require.Less(t, allocated(func() { ev = d.decode(t, in) }), uint64(1<<20)+d.slack(raw), d.name)
+		require.Equal(t, []string{"192.0.2.7"}, ev.SourceIPs)
+	}
+}
+
+// Strings an event keeps are cut at their bound as they are read, at a
+// character boundary, on either path; the parts of an API name keep one
+// character more, so that the aggregator still refuses them.
+func TestStringsAreBoundedAsRead(t *testing.T) {
+	long := strings.Repeat("é", 4<<10)
+	raw := []byte(`{"auditID":"s","stage":"ResponseComplete","verb":"` + long + `","userAgent":"` + long + `",` +
+		`"user":{"username":"` + long + `","extra":{"authentication.kubernetes.io/pod-name":["` + long + `"]}},` +
+		`"impersonatedUser":{"username":"\u00e9` + long + `","extra":{"authentication.kubernetes.io/node-name":["` + long + `"]}},` +
+		`"objectRef":{"resource":"` + long + `","apiVersion":"v1","apiGroup":"` + long + `","subresource":"` + long + `"}}`)
+	for _, d := range eventDecoders {
+		ev := d.decode(t, d.input(raw))
+		checkBounds(t, ev)
+		require.Equal(t, aggregate.MaxUsernameBytes, len(ev.Username), d.name)
+		require.Equal(t, aggregate.MaxUsernameBytes, len(ev.ImpersonatedBy), d.name)
+		require.Equal(t, aggregate.MaxUserAgentBytes, len(ev.UserAgent), d.name)
+		require.Equal(t, aggregate.MaxVerbBytes-1, len(ev.Verb), d.name)
+		require.Greater(t, len(ev.ObjectRef.Resource), aggregate.MaxResourceBytes, d.name)
+		require.Greater(t, len(ev.ObjectRef.Group), aggregate.MaxGroupBytes, d.name)
+		require.Equal(t, aggregate.DroppedOverBound, ev.Dropped, d.name)
+	}
+}
+
+// checkBounds fails t when ev holds anything over the decoder's bounds.
+func checkBounds(t testing.TB, ev aggregate.Event) {
+	t.Helper()
+	for _, s := range []struct {
+		name  string
+		value string
+		max   int
+	}{
+		{"stage", ev.Stage, aggregate.MaxVerbBytes},
+		{"verb", ev.Verb, aggregate.MaxVerbBytes},
+		{"username", ev.Username, aggregate.MaxUsernameBytes},
+		{"impersonatedBy", ev.ImpersonatedBy, aggregate.MaxUsernameBytes},
+		{"userAgent", ev.UserAgent, aggregate.MaxUserAgentBytes},
+		{"podName", ev.PodName, aggregate.MaxNodeBytes},
+		{"podNode", ev.PodNode, aggregate.MaxNodeBytes},
+		{"removedRelease", ev.RemovedRelease, aggregate.MaxReleaseBytes},
+	} {
+		if len(s.value) > s.max {
+			t.Fatalf("%s is %d bytes, over %d", s.name, len(s.value), s.max)
+		}
+	}
+	if r := ev.RemovedRelease; r != "" {
+		if _, err := catalog.ParseRelease(r); err != nil {
+			t.Fatalf("removedRelease %q is not a release", r)
+		}
+	}
+	if len(ev.SourceIPs) > aggregate.MaxSourceIPs {
+		t.Fatalf("%d sourceIPs, over %d", len(ev.SourceIPs), aggregate.MaxSourceIPs)
+	}
+	for _, ip := range ev.SourceIPs {
+		if _, err := netip.ParseAddr(ip); err != nil || len(ip) > maxIPBytes {
+			t.Fatalf("sourceIPs holds %q", ip)
+		}
+	}
+	if ref := ev.ObjectRef; ref != nil {
+		for _, s := range []struct {
+			value string
+			max   int
+		}{
+			{ref.Group, aggregate.MaxGroupBytes}, {ref.Version, aggregate.MaxVersionBytes},
+			{ref.Resource, aggregate.MaxResourceBytes}, {ref.Subresource, aggregate.MaxSubresourceBytes},
+		} {
+			if len(s.value) > s.max+utf8.UTFMax {
+				t.Fatalf("an objectRef part is %d bytes", len(s.value))
+			}
+		}
+	}
+	if f := ev.Admission; f != nil {
+		if len(f.Calls) > admission.MaxCallsPerRequest || len(f.Certificates) > admission.MaxHostsPerRequest {
+			t.Fatalf("%d webhook calls, %d hosts", len(f.Calls), len(f.Certificates))
+		}
+	}
+}
+
+// hostileSeeds are fuzz seeds of hostile lengths: long lists, long
+// values, many annotations.
+func hostileSeeds() [][]byte {
+	many := func(entry string, n int) string { return strings.TrimSuffix(strings.Repeat(entry, n), ",") }
+	events := []string{
+		`{"auditID":"h1","stage":"ResponseComplete","sourceIPs":["10.0.0.1",` + many(`"",`, 5000) + `,"192.0.2.7"]}`,
+		`{"auditID":"h2","stage":"ResponseComplete","sourceIPs":[` + many(`"10.0.0.1",`, 50) + `,"x"]}`,
+		`{"auditID":"h3","stage":"ResponseComplete","user":{"username":"` + strings.Repeat("u", 3000) + `","groups":[` + many(`"g",`, 5000) + `],` +
+			`"extra":{"authentication.kubernetes.io/pod-name":[` + many(`"p",`, 3000) + `]}}}`,
+		`{"auditID":"h4","stage":"ResponseComplete","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true",` +
+			`"k8s.io/removed-release":"` + strings.Repeat("1", 100) + `.37"}}`,
+		`{"auditID":"h5","stage":"ResponseComplete","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true",` +
+			`"k8s.io/removed-release":"banana"}}`,
+		`{"auditID":"h6","stage":"ResponseComplete","annotations":{` + many(`"failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"w",`, 2000) + `}}`,
+		`{"auditID":"h7","stage":"ResponseComplete","userAgent":"` + strings.Repeat("\\u00e9", 1000) + `","verb":"` + strings.Repeat("v", 100) + `"}`,
+	}
+	out := make([][]byte, 0, len(events)+1)
+	for _, e := range events {
+		out = append(out, []byte(e))
+	}
+	return append(out, list([]byte(strings.Join(events, ","))))
+}
