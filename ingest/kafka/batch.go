@@ -74,6 +74,10 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 		} else {
 			d, reason = c.decoder.decode(m.Value)
 		}
+		cluster, allowed := c.clusterOf(m, d.cluster)
+		if reason == "" && !allowed {
+			reason = ReasonClusterNotAllowed
+		}
 		if reason != "" {
 			b.poison = append(b.poison, PoisonSample{Reason: reason, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Messages: 1, Time: time.Now().UTC()})
 			continue
@@ -84,9 +88,9 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 		if len(d.events) == 0 && d.skipped == (aggregate.Prefiltered{}) {
 			continue
 		}
-		o := aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}
+		o := aggregate.Origin{Source: Source, Node: c.cfg.Node}
 		o.Node = cmp.Or(header(m, c.cfg.NodeHeader), d.node, o.Node)
-		o.Cluster = cmp.Or(header(m, c.cfg.ClusterHeader), d.cluster, o.Cluster)
+		o.Cluster = cluster
 		if d.skipped != (aggregate.Prefiltered{}) {
 			b.addHeard(o.Cluster, d.skipped.Reads > 0)
 		}

@@ -22,34 +22,41 @@ import (
 // set. Defaults are filled by WithDefaults, so that a config file that
 // leaves a key out and a zero value mean the same.
 type Config struct {
-	Brokers              []string      `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
-	Topics               []string      `mapstructure:"topics" help:"Topics of audit events to consume."`
-	GroupID              string        `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
-	ClientID             string        `mapstructure:"clientID" help:"Client ID sent to the brokers."`
-	StartOffset          string        `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
-	MinBytes             int           `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
-	MaxBytes             int           `mapstructure:"maxBytes" help:"Most bytes a fetch of one partition returns (the first record batch comes whole whatever this says). Part of kafka.memoryBudget."`
-	MaxDecompressedBytes int           `mapstructure:"maxDecompressedBytes" help:"Most bytes a record batch may decompress to (at least 1048576). A batch over it is skipped as poison (too_large) and the partition goes on; maxBytes bounds only the compressed bytes a fetch reads. Part of kafka.memoryBudget, once per message kafka.queueCapacity lets wait."`
-	QueueCapacity        int           `mapstructure:"queueCapacity" help:"Messages the Kafka client reads ahead per partition, each up to maxDecompressedBytes once inflated. Part of kafka.memoryBudget."`
-	BatchBytes           int           `mapstructure:"batchBytes" help:"Most message bytes one batch holds: a batch is committed once it holds batchSize messages or batchBytes bytes. A partition holds at most two batches between fetch and commit. Part of kafka.memoryBudget."`
-	MaxPartitions        int           `mapstructure:"maxPartitions" help:"Partitions one process reads at once that kafka.memoryBudget is sized for: the audit topics' partitions assigned to it plus every partition of kafka.fleet.topic it counts. More are still read, with a warning, outside the budget."`
-	MemoryBudget         int64         `mapstructure:"memoryBudget" help:"Most bytes of messages the Kafka input may hold at once, checked at start against maxPartitions x (maxBytes + (queueCapacity + 5) x maxDecompressedBytes + 2 x batchBytes + max(maxDecompressedBytes, 8 MiB)). The default fits the shipped 512 MiB pod beside the store and the webhook; see inputs/kafka.md#memory."`
-	MaxWait              time.Duration `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
-	SessionTimeout       time.Duration `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
-	RebalanceTimeout     time.Duration `mapstructure:"rebalanceTimeout" default:"kafka.sessionTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
-	RetryBackoff         time.Duration `mapstructure:"retryBackoff" help:"First pause after a failed commit, doubling up to 30s; the batch is read again and the partition never stalls. While the data directory is short of space, consumption pauses and looks again at this pace."`
-	BatchSize            int           `mapstructure:"batchSize" help:"Most messages that share one commit."`
-	BatchWait            time.Duration `mapstructure:"batchWait" help:"How long a batch waits to fill before it is committed."`
-	TLS                  TLSConfig     `mapstructure:"tls"`
-	SASL                 SASLConfig    `mapstructure:"sasl"`
-	EnvelopeFields       []string      `mapstructure:"envelopeFields" help:"Fields, tried in order, whose string holds the event JSON (fluent-bit: log, Vector: message)."`
-	NodeHeader           string        `mapstructure:"nodeHeader" help:"Message header that names the apiserver."`
-	NodeField            string        `mapstructure:"nodeField" help:"Message field that names the apiserver; a dotted field is a path (kubernetes.host)."`
-	Node                 string        `mapstructure:"node" help:"The apiserver of messages that name none."`
-	ClusterHeader        string        `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
-	ClusterField         string        `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
-	Fleet                FleetConfig   `mapstructure:"fleet"`
-	Forward              bool          `mapstructure:"forward" help:"Also send the requests counted from the webhook, from files and from EKS and GKE to kafka.fleet.topic."`
+	Brokers              []string        `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
+	Topics               []string        `mapstructure:"topics" help:"Topics of audit events to consume."`
+	GroupID              string          `mapstructure:"groupID" help:"Consumer group; replicas with the same one share the partitions."`
+	ClientID             string          `mapstructure:"clientID" help:"Client ID sent to the brokers."`
+	StartOffset          string          `mapstructure:"startOffset" help:"Where a group with no committed offset starts: earliest or latest."`
+	MinBytes             int             `mapstructure:"minBytes" help:"Fewest bytes a fetch waits for."`
+	MaxBytes             int             `mapstructure:"maxBytes" help:"Most bytes a fetch of one partition returns (the first record batch comes whole whatever this says). Part of kafka.memoryBudget."`
+	MaxDecompressedBytes int             `mapstructure:"maxDecompressedBytes" help:"Most bytes a record batch may decompress to (at least 1048576). A batch over it is skipped as poison (too_large) and the partition goes on; maxBytes bounds only the compressed bytes a fetch reads. Part of kafka.memoryBudget, once per message kafka.queueCapacity lets wait."`
+	QueueCapacity        int             `mapstructure:"queueCapacity" help:"Messages the Kafka client reads ahead per partition, each up to maxDecompressedBytes once inflated. Part of kafka.memoryBudget."`
+	BatchBytes           int             `mapstructure:"batchBytes" help:"Most message bytes one batch holds: a batch is committed once it holds batchSize messages or batchBytes bytes. A partition holds at most two batches between fetch and commit. Part of kafka.memoryBudget."`
+	MaxPartitions        int             `mapstructure:"maxPartitions" help:"Partitions one process reads at once that kafka.memoryBudget is sized for: the audit topics' partitions assigned to it plus every partition of kafka.fleet.topic it counts. More are still read, outside the budget: size it for the most partitions a replica may be given."`
+	MemoryBudget         int64           `mapstructure:"memoryBudget" help:"Most bytes of messages the Kafka input may hold at once, checked at start against maxPartitions x (maxBytes + (queueCapacity + 5) x maxDecompressedBytes + 2 x batchBytes + max(maxDecompressedBytes, 8 MiB)). The default fits the shipped 512 MiB pod beside the store and the webhook; see inputs/kafka.md#memory."`
+	MaxWait              time.Duration   `mapstructure:"maxWait" help:"Longest a fetch waits for minBytes."`
+	SessionTimeout       time.Duration   `mapstructure:"sessionTimeout" help:"How long the group waits for a silent member (brokers require 6s or more by default)."`
+	RebalanceTimeout     time.Duration   `mapstructure:"rebalanceTimeout" default:"kafka.sessionTimeout" help:"When partitions move, how long the group waits for members to finish their batch and rejoin; 0 means sessionTimeout. Shorter than a batch takes under load and the group keeps rebalancing (raise it for fleet filters on a busy broker, whose batches include a produce); longer and a member that died during a rebalance holds it up longer."`
+	RetryBackoff         time.Duration   `mapstructure:"retryBackoff" help:"First pause after a failed commit, doubling up to 30s; the batch is read again and the partition never stalls. While the data directory is short of space, consumption pauses and looks again at this pace."`
+	BatchSize            int             `mapstructure:"batchSize" help:"Most messages that share one commit."`
+	BatchWait            time.Duration   `mapstructure:"batchWait" help:"How long a batch waits to fill before it is committed."`
+	TLS                  TLSConfig       `mapstructure:"tls"`
+	SASL                 SASLConfig      `mapstructure:"sasl"`
+	EnvelopeFields       []string        `mapstructure:"envelopeFields" help:"Fields, tried in order, whose string holds the event JSON (fluent-bit: log, Vector: message)."`
+	NodeHeader           string          `mapstructure:"nodeHeader" help:"Message header that names the apiserver."`
+	NodeField            string          `mapstructure:"nodeField" help:"Message field that names the apiserver; a dotted field is a path (kubernetes.host)."`
+	Node                 string          `mapstructure:"node" help:"The apiserver of messages that name none."`
+	ClusterHeader        string          `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
+	ClusterField         string          `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
+	TopicClusters        []TopicClusters `mapstructure:"topicClusters" help:"Clusters each topic may speak for: a message of a listed topic that names another cluster (clusterHeader, clusterField, else default-cluster) is refused as poison cluster_not_allowed; one that names none is the topic's cluster when it lists one. Topics not listed may name any cluster. Give each cluster its own topic and its producers write access to that topic alone (Kafka ACLs). See fleet.md#who-may-write-for-a-cluster."`
+	Fleet                FleetConfig     `mapstructure:"fleet"`
+	Forward              bool            `mapstructure:"forward" help:"Also send the requests counted from the webhook, from files and from EKS and GKE to kafka.fleet.topic."`
+}
+
+// TopicClusters is an entry of kafka.topicClusters.
+type TopicClusters struct {
+	Topic    string   `mapstructure:"topic" help:"A topic of kafka.topics."`
+	Clusters []string `mapstructure:"clusters" help:"The clusters its messages may be counted for."`
 }
 
 // TLSConfig is kafka.tls.
@@ -185,6 +192,7 @@ func (c Config) Validate() error {
 		bad("batchSize", "must be at least 1")
 	}
 	c.validateBudget(bad)
+	c.validateTopicClusters(bad)
 	switch c.SASL.Mechanism {
 	case "":
 	case "plain", "scram-sha-256", "scram-sha-512":

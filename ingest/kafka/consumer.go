@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +46,8 @@ type Consumer struct {
 	age            *agegauge.Gauge
 	decoder        *decoder
 	dialer         *kafkago.Dialer
+	// topicClusters are the clusters each bound topic may speak for.
+	topicClusters map[string][]string
 
 	// prepared, if set, is called each time a fetched batch is decoded
 	// and handed to its commit: a hook for tests.
@@ -77,7 +81,7 @@ func New(o Options) (*Consumer, error) {
 	}
 	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
 		log: log, metrics: newMetrics(o.Registerer), age: age,
-		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet"}, nil
+		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet", topicClusters: cfg.topicClusterMap()}, nil
 }
 
 // Ready reports whether the consumer is in its group, and why not.
@@ -196,4 +200,51 @@ func (c *Consumer) recordPoison(p PoisonSample) {
 		c.poison = c.poison[1:]
 	}
 	c.poison = append(c.poison, p)
+}
+
+// ReasonClusterNotAllowed is the poison reason of a message of a topic in
+// kafka.topicClusters that names a cluster the topic may not speak for.
+const ReasonClusterNotAllowed = "cluster_not_allowed"
+
+// clusterOf is the cluster of m, whose event named named (or nothing),
+// and whether m's topic may speak for it.
+func (c *Consumer) clusterOf(m *kafkago.Message, named string) (string, bool) {
+	claimed := cmp.Or(header(m, c.cfg.ClusterHeader), named)
+	allowed, bound := c.topicClusters[m.Topic]
+	switch {
+	case !bound:
+		return cmp.Or(claimed, c.defaultCluster), true
+	case claimed == "" && len(allowed) == 1:
+		return allowed[0], true
+	}
+	claimed = cmp.Or(claimed, c.defaultCluster)
+	return claimed, slices.Contains(allowed, claimed)
+}
+
+func (c Config) topicClusterMap() map[string][]string {
+	if len(c.TopicClusters) == 0 {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, tc := range c.TopicClusters {
+		m[tc.Topic] = append(m[tc.Topic], tc.Clusters...)
+	}
+	return m
+}
+
+func (c Config) validateTopicClusters(bad func(key, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, tc := range c.TopicClusters {
+		key := fmt.Sprintf("topicClusters[%d]", i)
+		switch {
+		case !slices.Contains(c.Topics, tc.Topic):
+			bad(key+".topic", "%q is not one of kafka.topics", tc.Topic)
+		case seen[tc.Topic]:
+			bad(key+".topic", "%q is listed twice", tc.Topic)
+		}
+		seen[tc.Topic] = true
+		if len(tc.Clusters) == 0 || slices.Contains(tc.Clusters, "") {
+			bad(key+".clusters", "lists no cluster (or an empty one) for topic %q", tc.Topic)
+		}
+	}
 }
