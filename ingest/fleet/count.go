@@ -37,6 +37,8 @@ type counter struct {
 	metrics *metrics
 	// now is the clock records' hours are checked against.
 	now func() time.Time
+	// keys check each record's signature; nil counts unsigned records.
+	keys *keyring
 
 	mu      sync.Mutex
 	lastErr string
@@ -241,6 +243,15 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 				c.metrics.records.WithLabelValues(reason(err)).Inc()
 				log.Warn().Err(err).Int64("offset", m.Offset).Msg("skipping a record")
 				continue
+			}
+			if c.keys != nil {
+				if why := c.keys.verify(m, req.Key.Cluster); why != "" {
+					// Never reaches the store; committing the batch
+					// moves past it.
+					c.metrics.records.WithLabelValues(why).Inc()
+					log.Warn().Str("reason", why).Int64("offset", m.Offset).Msg("refusing a record not signed by a key of the cluster it names")
+					continue
+				}
 			}
 			c.metrics.records.WithLabelValues("ok").Inc()
 			reqs = append(reqs, req)

@@ -98,8 +98,16 @@ func New(o Options) (*Fleet, error) {
 		return nil, err
 	}
 	log := o.Logger.With().Str("component", "fleet").Logger()
+	keys, err := cfg.Fleet.LoadKeys()
+	if err != nil {
+		return nil, err
+	}
+	ring := newKeyring(keys)
+	if ring == nil {
+		log.Warn().Str("topic", cfg.Fleet.Topic).Msg("kafka.fleet.keysFile and kafka.fleet.keys are empty: records are neither signed nor checked, so whoever may produce to the fleet's topic may write counts for any cluster")
+	}
 	m := newMetrics(o.Registerer)
-	f := &Fleet{pub: newPublisher(cfg, d, log, m)}
+	f := &Fleet{pub: newPublisher(cfg, d, log, m, ring)}
 	if len(cfg.Topics) == 0 {
 		// kafka.New does this for the filter role; the counter's and
 		// the forwarder's connections need it as much.
@@ -114,7 +122,7 @@ func New(o Options) (*Fleet, error) {
 		}
 	}
 	if cfg.Fleet.Counts() {
-		f.counter = &counter{cfg: cfg, dialer: d, agg: o.Aggregator, cursors: o.Store, log: log, metrics: m, now: time.Now}
+		f.counter = &counter{cfg: cfg, dialer: d, agg: o.Aggregator, cursors: o.Store, log: log, metrics: m, now: time.Now, keys: ring}
 	}
 	if cfg.Forward {
 		f.forwarder = newForwarder(o.Aggregator, o.Store, f.pub, log, m)

@@ -15,6 +15,7 @@ type metrics struct {
 	produced      *prometheus.CounterVec
 	produceErrors *prometheus.CounterVec
 	records       *prometheus.CounterVec
+	unsigned      *prometheus.CounterVec
 	lag           *prometheus.GaugeVec
 	caughtUp      prometheus.Gauge
 	outbox        prometheus.Gauge
@@ -33,8 +34,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"role"}),
 		records: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_fleet_records_total",
-			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version, unknown_field, too_long, future, too_large: a record batch that decompresses to more than kafka.maxDecompressedBytes, counted once per batch).",
+			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version, unknown_field, too_long, future, too_large: a record batch that decompresses to more than kafka.maxDecompressedBytes, counted once per batch; with kafka.fleet keys, unsigned, unknown_key: no key of the record's cluster has its key id, bad_signature).",
 		}, []string{"result"}),
+		unsigned: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sunset_fleet_records_unsigned_total",
+			Help: "Requests not sent to the fleet's topic because this replica holds no kafka.fleet key of their cluster, by role.",
+		}, []string{"role"}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sunset_fleet_consumer_lag",
 			Help: "Records in a partition of the fleet's topic after the last one counted, as of the last batch.",
@@ -51,8 +56,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{roleFilter, roleForward} {
 		m.produced.WithLabelValues(r)
 		m.produceErrors.WithLabelValues(r)
+		m.unsigned.WithLabelValues(r)
 	}
-	for _, r := range []string{"ok", reasonMalformed, reasonNewVersion, reasonUnknownField, reasonTooLong, reasonFuture} {
+	for _, r := range []string{"ok", reasonMalformed, reasonNewVersion, reasonUnknownField, reasonTooLong, reasonFuture,
+		reasonUnsigned, reasonUnknownKey, reasonBadSignature} {
 		m.records.WithLabelValues(r)
 	}
 	return m

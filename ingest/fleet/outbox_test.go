@@ -178,7 +178,7 @@ func newTestPublisher(t *testing.T, brokers []string, topic string, m *metrics) 
 	cfg := kafka.Config{Brokers: brokers, Fleet: kafka.FleetConfig{Topic: topic}}.WithDefaults()
 	d, err := cfg.Dialer()
 	require.NoError(t, err)
-	p := newPublisher(cfg, d, zerolog.Nop(), m)
+	p := newPublisher(cfg, d, zerolog.Nop(), m, nil)
 	t.Cleanup(func() { require.NoError(t, p.close()) })
 	return p
 }

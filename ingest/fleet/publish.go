@@ -24,10 +24,13 @@ type publisher struct {
 	w       *kafkago.Writer
 	topic   string
 	metrics *metrics
+	// keys sign each record; nil sends them unsigned.
+	keys *keyring
+	log  zerolog.Logger
 }
 
-func newPublisher(cfg kafka.Config, d *kafkago.Dialer, log zerolog.Logger, m *metrics) *publisher {
-	return &publisher{topic: cfg.Fleet.Topic, metrics: m, w: &kafkago.Writer{
+func newPublisher(cfg kafka.Config, d *kafkago.Dialer, log zerolog.Logger, m *metrics, keys *keyring) *publisher {
+	return &publisher{topic: cfg.Fleet.Topic, metrics: m, keys: keys, log: log, w: &kafkago.Writer{
 		Addr:  kafkago.TCP(cfg.Brokers...),
 		Topic: cfg.Fleet.Topic,
 		// By key: every copy of a request goes to one partition.
@@ -46,7 +49,10 @@ func newPublisher(cfg kafka.Config, d *kafkago.Dialer, log zerolog.Logger, m *me
 
 // publish produces one record per request. A nil error means all of them
 // are acknowledged; otherwise any may have been written, and the caller
-// sends them all again (counting replicas drop the copies).
+// sends them all again (counting replicas drop the copies). With keys, a
+// request of a cluster this replica holds no key of is not sent (counting
+// replicas would refuse it): it is counted in
+// sunset_fleet_records_unsigned_total and logged.
 func (p *publisher) publish(ctx context.Context, role string, reqs []aggregate.Request) error {
 	if len(reqs) == 0 {
 		return nil
@@ -57,7 +63,15 @@ func (p *publisher) publish(ctx context.Context, role string, reqs []aggregate.R
 		if err != nil {
 			return err
 		}
+		if p.keys != nil && !p.keys.sign(&m, r.Key.Cluster) {
+			p.metrics.unsigned.WithLabelValues(role).Inc()
+			p.log.Warn().Str("cluster", r.Key.Cluster).Msg("not sending a request of a cluster this replica holds no kafka.fleet key of")
+			continue
+		}
 		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil
 	}
 	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
 		p.metrics.produceErrors.WithLabelValues(role).Inc()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -80,9 +81,21 @@ func (rec record) request() aggregate.Request {
 		r.FieldRule, r.Key.API = rule, ""
 	}
 	if s := rec.Seen; s != nil {
-		r.Seen = &aggregate.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: s.SourceIPs, ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
+		r.Seen = &aggregate.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: addresses(s.SourceIPs), ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
 	}
 	return r
+}
+
+// addresses keeps the entries that are IP addresses, as net/netip reads
+// them; a record's sender chose them.
+func addresses(ips []string) []string {
+	var out []string
+	for _, ip := range ips {
+		if _, err := netip.ParseAddr(ip); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // Reasons a record is skipped. Values are metric labels.

@@ -1,7 +1,13 @@
 package kafka
 
 import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
 	"slices"
+	"strings"
 
 	kafkago "github.com/segmentio/kafka-go"
 )
@@ -15,7 +21,91 @@ type FleetConfig struct {
 	// Count is a pointer so that a file that leaves it out means true.
 	Count       *bool  `mapstructure:"count" default:"true" help:"Consume every partition of kafka.fleet.topic into this replica's store; false makes a replica that only filters or forwards. Unset means true."`
 	Compression string `mapstructure:"compression" help:"Compression of the records produced: none, gzip, snappy, lz4 or zstd."`
+	// The keys are secrets: a file or the environment, never the
+	// config file alone.
+	KeysFile string `mapstructure:"keysFile" help:"File of the keys that sign fleet records, one per line: <cluster> <key id> <secret, base64 of at least 32 bytes>. Producers sign each record with the first key of its cluster; counting replicas count only records signed by a key of the record's own cluster. With no keys, records are neither signed nor checked. See fleet.md#who-may-write-for-a-cluster."`
+	Keys     string `mapstructure:"keys" help:"Keys as in keysFile, lines or comma-separated entries, added to keysFile's: set SUNSET_KAFKA_FLEET_KEYS rather than writing them in the config file."`
 }
+
+// FleetKey is a key that signs the fleet records of one cluster.
+type FleetKey struct {
+	Cluster, ID string
+	Secret      []byte
+}
+
+// minFleetSecret is the least secret HMAC-SHA256 is given: its own size.
+const minFleetSecret = 32
+
+var fleetKeyID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// LoadKeys reads kafka.fleet.keysFile and kafka.fleet.keys, in that
+// order; a cluster's first key signs. Errors name the key and the line,
+// never a secret.
+func (f FleetConfig) LoadKeys() ([]FleetKey, error) {
+	var keys []FleetKey
+	var errs []error
+	seen := map[[2]string]bool{}
+	parse := func(key, unit string, lines []string) {
+		for i, line := range lines {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			fields := strings.Fields(line)
+			bad := func(format string, args ...any) {
+				errs = append(errs, &KeyError{Key: key, Err: fmt.Errorf("%s %d: %s", unit, i+1, fmt.Sprintf(format, args...))})
+			}
+			if len(fields) != 3 {
+				bad("want <cluster> <key id> <secret>, got %d fields", len(fields))
+				continue
+			}
+			k := FleetKey{Cluster: fields[0], ID: fields[1]}
+			if !fleetKeyID.MatchString(k.ID) {
+				bad("key id %q is not 1 to 64 of A-Z a-z 0-9 . _ -", k.ID)
+				continue
+			}
+			secret, err := base64.StdEncoding.DecodeString(fields[2])
+			if err != nil {
+				secret, err = base64.RawStdEncoding.DecodeString(fields[2])
+			}
+			switch {
+			case err != nil:
+				bad("the secret of key %s is not base64", k.ID)
+				continue
+			case len(secret) < minFleetSecret:
+				bad("the secret of key %s is %d bytes, at least %d are needed (openssl rand -base64 32)", k.ID, len(secret), minFleetSecret)
+				continue
+			case seen[[2]string{k.Cluster, k.ID}]:
+				bad("key %s of cluster %s is given twice", k.ID, k.Cluster)
+				continue
+			}
+			seen[[2]string{k.Cluster, k.ID}] = true
+			k.Secret = secret
+			keys = append(keys, k)
+		}
+	}
+	if f.KeysFile != "" {
+		raw, err := os.ReadFile(f.KeysFile)
+		if err != nil {
+			errs = append(errs, &KeyError{Key: "keysFile", Err: fmt.Errorf("cannot read %s", f.KeysFile)})
+		} else {
+			parse("keysFile", f.KeysFile+" line", strings.Split(string(raw), "\n"))
+		}
+	}
+	if f.Keys != "" {
+		parse("keys", "entry", strings.FieldsFunc(f.Keys, func(r rune) bool { return r == '\n' || r == ',' }))
+	}
+	return keys, errors.Join(errs...)
+}
+
+// KeyError is a fleet key that cannot be used, and the config key
+// (keysFile or keys) that gave it.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return "kafka.fleet." + e.Key + ": " + e.Err.Error() }
 
 // Enabled reports whether fleet mode is on.
 func (f FleetConfig) Enabled() bool { return f.Topic != "" }
@@ -54,4 +144,20 @@ func (c Config) validateFleet(bad func(key, format string, args ...any)) {
 	if !f.Counts() && len(c.Topics) == 0 && !c.Forward {
 		bad("fleet.count", "false leaves nothing to do without kafka.topics (filter) or kafka.forward")
 	}
+	if _, err := f.LoadKeys(); err != nil {
+		for _, e := range unjoin(err) {
+			var ke *KeyError
+			if errors.As(e, &ke) {
+				bad("fleet."+ke.Key, "%s", ke.Err.Error())
+			}
+		}
+	}
+}
+
+// unjoin splits an errors.Join.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
