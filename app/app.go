@@ -152,6 +152,7 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	a := &App{cfg: cfg, log: opts.Logger, starting: opts.Starting, draining: opts.Draining}
+	cfg.WarnSecretsInFile(a.log)
 
 	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger, Now: opts.Now, Registerer: reg})
 	if err != nil {

@@ -99,6 +99,10 @@ type Config struct {
 	// looked for; empty means access.DefaultServiceAccountTokenFile. Not a
 	// key: tests set it with WithServiceAccountTokenFile.
 	serviceAccountTokenFile string
+
+	// secretsInFile are the secretKeys that LoadConfig found set in the
+	// config file, for WarnSecretsInFile.
+	secretsInFile []string
 }
 
 // WithServiceAccountTokenFile returns c looking for a pod's

@@ -101,6 +101,9 @@ func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
 		mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), objectListFromJSON))); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
+	if configFile != "" {
+		cfg.secretsInFile = secretsInFile(v, configFile)
+	}
 	return cfg, cfg.Validate()
 }
 
