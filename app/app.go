@@ -276,18 +276,19 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 			Msg("the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts")
 	}
 	a.webhook = webhook.New(webhook.Options{
-		Token:                 token,
-		Tokens:                tokens,
-		RequireClientCert:     cfg.TLSClientCAFile != "",
-		Ingester:              local,
-		Logger:                a.log,
-		Registerer:            reg,
-		DefaultCluster:        cfg.DefaultCluster,
-		MaxBodyBytes:          cfg.MaxBodyBytes,
-		MaxInFlight:           cfg.MaxInFlightBatches,
-		MinBodyBytesPerSecond: cfg.MinBodyBytesPerSecond,
-		KeepRequestObject:     a.agg.NeedsRequestObject,
-		Prefilter:             prefilter,
+		Token:                    token,
+		Tokens:                   tokens,
+		RequireClientCert:        cfg.TLSClientCAFile != "",
+		Ingester:                 local,
+		Logger:                   a.log,
+		Registerer:               reg,
+		DefaultCluster:           cfg.DefaultCluster,
+		MaxBodyBytes:             cfg.MaxBodyBytes,
+		MaxInFlight:              cfg.MaxInFlightBatches,
+		MaxInFlightPerCredential: cfg.MaxInFlightBatchesPerCredential,
+		MinBodyBytesPerSecond:    cfg.MinBodyBytesPerSecond,
+		KeepRequestObject:        a.agg.NeedsRequestObject,
+		Prefilter:                prefilter,
 	})
 	return nil
 }

@@ -42,7 +42,7 @@ type Config struct {
 	CertDir         string   `mapstructure:"cert-dir" default:"<data-dir>/certs" help:"Where Sunset keeps the CA and serving certificate it makes for itself when it serves HTTPS without tls-cert-file: ca.crt, ca.key, tls.crt and tls.key. It does so on any listen address that is not loopback, and on loopback too when cert-dir is set. Kept across restarts; the serving certificate (a year) is renewed 90 days before it ends under the same CA (ten years). Empty means <data-dir>/certs."`
 	CertHosts       []string `mapstructure:"cert-hosts" help:"DNS names and IP addresses the certificate in cert-dir is for, beside localhost, 127.0.0.1 and ::1: the Service's names (sunset.sunset.svc) and the address kube-apiserver posts to. A kept certificate that lacks one is made again."`
 	PublishCASecret string   `mapstructure:"publish-ca-secret" help:"Keep the CA of cert-dir in this Secret (namespace/name), under ca.crt beside the CAs of the other replicas, for the APIService's caBundle, Prometheus and kube-apiserver's webhook kubeconfig to trust. Written through authentication-kubeconfig, else the in-cluster config; needs get, create and update on that Secret."`
-	TLSClientCAFile string   `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise), issued as O=<cluster>, CN=<node>. Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name, and the cluster posted to (the path's, else default-cluster) one of its organizations, where it has any (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
+	TLSClientCAFile string   `mapstructure:"tls-client-ca-file" help:"The webhook requires a client certificate signed by this CA (401 otherwise), issued as O=<cluster>, CN=<node>. Its common name names the node when the path has none; a node in the path must be its common name or a subject alternative name, and the cluster the path names one of its organizations (a certificate without O may post only to paths without a cluster), and default-cluster, for a path without one, one of its organizations where it has any (403 otherwise). Needs TLS. A reader's certificate from another CA never counts as the webhook's."`
 
 	WebhookTokenFile            string `mapstructure:"webhook-token-file" help:"The webhook requires Authorization: Bearer <the file's contents> (401 otherwise), from any apiserver."`
 	WebhookTokenAuthFile        string `mapstructure:"webhook-token-auth-file" help:"The webhook requires a bearer token from this CSV file, token,user,uid[,\"groups\"] as kube-apiserver's --token-auth-file, where user is <cluster>/<node> or <node>: each token posts only as that apiserver (401 for an unknown token, 403 for another apiserver's path)."`
@@ -84,6 +84,9 @@ type Config struct {
 	LogFormat               string        `mapstructure:"log-format" help:"json, console, or auto (console on a terminal, else json)."`
 	SystemUsers             []string      `mapstructure:"system-users" help:"User names classified as system traffic; an entry ending in * matches a prefix. A list replaces the defaults."`
 
+	// Zero is half of max-inflight-batches, whatever that is set to.
+	MaxInFlightBatchesPerCredential int `mapstructure:"max-inflight-batches-per-credential" default:"half of max-inflight-batches" help:"Webhook batch slots one credential may hold at once, so that one busy or hostile apiserver cannot take them all: past it, its batches get 429 with Retry-After: 1 while others still get slots. A bound token counts for its apiserver, a client certificate for its subject; with webhook-token-file alone, or no credentials, each apiserver the path names has its own share. 0 means half of max-inflight-batches; max-inflight-batches turns the bound off."`
+
 	Catalog CatalogConfig `mapstructure:"catalog"`
 	// Clusters' names are lowercased by the config loader (viper), so the
 	// names here are too.
@@ -99,7 +102,6 @@ type Config struct {
 	// looked for; empty means access.DefaultServiceAccountTokenFile. Not a
 	// key: tests set it with WithServiceAccountTokenFile.
 	serviceAccountTokenFile string
-
 	// secretsInFile are the secretKeys that LoadConfig found set in the
 	// config file, for WarnSecretsInFile.
 	secretsInFile []string
@@ -341,6 +343,10 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlightBatches < 1 {
 		bad("max-inflight-batches", "must be at least 1, got %d", c.MaxInFlightBatches)
+	}
+	if c.MaxInFlightBatchesPerCredential < 0 || c.MaxInFlightBatchesPerCredential > c.MaxInFlightBatches {
+		bad("max-inflight-batches-per-credential", "must be from 0 (half of max-inflight-batches) to max-inflight-batches (%d), got %d",
+			c.MaxInFlightBatches, c.MaxInFlightBatchesPerCredential)
 	}
 	if c.MinBodyBytesPerSecond < 1 && c.MinBodyBytesPerSecond != -1 {
 		bad("min-body-bytes-per-second", "must be at least 1, or -1 for no minimum, got %d", c.MinBodyBytesPerSecond)

@@ -206,6 +206,20 @@ func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) 
 	return cluster, node, ""
 }
 
+// share names the credential whose share of the batch slots a batch
+// counts against (pace.go): a bound token's apiserver, a client
+// certificate's subject, else, with one token for every apiserver or
+// none, the apiserver the batch is from.
+func (c credential) share(o aggregate.Origin) string {
+	switch {
+	case c.token != nil:
+		return "token " + c.token.String()
+	case c.cert != nil:
+		return "certificate " + c.cert.Subject.String()
+	}
+	return "apiserver " + o.Cluster + "/" + o.Node
+}
+
 // certNames reports whether the certificate's common name or one of its
 // DNS, IP or URI subject alternative names is node.
 func certNames(cert *x509.Certificate, node string) bool {

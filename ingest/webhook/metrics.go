@@ -11,6 +11,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	duration   prometheus.Histogram
 	overloaded prometheus.Counter
+	overShare  prometheus.Counter
 	forbidden  prometheus.Counter
 	tooSlow    prometheus.Counter
 }
@@ -30,6 +31,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		overloaded: f.NewCounter(prometheus.CounterOpts{
 			Name: "sunset_webhook_overloaded_total",
 			Help: "Audit webhook batches answered 429 because too many were in flight.",
+		}),
+		overShare: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_webhook_over_share_total",
+			Help: "Audit webhook batches answered 429 because their credentials held their share of the batch slots (max-inflight-batches-per-credential) already.",
 		}),
 		tooSlow: f.NewCounter(prometheus.CounterOpts{
 			Name: "sunset_webhook_slow_bodies_total",

@@ -3,10 +3,14 @@ package webhook
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
+
+	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
 // Slow senders.
@@ -33,9 +37,20 @@ import (
 //     slowly (a gzip body of junk, a loaded machine) is not "slow".
 //
 // A slot therefore costs a sender the bandwidth of a real batch, for as
-// long as it holds it. A per-client bound was not chosen: apiservers can
-// share an address behind NAT, and one client's fair share is what
-// authentication (bound tokens, client certificates) decides.
+// long as it holds it.
+//
+// Fair shares.
+//
+// Even at full rate, one apiserver (a busy one, or one whose credential
+// leaked) could hold every slot while its batches commit, and the others
+// would get 429 all that time. So one credential holds at most
+// max-inflight-batches-per-credential slots at once (half of them by
+// default); past that, its batches get 429 with Retry-After while the
+// others still get slots. The bound is per credential, not per address:
+// apiservers can share an address behind NAT, and who a sender is is what
+// authentication decides. A bound token counts for its apiserver, a client
+// certificate for its subject; with one token for all apiservers, or none,
+// each apiserver the path names has its own share.
 
 // DefaultMinBodyBytesPerSecond is the slowest average rate a body may
 // arrive at once its first byte has: 1 MiB/s sends kube-apiserver's
@@ -121,4 +136,68 @@ func slowOr(err error) error {
 		return errBodyTooSlow
 	}
 	return err
+}
+
+// shares counts the slots each credential holds.
+type shares struct {
+	// max is how many slots one credential may hold.
+	max  int
+	mu   sync.Mutex
+	held map[string]int
+}
+
+// newShares bounds each credential to perCredential of total slots; zero
+// means half of them, at least one.
+func newShares(perCredential, total int) *shares {
+	if perCredential <= 0 {
+		perCredential = max(1, total/2)
+	}
+	return &shares{max: perCredential, held: map[string]int{}}
+}
+
+// take counts a slot for key, unless key holds its share already.
+func (s *shares) take(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[key] >= s.max {
+		return false
+	}
+	s.held[key]++
+	return true
+}
+
+// give returns a slot of key's.
+func (s *shares) give(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[key]--; s.held[key] <= 0 {
+		delete(s.held, key)
+	}
+}
+
+// takeSlot takes one of the batch slots for the credential named share,
+// or refuses with 429 when every slot is taken or that credential holds
+// its share already. The returned function gives the slot back.
+func (h *Handler) takeSlot(share string) (func(), error) {
+	select {
+	case h.slots <- struct{}{}:
+	default:
+		h.metrics.overloaded.Inc()
+		return nil, fail(http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
+			fmt.Sprintf("sunset is handling %d batches already; retry after 1s", cap(h.slots))).with("Retry-After", "1")
+	}
+	if !h.shares.take(share) {
+		<-h.slots
+		h.metrics.overShare.Inc()
+		return nil, fail(http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
+			fmt.Sprintf("these credentials hold %d of the %d batch slots already (max-inflight-batches-per-credential), so that other apiservers get the rest; retry after 1s",
+				h.shares.max, cap(h.slots))).with("Retry-After", "1")
+	}
+	if h.onSlot != nil {
+		h.onSlot()
+	}
+	return func() {
+		h.shares.give(share)
+		<-h.slots
+	}, nil
 }

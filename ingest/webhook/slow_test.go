@@ -35,6 +35,9 @@ func slowServer(t *testing.T, opts Options, onBodyWait, onSlot func()) (*httptes
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
 	opts.Ingester, opts.Logger, opts.Registerer, opts.MaxInFlight = c, zerolog.Nop(), reg, 2
+	// One sender may take both: these tests are about slow bodies, not
+	// fair shares (share_test.go).
+	opts.MaxInFlightPerCredential = 2
 	h := New(opts)
 	h.onBodyWait, h.onSlot = onBodyWait, onSlot
 	mux := http.NewServeMux()

@@ -80,6 +80,10 @@ type Options struct {
 	// MaxInFlight is how many batches are handled at once. Zero means
 	// DefaultMaxInFlight.
 	MaxInFlight int
+	// MaxInFlightPerCredential is how many of those one credential may
+	// hold at once (see pace.go); past it, its batches get 429 while
+	// others still get slots. Zero means half of MaxInFlight (at least 1).
+	MaxInFlightPerCredential int
 	// Token, if set, may be sent as "Authorization: Bearer <token>" by any
 	// apiserver.
 	Token string
@@ -120,6 +124,7 @@ type Handler struct {
 	defaultCluster string
 	maxBody        int64
 	slots          chan struct{}
+	shares         *shares
 	metrics        *metrics
 	keep           func(*aggregate.Event) bool
 	prefilter      *auditjson.Prefilter
@@ -166,6 +171,7 @@ func New(opts Options) *Handler {
 		defaultCluster: opts.DefaultCluster,
 		maxBody:        opts.MaxBodyBytes,
 		slots:          make(chan struct{}, opts.MaxInFlight),
+		shares:         newShares(opts.MaxInFlightPerCredential, opts.MaxInFlight),
 		token:          []byte(opts.Token),
 		tokens:         opts.Tokens,
 		requireCert:    opts.RequireClientCert,
@@ -306,17 +312,11 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return h.readFailed(err)
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-		if h.onSlot != nil {
-			h.onSlot()
-		}
-	default:
-		h.metrics.overloaded.Inc()
-		return fail(http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
-			fmt.Sprintf("sunset is handling %d batches already; retry after 1s", cap(h.slots))).with("Retry-After", "1")
+	release, err := h.takeSlot(cred.share(origin))
+	if err != nil {
+		return err
 	}
+	defer release()
 	if !h.start() {
 		return errShuttingDown
 	}
