@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_ingest_events_total",
-			Help: "Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid, too_long, too_large, unstorable).",
+			Help: "Audit events received, by source and what became of them (counted, duplicate, skipped_stage, not_deprecated, no_object_ref, expired, future, invalid, too_long).",
 		}, []string{"source", "result"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: requestsMetric,
