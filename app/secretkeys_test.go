@@ -12,7 +12,7 @@ import (
 // of a file, is in secretKeys, so that a secret added later is warned
 // about too when it is written in the config file.
 func TestSecretKeysAreListed(t *testing.T) {
-	secretish := regexp.MustCompile(`(?i)(password|secret|token|credential|apikey|api-key|passphrase)`)
+	secretish := regexp.MustCompile(`(?i)(password|secret|token|credential|apikey|api-key|passphrase|\.keys$)`)
 	// Keys whose names say "secret" or "credential" but hold none.
 	notSecret := map[string]string{
 		"publish-ca-secret":                   "names a Secret object",

@@ -12,7 +12,7 @@ import (
 // or readable by anyone who may read the namespace, so a secret there is
 // warned about at start (WarnSecretsInFile). TestSecretKeysAreListed keeps
 // the list complete.
-var secretKeys = []string{"kafka.sasl.password"}
+var secretKeys = []string{"kafka.fleet.keys", "kafka.sasl.password"}
 
 // secretsInFile returns the secret keys the config file itself sets to
 // something other than "", in the order of secretKeys. v merges the
