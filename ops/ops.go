@@ -36,8 +36,11 @@ type Options struct {
 	Verbose func(*http.Request) bool
 }
 
-// Register adds the endpoints to mux: /-/healthy and its Kubernetes name
-// /livez, /-/ready and /readyz, and /metrics.
+// Register adds the endpoints to mux: /-/healthy and its Kubernetes names
+// /livez and /healthz, /-/ready and /readyz, and /metrics. /healthz is
+// liveness, as kube components answered it before /livez: probes written
+// for them restart a process on it, and a server that is only not ready
+// must not be restarted.
 //
 // Readiness is probed without credentials, so its answer says only that
 // the server is not ready and the reason code: "Sunset is not ready: disk".
@@ -67,7 +70,7 @@ func Register(mux *http.ServeMux, o Options) {
 	}
 	// A GET pattern also matches HEAD; the mux answers other methods with
 	// 405 and Allow.
-	for _, path := range []string{"/-/healthy", "/livez"} {
+	for _, path := range []string{"/-/healthy", "/livez", "/healthz"} {
 		mux.HandleFunc("GET "+path, healthy)
 	}
 	for _, path := range []string{"/-/ready", "/readyz"} {

@@ -30,7 +30,7 @@ func TestEndpointsAnswerGetAndHeadOnly(t *testing.T) {
 		require.NoError(t, err)
 		return resp.StatusCode, string(b), resp.Header
 	}
-	for _, path := range []string{"/-/healthy", "/livez"} {
+	for _, path := range []string{"/-/healthy", "/livez", "/healthz"} {
 		code, body, _ := do(http.MethodGet, path)
 		require.Equal(t, http.StatusOK, code, path)
 		require.Equal(t, "Sunset is healthy.\n", body, path)
@@ -53,7 +53,7 @@ func TestEndpointsAnswerGetAndHeadOnly(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, strings.Split(body, "\n"), "ops_test_total 0")
 
-	for _, path := range []string{"/-/healthy", "/livez", "/-/ready", "/readyz", "/metrics"} {
+	for _, path := range []string{"/-/healthy", "/livez", "/healthz", "/-/ready", "/readyz", "/metrics"} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
 			code, _, h := do(method, path)
 			require.Equal(t, http.StatusMethodNotAllowed, code, "%s %s", method, path)
