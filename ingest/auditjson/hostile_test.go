@@ -95,9 +95,10 @@ func none([]byte) uint64 { return 0 }
 func same(raw []byte) []byte { return raw }
 
 // streamed is what a streamed body allocates to hold its input: a large
-// body's item is read into a buffer that doubles as it fills, after the
-// first maxWholeBody bytes were read to see if the body is small.
-func streamed(raw []byte) uint64 { return 3*uint64(len(raw)) + 2*maxWholeBody }
+// body's item is read into a buffer that doubles as it fills (up to twice
+// the item, and as much again on the way), after the first maxWholeBody
+// bytes were read to see if the body is small.
+func streamed(raw []byte) uint64 { return 4*uint64(len(raw)) + 2*maxWholeBody }
 
 // list is raw as the one item of an EventList.
 func list(raw []byte) []byte {
