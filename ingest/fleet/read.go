@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
+	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -101,7 +102,7 @@ func readSeen(b []byte, start int, dst **seen) int {
 		case "podNode":
 			bit, read = 1<<1, func() int { return auditjson.ReadString(b, i, &s.PodNode) }
 		case "sourceIPs":
-			bit, read = 1<<2, func() int { return auditjson.ReadStrings(b, i, 3, &s.SourceIPs) }
+			bit, read = 1<<2, func() int { return readIPList(b, i, 3, &s.SourceIPs) }
 		case "impersonatedBy":
 			bit, read = 1<<3, func() int { return auditjson.ReadString(b, i, &s.ImpersonatedBy) }
 		case "at":
@@ -157,6 +158,39 @@ func readTime(b []byte, start, depth int, unmarshal func([]byte) error) int {
 	end := auditjson.SkipValue(b, start, depth)
 	if end < 0 || unmarshal(b[start:end]) != nil {
 		return -1
+	}
+	return end
+}
+
+// readIPList reads the array of strings or null at b[start] into dst,
+// keeping at most one entry past aggregate.MaxSourceIPs: enough for
+// tooLong to refuse the record, while the rest are only checked to be
+// strings. A sender's list of millions of entries is thus walked, never
+// held. depth counts the array and the containers around it.
+func readIPList(b []byte, start, depth int, dst *ipList) int {
+	if start < len(b) && b[start] == 'n' {
+		*dst = nil
+		return auditjson.Literal(b, start, "null")
+	}
+	if start >= len(b) || b[start] != '[' {
+		return -1
+	}
+	out := ipList{}
+	end := auditjson.WalkArray(b, start, depth, func(i int) int {
+		if len(out) > aggregate.MaxSourceIPs {
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			return auditjson.SkipValue(b, i, depth)
+		}
+		s, end := auditjson.StringAt(b, i)
+		if end >= 0 {
+			out = append(out, s)
+		}
+		return end
+	})
+	if end >= 0 {
+		*dst = out
 	}
 	return end
 }

@@ -49,7 +49,7 @@ const wireFieldRulePrefix = "field:"
 type seen struct {
 	Pod            string    `json:"pod,omitempty"`
 	PodNode        string    `json:"podNode,omitempty"`
-	SourceIPs      []string  `json:"sourceIPs,omitempty"`
+	SourceIPs      ipList    `json:"sourceIPs,omitempty"`
 	ImpersonatedBy string    `json:"impersonatedBy,omitempty"`
 	At             time.Time `json:"at"`
 }
@@ -142,8 +142,9 @@ const (
 	// maxRecordIDBytes is a request's identity (at most aggregate.MaxIDBytes)
 	// followed, for a field rule's match, by the rule's name.
 	maxRecordIDBytes = aggregate.MaxIDBytes + len("#field:") + aggregate.MaxRuleBytes
-	// maxReleaseBytes is far above "1.37".
-	maxReleaseBytes = 32
+	// maxReleaseBytes is the decoder's bound on k8s.io/removed-release, so
+	// that a forwarded copy and the original agree.
+	maxReleaseBytes = aggregate.MaxReleaseBytes
 	maxPodBytes     = 253
 	maxIPBytes      = 64
 )
@@ -251,4 +252,17 @@ func message(r aggregate.Request) (kafkago.Message, error) {
 		return kafkago.Message{}, err
 	}
 	return kafkago.Message{Key: []byte(r.Key.Cluster + "/" + r.EventID()), Value: value}, nil
+}
+
+// ipList is a record's sourceIPs. Its JSON decoding keeps what
+// readIPList keeps, so that the encoding/json path, which a sender reaches
+// by spelling a record unusually, holds no more than the fast one.
+type ipList []string
+
+// UnmarshalJSON reads b as readIPList does.
+func (l *ipList) UnmarshalJSON(b []byte) error {
+	if end := readIPList(b, 0, 3, l); end != len(b) {
+		return fmt.Errorf("%w: sourceIPs is not a list of strings", errMalformed)
+	}
+	return nil
 }

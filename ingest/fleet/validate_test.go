@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,34 @@ func TestFleetRecordReasons(t *testing.T) {
 		errors.New("anything else"):                reasonMalformed,
 	} {
 		require.Equal(t, want, reason(err), err.Error())
+	}
+}
+
+// A record whose sourceIPs lists a million empty strings is refused as
+// too long on the fast path and on encoding/json's (which an escaped key
+// reaches), and neither holds the list: decoding it allocates a small
+// fraction of what a million strings would take.
+func TestFleetRecordSourceIPsBombIsWalkedNotHeld(t *testing.T) {
+	list := `[""` + strings.Repeat(`,""`, 1<<20-1) + `]`
+	for name, record := range map[string]string{
+		"fast path":     validRecord(`,"seen":{"at":"2026-11-21T19:10:00Z","sourceIPs":` + list + `}`),
+		"encoding/json": validRecord(`,"seen":{"at":"2026-11-21T19:10:00Z","source\u0049Ps":` + list + `}`),
+	} {
+		value := []byte(record)
+		var err error
+		allocated := testing.AllocsPerRun(1, func() { _, err = decodeRecord(value, now) })
+		require.EqualError(t, err, "fleet: record with a value over its bound: seen.sourceIPs", name)
+		// A million strings would be a million allocations at least on
+		// encoding/json's path, and a 16 MiB slice on the fast one.
+		require.Less(t, allocated, 1000.0, name)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		_, _ = decodeRecord(value, now)
+		runtime.ReadMemStats(&ms)
+		// encoding/json's decoder buffers the record, doubling as it
+		// reads: up to three times its size, where a million strings
+		// held would be over five.
+		require.Less(t, ms.TotalAlloc-before, 3*uint64(len(value)), name+": bytes allocated, against the record's own size")
 	}
 }
