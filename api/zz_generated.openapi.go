@@ -58,6 +58,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/kube-sunset/sunset/scan/report.Origin":                schema_kube_sunset_sunset_scan_report_Origin(ref),
 		"github.com/kube-sunset/sunset/scan/report.Result":                schema_kube_sunset_sunset_scan_report_Result(ref),
 		"github.com/kube-sunset/sunset/scan/report.Scanned":               schema_kube_sunset_sunset_scan_report_Scanned(ref),
+		"github.com/kube-sunset/sunset/scan/report.Skipped":               schema_kube_sunset_sunset_scan_report_Skipped(ref),
 		v1.DeleteOptions{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_DeleteOptions(ref),
 		v1.FieldsV1{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_FieldsV1(ref),
 		v1.ListMeta{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_ListMeta(ref),
@@ -2778,12 +2779,25 @@ func schema_kube_sunset_sunset_scan_report_Result(ref common.ReferenceCallback) 
 							},
 						},
 					},
+					"skipped": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Skipped are the inputs left unread on purpose; absent when none.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/scan/report.Skipped"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"targetVersion", "scanned", "findings", "notScanned", "errors"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/scan/report.Finding", "github.com/kube-sunset/sunset/scan/report.InputError", "github.com/kube-sunset/sunset/scan/report.NotScanned", "github.com/kube-sunset/sunset/scan/report.Scanned"},
+			"github.com/kube-sunset/sunset/scan/report.Finding", "github.com/kube-sunset/sunset/scan/report.InputError", "github.com/kube-sunset/sunset/scan/report.NotScanned", "github.com/kube-sunset/sunset/scan/report.Scanned", "github.com/kube-sunset/sunset/scan/report.Skipped"},
 	}
 }
 
@@ -2845,6 +2859,34 @@ func schema_kube_sunset_sunset_scan_report_Scanned(ref common.ReferenceCallback)
 					},
 				},
 				Required: []string{"files", "kustomizations", "charts", "helmReleases", "customResourceDefinitions", "apiServices", "objects"},
+			},
+		},
+	}
+}
+
+func schema_kube_sunset_sunset_scan_report_Skipped(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Skipped is an input a scan left unread on purpose, and why: a symlink out of the scanned directory, a named pipe, a device. It is a note, not an error: the scan is complete without it, since what it would have read is not part of what was given to scan.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"path": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"path", "reason"},
 			},
 		},
 	}
