@@ -445,7 +445,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	if !dryRun {
 		h.log.Info().Str("api", name).Str("cluster", cluster).Interface("requests", res.Details.Clusters).Msg("counts reset")
 	}
-	httpjson.Write(w, http.StatusOK, res)
+	httpjson.WriteFor(w, r, http.StatusOK, res)
 }
 
 // readDeleteOptions reads the optional metav1.DeleteOptions body.

@@ -11,6 +11,10 @@ import (
 
 const infoPath = "/apis/" + sunsetv1.APIVersion + "/serverinfo"
 
+// infoParams are serverinfo's parameters: only pretty, as on every other
+// path.
+var infoParams = []string{"pretty"}
+
 // Info describes the service; retention is what the store keeps.
 func (s *Service) Info(retention time.Duration) sunsetv1.ServerInfo {
 	out := sunsetv1.ServerInfo{APIVersion: sunsetv1.APIVersion, Kind: "ServerInfo", Time: s.now().UTC(), Retention: retention.String(), Clusters: []string{}}
@@ -30,8 +34,8 @@ func (s *Service) Info(retention time.Duration) sunsetv1.ServerInfo {
 }
 
 func (h *Handler) serveInfo(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.begin(w, r, GroupVersion.WithResource("serverinfo").GroupResource(), nil, nil); !ok {
+	if _, ok := h.begin(w, r, GroupVersion.WithResource("serverinfo").GroupResource(), nil, infoParams); !ok {
 		return
 	}
-	httpjson.Write(w, http.StatusOK, h.svc.Info(h.maxSince))
+	httpjson.WriteFor(w, r, http.StatusOK, h.svc.Info(h.maxSince))
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -215,5 +216,29 @@ func TestSelectors(t *testing.T) {
 		}
 		require.Equal(t, http.StatusBadRequest, code, body)
 		require.Contains(t, st.Message, msg)
+	}
+}
+
+// ?pretty= chooses indented or compact JSON on every GET, serverinfo and
+// the upgrade checks included, whoever the client is.
+func TestPrettyOnEveryGet(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	mux := http.NewServeMux()
+	New(Options{Querier: st, Webhooks: NewWebhookService(st, nil, nil), Logger: zerolog.Nop(), Now: func() time.Time { return buildNow }}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	for _, path := range []string{"serverinfo", "apirequestcounts", "fieldrequestcounts", "webhookcounts", "upgradechecks", "upgradechecks/1.37"} {
+		url := srv.URL + "/apis/sunset.dev/v1/" + path
+		code, compact := get(t, url+"?pretty=false", "")
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, compact)
+		require.Equal(t, 1, strings.Count(compact, "\n"), "%s: %s", path, compact)
+		code, pretty := get(t, url+"?pretty=true", "")
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, pretty)
+		var want bytes.Buffer
+		require.NoError(t, json.Indent(&want, []byte(compact), "", "  "))
+		require.Equal(t, want.String(), pretty, path)
 	}
 }

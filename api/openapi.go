@@ -257,7 +257,8 @@ func sunsetRoutes() (openAPIRoutes, error) {
 			openAPIParam{name: "body", description: "Optional: dryRun: [All], as kubectl delete --dry-run=server sends it.", kind: common.BodyParameterKind}}},
 		[]string{"cluster", "dryRun", "pretty"})
 	add(openAPIRoute{method: http.MethodGet, path: infoPath, action: "get", kind: "ServerInfo",
-		operation: "readSunsetDevV1ServerInfo", doc: "read the server's clock, retention and clusters", response: sunsetv1.ServerInfo{}})
+		operation: "readSunsetDevV1ServerInfo", doc: "read the server's clock, retention and clusters", response: sunsetv1.ServerInfo{}},
+		infoParams)
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func (h *Handler) listChecks(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, list)
+	httpjson.WriteFor(w, r, http.StatusOK, list)
 }
 
 func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +124,7 @@ func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, res)
+	httpjson.WriteFor(w, r, http.StatusOK, res)
 }
 
 // webhookCertificates are the flagged webhook servers of the check's window

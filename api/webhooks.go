@@ -341,7 +341,7 @@ func (wh webhookHandler) list(w http.ResponseWriter, r *http.Request) {
 		wh.h.internalError(w, err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, out)
+	httpjson.WriteFor(w, r, http.StatusOK, out)
 }
 
 func (wh webhookHandler) get(w http.ResponseWriter, r *http.Request) {
@@ -358,6 +358,6 @@ func (wh webhookHandler) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		wh.h.internalError(w, err)
 	default:
-		httpjson.Write(w, http.StatusOK, obj)
+		httpjson.WriteFor(w, r, http.StatusOK, obj)
 	}
 }
