@@ -10,6 +10,7 @@ import (
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/verdict"
 )
 
 var (
@@ -59,6 +60,10 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (sunsetv
 		switch {
 		case err != nil || d < time.Hour:
 			problems = append(problems, fmt.Sprintf("since %q is not a duration of at least 1h, such as 24h or 168h", s))
+		case d%time.Hour != 0:
+			// Counts are hourly: a window of 90m would be read as 2h
+			// and named as neither.
+			problems = append(problems, fmt.Sprintf("since %q is not whole hours; counts are hourly (%s or %s)", s, verdict.FormatDuration(d.Truncate(time.Hour)), verdict.FormatDuration(d.Truncate(time.Hour)+time.Hour)))
 		case maxSince > 0 && d > maxSince:
 			problems = append(problems, fmt.Sprintf("since %s is longer than the retention of %s", d, maxSince))
 		}

@@ -61,9 +61,15 @@ type Filters struct {
 	ExcludeSystem bool
 }
 
+// validateSince accepts whole hours from 1h: counts are hourly, so a
+// window of 90m would read as 2h and be named as neither.
 func validateSince(since time.Duration) error {
-	if since < time.Hour {
+	switch {
+	case since < time.Hour:
 		return fmt.Errorf("--since %s is shorter than 1h; counts are hourly", since)
+	case since%time.Hour != 0:
+		whole := since.Truncate(time.Hour)
+		return fmt.Errorf("--since %s is not whole hours; counts are hourly (%s or %s)", FormatDuration(since), FormatDuration(whole), FormatDuration(whole+time.Hour))
 	}
 	return nil
 }

@@ -48,6 +48,10 @@ func TestRequestsValidate(t *testing.T) {
 			"-o jsonpath needs a template, e.g. -o jsonpath='{.items[*].metadata.name}'"},
 		{"check", &CheckRequest{Filters: Filters{Since: time.Minute}, TargetVersion: "next", Output: "yaml"},
 			"--target-version: \"next\" is not a Kubernetes release such as 1.37\n--since 1m0s is shorter than 1h; counts are hourly\n-o \"yaml\" is not one of text, json"},
+		{"since in minutes", &ListRequest{Filters: Filters{Since: 90 * time.Minute}},
+			"--since 1h30m is not whole hours; counts are hourly (1h or 2h)"},
+		{"webhooks since in minutes", &WebhooksRequest{Since: 25*time.Hour + time.Minute},
+			"--since 25h1m is not whole hours; counts are hourly (25h or 26h)"},
 		{"webhooks", &WebhooksRequest{Since: 0, Class: "x", Output: "name"},
 			"-o \"name\" is not one of table, wide, json, yaml\n--since 0s is shorter than 1h; counts are hourly\n--class \"x\" is not one of critical, security, virtual"},
 	} {
