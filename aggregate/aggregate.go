@@ -144,7 +144,7 @@ func New(opts Options) *Aggregator {
 	if opts.Labels == nil {
 		opts.Labels = cardinality.New(cardinality.Options{Catalog: opts.Catalog})
 	}
-	reads := newReadWatch(opts.Labels, opts.Now)
+	reads := newReadWatch(opts.Labels, opts.Now, opts.Store, opts.Logger.With().Str("component", "aggregate").Logger())
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(reads)
 	}

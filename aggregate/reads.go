@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/cardinality"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // ReadsWindow is how long a cluster may send events without a single get,
@@ -19,39 +21,137 @@ const ReadsWindow = 24 * time.Hour
 
 const readsMissingMetric = "sunset_cluster_reads_missing"
 
-// readWatch remembers, per cluster, when Sunset first heard it and when it
-// last saw a read. Both are in memory: after a restart a cluster has to be
-// heard for a whole window again before it is warned about.
+// readsSaveInterval is how often, at most, a cluster's record is written
+// again while it keeps sending. The record is written on the ingest path,
+// in a small transaction of its own rather than with the counts: the
+// warning is advisory, so a crash may lose the last minute of it (a
+// cluster heard or a read seen up to a minute late), which moves the
+// warning by as much, and costs one synced write per cluster and minute.
+const readsSaveInterval = time.Minute
+
+// readWatch remembers, per cluster, when Sunset first heard it, when it
+// last heard it and when it last saw a read. It keeps them in the store
+// too, and reads them back when built, so that a restart does not start
+// the day over: the warning comes a day after reads went missing, however
+// often the process restarted in between.
 type readWatch struct {
 	labels *cardinality.Guard
 	now    func() time.Time
+	store  *store.Store
+	log    zerolog.Logger
 
 	mu       sync.Mutex
 	clusters map[string]*heard
+	// failing is set while saving records fails, so that the failure is
+	// logged once, not at every cluster and minute.
+	failing bool
+
+	// saveMu serialises saves, so that a record is never overwritten by
+	// an older one: each save reads the cluster's state once it holds it.
+	saveMu sync.Mutex
 }
 
-type heard struct{ first, last, lastRead time.Time }
+type heard struct {
+	store.ClusterReads
+	// saved is when the record was last handed to the store, zero when
+	// never; savedRead is the LastRead it was handed.
+	saved, savedRead time.Time
+}
 
-func newReadWatch(labels *cardinality.Guard, now func() time.Time) *readWatch {
-	return &readWatch{labels: labels, now: now, clusters: map[string]*heard{}}
+// newReadWatch builds the watch, with what st remembers of every cluster;
+// st may be nil (a dry run), and then nothing is remembered.
+func newReadWatch(labels *cardinality.Guard, now func() time.Time, st *store.Store, log zerolog.Logger) *readWatch {
+	w := &readWatch{labels: labels, now: now, store: st, log: log, clusters: map[string]*heard{}}
+	if st == nil {
+		return w
+	}
+	saved, err := st.LoadClusterReads()
+	if err != nil {
+		// The warning then comes a day after this start, as it did
+		// before records were kept: not a reason to stay down.
+		log.Warn().Err(err).Msg("could not read what the store remembers of clusters' reads; each cluster is heard afresh")
+		return w
+	}
+	for name, r := range saved {
+		// The guard bounds the map as it bounds the metric's series.
+		name = labels.Cluster(readsMissingMetric, name)
+		if h := w.clusters[name]; h != nil {
+			r = mergeHeard(h.ClusterReads, r)
+		}
+		w.clusters[name] = &heard{ClusterReads: r, savedRead: r.LastRead}
+	}
+	return w
+}
+
+// mergeHeard is what two records of clusters folded into one label value
+// say together.
+func mergeHeard(a, b store.ClusterReads) store.ClusterReads {
+	if b.FirstHeard.Before(a.FirstHeard) {
+		a.FirstHeard = b.FirstHeard
+	}
+	if b.LastHeard.After(a.LastHeard) {
+		a.LastHeard = b.LastHeard
+	}
+	if b.LastRead.After(a.LastRead) {
+		a.LastRead = b.LastRead
+	}
+	return a
 }
 
 // note records events from cluster, reads among them or not. Clusters are
 // the guard's label values, so junk names cannot grow the map past the
-// metric's bound.
+// metric's bound. The cluster's record is saved when it is new, when a
+// read ends a day without one (so that a restart does not warn about a
+// cluster that reads again), and otherwise at most every
+// readsSaveInterval.
 func (w *readWatch) note(cluster string, read bool) {
 	cluster = w.labels.Cluster(readsMissingMetric, cluster)
 	now := w.now()
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	h := w.clusters[cluster]
 	if h == nil {
-		h = &heard{first: now}
+		h = &heard{ClusterReads: store.ClusterReads{FirstHeard: now}}
 		w.clusters[cluster] = h
 	}
-	h.last = now
+	h.LastHeard = now
 	if read {
-		h.lastRead = now
+		h.LastRead = now
+	}
+	due := w.store != nil && (h.saved.IsZero() || now.Sub(h.saved) >= readsSaveInterval ||
+		(read && now.Sub(h.savedRead) >= ReadsWindow))
+	if due {
+		// Claimed here, so that concurrent notes do not all save, nor
+		// does every note while saving fails.
+		h.saved, h.savedRead = now, h.LastRead
+	}
+	w.mu.Unlock()
+	if due {
+		w.save(cluster)
+	}
+}
+
+// save writes cluster's record as it is now.
+func (w *readWatch) save(cluster string) {
+	w.saveMu.Lock()
+	defer w.saveMu.Unlock()
+	w.mu.Lock()
+	r := w.clusters[cluster].ClusterReads
+	w.mu.Unlock()
+	err := w.store.SaveClusterReads(cluster, r)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		// The first note readsSaveInterval on tries again.
+		if !w.failing {
+			w.failing = true
+			w.log.Warn().Err(err).Str("cluster", cluster).
+				Msg("could not save what was heard of a cluster's reads; retrying each minute, and a restart meanwhile resumes from what was saved last")
+		}
+		return
+	}
+	if w.failing {
+		w.failing = false
+		w.log.Info().Msg("saving what is heard of clusters' reads again")
 	}
 }
 
@@ -64,7 +164,7 @@ func (w *readWatch) missing() []string {
 	defer w.mu.Unlock()
 	var out []string
 	for c, h := range w.clusters {
-		if now.Sub(h.first) >= ReadsWindow && now.Sub(h.last) < ReadsWindow && now.Sub(h.lastRead) >= ReadsWindow {
+		if now.Sub(h.FirstHeard) >= ReadsWindow && now.Sub(h.LastHeard) < ReadsWindow && now.Sub(h.LastRead) >= ReadsWindow {
 			out = append(out, c)
 		}
 	}
