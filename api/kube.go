@@ -31,7 +31,8 @@ var (
 	UpgradeChecksResource      = GroupVersion.WithResource("upgradechecks")
 )
 
-// Category groups both resources, so `kubectl get sunset` lists them.
+// Category groups the resources that hold counts (apirequestcounts,
+// fieldrequestcounts, webhookcounts), so `kubectl get sunset` lists them.
 const Category = "sunset"
 
 // APIResources is the discovery of sunset.dev/v1.
