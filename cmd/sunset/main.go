@@ -26,12 +26,6 @@ import (
 	"github.com/kube-sunset/sunset/cli"
 )
 
-// Set at build time with -ldflags "-X main.version=... -X main.revision=...".
-var (
-	version  = "dev"
-	revision = ""
-)
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	plugin, args := pluginArgs(os.Args[0], os.Args[1:])

@@ -3,6 +3,7 @@ package main
 import (
 	"embed"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,7 +46,8 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.SetIn(env.stdin)
-	build := app.NewBuildInfo(version, revision)
+	info, ok := debug.ReadBuildInfo()
+	build := app.NewBuildInfo(buildVersion(version, info, ok), revision)
 	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newScanCommand(env), newPublishScanCommand(env), newReplayCommand(env), newStoreCommand(env),
 		&cobra.Command{Use: "version", Short: "Print the version of sunset", Args: cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error { _, err := fmt.Fprintln(env.stdout, build); return err }})
