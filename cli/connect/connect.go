@@ -61,16 +61,17 @@ type Flags struct {
 }
 
 // AddFlags declares the flags replay uses to reach a server or a data
-// directory.
+// directory, which it writes to: its help says so, unlike the read
+// commands'.
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&f.Server, "server", "", "URL of a running Sunset (default "+DefaultServer+" unless --data-dir is given)")
+	fs.StringVar(&f.Server, "server", "", "count through the webhook of the running Sunset at this URL, instead of into a data directory")
 	fs.StringVar(&f.CAFile, "certificate-authority", "", "CA certificate (PEM) to verify an https:// --server")
 	fs.StringVar(&f.Token, "token", "", "bearer token to send to --server (for an authenticating proxy)")
 	fs.BoolVar(&f.Insecure, "insecure-skip-tls-verify", false, "do not verify the --server certificate")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "reach Sunset through kube-apiserver (its APIService) with this kubeconfig's credentials")
 	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use; alone, the kubeconfig comes from KUBECONFIG or ~/.kube/config")
-	fs.StringVar(&f.DataDir, "data-dir", "", "read a Sunset data directory directly, read-only, instead of a server")
-	fs.StringVar(&f.ConfigFile, "config", "", "with --data-dir: the server's config file, for its catalog.extra and system-users")
+	fs.StringVar(&f.DataDir, "data-dir", "", "the data directory to count into, which no running server may hold (default: --config's data-dir, else ./sunset-data)")
+	fs.StringVar(&f.ConfigFile, "config", "", "the server's config file, to count as it does: its data-dir, clusters, catalog.extra, field-rules, user-agent and retention")
 }
 
 // AddReadFlags declares the flags of the commands that read counts:

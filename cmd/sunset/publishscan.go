@@ -23,6 +23,6 @@ func newPublishScanCommand(env console) *cobra.Command {
 			return app.PublishScan(cmd.Context(), cfg, env.stderr, env.isTerminal)
 		},
 	}, "publish-scan")
-	cmd.Flags().StringVar(&configFile, "config", "", "serve's YAML config file, for scan.configMap, catalog.extra and fieldRules")
+	cmd.Flags().StringVar(&configFile, "config", "", "serve's YAML config file, for scan.configMap, catalog.extra and field-rules")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
@@ -147,4 +148,23 @@ func TestReplayCountsDryRunsApart(t *testing.T) {
 		"widgets.v1beta1.e2e.example.com":                {47, 9},
 		"volumeattributesclasses.v1beta1.storage.k8s.io": {4, 0},
 	}, dry)
+}
+
+// flagHelp is the help text of each of names among cmd's flags.
+func flagHelp(cmd *cobra.Command, names ...string) map[string]string {
+	out := map[string]string{}
+	for _, name := range names {
+		out[name] = cmd.Flags().Lookup(name).Usage
+	}
+	return out
+}
+
+// replay writes: its help says where, and which of the config file's keys
+// it counts with, rather than what the read commands say of theirs.
+func TestReplayHelpSaysWhereItWrites(t *testing.T) {
+	require.Equal(t, map[string]string{
+		"data-dir": "the data directory to count into, which no running server may hold (default: --config's data-dir, else ./sunset-data)",
+		"config":   "the server's config file, to count as it does: its data-dir, clusters, catalog.extra, field-rules, user-agent and retention",
+		"server":   "count through the webhook of the running Sunset at this URL, instead of into a data directory",
+	}, flagHelp(newReplayCommand(console{}), "data-dir", "config", "server"))
 }

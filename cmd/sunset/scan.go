@@ -21,7 +21,7 @@ func newScanCommand(env console) *cobra.Command {
 	fs.StringVar(&req.CurrentVersion, "current-version", "", "the cluster's release now, to mark APIs it already stopped serving (read from the cluster with --kubeconfig)")
 	fs.StringVarP(&req.Output, "output", "o", "table", "table, wide, json, yaml, markdown, sarif or junit")
 	fs.BoolVar(&req.WarningsAsErrors, "warnings-as-errors", true, "exit 2 when deprecated (not yet removed) APIs are used; =false to exit 0")
-	fs.StringVar(&configFile, "config", "", "a server config file, for its catalog.extra and fieldRules")
+	fs.StringVar(&configFile, "config", "", "a server config file, for its catalog.extra and field-rules")
 	addScanFlags(fs, &req.ScanOptions)
 	fs.StringVar(&req.Kubeconfig, "kubeconfig", "", "scan the cluster this kubeconfig reaches (Helm releases, CRDs, APIServices)")
 	fs.StringVar(&req.Context, "context", "", "the kubeconfig context to scan; alone, the kubeconfig comes from KUBECONFIG or ~/.kube/config")
@@ -58,7 +58,7 @@ func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "let kustomizations fetch their remote resources and bases (http(s) URLs, git repositories); off, such a kustomization is an error and nothing is fetched")
 }
 
-// loadExtras reads catalog.extra and fieldRules from a server config file,
+// loadExtras reads catalog.extra and field-rules from a server config file,
 // so that a scan knows the same CRD lifecycles and field rules as the
 // server.
 func loadExtras(configFile string, o *cli.ScanOptions) error {

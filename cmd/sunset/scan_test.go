@@ -95,3 +95,9 @@ func TestCheckJoinsTrafficAndScan(t *testing.T) {
 	require.Len(t, res.Scan.Findings, 8)
 	require.Equal(t, "NOT SAFE to upgrade to 1.36: 5 objects use APIs removed in or before 1.36.", res.ScanVerdict)
 }
+
+// scan --config reads the server's keys as the server spells them:
+// field-rules, not fieldRules, which a config file may not hold.
+func TestScanConfigNamesItsKeysAsTheConfigFile(t *testing.T) {
+	require.Equal(t, map[string]string{"config": "a server config file, for its catalog.extra and field-rules"}, flagHelp(newScanCommand(console{}), "config"))
+}
