@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
 // lingerTime is how long the producer waits for more records to share a
@@ -43,7 +44,9 @@ func newPublisher(cfg kafka.Config, d *kafkago.Dialer, log zerolog.Logger, m *me
 		// the same batch or outbox entry, with its own backoff.
 		MaxAttempts: 3,
 		Transport:   &kafkago.Transport{ClientID: d.ClientID, TLS: d.TLS, SASL: d.SASLMechanism, DialTimeout: d.Timeout},
-		ErrorLogger: kafkago.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf(f, a...) }),
+		// kafka-go's own info is a line per batch written: trace.
+		Logger:      kafkago.LoggerFunc(logbridge.Printf(log, logbridge.KafkaGo, zerolog.TraceLevel)),
+		ErrorLogger: kafkago.LoggerFunc(logbridge.Printf(log, logbridge.KafkaGo, zerolog.WarnLevel)),
 	}}
 }
 

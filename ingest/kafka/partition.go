@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/internal/backoff"
+	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
 // maxRetryBackoff caps the pause between attempts to commit one batch.
@@ -267,6 +268,8 @@ func NewPartitionReader(cfg Config, d *kafkago.Dialer, topic string, partition i
 	return kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers: cfg.Brokers, Topic: topic, Partition: partition, Dialer: d,
 		MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes, MaxWait: cfg.MaxWait, QueueCapacity: cfg.QueueCapacity,
-		ErrorLogger: kafkago.LoggerFunc(func(f string, a ...any) { log.Warn().Msgf(f, a...) }),
+		// kafka-go's own info is a line per empty fetch: trace.
+		Logger:      kafkago.LoggerFunc(logbridge.Printf(log, logbridge.KafkaGo, zerolog.TraceLevel)),
+		ErrorLogger: kafkago.LoggerFunc(logbridge.Printf(log, logbridge.KafkaGo, zerolog.WarnLevel)),
 	})
 }
