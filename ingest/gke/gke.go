@@ -12,6 +12,7 @@ package gke
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/kube-sunset/sunset/ingest/sink"
+	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
 // SourceName is the source label of events read from GKE.
@@ -86,7 +88,9 @@ func New(ctx context.Context, o Options) (*Source, error) {
 	if o.Ingester == nil {
 		return nil, fmt.Errorf("gke: no Ingester")
 	}
-	var opts []option.ClientOption
+	// The client's own lines go through Sunset's logger, from info up:
+	// its debug lines hold whole messages, audit events among them.
+	opts := []option.ClientOption{option.WithLogger(logbridge.Slog(o.Logger, logbridge.GoogleCloud, slog.LevelInfo))}
 	if cfg.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(cfg.Endpoint))
 	}
