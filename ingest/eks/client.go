@@ -80,14 +80,15 @@ func countAttempts(m *metrics, log zerolog.Logger) func(*middleware.Stack) error
 		middleware.FinalizeOutput, middleware.Metadata, error,
 	) {
 		out, md, err := next.HandleFinalize(ctx, in)
+		op := operation(ctx)
 		switch {
 		case err == nil:
-			m.requests.WithLabelValues(requestOK).Inc()
+			m.requests.WithLabelValues(op, requestOK).Inc()
 		case throttled(err):
-			m.requests.WithLabelValues(requestThrottled).Inc()
-			log.Debug().Err(err).Msg("FilterLogEvents throttled; the SDK slows down and retries")
+			m.requests.WithLabelValues(op, requestThrottled).Inc()
+			log.Debug().Err(err).Str("operation", op).Msg("call throttled; the SDK slows down and retries")
 		case ctx.Err() == nil:
-			m.requests.WithLabelValues(requestError).Inc()
+			m.requests.WithLabelValues(op, requestError).Inc()
 		}
 		return out, md, err
 	})
@@ -106,15 +107,17 @@ var groupARN = regexp.MustCompile(`arn:aws[a-z-]*:logs:[a-z0-9-]+:[0-9]{12}:log-
 // explain says what a failed poll means and what to do about it, for the
 // log and for Ready.
 func (s *Source) explain(err error) string {
-	what := fmt.Sprintf("eks %s: FilterLogEvents on %s", s.cfg.Cluster, s.cfg.LogGroup)
-	var api smithy.APIError
-	switch {
-	case !errors.As(err, new(*smithy.OperationError)):
+	var opErr *smithy.OperationError
+	if !errors.As(err, &opErr) {
 		// Not a call to AWS (a commit, the checkpoint): the error says
 		// what it is.
 		return err.Error()
+	}
+	what := fmt.Sprintf("eks %s: %s on %s", s.cfg.Cluster, opErr.OperationName, s.cfg.LogGroup)
+	var api smithy.APIError
+	switch {
 	case throttled(err):
-		return what + ": throttled: the account's FilterLogEvents quota (5 calls a second per Region, shared with every other caller) is used up; raise eks.pollInterval, or ask AWS for a higher quota"
+		return what + ": throttled: the account's quota (FilterLogEvents' 5 calls a second per Region, shared with every other caller) is used up; raise eks.pollInterval, or ask AWS for a higher quota"
 	case errors.As(err, &api):
 		switch code := api.ErrorCode(); code {
 		case "AccessDeniedException":
@@ -122,7 +125,7 @@ func (s *Source) explain(err error) string {
 			if arn == "" {
 				arn = fmt.Sprintf("arn:aws:logs:%s:<account>:log-group:%s", s.region, s.cfg.LogGroup)
 			}
-			return what + ": access denied; grant logs:FilterLogEvents on " + arn + ":* to the role Sunset runs as (IRSA or EKS Pod Identity)"
+			return what + ": access denied; grant logs:DescribeLogStreams and logs:FilterLogEvents on " + arn + ":* to the role Sunset runs as (IRSA or EKS Pod Identity)"
 		case "ResourceNotFoundException":
 			return fmt.Sprintf("%s: the log group does not exist in %s; turn on the audit log type of the EKS cluster's control-plane logging, or set eks.logGroup and eks.region to where it is", what, s.region)
 		case "UnrecognizedClientException", "InvalidSignatureException", "IncompleteSignature", "ExpiredTokenException", "InvalidClientTokenId":

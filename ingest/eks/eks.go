@@ -2,12 +2,16 @@
 // audit logs EKS writes to CloudWatch Logs, each exactly once.
 //
 // CloudWatch gives no offset to resume from and may deliver an event
-// after later ones, so a Source polls FilterLogEvents from a little before
-// the newest event it read (the overlap) and skips the events it has read
-// already. Where it stands, the newest time and the events read since the
-// overlap began, is a cursor committed in the same transaction as the
-// counts of the events read up to it: a restart, however abrupt, neither
-// loses an event nor counts one twice.
+// after later ones, and EKS writes one stream per apiserver, each of
+// which may reach CloudWatch minutes behind the others. So a Source lists
+// the audit streams (DescribeLogStreams) and reads each with
+// FilterLogEvents from its own position; every overlap, a sweep reads
+// each stream again from a little before where it stood at the previous
+// sweep, for events that arrived late, and skips the events it has read
+// already. Where each stream stands, its newest time and the events read
+// that a sweep can return, is a cursor committed in the same transaction
+// as the counts of the events read up to it: a restart, however abrupt,
+// neither loses an event nor counts one twice.
 package eks
 
 import (
@@ -23,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
@@ -46,6 +51,22 @@ type Options struct {
 	// AWSConfig is the AWS configuration to use; nil means the SDK's
 	// default chain (IRSA, EKS Pod Identity, the environment).
 	AWSConfig *aws.Config
+	// Entry names the config entry in the metrics' entry label, so that
+	// two entries of one cluster keep their series apart; empty means
+	// the log group, which no two entries of a cluster share.
+	Entry string
+	// Prefilter sets aside, undecoded, the events that cannot count;
+	// nil decodes every event. What it sets aside is told to the
+	// Ingester when it has CountPrefiltered and HeardReads, as the
+	// aggregator does.
+	Prefilter *auditjson.Prefilter
+}
+
+// prefilterCounter is an Ingester that also tallies the events the
+// pre-filter set aside (the aggregator does).
+type prefilterCounter interface {
+	CountPrefiltered(source string, p aggregate.Prefiltered)
+	HeardReads(cluster string, read bool)
 }
 
 // failuresUntilNotReady is how many polls in a row may fail before Ready
@@ -85,6 +106,8 @@ type knobs struct {
 	pageLimit int32
 	// maxSeen replaces maxSeen.
 	maxSeen int
+	// sweepEvery replaces the overlap as the time between sweeps.
+	sweepEvery time.Duration
 	// retryStart is the first pause after a failed poll; 0 is the poll
 	// interval.
 	retryStart time.Duration
@@ -133,7 +156,13 @@ func newSource(o Options, k knobs) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(o.Registerer, cfg.Cluster)
+	if o.Entry == "" {
+		o.Entry = cfg.LogGroup
+	}
+	if k.sweepEvery <= 0 {
+		k.sweepEvery = cfg.Overlap
+	}
+	m, err := newMetrics(o.Registerer, cfg.Cluster, o.Entry)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,7 +108,16 @@ type env struct {
 	rec     *recorder
 	// clock is the aggregator's.
 	clock time.Time
+	// ahead is how far the sources' clock is ahead of the real one, in
+	// nanoseconds: a test moves it to make a sweep due.
+	ahead atomic.Int64
 }
+
+// now is the sources' clock.
+func (e *env) now() time.Time { return time.Now().Add(time.Duration(e.ahead.Load())) }
+
+// advance moves the sources' clock forward by d.
+func (e *env) advance(d time.Duration) { e.ahead.Add(int64(d)) }
 
 // newEnv starts moto and a store whose clock is the captures' (so that
 // every captured v1.36 event is in the last 24 hours).
@@ -153,6 +163,7 @@ func (e *env) start(adjust func(o *Options, k *knobs, stop func())) *run {
 		Logger:     zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.InfoLevel),
 		Registerer: r.reg,
 		AWSConfig:  &cfg,
+		Now:        e.now,
 	}
 	k := knobs{pageLimit: 20, wake: make(chan struct{}, 1), retryStart: time.Millisecond, retryDelay: time.Millisecond,
 		polled: func(started time.Time, err error) { r.polls <- pollEnd{started, err} }}
@@ -230,10 +241,13 @@ func (r *run) events(result string) int {
 	return int(testutil.ToFloat64(r.src.metrics.events.WithLabelValues(result)))
 }
 
-// requests reads sunset_eks_requests_total{result}.
-func (r *run) requests(result string) int {
-	return int(testutil.ToFloat64(r.src.metrics.requests.WithLabelValues(result)))
+// requests reads sunset_eks_requests_total{operation,result}.
+func (r *run) requests(op, result string) int {
+	return int(testutil.ToFloat64(r.src.metrics.requests.WithLabelValues(op, result)))
 }
+
+// late reads sunset_eks_late_events_total.
+func (r *run) late() int { return int(testutil.ToFloat64(r.src.metrics.late)) }
 
 // last24h is the window of the captures' clock: its hour and the 23
 // before.

@@ -23,10 +23,10 @@ func TestThrottledCallsAreRetriedAndCounted(t *testing.T) {
 	r := e.start(nil)
 	require.NoError(t, r.waitPoll(from), "the SDK retried the throttled calls")
 	e.requireCounts(want)
-	require.Equal(t, 1, r.requests(requestThrottled))
-	require.Zero(t, r.requests(requestError))
+	require.Equal(t, 1, r.requests(opFilterLogEvents, requestThrottled))
+	require.Zero(t, r.requests(opFilterLogEvents, requestError))
 	pages := (len(lines) + 19) / 20
-	require.Equal(t, pages, r.requests(requestOK))
+	require.Equal(t, pages, r.requests(opFilterLogEvents, requestOK))
 	require.Equal(t, pages+1, e.cw.Calls("FilterLogEvents"))
 	ok, why := r.src.Ready()
 	require.True(t, ok, why)
@@ -43,7 +43,7 @@ func TestReadyExplainsAccessDenied(t *testing.T) {
 	e.cw.Put(t, e.group, streamA, events(time.Now().Add(-10*time.Minute), lines))
 	want := e.independent(streamA, lines...)
 	e.cw.Fail("FilterLogEvents", -1, cloudwatchtest.AccessDenied("FilterLogEvents", e.group))
-	const why = "eks eks-test: FilterLogEvents on /aws/eks/eks-test/cluster: access denied; grant logs:FilterLogEvents on " +
+	const why = "eks eks-test: FilterLogEvents on /aws/eks/eks-test/cluster: access denied; grant logs:DescribeLogStreams and logs:FilterLogEvents on " +
 		"arn:aws:logs:us-east-1:123456789012:log-group:/aws/eks/eks-test/cluster:* to the role Sunset runs as (IRSA or EKS Pod Identity)"
 	// Polls only when woken, so that the failures are counted exactly.
 	r := e.start(func(o *Options, k *knobs, _ func()) { k.retryStart = time.Hour })
@@ -59,7 +59,7 @@ func TestReadyExplainsAccessDenied(t *testing.T) {
 	ok, got = r.src.Ready()
 	require.False(t, ok)
 	require.Equal(t, why+" (3 polls in a row failed)", got)
-	require.Equal(t, failuresUntilNotReady, r.requests(requestError), "access denied is not retried within a poll")
+	require.Equal(t, failuresUntilNotReady, r.requests(opFilterLogEvents, requestError), "access denied is not retried within a poll")
 
 	e.cw.Clear("FilterLogEvents")
 	r.pollNow()
@@ -77,7 +77,7 @@ func TestReadyExplainsAMissingLogGroup(t *testing.T) {
 	require.Error(t, r.waitPoll(time.Time{}))
 	ok, why := r.src.Ready()
 	require.False(t, ok)
-	require.Equal(t, "eks eks-test: FilterLogEvents on /aws/eks/eks-test/cluster: the log group does not exist in us-east-1; "+
+	require.Equal(t, "eks eks-test: DescribeLogStreams on /aws/eks/eks-test/cluster: the log group does not exist in us-east-1; "+
 		"turn on the audit log type of the EKS cluster's control-plane logging, or set eks.logGroup and eks.region to where it is", why)
 
 	lines := countingLines(t)

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -75,8 +74,9 @@ func (e *env) feed(start time.Time) (*auditcount.Counter, int, time.Time) {
 
 // A feed over many pages, from two apiservers' streams beside a stream of
 // another prefix, counts exactly what the independent count says, each
-// request under its stream as the apiserver; a poll that reads it all
-// again counts nothing more.
+// request under its stream as the apiserver. A poll with nothing new to
+// read reads no stream, and a sweep that reads it all again counts
+// nothing more.
 func TestCountsEveryPageOfBothStreamsOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -107,12 +107,21 @@ func TestCountsEveryPageOfBothStreamsOnce(t *testing.T) {
 	require.Empty(t, reasons, "every captured line is an audit event")
 	require.Equal(t, n, r.events(eventNew))
 	require.Zero(t, r.events(eventDuplicate))
-	require.Greater(t, r.requests(requestOK), (n+19)/20, "20 events a page: many pages")
+	require.Greater(t, r.requests(opFilterLogEvents, requestOK), (n+19)/20, "20 events a page: many pages")
+	require.Equal(t, 1, r.requests(opDescribeLogStreams, requestOK), "one listing of the streams a poll")
 	ok, why := r.src.Ready()
 	require.True(t, ok, why)
 
-	// Every event is inside the overlap: the next poll reads them all
-	// again, and skips them.
+	// Nothing was ingested since: the next poll lists the streams and
+	// reads none of them.
+	calls := e.cw.Calls("FilterLogEvents")
+	r.pollNow()
+	require.Equal(t, calls, e.cw.Calls("FilterLogEvents"), "no stream read again between sweeps")
+	require.Zero(t, r.events(eventDuplicate))
+
+	// An overlap later a sweep reads every event again, inside its
+	// window, and skips them.
+	e.advance(DefaultOverlap)
 	r.pollNow()
 	require.Equal(t, n, r.events(eventNew))
 	require.Equal(t, n, r.events(eventDuplicate))
@@ -153,80 +162,6 @@ func TestRestartMidFeedLosesAndRepeatsNothing(t *testing.T) {
 	require.Zero(t, dups, "no request was handed over twice")
 }
 
-// A commit that fails after the page's first stream was committed (the
-// checkpoint goes with the last) makes the poll read the page again: the
-// requests committed already are found marked in the store and count
-// once.
-func TestFailedCommitReadsThePageAgain(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	lines := countingLines(t)
-	half := len(lines) / 2
-	// 20 a page, and the streams' boundary inside a page.
-	require.NotZero(t, half%20)
-	e.cw.Put(t, e.group, streamA, events(time.Now().Add(-10*time.Minute), lines[:half]))
-	e.cw.Put(t, e.group, streamB, events(time.Now().Add(-9*time.Minute), lines[half:]))
-	want := e.independent(streamA, lines[:half]...)
-	for _, l := range lines[half:] {
-		want.Add(t, e.cluster, streamB, l)
-	}
-	failed, cursorless := false, false
-	e.rec.failCommit = func(_ aggregate.Origin, cursors int) bool {
-		if cursors == 0 {
-			cursorless = true
-			return false
-		}
-		fail := cursorless && !failed
-		failed = failed || fail
-		return fail
-	}
-	from := time.Now()
-	r := e.start(nil)
-	require.ErrorContains(t, r.waitPoll(from), "test: commit refused")
-	require.NoError(t, r.waitPoll(from), "retried at once")
-	e.requireCounts(want)
-	_, dups, _, _, _ := e.rec.seen()
-	require.Equal(t, half%20, dups, "the page's first stream, committed before the failure, is found counted")
-	require.Equal(t, len(lines), r.events(eventNew), "metrics count a page once it is committed")
-}
-
-// Every poll reads the overlap again and counts nothing twice. An event
-// that arrives late, with a time inside the overlap, is counted; one with
-// a time before it is missed, as the overlap's help says.
-func TestOverlapReadsAgainButCountsOnce(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	lines := countingLines(t)
-	n := len(lines) - 10
-	start := time.Now().Add(-20 * time.Minute)
-	e.cw.Put(t, e.group, streamA, events(start, lines[:n]))
-	want := e.independent(streamA, lines[:n]...)
-	from := time.Now()
-	r := e.start(nil)
-	require.NoError(t, r.waitPoll(from))
-	e.requireCounts(want)
-	r.pollNow()
-	r.pollNow()
-	require.Equal(t, n, r.events(eventNew))
-	require.Equal(t, 2*n, r.events(eventDuplicate))
-	e.requireCounts(want)
-
-	newest := start.Add(time.Duration(n-1) * time.Millisecond)
-	late := make([][]byte, 5)
-	tooLate := make([][]byte, 5)
-	for i := range late {
-		late[i] = withAuditID(t, lines[n+i], fmt.Sprintf("late-%d", i))
-		tooLate[i] = withAuditID(t, lines[n+5+i], fmt.Sprintf("too-late-%d", i))
-		want.Add(t, e.cluster, streamB, late[i])
-	}
-	e.cw.Put(t, e.group, streamB, append(events(newest.Add(-DefaultOverlap-time.Minute), tooLate), events(newest.Add(-time.Minute), late)...))
-	r.pollNow()
-	require.Equal(t, n+len(late), r.events(eventNew), "the late events inside the overlap are read, those before it are not")
-	e.requireCounts(want)
-	_, dups, _, _, _ := e.rec.seen()
-	require.Zero(t, dups)
-}
-
 // Past the checkpoint's bound on the events it remembers, the events it
 // forgot are read again after a restart and handed over, and the store's
 // marks keep them from counting twice.
@@ -247,7 +182,7 @@ func TestForgottenEventsStillCountOnce(t *testing.T) {
 	require.True(t, ok)
 	c, err := decodeCheckpoint(raw)
 	require.NoError(t, err)
-	require.Len(t, c.seen, remembered)
+	require.Len(t, c.streams[streamA].seen, remembered)
 
 	from = time.Now()
 	r2 := e.start(bound)

@@ -1,15 +1,17 @@
 package eks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/aws/smithy-go/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
-// Results of a FilterLogEvents call, each attempt the SDK makes counted.
+// Results of a CloudWatch Logs call, each attempt the SDK makes counted.
 const (
 	requestOK        = "ok"
 	requestThrottled = "throttled"
@@ -23,45 +25,60 @@ const (
 	eventUnreadable = "unreadable"
 )
 
-// metrics are one cluster's series. The collectors are shared by every
-// source on a registry, each cluster (from the config, so bounded) its
-// own series.
+// The CloudWatch Logs calls a source makes, the operation label of
+// sunset_eks_requests_total.
+const (
+	opDescribeLogStreams = "DescribeLogStreams"
+	opFilterLogEvents    = "FilterLogEvents"
+)
+
+// metrics are one config entry's series. The collectors are shared by
+// every source on a registry, each entry its own series: labelled by its
+// cluster and by the entry (its name, else its log group), both from the
+// config, so bounded. Two entries of one cluster, reading two log groups,
+// so never share a series, and one cannot hide the other's errors.
 type metrics struct {
-	// The vectors are curried with the cluster: the label left is result
-	// or reason.
+	// The vectors are curried with the cluster and entry: the labels
+	// left are the operation and result, or the reason.
 	requests   *prometheus.CounterVec
 	events     *prometheus.CounterVec
 	unreadable *prometheus.CounterVec
 	truncated  prometheus.Counter
+	late       prometheus.Counter
 	watermark  prometheus.Gauge
 	lastPoll   prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, cluster string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, cluster, entry string) (*metrics, error) {
+	own := []string{"cluster", "entry"}
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sunset_eks_requests_total",
-		Help: "FilterLogEvents calls to CloudWatch Logs, every attempt of the SDK's retries counted, by cluster and result: ok, throttled (over the account's quota of 5 a second; the SDK slows down and retries), error.",
-	}, []string{"cluster", "result"})
+		Help: "CloudWatch Logs calls, every attempt of the SDK's retries counted, by cluster, config entry, operation (DescribeLogStreams, FilterLogEvents) and result: ok, throttled (over the account's quota; the SDK slows down and retries), error.",
+	}, append(own, "operation", "result"))
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sunset_eks_events_total",
-		Help: "Log events read from the audit streams, by cluster and result: new (handed to the aggregator, which decides what counts), duplicate (read before, in the overlap that every poll reads again), unreadable (not an audit event; by reason in sunset_eks_unreadable_events_total).",
-	}, []string{"cluster", "result"})
+		Help: "Log events read from the audit streams, by cluster, config entry and result: new (read for the first time: handed to the aggregator, which decides what counts, or set aside by the pre-filter), duplicate (read before, in a sweep that reads a stream again), unreadable (not an audit event; by reason in sunset_eks_unreadable_events_total).",
+	}, append(own, "result"))
 	unreadable := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sunset_eks_unreadable_events_total",
-		Help: "Log events of the audit streams that are not audit events, by cluster and reason; they are passed over.",
-	}, []string{"cluster", "reason"})
+		Help: "Log events of the audit streams that are not audit events, by cluster, config entry and reason; they are passed over.",
+	}, append(own, "reason"))
 	truncated := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sunset_eks_truncated_events_total",
-		Help: "Audit events CloudWatch cut at its 256 KB limit, by cluster. Their complete leading fields are counted; their annotations are lost, so they count as deprecated only by the catalog (set the cluster's version).",
-	}, []string{"cluster"})
+		Help: "Audit events CloudWatch cut at its 256 KB limit, by cluster and config entry. Their complete leading fields are counted; their annotations are lost, so they count as deprecated only by the catalog (set the cluster's version).",
+	}, own)
+	late := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sunset_eks_late_events_total",
+		Help: "Log events that arrived over an overlap behind their stream's newest, by cluster and config entry, found by a sweep that looks one overlap further back. They are among the new events and count if the store has not counted their requests; any arriving later still are missed: raise the entry's overlap.",
+	}, own)
 	watermark := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sunset_eks_watermark_timestamp_seconds",
-		Help: "Time of the newest log event committed, by cluster, in Unix seconds; each poll reads again from the overlap before it.",
-	}, []string{"cluster"})
+		Help: "Time of the newest log event committed, of all the audit streams, by cluster and config entry, in Unix seconds.",
+	}, own)
 	lastPoll := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sunset_eks_last_poll_success_timestamp_seconds",
-		Help: "When the last poll of the log group read it to the end and committed, by cluster, in Unix seconds.",
-	}, []string{"cluster"})
+		Help: "When the last poll of the log group read every audit stream to its end and committed, by cluster and config entry, in Unix seconds.",
+	}, own)
 	var err error
 	m := &metrics{}
 	if m.requests, err = register(reg, requests); err != nil {
@@ -77,6 +94,10 @@ func newMetrics(reg prometheus.Registerer, cluster string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	lt, err := register(reg, late)
+	if err != nil {
+		return nil, err
+	}
 	wm, err := register(reg, watermark)
 	if err != nil {
 		return nil, err
@@ -85,12 +106,14 @@ func newMetrics(reg prometheus.Registerer, cluster string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := prometheus.Labels{"cluster": cluster}
-	m.requests, m.events, m.unreadable = m.requests.MustCurryWith(own), m.events.MustCurryWith(own), m.unreadable.MustCurryWith(own)
-	m.truncated, m.watermark, m.lastPoll = tr.With(own), wm.With(own), lp.With(own)
+	labels := prometheus.Labels{"cluster": cluster, "entry": entry}
+	m.requests, m.events, m.unreadable = m.requests.MustCurryWith(labels), m.events.MustCurryWith(labels), m.unreadable.MustCurryWith(labels)
+	m.truncated, m.late, m.watermark, m.lastPoll = tr.With(labels), lt.With(labels), wm.With(labels), lp.With(labels)
 	// Every series from the start, so that rates and alerts see zeros.
-	for _, r := range []string{requestOK, requestThrottled, requestError} {
-		m.requests.WithLabelValues(r)
+	for _, op := range []string{opDescribeLogStreams, opFilterLogEvents} {
+		for _, r := range []string{requestOK, requestThrottled, requestError} {
+			m.requests.WithLabelValues(op, r)
+		}
 	}
 	for _, r := range []string{eventNew, eventDuplicate, eventUnreadable} {
 		m.events.WithLabelValues(r)
@@ -100,6 +123,15 @@ func newMetrics(reg prometheus.Registerer, cluster string) (*metrics, error) {
 		m.unreadable.WithLabelValues(string(r))
 	}
 	return m, nil
+}
+
+// operation is the CloudWatch Logs operation a call's context is for,
+// as a bounded label value.
+func operation(ctx context.Context) string {
+	if middleware.GetOperationName(ctx) == opDescribeLogStreams {
+		return opDescribeLogStreams
+	}
+	return opFilterLogEvents
 }
 
 // register registers c on reg, or returns the collector of the same name

@@ -3,6 +3,7 @@ package eks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +29,7 @@ func (s *Source) load() (*checkpoint, error) {
 			ev = s.log.Debug()
 		}
 		s.started = true
-		ev.Time("from", time.UnixMilli(fresh.from(s.cfg.Overlap.Milliseconds()))).Msg("no checkpoint; reading from startFrom before now")
+		ev.Time("from", time.UnixMilli(max(fresh.start-s.cfg.Overlap.Milliseconds(), 0))).Msg("no checkpoint; reading from startFrom before now")
 		return fresh, nil
 	}
 	c, err := decodeCheckpoint(raw)
@@ -41,8 +42,8 @@ func (s *Source) load() (*checkpoint, error) {
 	return c, nil
 }
 
-// poll reads the log group from the overlap before the watermark to its
-// end, committing page by page.
+// poll lists the group's audit streams and reads each from its own
+// position, committing page by page.
 func (s *Source) poll(ctx context.Context) error {
 	if s.state == nil {
 		c, err := s.load()
@@ -51,12 +52,98 @@ func (s *Source) poll(ctx context.Context) error {
 		}
 		s.state = c
 	}
-	in := &cloudwatchlogs.FilterLogEventsInput{
+	streams, err := s.listStreams(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ls := range streams {
+		if err := s.readStream(ctx, ls); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listedStream is an audit stream as DescribeLogStreams lists it.
+type listedStream struct {
+	name string
+	// lastIngestion is when CloudWatch last took an event into the
+	// stream, by its clock, in Unix milliseconds; 0 when it has none.
+	lastIngestion int64
+}
+
+// listStreams lists the group's streams of the audit prefix, by name.
+// It is how a stream is found however far behind the others it is: a
+// read by time would not return a late stream's events.
+func (s *Source) listStreams(ctx context.Context) ([]listedStream, error) {
+	in := &cloudwatchlogs.DescribeLogStreamsInput{
 		LogGroupName:        aws.String(s.cfg.LogGroup),
 		LogStreamNamePrefix: aws.String(s.cfg.StreamPrefix),
-		StartTime:           aws.Int64(s.state.from(s.cfg.Overlap.Milliseconds())),
 	}
-	in.Limit = aws.Int32(int32(s.cfg.PageSize))
+	var out []listedStream
+	pages := cloudwatchlogs.NewDescribeLogStreamsPaginator(s.client, in)
+	for pages.HasMorePages() {
+		call, cancel := context.WithTimeout(ctx, callTimeout)
+		page, err := pages.NextPage(call)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, ls := range page.LogStreams {
+			name := aws.ToString(ls.LogStreamName)
+			// CloudWatch filters by the prefix already; a name over its
+			// limit cannot be one of its streams.
+			if !strings.HasPrefix(name, s.cfg.StreamPrefix) || len(name) > maxStreamName {
+				continue
+			}
+			out = append(out, listedStream{name: name, lastIngestion: aws.ToInt64(ls.LastIngestionTime)})
+		}
+	}
+	slices.SortFunc(out, func(a, b listedStream) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// readStream reads one stream, if it may hold what was not read yet.
+//
+// Between sweeps, a read starts at the stream's watermark: it takes what
+// is new, at a page's cost when little is. Every sweepEvery (the overlap)
+// a sweep reads from two overlaps before the watermark the previous
+// sweep began at: the first overlap of it to find what arrived late, the
+// rest for what still arrives in time. An event that arrives within an
+// overlap behind its stream's newest is so counted at the latest a sweep
+// later; each part of the log is read some four times in all, where
+// re-reading the overlap at every poll read it overlap/pollInterval
+// times (20 with the defaults).
+//
+// A stream whose lastIngestionTime is no newer than what was read has
+// nothing new, and once a sweep has begun an overlap after it, nothing
+// late either: it is not read again until it takes an event. Old
+// apiservers' streams, kept as long as the group keeps logs, so cost no
+// call.
+func (s *Source) readStream(ctx context.Context, ls listedStream) error {
+	ov := s.cfg.Overlap.Milliseconds()
+	st := s.state.stream(ls.name, ov)
+	now := s.now().UnixMilli()
+	quiet := ls.lastIngestion <= st.ingested
+	settled := st.sweptAt != 0 && st.sweptAt >= ls.lastIngestion+ov
+	sweep := st.sweptAt == 0 || now-st.sweptAt >= s.knobs.sweepEvery.Milliseconds()
+	switch {
+	case quiet && settled:
+		return nil
+	case quiet && !sweep:
+		return nil
+	}
+	from, lateBefore := st.watermark, int64(0)
+	began := st.watermark
+	if sweep {
+		from, lateBefore = st.sweepFrom(ov), st.lateBefore(ov)
+	}
+	in := &cloudwatchlogs.FilterLogEventsInput{
+		LogGroupName:   aws.String(s.cfg.LogGroup),
+		LogStreamNames: []string{ls.name},
+		StartTime:      aws.Int64(from),
+		Limit:          aws.Int32(int32(s.cfg.PageSize)),
+	}
 	if s.knobs.pageLimit > 0 {
 		in.Limit = aws.Int32(s.knobs.pageLimit)
 	}
@@ -70,9 +157,14 @@ func (s *Source) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.page(ctx, out.Events); err != nil {
+		if err := s.page(ctx, ls.name, st, lateBefore, out.Events); err != nil {
 			return err
 		}
+	}
+	if sweep {
+		// Committed with the next page's checkpoint; until then a restart
+		// sweeps again, which costs reads and loses nothing.
+		st.sweptFrom, st.sweptAt = began, now
 	}
 	return nil
 }
@@ -85,43 +177,43 @@ const callTimeout = 2 * time.Minute
 // pageSummary is what became of a page's log events.
 type pageSummary struct {
 	New, Duplicates, Truncated int
-	Unreadable                 map[auditjson.Reason]int
+	// Late is how many of New arrived over an overlap behind their
+	// stream's newest.
+	Late       int
+	Unreadable map[auditjson.Reason]int
+	// Aside is what the pre-filter set aside of New, undecoded.
+	Aside aggregate.Prefiltered
 	// Newest is the newest new event's time, in Unix milliseconds.
 	Newest int64
 }
 
-// batch is the events of one stream, one apiserver, in a page.
-type batch struct {
-	origin aggregate.Origin
-	events []aggregate.Event
-}
-
-// page decodes and commits one page, with the checkpoint after it.
-func (s *Source) page(ctx context.Context, events []types.FilteredLogEvent) error {
+// page decodes and commits one page of a stream, with the checkpoint
+// after it. An event read for the first time before lateBefore arrived
+// late: it is counted as late, and handed over as any other, to count
+// if the store has not counted its request.
+func (s *Source) page(ctx context.Context, stream string, st *streamState, lateBefore int64, events []types.FilteredLogEvent) error {
 	var (
-		sum      pageSummary
-		batches  []batch
-		byStream = map[string]int{}
-		first    string // the first unreadable event, to find it by
-		st       = s.state
-		now      = s.now().UnixMilli()
+		sum    pageSummary
+		batch  []aggregate.Event
+		first  string // the first unreadable event, to find it by
+		now    = s.now().UnixMilli()
+		origin = aggregate.Origin{Source: SourceName, Cluster: s.cfg.Cluster, Node: stream}
 	)
 	for i := range events {
 		e := &events[i]
-		stream := aws.ToString(e.LogStreamName)
-		// CloudWatch filters by the prefix; moto does not.
-		if !strings.HasPrefix(stream, s.cfg.StreamPrefix) {
-			continue
-		}
 		key, ts := eventKey(stream, aws.ToString(e.EventId)), aws.ToInt64(e.Timestamp)
-		if _, ok := st.seen[key]; ok {
+		st.ingested = max(st.ingested, aws.ToInt64(e.IngestionTime))
+		if s.state.known(st, key) {
 			sum.Duplicates++
 			continue
 		}
 		st.seen[key] = ts
 		st.watermark = max(st.watermark, min(ts, now))
 		sum.Newest = max(sum.Newest, ts)
-		ev, truncated, bad := decodeMessage(aws.ToString(e.Message), ts)
+		if ts < lateBefore && ts > st.forgot {
+			sum.Late++
+		}
+		ev, truncated, bad := s.decode(aws.ToString(e.Message), ts, &sum.Aside)
 		if truncated {
 			sum.Truncated++
 		}
@@ -133,29 +225,34 @@ func (s *Source) page(ctx context.Context, events []types.FilteredLogEvent) erro
 			continue
 		}
 		sum.New++
-		b, ok := byStream[stream]
-		if !ok {
-			b = len(batches)
-			byStream[stream] = b
-			// EKS names no apiserver; its stream, one per apiserver
-			// instance, stands for it. The aggregator bounds its
-			// length and the store the apiservers per cluster.
-			batches = append(batches, batch{origin: aggregate.Origin{Source: SourceName, Cluster: s.cfg.Cluster, Node: stream}})
+		if ev != nil {
+			batch = append(batch, *ev)
 		}
-		batches[b].events = append(batches[b].events, ev)
 	}
 	if sum.New == 0 && sum.Unreadable == nil {
 		// Nothing new: the checkpoint stands as committed.
 		s.counted(sum)
 		return nil
 	}
-	st.prune(s.cfg.Overlap.Milliseconds(), s.knobs.maxSeen)
-	if err := s.commit(ctx, batches, aggregate.Cursor{Name: s.cursorName(), Value: st.encode()}); err != nil {
-		return err
+	s.state.prune(s.cfg.Overlap.Milliseconds(), s.knobs.maxSeen)
+	// EKS names no apiserver; its stream, one per apiserver instance,
+	// stands for it. The aggregator bounds its length and the store the
+	// apiservers per cluster.
+	cursor := aggregate.Cursor{Name: s.cursorName(), Value: s.state.encode()}
+	if _, err := s.o.Ingester.IngestAt(ctx, origin, batch, cursor); err != nil {
+		return fmt.Errorf("eks %s: committing %d events of %s: %w", s.cfg.Cluster, len(batch), stream, err)
 	}
 	s.counted(sum)
+	if pc, ok := s.o.Ingester.(prefilterCounter); ok && sum.Aside != (aggregate.Prefiltered{}) {
+		pc.CountPrefiltered(SourceName, sum.Aside)
+		pc.HeardReads(s.cfg.Cluster, sum.Aside.Reads > 0)
+	}
 	// A test waits for this line rather than asking again and again.
-	s.log.Debug().Int("events", sum.New).Int64("watermark", st.watermark).Msg("page committed")
+	s.log.Debug().Str("stream", stream).Int("events", sum.New).Int64("watermark", st.watermark).Msg("page committed")
+	if sum.Late > 0 {
+		s.log.Warn().Str("stream", stream).Int("events", sum.Late).Dur("overlap", s.cfg.Overlap).
+			Msg("log events arrived over an overlap behind their stream's newest; counted if their requests were not, but raise eks.overlap")
+	}
 	if sum.Unreadable != nil {
 		invalid := 0
 		for reason, n := range sum.Unreadable {
@@ -167,34 +264,13 @@ func (s *Source) page(ctx context.Context, events []types.FilteredLogEvent) erro
 		s.log.Warn().Int("events", invalid).Str("first", first).Interface("reasons", sum.Unreadable).
 			Msg("passed over log events that are not audit events")
 	}
-	s.metrics.watermark.Set(float64(st.watermark) / 1e3)
-	// Only forward: pages come stream by stream from moto, and an older
-	// event read late must not make the lag look smaller.
+	s.metrics.watermark.Set(float64(s.state.newest()) / 1e3)
+	// Only forward: an older stream's events, read after a newer one's,
+	// must not make the lag look smaller.
 	if sum.Newest > s.newest {
 		s.newest = sum.Newest
 		if s.o.Newest != nil {
 			s.o.Newest(s.cfg.Cluster, time.UnixMilli(sum.Newest))
-		}
-	}
-	return nil
-}
-
-// commit hands each stream's events to the ingester, the checkpoint with
-// the last, so that it commits with the counts. Should an earlier batch
-// commit and a later fail, the poll reads the page again from the old
-// checkpoint, and the requests committed already count once all the same:
-// the store marks each counted request and skips a marked one.
-func (s *Source) commit(ctx context.Context, batches []batch, cursor aggregate.Cursor) error {
-	if len(batches) == 0 {
-		batches = []batch{{origin: aggregate.Origin{Source: SourceName, Cluster: s.cfg.Cluster}}}
-	}
-	for i, b := range batches {
-		var cursors []aggregate.Cursor
-		if i == len(batches)-1 {
-			cursors = []aggregate.Cursor{cursor}
-		}
-		if _, err := s.o.Ingester.IngestAt(ctx, b.origin, b.events, cursors...); err != nil {
-			return fmt.Errorf("eks %s: committing %d events of %s: %w", s.cfg.Cluster, len(b.events), b.origin.Node, err)
 		}
 	}
 	return nil
@@ -212,6 +288,7 @@ func (s *Source) counted(sum pageSummary) {
 	s.metrics.events.WithLabelValues(eventDuplicate).Add(float64(sum.Duplicates))
 	s.metrics.events.WithLabelValues(eventUnreadable).Add(float64(unreadable))
 	s.metrics.truncated.Add(float64(sum.Truncated))
+	s.metrics.late.Add(float64(sum.Late))
 	if s.knobs.committed != nil {
 		s.knobs.committed(sum)
 	}

@@ -40,11 +40,40 @@ func decodeMessage(msg string, ts int64) (ev aggregate.Event, truncated bool, e 
 			return ev, true, e
 		}
 	}
+	return decodeRaw(raw, truncated)
+}
+
+func decodeRaw(raw []byte, truncated bool) (ev aggregate.Event, _ bool, e *auditjson.Error) {
 	ev, err := auditjson.DecodeEvent(raw)
 	if err != nil && !errors.As(err, &e) {
 		e = &auditjson.Error{Reason: auditjson.ReasonMalformedEvent, Message: err.Error()}
 	}
 	return ev, truncated, e
+}
+
+// decode is decodeMessage behind the pre-filter: an event it sets aside
+// is not decoded, and comes back nil with what the aggregator would have
+// made of it, in aside. A cut event is pre-filtered as rebuilt, as the
+// aggregator would judge it: without its annotations.
+func (s *Source) decode(msg string, ts int64, aside *aggregate.Prefiltered) (*aggregate.Event, bool, *auditjson.Error) {
+	if s.o.Prefilter == nil || len(msg) > maxMessageBytes {
+		ev, truncated, bad := decodeMessage(msg, ts)
+		return &ev, truncated, bad
+	}
+	raw, truncated := []byte(msg), false
+	if head, ok := strings.CutSuffix(strings.TrimRight(msg, " \t\r\n"), truncatedMarker); ok {
+		var bad *auditjson.Error
+		truncated = true
+		if raw, bad = recoverTruncated(head, ts); bad != nil {
+			return nil, true, bad
+		}
+	}
+	if why, skip := s.o.Prefilter.Skip(raw); skip {
+		aside.Add(why)
+		return nil, truncated, nil
+	}
+	ev, truncated, bad := decodeRaw(raw, truncated)
+	return &ev, truncated, bad
 }
 
 // recoverTruncated rebuilds an event from the part CloudWatch kept. Its

@@ -92,6 +92,8 @@ func TestTruncatedEntryCountsByTheCatalog(t *testing.T) {
 	require.Equal(t, map[string]int{string(auditjson.ReasonMissingStage): 1}, reasons)
 	require.Equal(t, 1, invalid)
 
+	// A sweep reads them again.
+	e.advance(DefaultOverlap)
 	r.pollNow()
 	got, err = vs.Requests(e.cluster, api, hour, hour)
 	require.NoError(t, err)
