@@ -108,7 +108,7 @@ var (
 	envVar     = regexp.MustCompile(`^(SUNSET_[A-Z0-9_]+)(?:=.*)?$`)
 	// configKey matches a nested config key as pages cite it, perhaps
 	// with a value.
-	configKey = regexp.MustCompile(`^((?:kafka|metrics|admission|ingest|catalog|clusters)\.[a-z<*][A-Za-z0-9.<>*-]*)(?:[:=].*)?$`)
+	configKey = regexp.MustCompile(`^((?:kafka|metrics|admission|ingest|catalog|clusters|scan)\.[a-z<*][A-Za-z0-9.<>*-]*)(?:[:=].*)?$`)
 )
 
 // What the pages cite as code is what Sunset has: every metric is one the
@@ -237,7 +237,7 @@ func TestDocsRunnableBlocksRun(t *testing.T) {
 }
 
 // sunsetLine matches a command line that runs Sunset, in a page's block.
-var sunsetLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:\./)?(?:bin/)?sunset ((?:store |report )?[a-z]+)\b(.*)$`)
+var sunsetLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:\./)?(?:bin/)?sunset ((?:store |report )?[a-z][a-z-]*)\b(.*)$`)
 
 // Every flag a page passes to a sunset command, in a block or in a code
 // span, is one that command has, as its --help lists them.
