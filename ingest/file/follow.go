@@ -37,6 +37,18 @@ type FollowOptions struct {
 	RetryBackoff time.Duration
 	// OnCommit, if set, is called with the offset after each commit.
 	OnCommit func(offset int64)
+	// Prefilter sets aside, undecoded, the lines that cannot count, as
+	// replay does; nil decodes every line. What it sets aside is told to
+	// the Ingester when it has CountPrefiltered and HeardReads, as the
+	// aggregator does.
+	Prefilter *auditjson.Prefilter
+}
+
+// prefilterCounter is an Ingester that also tallies the events the
+// pre-filter set aside (the aggregator does).
+type prefilterCounter interface {
+	CountPrefiltered(source string, p aggregate.Prefiltered)
+	HeardReads(cluster string, read bool)
 }
 
 // position is where reading stopped: a file, by device and inode so that a
@@ -228,6 +240,18 @@ func (f *Follower) follow(ctx context.Context, file *os.File, pos position) (pos
 	}
 }
 
+// batchLinesSetAside is how many lines set aside a commit holds at most.
+const batchLinesSetAside = 16 * DefaultBatchSize
+
+// skip reports whether the pre-filter sets the line aside; a line over
+// MaxLineBytes is left to DecodeLine, which says so.
+func (f *Follower) skip(l Line) (aggregate.SetAside, bool) {
+	if l.TooLong {
+		return aggregate.SetAside{}, false
+	}
+	return f.opts.Prefilter.Skip(l.Bytes)
+}
+
 // readToEnd counts every complete line from pos to the current end of the
 // file, committing a batch at a time with its position. A line that is not
 // an audit event, too long ones included, is skipped and counted by reason
@@ -240,6 +264,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 	sc := newLineScanner(bufio.NewReaderSize(file, readBufferBytes), MaxLineBytes)
 	var (
 		events []aggregate.Event
+		aside  aggregate.Prefiltered
 		bad    map[auditjson.Reason]int
 		first  int64 // offset of the first bad line of the batch
 	)
@@ -251,6 +276,10 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 		}
 		// Counted once committed: a failed commit reads the same lines
 		// again.
+		if pc, ok := f.opts.Ingester.(prefilterCounter); ok && aside != (aggregate.Prefiltered{}) {
+			pc.CountPrefiltered(SourceFollow, aside)
+			pc.HeardReads(f.origin.Cluster, aside.Reads > 0)
+		}
 		invalid := 0
 		for reason, n := range bad {
 			f.opts.Ingester.CountDecodeError(SourceFollow, string(reason), n)
@@ -262,7 +291,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 				Msg("skipped lines that are not audit events")
 		}
 		pos = cur
-		events, bad = events[:0], nil
+		events, bad, aside = events[:0], nil, aggregate.Prefiltered{}
 		if f.opts.OnCommit != nil {
 			f.opts.OnCommit(at)
 		}
@@ -282,8 +311,9 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 		offset += l.size
 		f.Lines.Add(1)
 		if line, ok := l.line(); ok {
-			ev, e := DecodeLine(line)
-			if e != nil {
+			if r, skip := f.skip(line); skip {
+				aside.Add(r)
+			} else if ev, e := DecodeLine(line); e != nil {
 				if bad == nil {
 					bad, first = map[auditjson.Reason]int{}, at
 				}
@@ -292,7 +322,9 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 				events = append(events, ev)
 			}
 		}
-		if len(events) >= DefaultBatchSize {
+		// Lines set aside cost little, but a commit also moves the
+		// position: one every batchLinesSetAside of them at most.
+		if len(events) >= DefaultBatchSize || aside.OtherStage+aside.NotDeprecated >= batchLinesSetAside {
 			if err := commit(offset); err != nil {
 				return pos, err
 			}
