@@ -256,21 +256,38 @@ func toEvent(data []byte) (event []byte, node string, err error) {
 // decode makes the message data of one entry into an event, with its node.
 // The error is an *entryError.
 func decode(data []byte) (aggregate.Event, string, error) {
+	ev, node, _, err := decodeFiltered(data, nil)
+	return ev, node, err
+}
+
+// decodeFiltered is decode behind the pre-filter: an entry it sets aside
+// comes back as aside, set, and no event.
+//
+// The pre-filter reads an audit event's own fields (stage, annotations,
+// objectRef, responseStatus) at its top level; a LogEntry holds them
+// elsewhere and under other names (operation, labels, protoPayload's
+// resourceName and status), so its bytes cannot be judged. It judges the
+// event toEvent writes instead: the same bytes auditjson would decode,
+// so the same verdict, and what it saves is that second decode.
+func decodeFiltered(data []byte, p *auditjson.Prefilter) (ev aggregate.Event, node string, aside aggregate.SetAside, err error) {
 	raw, node, err := toEvent(data)
 	if err != nil {
-		return aggregate.Event{}, "", err
+		return aggregate.Event{}, "", aside, err
 	}
-	ev, err := auditjson.DecodeEvent(raw)
+	if r, skip := p.Skip(raw); skip {
+		return aggregate.Event{}, node, r, nil
+	}
+	ev, err = auditjson.DecodeEvent(raw)
 	if err != nil {
 		// toEvent checked what auditjson checks; keep its reason should
 		// the two ever disagree.
 		var ae *auditjson.Error
 		if errors.As(err, &ae) {
-			return aggregate.Event{}, "", &entryError{Reason(ae.Reason), ae.Message}
+			return aggregate.Event{}, "", aside, &entryError{Reason(ae.Reason), ae.Message}
 		}
-		return aggregate.Event{}, "", &entryError{ReasonMalformedEntry, "entry is not an audit event"}
+		return aggregate.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry is not an audit event"}
 	}
-	return ev, node, nil
+	return ev, node, aside, nil
 }
 
 // namespaceSubresources are the subresources of a namespace, which

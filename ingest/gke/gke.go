@@ -21,6 +21,8 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/api/option"
 
+	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/logbridge"
 )
@@ -45,18 +47,31 @@ type Options struct {
 	// Credentials (Workload Identity on GKE), or PUBSUB_EMULATOR_HOST's
 	// emulator when that is set.
 	ClientOptions []option.ClientOption
+	// Prefilter sets aside, undecoded, the entries that cannot count;
+	// nil decodes every one. What it sets aside is told to the Ingester
+	// when it has CountPrefiltered and HeardReads, as the aggregator does.
+	Prefilter *auditjson.Prefilter
+}
+
+// prefilterCounter is an Ingester that also tallies the events the
+// pre-filter set aside (the aggregator does).
+type prefilterCounter interface {
+	CountPrefiltered(source string, p aggregate.Prefiltered)
+	HeardReads(cluster string, read bool)
 }
 
 // Source receives one subscription. Run it once.
 type Source struct {
-	cfg     Config
-	ing     sink.Ingester
-	log     zerolog.Logger
-	warn    zerolog.Logger // sampled: per-message warnings
-	newest  func(string, time.Time)
-	client  *pubsub.Client
-	sub     *pubsub.Subscriber
-	metrics *metrics
+	cfg    Config
+	ing    sink.Ingester
+	log    zerolog.Logger
+	warn   zerolog.Logger // sampled: per-message warnings
+	newest func(string, time.Time)
+	// prefilter sets aside entries that cannot count; nil sets none.
+	prefilter *auditjson.Prefilter
+	client    *pubsub.Client
+	sub       *pubsub.Subscriber
+	metrics   *metrics
 
 	// retryStart is the first pause after a failed commit or receive,
 	// doubling up to 30s.
@@ -113,6 +128,7 @@ func New(ctx context.Context, o Options) (*Source, error) {
 		log:        log,
 		warn:       log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute}),
 		newest:     o.Newest,
+		prefilter:  o.Prefilter,
 		client:     client,
 		sub:        sub,
 		metrics:    newMetrics(o.Registerer),

@@ -84,12 +84,16 @@ func (s *Source) receive(ctx context.Context) error {
 // handle decodes one message. One that cannot count is acknowledged at
 // once; an event waits for its batch's commit.
 func (s *Source) handle(ctx context.Context, m *pubsub.Message, in chan<- *item) {
-	ev, node, err := decode(m.Data)
+	ev, node, aside, err := decodeFiltered(m.Data, s.prefilter)
 	if err != nil {
 		s.skip(m, err)
 		return
 	}
 	s.metrics.messages.WithLabelValues(s.cfg.Cluster, resultOK).Inc()
+	if aside.Result != "" {
+		s.setAside(m, aside)
+		return
+	}
 	it := &item{msg: m, ev: ev, node: node, done: make(chan struct{})}
 	select {
 	case in <- it:
@@ -101,6 +105,20 @@ func (s *Source) handle(ctx context.Context, m *pubsub.Message, in chan<- *item)
 		s.handedOff()
 	}
 	<-it.done
+}
+
+// setAside acknowledges an entry the pre-filter set aside: it cannot
+// count, so there is nothing to commit first. The aggregator is told, as
+// it would have been had it judged the event.
+func (s *Source) setAside(m *pubsub.Message, aside aggregate.SetAside) {
+	if pc, ok := s.ing.(prefilterCounter); ok {
+		var p aggregate.Prefiltered
+		p.Add(aside)
+		pc.CountPrefiltered(SourceName, p)
+		pc.HeardReads(s.cfg.Cluster, aside.Read)
+	}
+	m.Ack()
+	s.metrics.acks.WithLabelValues(s.cfg.Cluster).Inc()
 }
 
 // skip acknowledges a message that cannot count and counts it by reason.
