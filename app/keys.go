@@ -196,53 +196,132 @@ clusters:
 // tag.
 var tableCell = strings.NewReplacer("|", `\|`, "<", "&lt;")
 
+// keyGroup is a section of docs/configuration.md: the keys of one task,
+// by their top-level name (a nested key goes with its top-level key).
+type keyGroup struct {
+	Title, Intro string
+	Keys         []string
+}
+
+// keyGroups orders docs/configuration.md by what a user sets out to do.
+// Every key is in one group (TestEveryKeyHasAGroup): a new key goes
+// where a user looking for it would look.
+var keyGroups = []keyGroup{
+	{"Serving", "Where Sunset listens, its HTTPS certificate, its logs and how it stops.",
+		[]string{"listen", "tls-cert-file", "tls-key-file", "cert-dir", "cert-hosts", "publish-ca-secret", "shutdown-timeout", "log-level", "log-format"}},
+	{"Inputs", "Where audit events come from besides the webhook (log files, EKS, GKE, Kafka), and how every input's events are read.",
+		[]string{"default-cluster", "decoder", "ingest", "kafka"}},
+	{"Webhook credentials", "Who may post audit batches to the webhook. See [Getting started](getting-started.md).",
+		[]string{"tls-client-ca-file", "webhook-token-file", "webhook-token-auth-file", "webhook-allow-unauthenticated"}},
+	{"Readers' access", "Who may read the API and `/metrics`, and reset counts. See [Access control](access-control.md).",
+		[]string{"authentication-kubeconfig", "authorization-kubeconfig", "authentication-skip-lookup", "client-ca-file",
+			"requestheader-client-ca-file", "requestheader-allowed-names", "requestheader-username-headers", "requestheader-uid-headers",
+			"requestheader-group-headers", "requestheader-extra-headers-prefix", "token-auth-file", "authorization-read-groups",
+			"authorization-reset-groups", "authorization-always-allow-paths", "allow-unauthenticated"}},
+	{"Storage", "Where counts are kept, and for how long.",
+		[]string{"data-dir", "retention"}},
+	{"Limits", "Bounds on what one sender or one cluster can make Sunset hold, in memory and on disk.",
+		[]string{"max-body-bytes", "max-inflight-batches", "min-body-bytes-per-second", "max-inflight-batches-per-credential",
+			"max-clients-per-node-hour", "max-stored-clusters", "max-apiservers-per-cluster"}},
+	{"What counts", "Which requests count, how their clients are named, and the release each cluster runs for its verdict. See [How counting works](counting.md).",
+		[]string{"user-agent", "system-users", "field-rules", "catalog", "clusters"}},
+	{"Metrics", "The gauges and their bounds. See [Metrics](metrics.md).",
+		[]string{"metrics"}},
+	{"Admission webhooks", "How admission webhooks are classed and labelled. See [Admission webhooks](admission-webhooks.md).",
+		[]string{"admission"}},
+	{"Cluster scan", "The scan of the cluster Sunset runs in. See [Scanning](scanning.md#in-the-server).",
+		[]string{"scan"}},
+}
+
+// topLevel is the top-level key a key belongs to: kafka for kafka.tls.ca-file,
+// field-rules for field-rules.
+func topLevel(name string) string {
+	top, _, _ := strings.Cut(name, ".")
+	top, _, _ = strings.Cut(top, listEntry)
+	return top
+}
+
 // WriteReference writes docs/configuration.md: every key with its flag,
-// environment variable, default and help, grouped by its top-level key.
+// environment variable, default and help, in the sections of keyGroups;
+// in each, the top-level keys first, then a table per group of nested
+// keys, in Config's order.
 func WriteReference(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString(referenceIntro)
-	// Each group once, in Config's order (the top-level keys come first):
-	// field-rules comes after metrics in the struct but belongs with the
-	// top-level keys.
-	var order []string
-	groups := map[string][]Key{}
-	for _, k := range Keys() {
-		top, _, nested := strings.Cut(k.Name, ".")
-		if !nested {
-			top = ""
+	group := map[string]int{}
+	for i, g := range keyGroups {
+		for _, k := range g.Keys {
+			group[k] = i
 		}
-		if _, seen := groups[top]; !seen {
-			order = append(order, top)
-		}
-		groups[top] = append(groups[top], k)
 	}
-	for _, top := range order {
-		title := "Top-level keys"
-		if top != "" {
-			title = "`" + top + "`"
+	// The tables of each group, in Config's order: each table once.
+	type table struct {
+		top  string // "" for the group's top-level keys
+		keys []Key
+	}
+	tables := make([][]*table, len(keyGroups))
+	byTop := map[string]*table{}
+	for _, k := range Keys() {
+		top := topLevel(k.Name)
+		g, ok := group[top]
+		if !ok {
+			return fmt.Errorf("app: config key %s has no group in keyGroups", k.Name)
 		}
-		fmt.Fprintf(&b, "\n## %s\n\n| key | flag, environment | default | what it does |\n|---|---|---|---|\n", title)
-		for _, k := range groups[top] {
-			var where []string
-			if k.Flag != "" {
-				where = append(where, "`--"+k.Flag+"`")
+		name := top
+		if !strings.Contains(k.Name, ".") {
+			name = ""
+		}
+		id := fmt.Sprint(g) + "/" + name
+		tb, seen := byTop[id]
+		if !seen {
+			tb = &table{top: name}
+			byTop[id] = tb
+			if name == "" {
+				tables[g] = append([]*table{tb}, tables[g]...)
+			} else {
+				tables[g] = append(tables[g], tb)
 			}
-			if k.Env != "" {
-				where = append(where, "`"+k.Env+"`")
+		}
+		tb.keys = append(tb.keys, k)
+	}
+	b.WriteString("\n")
+	for _, g := range keyGroups {
+		fmt.Fprintf(&b, "- [%s](#%s)\n", g.Title, strings.NewReplacer(" ", "-", "'", "").Replace(strings.ToLower(g.Title)))
+	}
+	for i, g := range keyGroups {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", g.Title, g.Intro)
+		for _, tb := range tables[i] {
+			if tb.top != "" {
+				fmt.Fprintf(&b, "\n### `%s`\n", tb.top)
 			}
-			switch {
-			case strings.Contains(k.Name, listEntry):
-				where = append(where, "in each entry")
-			case k.Env == "":
-				where = append(where, "file only")
+			b.WriteString("\n| key | flag, environment | default | what it does |\n|---|---|---|---|\n")
+			for _, k := range tb.keys {
+				writeKeyRow(&b, k)
 			}
-			def := "(none)"
-			if k.Default != "" {
-				def = "`" + k.Default + "`"
-			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.Name, strings.Join(where, "<br>"), def, tableCell.Replace(k.Help))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeKeyRow writes a key's row of its table.
+func writeKeyRow(b *strings.Builder, k Key) {
+	var where []string
+	if k.Flag != "" {
+		where = append(where, "`--"+k.Flag+"`")
+	}
+	if k.Env != "" {
+		where = append(where, "`"+k.Env+"`")
+	}
+	switch {
+	case strings.Contains(k.Name, listEntry):
+		where = append(where, "in each entry")
+	case k.Env == "":
+		where = append(where, "file only")
+	}
+	def := "(none)"
+	if k.Default != "" {
+		def = "`" + k.Default + "`"
+	}
+	fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", k.Name, strings.Join(where, "<br>"), def, tableCell.Replace(k.Help))
 }

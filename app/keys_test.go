@@ -49,6 +49,34 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 	require.Equal(t, want.String(), string(got), "docs/configuration.md is stale: run make docs")
 }
 
+// Every key is in exactly one section of docs/configuration.md, and every
+// name a section lists is a top-level key: a new key needs a group, and a
+// removed one leaves none behind.
+func TestEveryKeyHasAGroup(t *testing.T) {
+	listed := map[string]string{}
+	for _, g := range keyGroups {
+		require.NotEmpty(t, g.Intro, g.Title)
+		for _, k := range g.Keys {
+			other, twice := listed[k]
+			require.False(t, twice, "%s is in %s and %s", k, other, g.Title)
+			listed[k] = g.Title
+		}
+	}
+	tops := map[string]bool{}
+	var ungrouped []string
+	for _, k := range Keys() {
+		top := topLevel(k.Name)
+		tops[top] = true
+		if _, ok := listed[top]; !ok {
+			ungrouped = append(ungrouped, k.Name)
+		}
+	}
+	require.Empty(t, ungrouped, "keys without a group in keyGroups (app/keys.go)")
+	for k, g := range listed {
+		require.True(t, tops[k], "group %s lists %s, which is no key", g, k)
+	}
+}
+
 // Validate's messages come in one order, whatever the run: a config with
 // several problems reads the same each time.
 func TestValidateReportsInOneOrder(t *testing.T) {

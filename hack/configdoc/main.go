@@ -1,6 +1,8 @@
 // Command configdoc writes docs/configuration.md, the reference of every
-// config key, from the help the code gives each key. make docs runs it; a
-// test in package app fails while the file is stale.
+// config key, from the help the code gives each key, in sections by task
+// (serving, inputs, credentials, storage, limits, ...). The sections are
+// app's keyGroups, beside the keys, so that package app's tests hold every
+// key to a section and the file to what this writes. make docs runs it.
 package main
 
 import (
