@@ -40,6 +40,9 @@ type countStore interface {
 	sink.Ingester
 	sink.CursorReader
 	Requests(cluster, api string, from, to time.Time) (uint64, error)
+	Interest() aggregate.Interest
+	CountPrefiltered(source string, p aggregate.Prefiltered)
+	HeardReads(cluster string, read bool)
 }
 
 // recorder passes every call to a store and keeps what the commits said:
@@ -52,6 +55,7 @@ type recorder struct {
 	nodes               map[string]bool
 	reasons             map[string]int
 	invalid             int
+	aside               aggregate.Prefiltered
 	// failCommit, if set, is asked before each commit whether to fail it
 	// instead, as a crash or a full disk would.
 	failCommit func(origin aggregate.Origin, cursors int) bool
@@ -90,6 +94,13 @@ func (r *recorder) CountInvalid(source string, n int) {
 	r.invalid += n
 	r.mu.Unlock()
 	r.countStore.CountInvalid(source, n)
+}
+
+func (r *recorder) CountPrefiltered(source string, p aggregate.Prefiltered) {
+	r.mu.Lock()
+	r.aside.Merge(p)
+	r.mu.Unlock()
+	r.countStore.CountPrefiltered(source, p)
 }
 
 // seen returns what the commits said so far.
