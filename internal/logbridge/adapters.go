@@ -18,11 +18,12 @@ func KlogLogger(l zerolog.Logger) *slog.Logger {
 }
 
 // KlogVerbosity is klog's -v for a logger at level: klog drops a V(n)
-// line above it before any logger sees it. Info shows V(1), as Level
-// maps it; debug V(2) to V(4); trace up to V(6), where client-go logs
-// each request's URL and status. It stops there: from V(7) on client-go
-// logs request headers and bodies, which hold credentials (a
-// TokenReview's token).
+// line above it before any logger sees it. Info keeps klog's default, 0,
+// as Kubernetes components do (client-go's V(1) is a line per feature
+// gate at every start); debug shows up to V(4), V(1) as info and V(2) on
+// as debug (Level); trace up to V(6), where client-go logs each request's
+// URL and status. It stops there: from V(7) on client-go logs request
+// headers and bodies, which hold credentials (a TokenReview's token).
 func KlogVerbosity(level zerolog.Level) int {
 	switch {
 	case level <= zerolog.TraceLevel:
@@ -30,7 +31,7 @@ func KlogVerbosity(level zerolog.Level) int {
 	case level <= zerolog.DebugLevel:
 		return 4
 	default:
-		return 1
+		return 0
 	}
 }
 

@@ -63,13 +63,13 @@ func TestKlogLevelsAndFields(t *testing.T) {
 	}, lines())
 }
 
-// At info, klog's V(2) and above are not even formatted: klog's own
-// verbosity drops them.
-func TestKlogAtInfoDropsDebug(t *testing.T) {
+// At info, klog's V(1) and above are not even formatted: klog's own
+// verbosity drops them, as a Kubernetes component's default does.
+func TestKlogAtInfoDropsVerbose(t *testing.T) {
 	l, lines := logger(zerolog.InfoLevel)
 	setKlog(t, l)
-	require.False(t, bool(klog.V(2).Enabled()))
-	klog.V(2).Info("v2")
+	require.False(t, klog.V(1).Enabled())
+	klog.V(1).Info("v1")
 	klog.Error("broken")
 	require.Equal(t, []string{`{"level":"error","library":"klog","message":"broken"}`}, lines())
 }
