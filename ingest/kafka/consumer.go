@@ -46,17 +46,32 @@ type Consumer struct {
 	age            *agegauge.Gauge
 	decoder        *decoder
 	dialer         *kafkago.Dialer
+	watch          *groupWatch
 	// topicClusters are the clusters each bound topic may speak for.
 	topicClusters map[string][]string
 
 	// prepared, if set, is called each time a fetched batch is decoded
 	// and handed to its commit: a hook for tests.
 	prepared func(topic string, partition int, next int64)
+	// joined, if set, is called with each generation's assignment; and
+	// rejoining with the partitions that no member consumes when the
+	// consumer leaves its group to join again: hooks for tests.
+	joined    func(generation int32, assigned map[string][]kafkago.PartitionAssignment)
+	rejoining func(unconsumed map[string][]int)
 
 	mu        sync.Mutex
 	connected bool
 	lastErr   string
 	poison    []PoisonSample
+	// assignment is the current generation's, nil between generations.
+	assignment map[string][]kafkago.PartitionAssignment
+	// unconsumed is what the last look at the group found no member
+	// consuming, by topic.
+	unconsumed map[string][]int
+	// rejoinPause is the least time from one rejoin for unconsumed
+	// partitions to the next, nextRejoin when that is.
+	rejoinPause time.Duration
+	nextRejoin  time.Time
 }
 
 // New builds a consumer; call Run.
@@ -79,9 +94,13 @@ func New(o Options) (*Consumer, error) {
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(age)
 	}
+	m := newMetrics(o.Registerer)
+	for _, t := range cfg.Topics {
+		m.unconsumed.WithLabelValues(t)
+	}
 	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
-		log: log, metrics: newMetrics(o.Registerer), age: age,
-		decoder: newDecoder(cfg, o.Prefilter), dialer: d, lastErr: "not connected yet", topicClusters: cfg.topicClusterMap()}, nil
+		log: log, metrics: m, age: age, decoder: newDecoder(cfg, o.Prefilter), dialer: d, watch: newGroupWatch(cfg, d),
+		lastErr: "not connected yet", topicClusters: cfg.topicClusterMap()}, nil
 }
 
 // Ready reports whether the consumer is in its group, and why not.
@@ -116,13 +135,21 @@ func (c *Consumer) setState(connected bool, err error) {
 // Run consumes until ctx is done. Connection and authentication failures
 // are logged, shown by Ready, and retried with backoff; none of them ends
 // Run, so that a broker outage does not stop the rest of the server.
+//
+// A consumer that finds partitions no member consumes (see watchGroup)
+// leaves the group and joins it again at once, staying ready meanwhile.
 func (c *Consumer) Run(ctx context.Context) error {
+	defer c.watch.close()
 	retry := backoff.New(time.Second, 30*time.Second)
 	for {
 		err := c.runGroup(ctx)
 		if ctx.Err() != nil {
 			c.setState(false, errors.New("stopped"))
 			return nil
+		}
+		if errors.Is(err, errRejoin) {
+			retry.Reset()
+			continue
 		}
 		c.setState(false, err)
 		c.log.Error().Err(err).Strs("brokers", c.cfg.Brokers).Dur("retry_in", retry.Peek()).Msg("kafka consumer failed; check kafka.brokers, kafka.tls and kafka.sasl")
@@ -169,27 +196,63 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: joining group %s: %w", c.cfg.GroupID, err)
 	}
+	// Closing the group leaves it, after this member's partitions have
+	// committed what they fetched.
 	defer func() { _ = group.Close() }()
+	groupCtx, rejoin := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		c.watchGroup(groupCtx, rejoin)
+	}()
+	defer func() {
+		rejoin(nil)
+		<-watched
+	}()
 	for {
-		gen, err := group.Next(ctx)
+		gen, err := group.Next(groupCtx)
 		if err != nil {
+			if cause := context.Cause(groupCtx); errors.Is(cause, errRejoin) {
+				return cause
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("kafka: group %s: %w", c.cfg.GroupID, err)
 		}
 		c.setState(true, nil)
-		assigned := 0
+		assigned := c.setAssignment(gen.Assignments)
+		// kafka-go ends a generation once every function it started has
+		// returned, so the next generation's assignment is set after this.
+		gen.Start(func(ctx context.Context) {
+			<-ctx.Done()
+			c.setAssignment(nil)
+		})
 		oc := newOffsetCommitter(gen, c.log)
 		gen.Start(oc.run)
 		for topic, parts := range gen.Assignments {
 			for _, pa := range parts {
-				assigned++
 				gen.Start(func(ctx context.Context) { c.consumePartition(ctx, oc, topic, pa) })
 			}
 		}
 		c.log.Info().Int32("generation", gen.ID).Int("partitions", assigned).Msg("joined consumer group")
+		if c.joined != nil {
+			c.joined(gen.ID, gen.Assignments)
+		}
 	}
+}
+
+// setAssignment records a generation's assignment (nil once it ends) and
+// returns how many partitions it holds.
+func (c *Consumer) setAssignment(a map[string][]kafkago.PartitionAssignment) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.assignment = a
+	assigned := 0
+	for _, parts := range a {
+		assigned += len(parts)
+	}
+	return assigned
 }
 
 func (c *Consumer) recordPoison(p PoisonSample) {

@@ -10,6 +10,8 @@ type metrics struct {
 	lag            *prometheus.GaugeVec
 	commitDuration prometheus.Histogram
 	connected      prometheus.Gauge
+	unconsumed     *prometheus.GaugeVec
+	rejoins        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,6 +33,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		connected: f.NewGauge(prometheus.GaugeOpts{
 			Name: "sunset_kafka_connected",
 			Help: "1 while the Kafka consumer is in its consumer group.",
+		}),
+		unconsumed: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sunset_kafka_partitions_unconsumed",
+			Help: "Partitions of a topic whose messages have waited, with no commit from any member of the consumer group, for longer than two session timeouts and a rebalance timeout (at least 10s), as of the last look (each session timeout).",
+		}, []string{"topic"}),
+		rejoins: f.NewCounter(prometheus.CounterOpts{
+			Name: "sunset_kafka_group_rejoins_total",
+			Help: "Times the consumer left its consumer group and joined again because partitions it does not hold had no consumer, so that the group rebalanced without members that are gone.",
 		}),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Brokers returns broker addresses for the test. kfake options apply only
@@ -196,4 +198,43 @@ func pollUntil(done func() bool, timeout time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// JoinAndDie is a consumer killed inside its first JoinGroup: it sends
+// group's coordinator the JoinGroup of a new member subscribed to topics,
+// as kafka-go's consumers send it (version 1, the range protocol), and
+// closes the connection without waiting for the answer.
+func JoinAndDie(t testing.TB, brokers []string, group string, sessionTimeout time.Duration, topics ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := &kafkago.Client{Addr: kafkago.TCP(brokers...), Transport: &kafkago.Transport{}}
+	found, err := client.FindCoordinator(ctx, &kafkago.FindCoordinatorRequest{Key: group, KeyType: kafkago.CoordinatorKeyTypeConsumer})
+	if err == nil {
+		err = found.Error
+	}
+	if err == nil && found.Coordinator == nil {
+		err = errors.New("no coordinator in the answer")
+	}
+	if err != nil {
+		t.Fatalf("finding the coordinator of %s: %v", group, err)
+	}
+	meta := kmsg.ConsumerMemberMetadata{Topics: topics, UserData: []byte{}}
+	protocol := kmsg.NewJoinGroupRequestProtocol()
+	protocol.Name, protocol.Metadata = "range", meta.AppendTo(nil)
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version = 1
+	join.Group, join.ProtocolType = group, "consumer"
+	join.SessionTimeoutMillis = int32(sessionTimeout.Milliseconds())
+	join.RebalanceTimeoutMillis = join.SessionTimeoutMillis
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{protocol}
+	addr := net.JoinHostPort(found.Coordinator.Host, strconv.Itoa(found.Coordinator.Port))
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatalf("dialing the coordinator %s: %v", addr, err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("killed-in-join")).AppendRequest(nil, join, 1)); err != nil {
+		t.Fatalf("sending JoinGroup to %s: %v", addr, err)
+	}
 }
