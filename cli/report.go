@@ -160,10 +160,10 @@ func Dash(s string) string {
 // escaped for the terminal: names and user agents come from audit data.
 func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := []string{"NAME", "REMOVED IN", "REQUESTS (CURRENT HOUR)", "REQUESTS (24H)"}
+	header := []string{"NAME", "REMOVED IN", RequestsHeader("CURRENT HOUR", o), RequestsHeader("24H", o)}
 	windowed := o.Since != 24*time.Hour
 	if windowed {
-		header = append(header, "REQUESTS ("+strings.ToUpper(FormatDuration(o.Since))+")")
+		header = append(header, RequestsHeader(strings.ToUpper(FormatDuration(o.Since)), o))
 	}
 	header = append(header, "TOP USER", "TOP USER AGENT")
 	if wide {
@@ -188,6 +188,17 @@ func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 		fmt.Fprintln(tw, strings.Join(terminalCells(cols), "\t"))
 	}
 	return tw.Flush()
+}
+
+// RequestsHeader is the header of a count column over span ("24H"). With
+// system identities excluded it says so: the objects of -o json and
+// jsonpath keep OpenShift's totals, every user included, so the table's
+// number is not their requestCount.
+func RequestsHeader(span string, o Options) string {
+	if o.ExcludeSystem {
+		return "NON-SYSTEM REQUESTS (" + span + ")"
+	}
+	return "REQUESTS (" + span + ")"
 }
 
 // WriteObject writes v as indented JSON or as YAML.
