@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"k8s.io/cli-runtime/pkg/printers"
@@ -12,6 +13,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/internal/plural"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/verdict"
 )
@@ -166,7 +168,7 @@ func (l *ListRequest) Run(r Reader, out Output) error {
 	if l.Name != "" {
 		obj, err := r.Get(l.Name, l.query)
 		if errors.Is(err, sunsetv1.ErrNotFound) {
-			return fmt.Errorf("no deprecated requests to %s were recorded (names look like cronjobs.v1beta1.batch; `sunset report` lists them)", l.Name)
+			return l.notFound(r)
 		}
 		if err != nil {
 			return err
@@ -186,11 +188,84 @@ func (l *ListRequest) Run(r Reader, out Output) error {
 	}
 	if len(rows) == 0 {
 		msg, _ := l.noRequests(r, l.query, list)
+		if filtered := l.filteredOut(r, o); filtered != "" {
+			msg = filtered
+		}
 		fmt.Fprintln(out.Err, msg)
 		return nil
 	}
 	o.NoHeaders = l.NoHeaders
 	return WriteTable(out.Out, rows, o, l.format == FormatWide)
+}
+
+// notFound says why Name has nothing to show: --cluster left it out, or
+// the name is not one recorded, with the recorded names it may mean.
+func (l *ListRequest) notFound(r Reader) error {
+	q := l.query
+	q.Cluster = ""
+	if l.Cluster != "" {
+		if _, err := r.Get(l.Name, q); err == nil {
+			return fmt.Errorf("no deprecated requests to %s were recorded in cluster %q; other clusters have some: leave out --cluster", l.Name, l.Cluster)
+		}
+	}
+	msg := fmt.Sprintf("no deprecated requests to %s were recorded", l.Name)
+	q.User, q.RemovedIn, q.RemovedBefore, q.State = "", catalog.Release{}, catalog.Release{}, ""
+	var like []string
+	if all, err := r.List(q); err == nil {
+		for _, it := range all.Items {
+			if name := it.Metadata.Name; strings.HasPrefix(name, l.Name+".") || strings.HasPrefix(l.Name, strings.SplitN(name, ".", 2)[0]+".") {
+				like = append(like, name)
+			}
+		}
+	}
+	if len(like) > 0 {
+		return fmt.Errorf("%s; recorded: %s", msg, strings.Join(like, ", "))
+	}
+	return fmt.Errorf("%s (names look like cronjobs.v1beta1.batch; `sunset report` lists them)", msg)
+}
+
+// filters are the list's filter flags that are set, as typed.
+func (l *ListRequest) filters() []string {
+	var set []string
+	for _, f := range []struct{ flag, value string }{
+		{"--cluster", l.Cluster}, {"--removed-in", l.RemovedIn}, {"--removed-before", l.RemovedBefore},
+		{"--state", l.State}, {"--user", l.User},
+	} {
+		if f.value != "" {
+			set = append(set, f.flag+" "+f.value)
+		}
+	}
+	return set
+}
+
+// filteredOut says which filters emptied the window, when without them it
+// would show APIs; "" when there are none, or none would be shown anyway.
+//
+//	No deprecated API requests in the last 24h match --state removed (6 APIs were requested; without that filter, `sunset report` shows them).
+func (l *ListRequest) filteredOut(r Reader, o Options) string {
+	set := l.filters()
+	if len(set) == 0 {
+		return ""
+	}
+	q := l.query
+	q.Cluster, q.User, q.RemovedIn, q.RemovedBefore, q.State = "", "", catalog.Release{}, catalog.Release{}, ""
+	all, err := r.List(q)
+	if err != nil {
+		return ""
+	}
+	n := len(Rows(all, o))
+	if n == 0 {
+		return ""
+	}
+	those, were, them := "that filter", "were", "them"
+	if len(set) > 1 {
+		those = "those filters"
+	}
+	if n == 1 {
+		were, them = "was", "it"
+	}
+	return fmt.Sprintf("No deprecated API requests in the last %s match %s (%d API%s %s requested; without %s, `sunset report` shows %s).",
+		FormatDuration(l.Since), strings.Join(set, ", "), n, plural.S(n), were, those, them)
 }
 
 // CheckRequest is `sunset check`: the upgrade gate.
@@ -342,10 +417,46 @@ func (w *WebhooksRequest) Run(r Reader, out Output) error {
 		return WriteObject(out.Out, list, w.format)
 	}
 	if len(list.Items) == 0 && len(list.Resources) == 0 {
-		fmt.Fprintf(out.Err, "No admission webhook annotations in the last %s.\n", FormatDuration(w.Since))
+		fmt.Fprintln(out.Err, w.noAnnotations(r))
 		return nil
 	}
 	return WriteWebhookTables(out.Out, list, w.format == FormatWide)
+}
+
+// noAnnotations says the window holds no webhook annotations, and, when
+// --class or --cluster emptied it, which of them and what is there
+// without it.
+//
+//	No admission webhook annotations on critical resources in the last 24h (3 webhooks were seen; without --class critical, `sunset report webhooks` shows them).
+func (w *WebhooksRequest) noAnnotations(r Reader) string {
+	on := ""
+	if w.Class != "" {
+		on = " on " + w.Class + " resources"
+	}
+	if w.Cluster != "" {
+		on += fmt.Sprintf(" in cluster %q", w.Cluster)
+	}
+	msg := fmt.Sprintf("No admission webhook annotations%s in the last %s", on, FormatDuration(w.Since))
+	if on == "" {
+		return msg + "."
+	}
+	all, err := r.Webhooks(sunsetv1.WebhookQuery{Since: w.Since})
+	if err != nil || len(all.Items) == 0 {
+		return msg + "."
+	}
+	var set []string
+	if w.Class != "" {
+		set = append(set, "--class "+w.Class)
+	}
+	if w.Cluster != "" {
+		set = append(set, "--cluster "+w.Cluster)
+	}
+	n := len(all.Items)
+	were, them := "were", "them"
+	if n == 1 {
+		were, them = "was", "it"
+	}
+	return fmt.Sprintf("%s (%d webhook%s %s seen; without %s, `sunset report webhooks` shows %s).", msg, n, plural.S(n), were, strings.Join(set, " and "), them)
 }
 
 // Exit codes of `sunset store verify`.

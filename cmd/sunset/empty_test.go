@@ -51,7 +51,7 @@ func TestEmptyWindowHints(t *testing.T) {
 		{"captured", []string{"report", "--user", "alice", "--since", "36h"}, "",
 			"No deprecated API requests in the last 36h (36 older ones within the 720h retention; try --since 720h).\n"},
 		{"captured", []string{"report", "--since", "720h", "--cluster", "prod"}, "",
-			"No deprecated API requests in the last 720h.\n"},
+			"No deprecated API requests in the last 720h match --cluster prod (4 APIs were requested; without that filter, `sunset report` shows them).\n"},
 		{"captured", []string{"check", "--target-version", "1.37"},
 			"Safe to upgrade to 1.37: no deprecated API was requested in the last 24h, system users excluded.\n",
 			"No deprecated API requests in the last 24h (39 older ones within the 720h retention; try --since 720h).\n"},
@@ -83,5 +83,36 @@ func TestEmptyWindowHints(t *testing.T) {
 			require.Equal(t, tc.stdout, out, name)
 			require.Equal(t, tc.stderr, errOut, name)
 		}
+	}
+}
+
+// An empty answer says which filter emptied it and what is there without
+// it; a name not recorded says which recorded names it may mean.
+func TestEmptyResultsNameTheirFilter(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := runCLI("replay", capturedLog, "--node", "master-0", "--data-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	for _, tc := range []struct {
+		args        []string
+		code        int
+		out, errOut string
+	}{
+		{[]string{"report", "--state", "removed"}, 0, "",
+			"No deprecated API requests in the last 24h match --state removed (4 APIs were requested; without that filter, `sunset report` shows them).\n"},
+		{[]string{"report", "--removed-in", "1.40", "--user", "alice"}, 0, "",
+			"No deprecated API requests in the last 24h match --removed-in 1.40, --user alice (4 APIs were requested; without those filters, `sunset report` shows them).\n"},
+		{[]string{"report", "--cluster", "prod"}, 0, "",
+			"No deprecated API requests in the last 24h match --cluster prod (4 APIs were requested; without that filter, `sunset report` shows them).\n"},
+		{[]string{"report", "endpoints"}, 1, "", "Error: no deprecated requests to endpoints were recorded; recorded: endpoints.v1\n"},
+		{[]string{"report", "nothing.v1"}, 1, "",
+			"Error: no deprecated requests to nothing.v1 were recorded (names look like cronjobs.v1beta1.batch; `sunset report` lists them)\n"},
+		{[]string{"report", "endpoints.v1", "--cluster", "prod"}, 1, "",
+			"Error: no deprecated requests to endpoints.v1 were recorded in cluster \"prod\"; other clusters have some: leave out --cluster\n"},
+		{[]string{"report", "webhooks", "--class", "critical"}, 0, "", "No admission webhook annotations on critical resources in the last 24h.\n"},
+	} {
+		out, errOut, code := runCLI(append(tc.args, "--data-dir", dir)...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		require.Equal(t, tc.out, out, tc.args)
+		require.Equal(t, tc.errOut, errOut, tc.args)
 	}
 }

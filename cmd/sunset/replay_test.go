@@ -93,7 +93,8 @@ func TestReplayThroughServerAndDryRuns(t *testing.T) {
 	require.Equal(t, out, outClient, "client and server dry runs agree")
 	_, errOut, code = runCLI("report", "--server", url, "--cluster", "lab")
 	require.Equal(t, 0, code)
-	require.Equal(t, "No deprecated API requests in the last 24h.\n", errOut, "the dry runs stored nothing")
+	require.Equal(t, "No deprecated API requests in the last 24h match --cluster lab (6 APIs were requested; without that filter, `sunset report` shows them).\n", errOut,
+		"the dry runs stored nothing")
 
 	// A real replay through the server's webhook.
 	_, errOut, code = runCLI("replay", capturedLog, "--node", "master-9", "--cluster", "lab", "--server", url)

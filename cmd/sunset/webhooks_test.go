@@ -77,6 +77,11 @@ func TestReportWebhooksGolden(t *testing.T) {
 	_, errOut, code = runCLI("report", "webhooks", "--server", url, "nope.example.com")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no audit annotation named webhook nope.example.com in the last 24h")
+	out, errOut, code = runCLI("report", "webhooks", "--server", url, "--cluster", "nowhere", "--class", "critical")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, out)
+	require.Equal(t, "No admission webhook annotations on critical resources in cluster \"nowhere\" in the last 24h "+
+		"(7 webhooks were seen; without --class critical and --cluster nowhere, `sunset report webhooks` shows them).\n", errOut)
 	_, errOut, code = runCLI("report", "webhooks", "--server", url, "--class", "hot", "--since", "30m")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `--since 30m0s is shorter than 1h`)
