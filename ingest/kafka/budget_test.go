@@ -6,10 +6,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
@@ -170,4 +173,45 @@ func TestMemoryBudgetValidate(t *testing.T) {
 			require.EqualError(t, err, tc.want)
 		})
 	}
+}
+
+// A replica assigned more partitions than kafka.maxPartitions reads them
+// all, outside the budget for the rest, and says so: in the log, in
+// sunset_kafka_partitions_assigned and in a readiness warning.
+func TestAssignedBeyondMaxPartitionsIsWarned(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "beyond", 3)
+	var logged bytes.Buffer
+	reg := prometheus.NewRegistry()
+	ing := &ingesttest.Flaky{}
+	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "beyond-" + topic, SessionTimeout: 2 * time.Second,
+		MaxPartitions: 2}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.New(&syncWriter{w: &logged}), Registerer: reg})
+	require.NoError(t, err)
+	joined := make(chan int, 4)
+	c.joined = func(_ int32, a map[string][]kafkago.PartitionAssignment) { joined <- len(a[topic]) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.Equal(t, 3, receive(t, joined, 30*time.Second))
+	require.Equal(t, []string{"kafka: 3 partitions assigned, more than kafka.maxPartitions (2): kafka.memoryBudget does not hold the rest (see inputs/kafka.md#memory)"}, c.Warnings())
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sunset_kafka_partitions_assigned Partitions the consumer group assigned to this consumer in its last generation; those beyond kafka.maxPartitions are read outside kafka.memoryBudget.
+# TYPE sunset_kafka_partitions_assigned gauge
+sunset_kafka_partitions_assigned 3
+`), "sunset_kafka_partitions_assigned"))
+	cancel()
+	require.NoError(t, <-done)
+	require.Contains(t, logged.String(), `{"level":"warn","component":"kafka","partitions":3,"max_partitions":2,"message":"assigned more partitions than kafka.maxPartitions: kafka.memoryBudget does not hold the rest; raise kafka.maxPartitions and kafka.memoryBudget, or run more replicas"}`)
+}
+
+// syncWriter lets the test read what the consumer's goroutines log.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -63,8 +63,10 @@ type Consumer struct {
 	connected bool
 	lastErr   string
 	poison    []PoisonSample
-	// assignment is the current generation's, nil between generations.
+	// assignment is the current generation's, nil between generations;
+	// assigned counts its partitions.
 	assignment map[string][]kafkago.PartitionAssignment
+	assigned   int
 	// unconsumed is what the last look at the group found no member
 	// consuming, by topic.
 	unconsumed map[string][]int
@@ -236,6 +238,10 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 			}
 		}
 		c.log.Info().Int32("generation", gen.ID).Int("partitions", assigned).Msg("joined consumer group")
+		if assigned > c.cfg.MaxPartitions {
+			c.log.Warn().Int("partitions", assigned).Int("max_partitions", c.cfg.MaxPartitions).
+				Msg("assigned more partitions than kafka.maxPartitions: kafka.memoryBudget does not hold the rest; raise kafka.maxPartitions and kafka.memoryBudget, or run more replicas")
+		}
 		if c.joined != nil {
 			c.joined(gen.ID, gen.Assignments)
 		}
@@ -248,11 +254,15 @@ func (c *Consumer) setAssignment(a map[string][]kafkago.PartitionAssignment) int
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.assignment = a
-	assigned := 0
-	for _, parts := range a {
-		assigned += len(parts)
+	if a == nil {
+		return 0
 	}
-	return assigned
+	c.assigned = 0
+	for _, parts := range a {
+		c.assigned += len(parts)
+	}
+	c.metrics.assigned.Set(float64(c.assigned))
+	return c.assigned
 }
 
 func (c *Consumer) recordPoison(p PoisonSample) {

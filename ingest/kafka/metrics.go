@@ -12,6 +12,7 @@ type metrics struct {
 	connected      prometheus.Gauge
 	unconsumed     *prometheus.GaugeVec
 	rejoins        prometheus.Counter
+	assigned       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +42,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rejoins: f.NewCounter(prometheus.CounterOpts{
 			Name: "sunset_kafka_group_rejoins_total",
 			Help: "Times the consumer left its consumer group and joined again because partitions it does not hold had no consumer, so that the group rebalanced without members that are gone.",
+		}),
+		assigned: f.NewGauge(prometheus.GaugeOpts{
+			Name: "sunset_kafka_partitions_assigned",
+			Help: "Partitions the consumer group assigned to this consumer in its last generation; those beyond kafka.maxPartitions are read outside kafka.memoryBudget.",
 		}),
 	}
 }

@@ -265,7 +265,8 @@ func (c *Consumer) noteUnconsumed(unconsumed map[string][]int) map[string][]int 
 }
 
 // Warnings are what a ready consumer cannot fix alone: partitions that no
-// member of the group consumes.
+// member of the group consumes, and more partitions assigned than
+// kafka.maxPartitions.
 func (c *Consumer) Warnings() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -273,6 +274,10 @@ func (c *Consumer) Warnings() []string {
 	for _, topic := range sortedTopics(c.unconsumed) {
 		out = append(out, fmt.Sprintf("kafka topic %s: partitions %s have had messages waiting for more than %s that no member of group %s consumed (see inputs/kafka.md#partitions-no-member-consumes)",
 			topic, partitionList(c.unconsumed[topic]), c.watch.after, c.cfg.GroupID))
+	}
+	if c.assignment != nil && c.assigned > c.cfg.MaxPartitions {
+		out = append(out, fmt.Sprintf("kafka: %d partitions assigned, more than kafka.maxPartitions (%d): kafka.memoryBudget does not hold the rest (see inputs/kafka.md#memory)",
+			c.assigned, c.cfg.MaxPartitions))
 	}
 	return out
 }
