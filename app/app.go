@@ -12,7 +12,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -75,10 +74,10 @@ func (b BuildInfo) String() string {
 }
 
 // Serve runs the server cfg describes until ctx is done or a component
-// fails, logging to stderr (console lines when it is a terminal, unless
-// log-format says otherwise).
-func Serve(ctx context.Context, cfg Config, stderr io.Writer, terminal bool, build BuildInfo) error {
-	a, err := New(cfg, Options{Logger: NewLogger(cfg, stderr, terminal), Build: build})
+// fails, logging through logger (NewLogger's, which the caller also hands
+// the libraries that log through process-global loggers).
+func Serve(ctx context.Context, cfg Config, logger zerolog.Logger, build BuildInfo) error {
+	a, err := New(cfg, Options{Logger: logger, Build: build})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/cli"
 )
@@ -30,7 +31,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	plugin, args := pluginArgs(os.Args[0], os.Args[1:])
 	code := run(ctx, console{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,
-		isTerminal: isatty.IsTerminal(os.Stderr.Fd()), plugin: plugin, getenv: os.Getenv}, args)
+		isTerminal: isatty.IsTerminal(os.Stderr.Fd()), plugin: plugin, getenv: os.Getenv,
+		routeLibraryLogs: routeLibraryLogs}, args)
 	stop()
 	os.Exit(code)
 }
@@ -49,6 +51,11 @@ type console struct {
 	// getenv reads the environment the kubeconfig is found from; nil is
 	// an empty one.
 	getenv func(string) string
+	// routeLibraryLogs, when set, sends the logs of libraries with
+	// process-global loggers through serve's logger (see logs.go). Only
+	// main sets it: tests that run serve in the process leave those
+	// loggers alone.
+	routeLibraryLogs func(zerolog.Logger)
 }
 
 func (env console) output() cli.Output {

@@ -21,7 +21,11 @@ func newServeCommand(env console, build app.BuildInfo) *cobra.Command {
 			if err := errors.Join(err, cfg.ValidateListen()); err != nil {
 				return err
 			}
-			return app.Serve(cmd.Context(), cfg, env.stderr, env.isTerminal, build)
+			logger := app.NewLogger(cfg, env.stderr, env.isTerminal)
+			if env.routeLibraryLogs != nil {
+				env.routeLibraryLogs(logger)
+			}
+			return app.Serve(cmd.Context(), cfg, logger, build)
 		},
 	}, "serve")
 	cmd.Flags().AddFlagSet(keys)
