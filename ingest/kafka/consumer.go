@@ -17,6 +17,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/agegauge"
 	"github.com/kube-sunset/sunset/internal/backoff"
+	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
 // maxPoisonSamples bounds the kept samples of poison messages.
@@ -193,7 +194,9 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 		HeartbeatInterval: c.cfg.SessionTimeout / 5,
 		JoinGroupBackoff:  time.Second,
 		StartOffset:       c.cfg.startOffset(),
-		ErrorLogger:       kafkago.LoggerFunc(func(f string, a ...any) { c.log.Warn().Msgf(f, a...) }),
+		// kafka-go's own info is a line per join, sync and heartbeat: trace.
+		Logger:      kafkago.LoggerFunc(logbridge.Printf(c.log, logbridge.KafkaGo, zerolog.TraceLevel)),
+		ErrorLogger: kafkago.LoggerFunc(logbridge.Printf(c.log, logbridge.KafkaGo, zerolog.WarnLevel)),
 	})
 	if err != nil {
 		return fmt.Errorf("kafka: joining group %s: %w", c.cfg.GroupID, err)
