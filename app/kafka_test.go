@@ -116,7 +116,7 @@ func TestKafkaMessageShapes(t *testing.T) {
 	require.Equal(t, map[string]int64{"master-h": 1, "master-f": 1, "master-v": 1, "kafka": 8}, nodes)
 
 	require.NoError(t, testutil.GatherAndCompare(s.reg, strings.NewReader(fmt.Sprintf(`
-# HELP sunset_kafka_messages_total Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope, too_large: in a record batch or message that decompresses to more than kafka.maxDecompressedBytes).
+# HELP sunset_kafka_messages_total Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope, too_large: in a record batch or message that decompresses to more than kafka.maxDecompressedBytes, cluster_not_allowed: of a topic in kafka.topicClusters, naming a cluster the topic may not speak for, unstorable: its events cannot be stored even alone).
 # TYPE sunset_kafka_messages_total counter
 sunset_kafka_messages_total{result="empty_envelope",topic=%[1]q} 1
 sunset_kafka_messages_total{result="invalid_event",topic=%[1]q} 1

@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		messages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_kafka_messages_total",
-			Help: "Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope, too_large: in a record batch or message that decompresses to more than kafka.maxDecompressedBytes).",
+			Help: "Kafka messages consumed, by topic and result: ok, or why the message was skipped (malformed_json, unrecognized_shape, invalid_event, empty_envelope, too_large: in a record batch or message that decompresses to more than kafka.maxDecompressedBytes, cluster_not_allowed: of a topic in kafka.topicClusters, naming a cluster the topic may not speak for, unstorable: its events cannot be stored even alone).",
 		}, []string{"topic", "result"}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sunset_kafka_consumer_lag",
