@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/rs/zerolog"
 )
@@ -25,13 +26,16 @@ const maxAttempts = 5
 // awsConfig is the configuration the client starts from: the one given
 // (tests), else the SDK's default chain, which finds IRSA's web identity
 // token, EKS Pod Identity's agent, the AWS_* environment and instance
-// roles. Credentials are fetched at the first call, not here.
-func awsConfig(c Config, given *aws.Config) (aws.Config, error) {
+// roles. Credentials are fetched at the first call, not here. The SDK
+// and its credential providers log through logger, not to stderr in a
+// format of their own, the default chain's.
+func awsConfig(c Config, given *aws.Config, logger logging.Logger) (aws.Config, error) {
 	var cfg aws.Config
 	if given != nil {
 		cfg = given.Copy()
+		cfg.Logger = logger
 	} else {
-		var opts []func(*config.LoadOptions) error
+		opts := []func(*config.LoadOptions) error{config.WithLogger(logger)}
 		if c.Region != "" {
 			opts = append(opts, config.WithRegion(c.Region))
 		}

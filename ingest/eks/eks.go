@@ -30,6 +30,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
+	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
 // SourceName is the source label of events read from EKS.
@@ -152,7 +153,7 @@ func newSource(o Options, k knobs) (*Source, error) {
 	if k.retryStart <= 0 {
 		k.retryStart = cfg.PollInterval
 	}
-	awsCfg, err := awsConfig(cfg, o.AWSConfig)
+	awsCfg, err := awsConfig(cfg, o.AWSConfig, logbridge.AWSLogger(o.Logger.With().Str("component", "eks").Str("cluster", cfg.Cluster).Logger()))
 	if err != nil {
 		return nil, err
 	}
