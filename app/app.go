@@ -453,6 +453,9 @@ func (a *App) probeReadiness() ops.Readiness {
 	a.lastReady = r
 	a.readyMu.Unlock()
 	r.Warnings = append(r.Warnings, a.managedWarnings()...)
+	if a.kafka != nil {
+		r.Warnings = append(r.Warnings, a.kafka.Warnings()...)
+	}
 	for _, c := range a.agg.ClustersWithoutReads() {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("cluster %s sent no get, list or watch in %s: its reads are not logged, so deprecated reads cannot be seen (see inputs/managed.md#reads)", c, shortDuration(aggregate.ReadsWindow)))
 	}

@@ -195,6 +195,23 @@ func TestKafkaTwoReplicasShareTheWork(t *testing.T) {
 	t.Logf("replica a counted %d, replica b %d", ta, tb)
 }
 
+// A replica that the group gives more partitions than kafka.maxPartitions
+// reads them all and stays ready, and /-/ready?verbose says that the
+// memory budget does not hold them.
+func TestKafkaPartitionsBeyondMaxPartitionsAreWarned(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, brokers, "audit-beyond", 3)
+	cfg := testConfig(t)
+	kafkaConfig(&cfg, brokers, topic, "beyond-"+topic)
+	cfg.Kafka.MaxPartitions = 2
+	s := start(t, cfg)
+	code, body := awaitReady(s, 30*time.Second, func(code int, body string) bool {
+		return code == 200 && strings.Contains(body, "warning: kafka:")
+	})
+	require.Equal(t, 200, code, body)
+	require.Equal(t, "Sunset is ready.\nwarning: kafka: 3 partitions assigned, more than kafka.maxPartitions (2): kafka.memoryBudget does not hold the rest (see inputs/kafka.md#memory)\n", body)
+}
+
 // Events produced by kcat (librdkafka, an independent client) in several
 // compression codecs are counted.
 func TestKafkaEventsProducedByKcat(t *testing.T) {
