@@ -46,7 +46,13 @@ func TestDataDirIsReadDirectly(t *testing.T) {
 	_, _, err := list(Flags{DataDir: dir, Getenv: env}, "")
 	require.EqualError(t, err, "store: "+dir+" is in use by another Sunset process (badger holds its lock): "+
 		`Cannot acquire directory lock on "`+dir+`": resource temporarily unavailable`+"\n"+
-		"A running server holds the data directory: ask it instead with --server http://127.0.0.1:8080")
+		"A running server holds the data directory: ask it instead with --server and the address it listens on (serve's --listen, http://localhost:8080 when not set)")
+	// The server's config file names where it listens.
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:9191\n"), 0o600))
+	_, _, err = list(Flags{DataDir: dir, ConfigFile: cfgFile, Getenv: env}, "")
+	require.ErrorContains(t, err, "\nA running server holds the data directory: ask it instead with --server http://127.0.0.1:9191 (the listen address of "+
+		cfgFile+", unless the server was started with another --listen)")
 
 	srv.Stop()
 	for _, v := range []int{0, 1} {

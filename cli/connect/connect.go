@@ -208,6 +208,20 @@ func countTrue(bs ...bool) int {
 	return n
 }
 
+// LockHint says what to do when a running server holds the data
+// directory: use the server, through --server. Where it listens is known
+// only from its config file, if --config names it: the server may have
+// been started with other flags, so the address is never guessed.
+//
+//	A running server holds the data directory: ask it instead with --server and the address it listens on (serve's --listen, http://localhost:8080 when not set).
+func (f *Flags) LockHint(do string, cfg app.Config) string {
+	hint := "A running server holds the data directory: " + do + " with --server"
+	if f.ConfigFile != "" && cfg.LocalURL() != "" {
+		return fmt.Sprintf("%s %s (the listen address of %s, unless the server was started with another --listen)", hint, cfg.LocalURL(), f.ConfigFile)
+	}
+	return hint + " and the address it listens on (serve's --listen, " + DefaultServer + " when not set)"
+}
+
 // openDataDir opens the data directory read-only.
 func (f *Flags) openDataDir(now func() time.Time) (cli.Reader, func(), error) {
 	cfg, err := f.Config()
@@ -215,7 +229,7 @@ func (f *Flags) openDataDir(now func() time.Time) (cli.Reader, func(), error) {
 		return nil, nil, err
 	}
 	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: f.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: now,
-		Hint: "A running server holds the data directory: ask it instead with --server " + cfg.LocalURL()})
+		Hint: f.LockHint("ask it instead", cfg)})
 	if err != nil {
 		return nil, nil, err
 	}

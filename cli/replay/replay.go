@@ -178,7 +178,7 @@ func newSink(o Options, cfg app.Config, origin aggregate.Origin) (file.Sink, fun
 	}
 	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: o.Source.DataDir, NoStore: o.DryRun == DryRunClient,
 		Logger: zerolog.Nop(), Now: o.Now,
-		Hint: "A running server holds the data directory: replay through it with --server " + cfg.LocalURL()})
+		Hint: o.Source.LockHint("replay through it", cfg)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -244,7 +244,7 @@ func TestReplayIntoADataDirectoryAServerHolds(t *testing.T) {
 	dir := srv.Config.DataDir
 	require.EqualError(t, err, "store: "+dir+" is in use by another Sunset process (badger holds its lock): "+
 		`Cannot acquire directory lock on "`+dir+`": resource temporarily unavailable`+"\n"+
-		"A running server holds the data directory: replay through it with --server http://127.0.0.1:8080")
+		"A running server holds the data directory: replay through it with --server and the address it listens on (serve's --listen, http://localhost:8080 when not set)")
 	require.Empty(t, out)
 	require.Empty(t, errOut)
 }
