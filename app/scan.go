@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -75,7 +75,7 @@ func (a *App) clusterScanResults() api.ClusterScan {
 // webhook does not. Gaps in the scan are published with it; a cluster
 // that cannot be reached, or a ConfigMap that cannot be written, is an
 // error and leaves the last published scan in place.
-func PublishScan(ctx context.Context, cfg Config, stderr io.Writer, terminal bool) error {
+func PublishScan(ctx context.Context, cfg Config, logger zerolog.Logger) error {
 	if cfg.Scan.ConfigMap == "" {
 		return errors.New("scan.configMap (SUNSET_SCAN_CONFIGMAP) is not set: it names the ConfigMap to publish the scan in, namespace/name")
 	}
@@ -83,7 +83,7 @@ func PublishScan(ctx context.Context, cfg Config, stderr io.Writer, terminal boo
 	if err != nil {
 		return fmt.Errorf("scan.configMap: %w", err)
 	}
-	logger := NewLogger(cfg, stderr, terminal).With().Str("component", "scan").Logger()
+	logger = logger.With().Str("component", "scan").Logger()
 	parts, err := OpenParts(cfg, PartsOptions{NoStore: true, Logger: logger})
 	if err != nil {
 		return err

@@ -17,7 +17,8 @@ import (
 // setters, and main is the one place that touches process-global state:
 // the app package stays free of it so that tests run several servers in
 // one process. serve calls it once, before the server is built, since
-// k8s.io/apiserver logs while it is. The AWS SDK, the Google Cloud
+// k8s.io/apiserver logs while it is; publish-scan, a workload that logs
+// JSON too, before it scans. The AWS SDK, the Google Cloud
 // clients' own logger and kafka-go take their loggers where app builds
 // their clients.
 func routeLibraryLogs(logger zerolog.Logger) {

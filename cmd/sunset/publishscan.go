@@ -20,7 +20,12 @@ func newPublishScanCommand(env console) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return app.PublishScan(cmd.Context(), cfg, env.stderr, env.isTerminal)
+			// client-go logs through klog while it scans.
+			logger := app.NewLogger(cfg, env.stderr, env.isTerminal)
+			if env.routeLibraryLogs != nil {
+				env.routeLibraryLogs(logger)
+			}
+			return app.PublishScan(cmd.Context(), cfg, logger)
 		},
 	}, "publish-scan")
 	cmd.Flags().StringVar(&configFile, "config", "", "serve's YAML config file, for scan.configMap, catalog.extra and field-rules")
