@@ -54,8 +54,9 @@ func requireUserCounts(t *testing.T, p *process, want map[string]int64, within t
 // from the environment, as IRSA would give them), is counted exactly
 // through five SIGKILLs while it reads: pages of 50 events, and each kill
 // after a different number of page commits, so that most land between the
-// pages of one poll. A stream of another prefix in the group is passed
-// over.
+// pages of one poll. Two apiservers' streams, the second delivered 20
+// minutes behind the first (twenty overlaps), each read from its own
+// position. A stream of another prefix in the group is passed over.
 func TestEKSExactAcrossKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the binary and moto_server")
@@ -68,6 +69,7 @@ func TestEKSExactAcrossKills(t *testing.T) {
     - cluster: prod
       pollInterval: 1s
       overlap: 1m
+      startFrom: 2h
       pageSize: 50
 `), 0o600))
 	dataDir := t.TempDir()
@@ -78,11 +80,10 @@ func TestEKSExactAcrossKills(t *testing.T) {
 
 	const rounds, perRound = 6, 600
 	for round := range rounds {
-		// One apiserver's stream: moto returns a group's events stream by
-		// stream, not by time as CloudWatch does, so with two a kill
-		// between their pages would leave the second behind the
-		// watermark. The package's tests read two streams.
 		moto.Put(t, group, cloudwatchtest.Stream("aaa"), managedFeed("eks", round*perRound, perRound, start, want))
+		// The second apiserver's events of the same minute arrive with
+		// the first's, and are 20 minutes older.
+		moto.Put(t, group, cloudwatchtest.Stream("bbb"), managedFeed("eks-late", round*perRound, perRound, start.Add(-20*time.Minute), want))
 		if round == rounds-1 {
 			break
 		}
@@ -92,7 +93,7 @@ func TestEKSExactAcrossKills(t *testing.T) {
 		<-p.exited
 	}
 	p := startBinaryEnv(t, moto.Env(), dataDir, "--config", cfg, "--log-level", "debug")
-	requireUserCounts(t, p, want, 90*time.Second, rounds*perRound/10)
+	requireUserCounts(t, p, want, 90*time.Second, 2*rounds*perRound/10)
 }
 
 // A GKE cluster's audit log, routed to Pub/Sub as LogEntries, is read by
