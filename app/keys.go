@@ -178,13 +178,19 @@ environment and in flags are comma-separated; durations are written
 variables are errors, and every invalid value is reported at once, each
 naming its key.
 
-An example file:
+An example file, for a server that listens beyond loopback and so must
+authenticate both the apiservers that post to the webhook (here a token
+per apiserver) and the API's readers (here static tokens; in a cluster,
+authentication-kubeconfig and authorization-kubeconfig, see
+[Access control](access-control.md)):
 
 ` + "```yaml" + `
 data-dir: /var/lib/sunset
 listen: :8443
 tls-cert-file: /etc/sunset/tls.crt
 tls-key-file: /etc/sunset/tls.key
+webhook-token-auth-file: /etc/sunset/webhook-tokens.csv
+token-auth-file: /etc/sunset/reader-tokens.csv
 default-cluster: prod-eu
 clusters:
   prod-eu:

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/app"
 )
 
 // Beyond loopback, serve refuses to start a webhook without credentials and
@@ -32,4 +34,28 @@ func TestReadersIgnoreTheServersListenAddress(t *testing.T) {
 	_, stderr, code = runCLI("serve", "--config", cfgFile, "--data-dir", dataDir)
 	require.Equal(t, 1, code)
 	require.True(t, strings.HasPrefix(stderr, "Error: listen: :8080 is not a loopback address"), stderr)
+}
+
+// The example file of docs/configuration.md is one serve starts with: it
+// passes every check serve makes of a configuration before it opens
+// anything, once the files it names exist.
+func TestConfigurationExampleStarts(t *testing.T) {
+	page, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(page), "An example file")
+	require.True(t, ok)
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	require.True(t, ok)
+	example, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte(example), 0o600))
+	cfg, err := app.LoadConfig(app.Flags(), cfgFile)
+	// Only the files it names are missing here.
+	require.EqualError(t, err,
+		"tls-cert-file: cannot read /etc/sunset/tls.crt: no such file or directory\n"+
+			"tls-key-file: cannot read /etc/sunset/tls.key: no such file or directory\n"+
+			"webhook-token-auth-file: cannot read /etc/sunset/webhook-tokens.csv: no such file or directory\n"+
+			"token-auth-file: cannot read /etc/sunset/reader-tokens.csv: no such file or directory")
+	require.NoError(t, cfg.ValidateListen())
 }
