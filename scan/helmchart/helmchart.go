@@ -3,6 +3,12 @@
 // the SDK, which is most of what a binary that renders charts links: the
 // commands that scan charts (`sunset scan`, `sunset check --scan`) hand a
 // Renderer to package scan, and nothing else links it.
+//
+// A chart's templates are programs: `{{ repeat 1000000000 "x" }}` takes a
+// gigabyte before its output can be refused, and nested ranges can run
+// for ever. So the binary renders each chart in a child process of its
+// own (Child), bounded in memory and time, and a chart over the bounds is
+// an error of that chart alone.
 package helmchart
 
 import (
@@ -33,10 +39,23 @@ type Renderer struct {
 	KubeVersion string
 	// ReleaseName and Namespace fill .Release.
 	ReleaseName, Namespace string
+	// Child, when set, renders each chart in a child process bounded in
+	// memory and time. Nil renders in this process, where nothing bounds
+	// what a template allocates or how long it runs: only for charts
+	// that are trusted, such as a test's.
+	Child *Child
 }
 
 // Render renders the chart at path for a scan against target.
 func (o Renderer) Render(path, target string) (scan.Rendered, error) {
+	if o.Child != nil {
+		return o.Child.render(o, path, target)
+	}
+	return o.render(path, target)
+}
+
+// render renders the chart at path in this process.
+func (o Renderer) render(path, target string) (scan.Rendered, error) {
 	var out scan.Rendered
 	ch, skipped, err := load(path)
 	out.Skipped = skipped
