@@ -28,6 +28,9 @@ import (
 )
 
 func main() {
+	if code, ok := renderChart(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	plugin, args := pluginArgs(os.Args[0], os.Args[1:])
 	code := run(ctx, console{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, now: time.Now,

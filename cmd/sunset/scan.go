@@ -45,9 +45,10 @@ func newScanCommand(env console) *cobra.Command {
 
 // addScanFlags declares how charts are rendered, for scan and check --scan,
 // and gives the scan the Helm SDK's renderer: the binary links it here, so
-// that package cli does not.
+// that package cli does not. Each chart renders in a child, bounded
+// (renderchart.go).
 func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
-	charts := &helmchart.Renderer{}
+	charts := &helmchart.Renderer{Child: &helmchart.Child{}}
 	o.Charts = charts
 	fs.StringArrayVarP(&charts.ValueFiles, "values", "f", nil, "render charts with this values file, as helm template -f (repeatable)")
 	fs.StringArrayVar(&charts.Set, "set", nil, "render charts with this value, as helm template --set key=value (repeatable)")
