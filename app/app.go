@@ -237,10 +237,10 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	for _, ff := range cfg.Ingest.Files {
 		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{
 			Path: ff.Path, Node: ff.Node, Cluster: cmp.Or(ff.Cluster, cfg.DefaultCluster),
-			Ingester: local, Cursors: st, Logger: a.log,
+			Ingester: local, Cursors: st, Logger: a.log, Prefilter: prefilter,
 		}))
 	}
-	if err := a.buildManaged(local, reg, now); err != nil {
+	if err := a.buildManaged(local, prefilter, reg, now); err != nil {
 		return err
 	}
 	if cfg.Kafka.Enabled() && a.fleet == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/eks"
 	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/ingest/sink"
@@ -64,15 +65,16 @@ func (c IngestConfig) validateManaged() []error {
 }
 
 // buildManaged builds the managed-cluster sources. What they count goes
-// through local, so that kafka.forward sends it to the fleet.
-func (a *App) buildManaged(local sink.Ingester, reg prometheus.Registerer, now func() time.Time) error {
+// through local, so that kafka.forward sends it to the fleet; prefilter,
+// when the decoder is the pre-filter, sets aside what cannot count.
+func (a *App) buildManaged(local sink.Ingester, prefilter *auditjson.Prefilter, reg prometheus.Registerer, now func() time.Time) error {
 	lag := agegauge.New(sourceLagDesc, now)
 	if len(a.cfg.Ingest.EKS)+len(a.cfg.Ingest.GKE) > 0 {
 		reg.MustRegister(lag)
 	}
 	for _, c := range a.cfg.Ingest.EKS {
 		src, err := eks.New(eks.Options{Config: c.WithDefaults(), Ingester: local, Cursors: a.store, Logger: a.log,
-			Registerer: reg, Newest: newestOf(lag, eks.SourceName), Now: now})
+			Registerer: reg, Newest: newestOf(lag, eks.SourceName), Now: now, Prefilter: prefilter})
 		if err != nil {
 			return fmt.Errorf("ingest.eks %s: %w", c.Cluster, err)
 		}
@@ -84,7 +86,7 @@ func (a *App) buildManaged(local sink.Ingester, reg prometheus.Registerer, now f
 	}
 	for _, c := range a.cfg.Ingest.GKE {
 		src, err := gke.New(context.Background(), gke.Options{Config: c, Ingester: local, Logger: a.log,
-			Registerer: reg, Newest: newestOf(lag, gke.SourceName)})
+			Registerer: reg, Newest: newestOf(lag, gke.SourceName), Prefilter: prefilter})
 		if err != nil {
 			return fmt.Errorf("ingest.gke %s: %w", c.Cluster, err)
 		}

@@ -107,7 +107,9 @@ func TestManagedSourceFailureIsAWarning(t *testing.T) {
 	}
 	group := eks.DefaultLogGroup("denied")
 	moto.CreateGroup(t, group)
-	moto.Fail("FilterLogEvents", -1, cloudwatchtest.AccessDenied("FilterLogEvents", group))
+	// A role without the log group's read grants: EKS lists the group's
+	// streams before it reads any.
+	moto.Fail("DescribeLogStreams", -1, cloudwatchtest.AccessDenied("DescribeLogStreams", group))
 	cfg := testConfig(t)
 	cfg.Ingest.EKS = []eks.Config{{Cluster: "denied", PollInterval: time.Second}}
 	s := startWith(t, cfg, func(o *app.Options) { o.Now = time.Now })
@@ -115,10 +117,10 @@ func TestManagedSourceFailureIsAWarning(t *testing.T) {
 	s.eventually(30*time.Second, "the warning", func() bool {
 		_, b := s.get("/-/ready?verbose")
 		body = string(b)
-		return strings.Contains(body, "logs:FilterLogEvents")
+		return strings.Contains(body, "logs:DescribeLogStreams")
 	})
-	require.Equal(t, "Sunset is ready.\nwarning: eks cluster denied cannot read: FilterLogEvents on /aws/eks/denied/cluster: access denied; "+
-		"grant logs:FilterLogEvents on arn:aws:logs:us-east-1:123456789012:log-group:/aws/eks/denied/cluster:* to the role Sunset runs as (IRSA or EKS Pod Identity)", strings.TrimSpace(body))
+	require.Equal(t, "Sunset is ready.\nwarning: eks cluster denied cannot read: DescribeLogStreams on /aws/eks/denied/cluster: access denied; "+
+		"grant logs:DescribeLogStreams and logs:FilterLogEvents on arn:aws:logs:us-east-1:123456789012:log-group:/aws/eks/denied/cluster:* to the role Sunset runs as (IRSA or EKS Pod Identity)", strings.TrimSpace(body))
 	code, _ := s.post("/audit/webhook/master-0", "application/json", eventList(ev("still-counted")))
 	require.Equal(t, 200, code)
 	require.Greater(t, metricValue(t, s.reg, "sunset_source_lag_seconds", map[string]string{"source": "eks", "cluster": "denied"}), 0.0,
