@@ -182,19 +182,23 @@ func TestCheckExitCodes(t *testing.T) {
 }
 
 // A data directory a server holds is refused, with that server's address
-// from the config given with --config, or the default listen address.
+// from the config given with --config; without it the default listen
+// address is named only as the default, since the server may listen
+// elsewhere.
 func TestDataDirLockedByServer(t *testing.T) {
 	url, dataDir, _ := fixture(t)
 	_, errOut, code := runCLI("report", "--data-dir", dataDir)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "is in use by another Sunset process")
-	require.Contains(t, errOut, "ask it instead with --server http://127.0.0.1:8080\n")
+	require.Contains(t, errOut, "\nA running server holds the data directory: ask it instead with --server and the address it listens on "+
+		"(serve's --listen, http://localhost:8080 when not set)\n")
 
 	config := filepath.Join(t.TempDir(), "sunset.yaml")
 	require.NoError(t, os.WriteFile(config, []byte("listen: "+strings.TrimPrefix(url, "http://")+"\n"), 0o600))
 	_, errOut, code = runCLI("report", "--data-dir", dataDir, "--config", config)
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "ask it instead with --server "+url+"\n")
+	require.Contains(t, errOut, "\nA running server holds the data directory: ask it instead with --server "+url+
+		" (the listen address of "+config+", unless the server was started with another --listen)\n")
 }
 
 // Every bad flag is named at once, before any server is contacted: the
