@@ -129,28 +129,17 @@ func TestChildRendersAsThisProcess(t *testing.T) {
 }
 
 // A child's error over one of the scan's bounds is still a
-// scan.TooLargeError here. The chart renders as much as any chart may, and
-// takes well under the child's default memory to do it.
+// scan.TooLargeError here: a chart whose files are over MaxChartSize.
 func TestChildKeepsTooLarge(t *testing.T) {
-	if testing.Short() || raceDetector {
-		t.Skip("renders 65 MiB: a few seconds, minutes with the race detector")
-	}
 	dir := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "files"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: big\nversion: 1.0.0\n"), 0o644))
-	// 65 MiB of output from a few bytes of template: over what a chart
-	// may render, under the child's memory.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "x.yaml"), []byte("x: {{ repeat 68157440 \"x\" }}\n"), 0o644))
-	var maxRSS int64
-	child := &Child{exited: func(ps *os.ProcessState) { maxRSS = ps.SysUsage().(*syscall.Rusage).Maxrss << 10 }}
-	_, err := Renderer{Child: child}.Render(dir, "1.37")
-	require.EqualError(t, err, "too large: what the chart renders is larger than 64 MiB")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "files", "big"), make([]byte, scan.MaxChartSize), 0o644))
+	_, err := Renderer{Child: &Child{}}.Render(dir, "1.37")
+	require.EqualError(t, err, "loading the chart: too large: the chart is larger than 64 MiB")
 	var tooLarge *scan.TooLargeError
 	require.ErrorAs(t, err, &tooLarge)
-	t.Logf("the child's peak resident memory: %d MiB", maxRSS>>20)
-	if !raceDetector {
-		require.Less(t, maxRSS, int64(DefaultMemory))
-	}
+	require.Equal(t, &scan.TooLargeError{What: "the chart", Limit: scan.MaxChartSize}, tooLarge)
 }
 
 // How a child that gave no answer is reported, from its exit and the
