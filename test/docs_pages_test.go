@@ -108,7 +108,7 @@ var (
 	envVar     = regexp.MustCompile(`^(SUNSET_[A-Z0-9_]+)(?:=.*)?$`)
 	// configKey matches a nested config key as pages cite it, perhaps
 	// with a value.
-	configKey = regexp.MustCompile(`^((?:kafka|metrics|admission|ingest|catalog|clusters|scan)\.[a-z<*][A-Za-z0-9.<>*-]*)(?:[:=].*)?$`)
+	configKey = regexp.MustCompile(`^((?:kafka|metrics|admission|ingest|catalog|clusters)\.[a-z<*][A-Za-z0-9.<>*-]*)(?:[:=].*)?$`)
 )
 
 // What the pages cite as code is what Sunset has: every metric is one the
