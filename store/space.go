@@ -78,7 +78,9 @@ func (s *Store) Filesystem() (Filesystem, error) {
 	if err := syscall.Statfs(s.dir, &fs); err != nil {
 		return Filesystem{}, fmt.Errorf("store: reading free space of %s: %w", s.dir, err)
 	}
-	return Filesystem{Free: int64(fs.Bavail) * fs.Bsize, Size: int64(fs.Blocks) * fs.Bsize}, nil
+	// Bsize is an int64 on Linux and a uint32 on darwin.
+	block := int64(fs.Bsize) //nolint:unconvert // not a no-op on darwin
+	return Filesystem{Free: int64(fs.Bavail) * block, Size: int64(fs.Blocks) * block}, nil
 }
 
 // CheckSpace returns a *SpaceError while the filesystem has less free space
