@@ -6,12 +6,51 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 PKGS     := ./...
 
-.PHONY: all build docs generate image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
+.PHONY: all build install release docs generate image run demo test test-short test-plateau fuzz e2e e2e-peers bench lint format update-golden clean
 
 all: build
 
 build: ## Build bin/sunset.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/sunset ./cmd/sunset
+
+# Where make install puts sunset: $(PREFIX)/bin when PREFIX is set, else
+# where go install would, $(GOBIN) or the first $(GOPATH)/bin. DESTDIR
+# stages it for a package.
+PREFIX ?=
+BINDIR ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin))
+
+install: build ## Install bin/sunset into $(GOBIN), else $(GOPATH)/bin; PREFIX=/usr/local puts it in /usr/local/bin.
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 bin/sunset "$(DESTDIR)$(BINDIR)/sunset"
+	@echo "installed $(DESTDIR)$(BINDIR)/sunset"
+
+# A release: the binary for each platform (pure Go, so each
+# cross-compiles), in sunset_<version>_<os>_<arch>.tar.gz with README.md
+# (and LICENSE when there is one), their SHA-256 sums in
+# sunset_<version>_checksums.txt, and the krew manifest written from those
+# sums. hack/release writes the archives byte for byte the same for the
+# same commit: entries sorted, owned by 0:0, dated SOURCE_DATE_EPOCH (the
+# commit's time).
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_DIR       ?= bin/release
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+release: ## Build the release archives of VERSION (a tag, vX.Y.Z) for RELEASE_PLATFORMS, their checksums, and deploy/krew/sunset.yaml.
+	@case "$(VERSION)" in \
+		*-dirty) echo "release: the tree has uncommitted changes ($(VERSION)): commit them, tag the commit, then make release"; exit 1;; \
+		v[0-9]*.[0-9]*.[0-9]*) ;; \
+		*) echo "release: VERSION=$(VERSION) is not vX.Y.Z: tag the commit (git tag v1.2.3) or pass VERSION=v1.2.3"; exit 1;; \
+	esac
+	rm -rf $(RELEASE_DIR)
+	mkdir -p $(RELEASE_DIR)
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		echo "building sunset $(VERSION) for $$p"; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "$(LDFLAGS)" \
+			-o $(RELEASE_DIR)/$${p%/*}_$${p#*/}/sunset ./cmd/sunset; \
+	done
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/release -version "$(VERSION)" -dir $(RELEASE_DIR) \
+		-krew deploy/krew/sunset.yaml $(foreach f,$(wildcard LICENSE) README.md,-file $(f)) \
+		$(foreach p,$(RELEASE_PLATFORMS),$(p)=$(RELEASE_DIR)/$(subst /,_,$(p))/sunset)
 
 docs: ## Write docs/configuration.md from the help of each config key in the code.
 	$(GO) run ./hack/configdoc -o docs/configuration.md
@@ -55,7 +94,8 @@ FUZZ_TARGETS := ./ingest/webhook:FuzzWebhookBody ./ingest/kafka:FuzzDecodeMessag
 	./ingest/auditjson:FuzzDecodeBody ./ingest/auditjson:FuzzDecodeStream \
 	./ingest/auditjson:FuzzPrefilter ./ingest/auditjson:FuzzScanner \
 	./ingest/auditjson:FuzzDecodeWire ./ingest/fleet:FuzzReadRecord \
-	./ingest/file:FuzzReadLines ./cmd/sunset:FuzzConfigFile ./api:FuzzQueryParameters
+	./ingest/file:FuzzReadLines ./ingest/gke:FuzzPrefilter \
+	./cmd/sunset:FuzzConfigFile ./api:FuzzQueryParameters
 FUZZTIME     ?= 30s
 FUZZMINIMIZE ?= 200x
 FUZZFLAGS    ?=
