@@ -42,7 +42,7 @@ func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
 	require.Equal(t, secret, cfg.Kafka.SASL.Password)
 	var logs bytes.Buffer
 	cfg.WarnSecretsInFile(zerolog.New(&logs))
-	require.Equal(t, secretWarning, logs.String())
+	require.JSONEq(t, secretWarning, logs.String())
 	require.NotContains(t, logs.String(), secret)
 
 	t.Setenv("SUNSET_KAFKA_SASL_PASSWORD", "from-env-"+secret)
@@ -67,7 +67,7 @@ func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
 	require.NoError(t, err)
 	logs.Reset()
 	cfg.WarnSecretsInFile(zerolog.New(&logs))
-	require.Equal(t, secretWarning, logs.String(), "the environment wins, but the file still holds a password")
+	require.JSONEq(t, secretWarning, logs.String(), "the environment wins, but the file still holds a password")
 }
 
 // serve logs the warning as it starts, through the logger it is given.

@@ -183,7 +183,7 @@ func readLimited(r io.Reader) ([]byte, error) {
 		return nil, errors.New("no standard input to read")
 	}
 	b, err := readAtMost(r, MaxFileSize, "the input")
-	if _, ok := err.(*TooLargeError); ok {
+	if tooLarge := (*TooLargeError)(nil); errors.As(err, &tooLarge) {
 		return nil, fmt.Errorf("larger than %d MiB: split it, or scan the directory it came from", MaxFileSize>>20)
 	}
 	return b, err

@@ -149,7 +149,8 @@ func TestFIFOIsSkipped(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "x.yaml"), 0o644))
 	write(t, filepath.Join(dir, "ing.yaml"), "apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: {name: shop}\n")
 	done := make(chan report.Result, 1)
-	go func() { done <- scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{dir}) }()
+	files := scan.Files{Judge: judge(t, "1.37", "")}
+	go func() { done <- files.Scan(context.Background(), []string{dir}) }()
 	select {
 	case res := <-done:
 		require.Empty(t, res.Errors)

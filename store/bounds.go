@@ -67,7 +67,7 @@ const (
 //     store's 8 MiB memtables), counting a value below ValueThreshold
 //     (1 MiB, badger's default) whole and a larger one as the 12 bytes of
 //     its pointer into the value log: beyond it badger answers
-//     ErrTxnTooBig, and the store splits the transaction (inChunks) down
+//     ErrTxnTooBig, and the store splits the transaction (isolating) down
 //     to one request, whose records fit unless one of them is itself too
 //     big.
 const (

@@ -79,7 +79,7 @@ func (s *Store) Filesystem() (Filesystem, error) {
 		return Filesystem{}, fmt.Errorf("store: reading free space of %s: %w", s.dir, err)
 	}
 	// Bsize is an int64 on Linux and a uint32 on darwin.
-	block := int64(fs.Bsize) //nolint:unconvert // not a no-op on darwin
+	block := int64(fs.Bsize)
 	return Filesystem{Free: int64(fs.Bavail) * block, Size: int64(fs.Blocks) * block}, nil
 }
 

@@ -236,34 +236,9 @@ func cursorError(err error) error {
 	return err
 }
 
-// inChunks calls apply on consecutive ranges of n items, each in its own
-// transaction: at most maxChunk, halved while badger finds the transaction
-// too big.
-func inChunks(n int, apply func(lo, hi int) error) error {
-	return chunked(n, maxChunk, apply)
-}
-
-// chunked is inChunks with chunks of at most limit items.
-func chunked(n, limit int, apply func(lo, hi int) error) error {
-	for start := 0; start < n; {
-		size := min(limit, n-start)
-		for {
-			err := apply(start, start+size)
-			if errors.Is(err, badger.ErrTxnTooBig) && size > 1 {
-				size /= 2
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			break
-		}
-		start += size
-	}
-	return nil
-}
-
-// isolating is chunked that also halves a chunk that fails with an error
+// isolating calls apply on consecutive ranges of n items, each in its own
+// transaction of at most limit items, halved while badger finds the
+// transaction too big. It also halves a chunk that fails with an error
 // that one item can cause (skipReason: ErrTxnTooBig, ErrUnstorable), down
 // to the item at fault, which it hands to refused and goes on without:
 // one item never fails the others. An item alone that fails with such an
@@ -284,7 +259,7 @@ func isolating(n, limit int, apply func(lo, hi int) error, refused func(i int, e
 				refused(start, err)
 			case errors.Is(err, badger.ErrTxnTooBig):
 				// More than one transaction holds: smaller chunks
-				// from here on, as chunked does.
+				// from here on.
 				size /= 2
 				continue
 			default:

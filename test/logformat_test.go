@@ -163,7 +163,7 @@ current-context: fake
 		}
 	}
 	lines, _ := errLines.snapshot()
-	require.Equal(t, `{"level":"info","message":"sunset stopped"}`, stripTime(t, lines[len(lines)-1]), "the last line is Sunset's own")
+	require.JSONEq(t, `{"level":"info","message":"sunset stopped"}`, stripTime(t, lines[len(lines)-1]), "the last line is Sunset's own")
 }
 
 func joinLines(lines []string) string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,23 +175,18 @@ func groupMembers(brokers []string, group string) ([]string, error) {
 // keepCPUsBusy spins on every CPU until the test ends, so that the broker
 // and the consumer run as slowly as on a loaded CI machine.
 func keepCPUsBusy(t *testing.T) {
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() { // spins, on purpose
 			}
 		}()
 	}
 	t.Cleanup(func() {
-		close(stop)
+		stop.Store(true)
 		wg.Wait()
 	})
 }

@@ -187,9 +187,9 @@ func childFailed(ctx context.Context, err error, stderr []byte, memory int64, ti
 		line = line[:200] + "…"
 	}
 	if line == "" {
-		return fmt.Errorf("rendering: the renderer ended with %s", exit)
+		return fmt.Errorf("rendering: the renderer ended with %w", exit)
 	}
-	return fmt.Errorf("rendering: the renderer ended with %s: %s", exit, line)
+	return fmt.Errorf("rendering: the renderer ended with %w: %s", exit, line)
 }
 
 // outOfMemory reports whether a Go program's last words (the start of its

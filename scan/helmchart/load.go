@@ -196,7 +196,7 @@ func readArchive(data []byte, where string, b *budget) ([]chartFile, []report.Sk
 		}
 		switch hd.Typeflag {
 		case tar.TypeDir, tar.TypeXGlobalHeader, tar.TypeXHeader:
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg, '\x00': // '\x00' is the old spelling of a regular file (TypeRegA)
 			d, err := io.ReadAll(tr)
 			if lim.over {
 				return nil, skipped, &scan.TooLargeError{What: "the chart", Limit: scan.MaxChartSize}
