@@ -53,9 +53,9 @@ func decodeRelease(data string) (storedReleaseJSON, error) {
 		}
 		r = zr
 	}
-	bounded := &boundedReader{r: r, left: maxReleaseSize}
+	bounded := NewBoundedReader(r, maxReleaseSize)
 	if err := json.NewDecoder(bounded).Decode(&rel); err != nil {
-		if bounded.over {
+		if bounded.Over() {
 			return storedReleaseJSON{}, &TooLargeError{What: "the release record, decompressed,", Limit: maxReleaseSize}
 		}
 		return storedReleaseJSON{}, fmt.Errorf("release record is not a Helm release: %w", err)
@@ -63,14 +63,22 @@ func decodeRelease(data string) (storedReleaseJSON, error) {
 	return rel, nil
 }
 
-// boundedReader reads at most left bytes of r, and then fails, saying so.
-type boundedReader struct {
+// BoundedReader reads at most n bytes of r, and then fails, saying so:
+// what it reads from is never inflated or copied past its bound. The
+// chart loader bounds archives with it too.
+type BoundedReader struct {
 	r    io.Reader
 	left int64
 	over bool
 }
 
-func (b *boundedReader) Read(p []byte) (int, error) {
+// NewBoundedReader reads at most n bytes of r.
+func NewBoundedReader(r io.Reader, n int64) *BoundedReader { return &BoundedReader{r: r, left: n} }
+
+// Over reports whether a read went past the bound.
+func (b *BoundedReader) Over() bool { return b.over }
+
+func (b *BoundedReader) Read(p []byte) (int, error) {
 	if b.left <= 0 {
 		b.over = true
 		return 0, errors.New("too large")

@@ -170,7 +170,7 @@ func readArchive(data []byte, where string, b *budget) ([]chartFile, []report.Sk
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a chart archive: %w", err)
 	}
-	lim := &limited{r: zr, left: b.left}
+	lim := scan.NewBoundedReader(zr, b.left)
 	tr := tar.NewReader(lim)
 	byName := map[string]int{}
 	links := map[string]string{}
@@ -184,7 +184,7 @@ func readArchive(data []byte, where string, b *budget) ([]chartFile, []report.Sk
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if lim.over {
+		if lim.Over() {
 			return nil, skipped, &scan.TooLargeError{What: "the chart", Limit: scan.MaxChartSize}
 		}
 		if err != nil {
@@ -198,7 +198,7 @@ func readArchive(data []byte, where string, b *budget) ([]chartFile, []report.Sk
 		case tar.TypeDir, tar.TypeXGlobalHeader, tar.TypeXHeader:
 		case tar.TypeReg, '\x00': // '\x00' is the old spelling of a regular file (TypeRegA)
 			d, err := io.ReadAll(tr)
-			if lim.over {
+			if lim.Over() {
 				return nil, skipped, &scan.TooLargeError{What: "the chart", Limit: scan.MaxChartSize}
 			}
 			if err != nil {
@@ -255,27 +255,6 @@ func readArchive(data []byte, where string, b *budget) ([]chartFile, []report.Sk
 		return nil, skipped, errors.New("no files in the chart archive")
 	}
 	return files, skipped, nil
-}
-
-// limited reads at most left bytes of r, then fails, saying so: an
-// archive is never inflated past the chart's budget.
-type limited struct {
-	r    io.Reader
-	left int64
-	over bool
-}
-
-func (l *limited) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		l.over = true
-		return 0, errors.New("too large")
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	return n, err
 }
 
 // inChart is an archive entry's name in its chart: without the top
