@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,30 +110,8 @@ func TestClusterScanBoundsAHelmRecordBomb(t *testing.T) {
 	t.Setenv("SUNSET_SCAN_CONFIGMAP", "default/sunset-cluster-scan")
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	server := start(t, "sunset", sunsetBin, "serve", "--data-dir", t.TempDir(), "--listen", listen)
-	var check struct {
-		Status struct {
-			ExitCode int         `json:"exitCode"`
-			Scan     *scanResult `json:"scan"`
-		} `json:"status"`
-	}
-	waitFor(t, "the server to read the published scan", time.Minute, func() error {
-		if server.exited() {
-			t.Fatalf("sunset serve exited (%v):\n%s", server.err, tail(server.log, 40))
-		}
-		resp, err := http.Get("http://" + listen + "/apis/sunset.dev/v1/upgradechecks/1.37")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&check); err != nil {
-			return err
-		}
-		if check.Status.Scan == nil {
-			return errors.New("no scan in the upgrade check yet")
-		}
-		return nil
-	})
-	checkScan("the server's upgrade check", *check.Status.Scan)
+	check := awaitUpgradeCheckScan(t, "the server to read the published scan", listen, server)
+	checkScan("the server's upgrade check", *check.Scan)
 }
 
 // helmRecordBomb is a Helm release record (base64 of a gzip of the JSON)

@@ -150,14 +150,31 @@ func TestScanAClusterAsAUserWithPartialAccess(t *testing.T) {
 	t.Setenv("KUBECONFIG", userKubeconfig(t, a, "victor", a.tokens["victor"]))
 	t.Setenv("SUNSET_SCAN_INTERVAL", "1m")
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	start(t, "sunset", sunsetBin, "serve", "--data-dir", t.TempDir(), "--listen", listen)
-	var check struct {
-		Status struct {
-			ExitCode int         `json:"exitCode"`
-			Scan     *scanResult `json:"scan"`
-		} `json:"status"`
+	check := awaitUpgradeCheckScan(t, "the server's first cluster scan", listen,
+		start(t, "sunset", sunsetBin, "serve", "--data-dir", t.TempDir(), "--listen", listen))
+	if check.ExitCode != 3 || len(check.Scan.Findings) != len(want) || len(check.Scan.NotScanned) != 1 {
+		t.Errorf("the server's upgrade check: exit %d, %d findings, %d not scanned; want 3, %d and 1",
+			check.ExitCode, len(check.Scan.Findings), len(check.Scan.NotScanned), len(want))
 	}
-	waitFor(t, "the server's first cluster scan", time.Minute, func() error {
+}
+
+// upgradeCheck is the part of an UpgradeCheck's status the scan tests read.
+type upgradeCheck struct {
+	ExitCode int         `json:"exitCode"`
+	Scan     *scanResult `json:"scan"`
+}
+
+// awaitUpgradeCheckScan waits until the server at listen answers the 1.37
+// upgrade check with a scan in it, and returns that check's status.
+func awaitUpgradeCheckScan(t *testing.T, what, listen string, server *process) upgradeCheck {
+	t.Helper()
+	var check struct {
+		Status upgradeCheck `json:"status"`
+	}
+	waitFor(t, what, time.Minute, func() error {
+		if server.exited() {
+			t.Fatalf("sunset serve exited (%v):\n%s", server.err, tail(server.log, 40))
+		}
 		resp, err := http.Get("http://" + listen + "/apis/sunset.dev/v1/upgradechecks/1.37")
 		if err != nil {
 			return err
@@ -171,10 +188,7 @@ func TestScanAClusterAsAUserWithPartialAccess(t *testing.T) {
 		}
 		return nil
 	})
-	if check.Status.ExitCode != 3 || len(check.Status.Scan.Findings) != len(want) || len(check.Status.Scan.NotScanned) != 1 {
-		t.Errorf("the server's upgrade check: exit %d, %d findings, %d not scanned; want 3, %d and 1",
-			check.Status.ExitCode, len(check.Status.Scan.Findings), len(check.Status.Scan.NotScanned), len(want))
-	}
+	return check.Status
 }
 
 func helmConfig(t *testing.T, kubeconfig, namespace string) *action.Configuration {
