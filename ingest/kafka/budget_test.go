@@ -181,11 +181,11 @@ func TestMemoryBudgetValidate(t *testing.T) {
 func TestAssignedBeyondMaxPartitionsIsWarned(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "beyond", 3)
-	var logged bytes.Buffer
+	var logged syncWriter
 	reg := prometheus.NewRegistry()
 	ing := &ingesttest.Flaky{}
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "beyond-" + topic, SessionTimeout: 2 * time.Second,
-		MaxPartitions: 2}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.New(&syncWriter{w: &logged}), Registerer: reg})
+		MaxPartitions: 2}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.New(&logged), Registerer: reg})
 	require.NoError(t, err)
 	joined := make(chan int, 4)
 	c.joined = func(_ int32, a map[string][]kafkago.PartitionAssignment) { joined <- len(a[topic]) }
@@ -207,11 +207,17 @@ sunset_kafka_partitions_assigned 3
 // syncWriter lets the test read what the consumer's goroutines log.
 type syncWriter struct {
 	mu sync.Mutex
-	w  *bytes.Buffer
+	w  bytes.Buffer
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }

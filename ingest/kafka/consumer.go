@@ -201,6 +201,12 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: joining group %s: %w", c.cfg.GroupID, err)
 	}
+	// Every function started in a generation has returned before the next
+	// generation's start, and before runGroup returns: kafka-go waits only
+	// for those started while the generation was open, and runs the others
+	// on their own. Closing the group ends the last generation first.
+	var running sync.WaitGroup
+	defer running.Wait()
 	// Closing the group leaves it, after this member's partitions have
 	// committed what they fetched.
 	defer func() { _ = group.Close() }()
@@ -225,19 +231,33 @@ func (c *Consumer) runGroup(ctx context.Context) error {
 			}
 			return fmt.Errorf("kafka: group %s: %w", c.cfg.GroupID, err)
 		}
+		running.Wait()
 		c.setState(true, nil)
 		assigned := c.setAssignment(gen.Assignments)
+		start := func(fn func(context.Context)) {
+			running.Add(1)
+			gen.Start(func(ctx context.Context) {
+				defer running.Done()
+				fn(ctx)
+			})
+		}
 		// kafka-go ends a generation once every function it started has
 		// returned, so the next generation's assignment is set after this.
-		gen.Start(func(ctx context.Context) {
+		start(func(ctx context.Context) {
 			<-ctx.Done()
 			c.setAssignment(nil)
 		})
 		oc := newOffsetCommitter(gen, c.log)
-		gen.Start(oc.run)
+		start(oc.run)
 		for topic, parts := range gen.Assignments {
 			for _, pa := range parts {
-				gen.Start(func(ctx context.Context) { c.consumePartition(ctx, oc, topic, pa) })
+				start(func(ctx context.Context) {
+					// A generation that ended before its partitions
+					// started reads none: another member may own them.
+					if ctx.Err() == nil {
+						c.consumePartition(ctx, oc, topic, pa)
+					}
+				})
 			}
 		}
 		c.log.Info().Int32("generation", gen.ID).Int("partitions", assigned).Msg("joined consumer group")
