@@ -39,7 +39,12 @@ var wantRendered = map[string][]string{
 	"kubernetes/overlays/tls":   baseObjects,
 	"kubernetes/overlays/kafka": slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects))),
 	"kubernetes/overlays/scan":  slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects, scannerObjects))),
+	"kubernetes/overlays/gate":  slices.Sorted(slices.Values(slices.Concat(baseObjects, publisherObjects, gateObjectNames))),
 }
+
+// gateObjectNames are the upgrade gate's: kube-apiserver's webhook and
+// Cluster API's runtime extension. The gate needs no grant of its own.
+var gateObjectNames = []string{"ExtensionConfig/sunset-gate", "ValidatingWebhookConfiguration/sunset-gate"}
 
 // scannerObjects are the cluster scan's own workload, its grants and the
 // ConfigMap it publishes in, and Sunset's read of that ConfigMap.
@@ -70,7 +75,7 @@ var baseObjects = []string{
 }
 
 // clusterScoped are the kinds without a namespace.
-var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"}
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService", "ValidatingWebhookConfiguration", "ExtensionConfig"}
 
 // What differs between the kustomizations.
 type overlayWant struct {
@@ -105,6 +110,7 @@ var overlays = map[string]overlayWant{
 		secrets: append([]string{"sunset-tls"}, baseSecrets...), args: tlsArgs, caSecret: "sunset-tls"},
 	"kubernetes/overlays/kafka": {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS,
 		secrets: append([]string{"sunset-kafka"}, baseSecrets...), args: baseArgs, caSecret: "sunset-ca"},
+	gateOverlay: {port: 8443, portName: "https", scheme: corev1.URISchemeHTTPS, secrets: baseSecrets, args: baseArgs, caSecret: "sunset-ca"},
 }
 
 var configMapHash = regexp.MustCompile(`^(sunset-config)-[a-z0-9]{10}$`)
