@@ -156,3 +156,41 @@ func TestKustomizeGateOverlay(t *testing.T) {
 	delete(cfg, "gate")
 	require.Equal(t, sunsetConfig(t, render(t, "kubernetes/base")), cfg, "overlays/gate/config.yaml is the base's config.yaml plus gate keys")
 }
+
+// The chart's gate is the overlay's (TestHelmChartRendersWhatKustomizeRenders
+// compares them whole), off by default, and takes Fail when asked.
+func TestHelmChartGate(t *testing.T) {
+	kubectl(t)
+	requireGateObjects(t, renderChart(t, "gate.yaml"), admissionregistrationv1.Ignore)
+	out, err := helmRender(t, map[string]any{"gate": map[string]any{"enabled": true, "failurePolicy": "Fail"}})
+	require.NoError(t, err)
+	requireGateObjects(t, decodeRendered(t, "helm gate.failurePolicy=Fail", out), admissionregistrationv1.Fail)
+
+	out, err = helmRender(t, map[string]any{"gate": map[string]any{"enabled": true, "clusterAPI": false}})
+	require.NoError(t, err)
+	var kinds []string
+	for _, obj := range decodeRendered(t, "helm gate.clusterAPI=false", out).raw {
+		kinds = append(kinds, obj["kind"].(string))
+	}
+	require.Contains(t, kinds, "ValidatingWebhookConfiguration")
+	require.NotContains(t, kinds, "ExtensionConfig")
+
+	def := renderChart(t, "default.yaml")
+	for _, obj := range def.raw {
+		require.NotContains(t, []string{"ValidatingWebhookConfiguration", "ExtensionConfig"}, obj["kind"], "the gate is off by default")
+	}
+	require.NotContains(t, sunsetConfig(t, def), "gate")
+
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"gate": map[string]any{"failurePolicy": "Closed"}}, "at '/gate/failurePolicy'"},
+		{map[string]any{"gate": map[string]any{"timeoutSeconds": 30}}, "at '/gate/timeoutSeconds'"},
+		{map[string]any{"gate": map[string]any{"enabled": true}, "tls": map[string]any{"publishCA": false}},
+			"gate.enabled with tls.publishCA off: set gate.caBundle"},
+	} {
+		_, err := helmRender(t, tc.vals)
+		require.ErrorContains(t, err, tc.want)
+	}
+}

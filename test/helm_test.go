@@ -53,6 +53,7 @@ var chartExamples = map[string]string{
 	"eks.yaml":     "eks",
 	"gke.yaml":     "gke",
 	"scan.yaml":    "kubernetes/overlays/scan",
+	"gate.yaml":    gateOverlay,
 }
 
 // helmRender renders the chart as `helm install --dry-run=client` does,
