@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -122,7 +121,7 @@ func wantsTable(r *http.Request) (bool, error) {
 // Table columns: OpenShift's printer columns for APIRequestCount, then
 // Sunset's, shown by `kubectl get -o wide`.
 var tableColumns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+	nameColumn,
 	{Name: "RemovedInRelease", Type: "string", Description: "Release in which an API will be removed."},
 	{Name: "RequestsInCurrentHour", Type: "integer", Description: "Number of requests in the current hour."},
 	{Name: "RequestsInLast24h", Type: "integer", Description: "Number of requests in the last 24h."},
@@ -136,22 +135,7 @@ func tableRow(meta metav1.ObjectMeta, st sunsetv1.APIRequestCountStatus, full an
 	if r := st.Replacement; r != nil {
 		replacement = strings.TrimPrefix(r.Group+"/"+r.Version, "/") + " " + r.Kind
 	}
-	row := metav1.TableRow{Cells: []any{meta.Name, st.RemovedInRelease, st.CurrentHour.RequestCount, st.RequestCount, replacement, topUser(st)}}
-	var obj any
-	switch include {
-	case "None":
-		return row, nil
-	case "Object":
-		obj = full
-	default:
-		obj = metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: metav1.SchemeGroupVersion.String(), Kind: "PartialObjectMetadata"}, ObjectMeta: meta}
-	}
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return row, err
-	}
-	row.Object = runtime.RawExtension{Raw: raw}
-	return row, nil
+	return objectRow([]any{meta.Name, st.RemovedInRelease, st.CurrentHour.RequestCount, st.RequestCount, replacement, topUser(st)}, meta, full, include)
 }
 
 // topUser is the username with the most requests in the last 24 hours
@@ -174,14 +158,8 @@ func topUser(st sunsetv1.APIRequestCountStatus) string {
 	return best
 }
 
-// newTable starts a Table with Sunset's columns.
-func newTable() *metav1.Table {
-	return &metav1.Table{
-		TypeMeta:          metav1.TypeMeta{APIVersion: metav1.SchemeGroupVersion.String(), Kind: "Table"},
-		ColumnDefinitions: tableColumns,
-		Rows:              []metav1.TableRow{},
-	}
-}
+// newTable starts a Table with the columns of an APIRequestCount.
+func newTable() *metav1.Table { return newTableOf(tableColumns) }
 
 // includeObject reads the Table's ?includeObject=None|Metadata|Object.
 func includeObject(r *http.Request) (string, error) {

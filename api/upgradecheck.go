@@ -100,7 +100,7 @@ func (h *Handler) listChecks(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, err)
 		return
 	}
-	httpjson.WriteFor(w, r, http.StatusOK, list)
+	h.write(w, r, list, checkTable(list.Items))
 }
 
 func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +124,7 @@ func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, err)
 		return
 	}
-	httpjson.WriteFor(w, r, http.StatusOK, res)
+	h.write(w, r, res, checkTable([]sunsetv1.UpgradeCheck{res}))
 }
 
 // webhookCertificates are the flagged webhook servers of the check's window

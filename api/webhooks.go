@@ -341,7 +341,7 @@ func (wh webhookHandler) list(w http.ResponseWriter, r *http.Request) {
 		wh.h.internalError(w, err)
 		return
 	}
-	httpjson.WriteFor(w, r, http.StatusOK, out)
+	wh.h.write(w, r, out, webhookTable(out.Items))
 }
 
 func (wh webhookHandler) get(w http.ResponseWriter, r *http.Request) {
@@ -358,6 +358,6 @@ func (wh webhookHandler) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		wh.h.internalError(w, err)
 	default:
-		httpjson.WriteFor(w, r, http.StatusOK, obj)
+		wh.h.write(w, r, obj, webhookTable([]sunsetv1.WebhookCount{obj}))
 	}
 }
