@@ -57,11 +57,12 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // The Helm chart, with every example's values, and every kustomization
 // under deploy/kubernetes apply server-side, for real, into kube-apiserver,
 // which checks every object against its own schemas and the Prometheus
-// Operator's CRDs. Then Sunset runs as the ServiceAccount the chart
-// created, with only the chart's RBAC: it makes its certificate, publishes
-// the CA in Secret sunset-ca, and docs/install.md's one-liner puts that CA
-// into the APIService, through which kube-apiserver's aggregator then
-// verifies Sunset and serves kubectl get apirequestcounts.sunset.dev.
+// Operator's and Cluster API's CRDs. Then Sunset runs as the
+// ServiceAccount the chart created, with only the chart's RBAC: it makes
+// its certificate, publishes the CA in Secret sunset-ca, and
+// docs/install.md's one-liner puts that CA into the APIService, through
+// which kube-apiserver's aggregator then verifies Sunset and serves
+// kubectl get apirequestcounts.sunset.dev.
 func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	kubectl := kubectlBinary(t)
@@ -93,6 +94,16 @@ func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 			applyObject(ctx, t, dyn, mapper, obj, "e2e-crds")
 			waitFor(t, "CRD "+obj.GetName()+" to be established", time.Minute, func() error { return established(ctx, dyn, obj.GetName()) })
 		}
+	}
+	mapper.Reset()
+	// Cluster API's ExtensionConfig, which the gate's overlay and chart
+	// example ship (their webhook is a built-in kind).
+	extensionConfigCRD := filepath.Join(clusterAPICRDs, "runtime.cluster.x-k8s.io_extensionconfigs.yaml")
+	raw, err := os.ReadFile(extensionConfigCRD)
+	must(t, "reading "+extensionConfigCRD, err)
+	for _, obj := range decodeObjects(t, extensionConfigCRD, raw) {
+		applyObject(ctx, t, dyn, mapper, obj, "e2e-crds")
+		waitFor(t, "CRD "+obj.GetName()+" to be established", time.Minute, func() error { return established(ctx, dyn, obj.GetName()) })
 	}
 	mapper.Reset()
 
@@ -148,7 +159,8 @@ func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"APIService", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "NetworkPolicy", "PrometheusRule",
-		"Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor", "StatefulSet", "Namespace"} {
+		"Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor", "StatefulSet", "Namespace",
+		"ValidatingWebhookConfiguration", "ExtensionConfig"} {
 		if applied[kind] == 0 {
 			t.Errorf("no %s was applied; applied %v", kind, applied)
 		}
