@@ -196,46 +196,6 @@ func citesKey(keys map[string]bool, key string) bool {
 	return false
 }
 
-// The shell blocks a page marks "sh runnable" run as written, in a fresh
-// directory that holds the repository's testdata, with sunset on the PATH;
-// where a block shows a command's output as "# " lines, the command
-// prints exactly that.
-func TestDocsRunnableBlocksRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary")
-	}
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	ran := 0
-	for path, page := range docPages(t) {
-		for _, m := range fence.FindAllStringSubmatch(page, -1) {
-			if strings.TrimSpace(m[1]) != "sh runnable" {
-				continue
-			}
-			dir := t.TempDir()
-			require.NoError(t, os.Symlink(filepath.Join(root, "testdata"), filepath.Join(dir, "testdata")))
-			env := append(os.Environ(), "PATH="+filepath.Dir(sunsetBin)+":"+os.Getenv("PATH"))
-			for _, s := range parseSteps(t, m[2]) {
-				ran++
-				cmd := exec.Command("bash", "-o", "pipefail", "-c", s.command)
-				cmd.Dir, cmd.Env = dir, env
-				out, err := cmd.CombinedOutput()
-				require.NoError(t, err, "%s: $ %s\n%s", path, s.command, out)
-				if s.want == nil {
-					continue
-				}
-				got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-				for i := range got {
-					got[i] = strings.TrimRight(got[i], " ")
-				}
-				require.Equal(t, strings.Join(s.want, "\n"), strings.Join(got, "\n"), "%s: $ %s", path, s.command)
-			}
-		}
-	}
-	t.Logf("%d commands run", ran)
-	require.GreaterOrEqual(t, ran, 5, "commands in runnable blocks")
-}
-
 // sunsetLine matches a command line that runs Sunset, in a page's block.
 var sunsetLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:\./)?(?:bin/)?sunset ((?:store |report )?[a-z][a-z-]*)\b(.*)$`)
 

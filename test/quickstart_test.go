@@ -48,22 +48,27 @@ func readQuickStart(t *testing.T) [][]quickStep {
 
 // parseSteps reads a shell block of a document: commands (a line ending in
 // | or \ goes on), each followed by the output the document shows for it
-// as "# " lines.
+// as "# " lines right under it. A "# " line at the start of the block or
+// after a blank line is a comment on the command that follows, as a reader
+// would take it, not output.
 func parseSteps(t *testing.T, block string) []quickStep {
 	t.Helper()
 	var steps []quickStep
-	continued := false
+	continued, underCommand := false, false
 	for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
 		switch {
 		case continued:
 			steps[len(steps)-1].command += "\n" + line
 		case strings.TrimSpace(line) == "":
+			underCommand = false
+		case strings.HasPrefix(line, "#") && !underCommand:
+			// A comment.
 		case strings.HasPrefix(line, "#"):
-			require.NotEmpty(t, steps, "output before any command: %q", line)
 			out := strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ")
 			steps[len(steps)-1].want = append(steps[len(steps)-1].want, out)
 		default:
 			steps = append(steps, quickStep{command: line})
+			underCommand = true
 		}
 		trimmed := strings.TrimSpace(line)
 		continued = !strings.HasPrefix(trimmed, "#") && (strings.HasSuffix(trimmed, "|") || strings.HasSuffix(trimmed, "\\"))
@@ -85,6 +90,44 @@ func networkNamespace() []string {
 	return nil
 }
 
+// requireDemoTools fails the test when a tool that what runs beside make
+// demo uses is missing.
+func requireDemoTools(t *testing.T, what string) {
+	t.Helper()
+	for _, tool := range []string{"bash", "make", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s uses %s, which is not installed: apt-get install %s (.ci/run does)", what, tool, tool)
+		}
+	}
+}
+
+// ownNetwork runs the test named name again in a network namespace of its
+// own, where the machine allows one, and reports whether it did: the
+// caller then returns. make demo serves on port 8080, which nothing else
+// on the machine (another make run, another checkout's tests) may hold
+// there. Without a namespace, it fails the test when the port is in use.
+func ownNetwork(t *testing.T, name string) bool {
+	t.Helper()
+	if os.Getenv(inNetns) == "" {
+		if ns := networkNamespace(); ns != nil {
+			args := append(ns, "sh", "-c", `ip link set lo up && exec "$@"`, "sh", os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+			cmd := exec.Command("unshare", args...)
+			cmd.Env = append(os.Environ(), inNetns+"=1")
+			out, err := cmd.CombinedOutput()
+			t.Logf("in a network namespace of its own (unshare %s):\n%s", strings.Join(ns, " "), out)
+			require.NoError(t, err)
+			require.Contains(t, string(out), "--- PASS: "+name)
+			return true
+		}
+	}
+	if ln, err := net.Listen("tcp", ":8080"); err != nil {
+		t.Fatalf("make demo serves on port 8080, which is in use here (%v), and this machine cannot give the test a network namespace of its own (unshare --net): stop what listens on 8080", err)
+	} else {
+		_ = ln.Close()
+	}
+	return false
+}
+
 // The README's quick start, run as written on today's date: `make demo`,
 // then every command shown beside it, whose output must be what the README
 // shows. So the first thing a new user reads cannot drift from what the
@@ -97,27 +140,9 @@ func TestQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs make demo")
 	}
-	for _, tool := range []string{"bash", "make", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's quick start uses %s, which is not installed: apt-get install %s (.ci/run does)", tool, tool)
-		}
-	}
-	if os.Getenv(inNetns) == "" {
-		if ns := networkNamespace(); ns != nil {
-			args := append(ns, "sh", "-c", `ip link set lo up && exec "$@"`, "sh", os.Args[0], "-test.run=^TestQuickStart$", "-test.count=1", "-test.v")
-			cmd := exec.Command("unshare", args...)
-			cmd.Env = append(os.Environ(), inNetns+"=1")
-			out, err := cmd.CombinedOutput()
-			t.Logf("in a network namespace of its own (unshare %s):\n%s", strings.Join(ns, " "), out)
-			require.NoError(t, err)
-			require.Contains(t, string(out), "--- PASS: TestQuickStart")
-			return
-		}
-	}
-	if ln, err := net.Listen("tcp", ":8080"); err != nil {
-		t.Fatalf("the quick start serves on port 8080, which is in use here (%v), and this machine cannot give the test a network namespace of its own (unshare --net): stop what listens on 8080", err)
-	} else {
-		_ = ln.Close()
+	requireDemoTools(t, "the README's quick start")
+	if ownNetwork(t, "TestQuickStart") {
+		return
 	}
 
 	blocks := readQuickStart(t)
@@ -128,31 +153,36 @@ func TestQuickStart(t *testing.T) {
 		require.NotEmpty(t, s.want, "the README shows no output for %q", s.command)
 	}
 
-	// The README's numbers are those of one hour: when the clock passed a
-	// full hour during the run, the counts of the current hour may differ,
-	// and once more is enough.
+	sameHour(t, "the README's quick start", func() []string { return runQuickStart(t, blocks[0][0], blocks[1]) })
+}
+
+// sameHour runs run, which returns how what a page shows differs from
+// what the program printed, and fails the test when it differs. A page's
+// numbers are those of one hour: when the clock passed a full hour during
+// the run, the counts of the current hour may differ, and once more is
+// enough.
+func sameHour(t *testing.T, what string, run func() []string) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		started := time.Now().UTC().Truncate(time.Hour)
-		diffs := runQuickStart(t, blocks[0][0], blocks[1])
+		diffs := run()
 		if len(diffs) == 0 {
 			return
 		}
 		if attempt == 1 && time.Now().UTC().Truncate(time.Hour) != started {
-			t.Logf("the hour changed during the run; running the quick start again:\n%s", strings.Join(diffs, "\n"))
+			t.Logf("the hour changed during the run; running %s again:\n%s", what, strings.Join(diffs, "\n"))
 			continue
 		}
-		t.Fatalf("the README's quick start says otherwise than the program:\n%s", strings.Join(diffs, "\n"))
+		t.Fatalf("%s says otherwise than the program:\n%s", what, strings.Join(diffs, "\n"))
 	}
 }
 
-// runQuickStart runs serve (make demo) until the steps have run, and
-// returns how their output differs from the README's.
-func runQuickStart(t *testing.T, serve quickStep, steps []quickStep) []string {
+// startDemo runs serve (make demo) with env until it serves, and returns
+// what it printed so far and how to stop it; the test stops it at the end
+// if the caller did not.
+func startDemo(t *testing.T, serve string, env []string) (logged func() string, stop func()) {
 	t.Helper()
-	// A demo directory of the test's own (the Makefile's DEMO_DIR), so
-	// that a demo the developer runs in the checkout is left alone.
-	env := append(os.Environ(), "DEMO_DIR="+t.TempDir())
-	demo := exec.Command("bash", "-c", serve.command)
+	demo := exec.Command("bash", "-c", serve)
 	demo.Dir, demo.Env = "..", env
 	// make and the sunset it starts are stopped together.
 	demo.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -179,13 +209,13 @@ func runQuickStart(t *testing.T, serve quickStep, steps []quickStep) []string {
 			}
 		}
 	}()
-	logged := func() string {
+	logged = func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return output.String()
 	}
 	stopped := false
-	stop := func() {
+	stop = func() {
 		if stopped {
 			return
 		}
@@ -198,15 +228,26 @@ func runQuickStart(t *testing.T, serve quickStep, steps []quickStep) []string {
 			<-exited
 		}
 	}
-	defer stop()
+	t.Cleanup(stop)
 	select {
 	case <-serving:
 	case err := <-exited:
 		stopped = true
-		t.Fatalf("%s exited before serving: %v\n%s", serve.command, err, logged())
+		t.Fatalf("%s exited before serving: %v\n%s", serve, err, logged())
 	case <-time.After(10 * time.Minute):
-		t.Fatalf("%s did not serve within 10 minutes (it builds bin/sunset first):\n%s", serve.command, logged())
+		t.Fatalf("%s did not serve within 10 minutes (it builds bin/sunset first):\n%s", serve, logged())
 	}
+	return logged, stop
+}
+
+// runQuickStart runs serve (make demo) until the steps have run, and
+// returns how their output differs from the README's.
+func runQuickStart(t *testing.T, serve quickStep, steps []quickStep) []string {
+	t.Helper()
+	// A demo directory of the test's own (the Makefile's DEMO_DIR), so
+	// that a demo the developer runs in the checkout is left alone.
+	env := append(os.Environ(), "DEMO_DIR="+t.TempDir())
+	logged, stop := startDemo(t, serve.command, env)
 	// What make demo printed before serving: the shift and the replays.
 	require.Regexp(t, `(?m)^Shifted every timestamp \d+h later, so the newest event \(2026-11-21 19:20:50 UTC\) falls in the current hour\.\n`+
 		`Replayed 1393 events from 1 input in [0-9.]+[µm]?s: 66 counted, 0 duplicates,`, logged())
