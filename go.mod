@@ -35,6 +35,7 @@ require (
 	k8s.io/cli-runtime v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/klog/v2 v2.140.0
+	sigs.k8s.io/cluster-api/api v1.14.2
 	sigs.k8s.io/yaml v1.6.0
 )
 
