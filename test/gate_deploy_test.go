@@ -8,6 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/gate"
+	"github.com/kube-sunset/sunset/gate/admit"
+	"github.com/kube-sunset/sunset/gate/capihook"
 )
 
 const gateOverlay = "kubernetes/overlays/gate"
@@ -20,15 +24,30 @@ type gateKind struct {
 	path                  []string
 }
 
-// builtinGateKinds are the seven kinds of the gate's contract.
-var builtinGateKinds = []gateKind{
-	{"cluster.x-k8s.io", "clusters", "Cluster", []string{"spec", "topology", "version"}},
-	{"controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "KubeadmControlPlane", []string{"spec", "version"}},
-	{"eks.services.k8s.aws", "clusters", "Cluster", []string{"spec", "version"}},
-	{"containerservice.azure.com", "managedclusters", "ManagedCluster", []string{"spec", "kubernetesVersion"}},
-	{"container.cnrm.cloud.google.com", "containerclusters", "ContainerCluster", []string{"spec", "minMasterVersion"}},
-	{"eks.aws.upbound.io", "clusters", "Cluster", []string{"spec", "forProvider", "version"}},
-	{"provisioning.cattle.io", "clusters", "Cluster", []string{"spec", "kubernetesVersion"}},
+// gateResources are the resources of the gate's built-in kinds, which
+// the webhook's rules name.
+var gateResources = map[[2]string]string{
+	{"cluster.x-k8s.io", "Cluster"}:                          "clusters",
+	{"controlplane.cluster.x-k8s.io", "KubeadmControlPlane"}: "kubeadmcontrolplanes",
+	{"eks.services.k8s.aws", "Cluster"}:                      "clusters",
+	{"containerservice.azure.com", "ManagedCluster"}:         "managedclusters",
+	{"container.cnrm.cloud.google.com", "ContainerCluster"}:  "containerclusters",
+	{"eks.aws.upbound.io", "Cluster"}:                        "clusters",
+	{"provisioning.cattle.io", "Cluster"}:                    "clusters",
+}
+
+// builtinGateKinds are the gate's built-in kinds, from its code, each with
+// its resource.
+func builtinGateKinds(t *testing.T) []gateKind {
+	t.Helper()
+	var out []gateKind
+	for _, k := range gate.BuiltinKinds() {
+		resource, ok := gateResources[[2]string{k.Group, k.Kind}]
+		require.True(t, ok, "the resource of %s.%s", k.Kind, k.Group)
+		out = append(out, gateKind{k.Group, resource, k.Kind, strings.Split(k.Path, ".")})
+	}
+	require.Len(t, out, len(gateResources), "every kind here is built in")
+	return out
 }
 
 // extensionConfig is the part of Cluster API's ExtensionConfig
@@ -104,7 +123,7 @@ func requireGateObjects(t *testing.T, r *rendered, failurePolicy admissionregist
 	// nothing else: one rule per group, so that no group's resource
 	// name matches another group's kind.
 	var want []admissionregistrationv1.RuleWithOperations
-	for _, k := range builtinGateKinds {
+	for _, k := range builtinGateKinds(t) {
 		want = append(want, admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{k.group}, APIVersions: []string{"*"}, Resources: []string{k.resource}},
@@ -118,13 +137,13 @@ func requireGateObjects(t *testing.T, r *rendered, failurePolicy admissionregist
 	svc := w.ClientConfig.Service
 	require.Len(t, r.svc.Spec.Ports, 1, dir)
 	require.Equal(t, admissionregistrationv1.ServiceReference{Name: r.svc.Name, Namespace: r.svc.Namespace,
-		Path: ptrTo("/gate/admit"), Port: ptrTo(r.svc.Spec.Ports[0].Port)}, *svc, dir)
+		Path: ptrTo(admit.Path), Port: ptrTo(r.svc.Spec.Ports[0].Port)}, *svc, dir)
 	require.Equal(t, "runtime.cluster.x-k8s.io/v1beta2", ext.APIVersion, dir)
 	require.Equal(t, "sunset-gate", ext.Metadata.Name, dir)
 	require.NotNil(t, ext.Spec.ClientConfig.Service, dir)
 	require.Empty(t, ext.Spec.ClientConfig.URL, dir)
 	es := ext.Spec.ClientConfig.Service
-	require.Equal(t, []any{r.svc.Name, r.svc.Namespace, "/gate/capi", r.svc.Spec.Ports[0].Port},
+	require.Equal(t, []any{r.svc.Name, r.svc.Namespace, capihook.Prefix, r.svc.Spec.Ports[0].Port},
 		[]any{es.Name, es.Namespace, es.Path, es.Port}, dir)
 
 	// Both trust the CA Sunset publishes, as the APIService does: no
