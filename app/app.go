@@ -330,6 +330,11 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 		}
 	}
 	top.Handle("/", reads)
+	if cfg.Gate.Enabled {
+		if err := a.mountGate(top, reg, opts.Now); err != nil {
+			return nil, err
+		}
+	}
 	// The page holds no data: it asks the API, with the reader's token
 	// where reads need one, so it is served to anyone.
 	page := web.New()

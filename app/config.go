@@ -97,6 +97,7 @@ type Config struct {
 	FieldRules []fieldrule.Rule         `mapstructure:"field-rules" help:"Deprecated-field rules beside the built-in one: name, group, version, resource, optional subresource, verbs, field, deprecatedIn, removedIn, message. See counting.md#deprecated-fields."`
 	Admission  AdmissionConfig          `mapstructure:"admission"`
 	Scan       ScanConfig               `mapstructure:"scan"`
+	Gate       GateConfig               `mapstructure:"gate"`
 
 	// serviceAccountTokenFile is where a pod's service-account token is
 	// looked for; empty means access.DefaultServiceAccountTokenFile. Not a
@@ -223,6 +224,7 @@ func DefaultConfig() Config {
 		AuthorizationResetGroups:      []string{access.DefaultResetGroup},
 		AuthorizationAlwaysAllowPaths: slices.Clone(access.DefaultAlwaysAllowPaths),
 		Admission:                     defaultAdmission(),
+		Gate:                          defaultGate(),
 	}
 }
 
@@ -300,6 +302,7 @@ func (c Config) Validate() error {
 		bad("tls-client-ca-file", "needs tls-cert-file and tls-key-file: client certificates only exist over TLS")
 	}
 	c.validateCertDir(bad)
+	c.validateGate(bad)
 	if c.Scan.Interval != 0 && c.Scan.Interval < time.Minute {
 		bad("scan.interval", "%s is shorter than 1m; a cluster scan lists every Helm release record", c.Scan.Interval)
 	}

@@ -136,6 +136,10 @@ func formatDefault(v reflect.Value) string {
 		return v.String()
 	case reflect.Struct:
 		return "" // a list entry's fields are described by its key's help
+	case reflect.Map:
+		if v.Len() == 0 {
+			return ""
+		}
 	}
 	panic(fmt.Sprintf("app: config keys of kind %s have no format", v.Kind()))
 }
@@ -237,6 +241,8 @@ var keyGroups = []keyGroup{
 		[]string{"admission"}},
 	{"Cluster scan", "The scan of the cluster Sunset runs in. See [Scanning](scanning.md#in-the-server).",
 		[]string{"scan"}},
+	{"Upgrade gate", "The admission webhook and Cluster API runtime extension that refuse an upgrade while APIs it removes are called. See [The upgrade gate](gate.md).",
+		[]string{"gate"}},
 }
 
 // topLevel is the top-level key a key belongs to: kafka for kafka.tls.ca-file,

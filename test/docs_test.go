@@ -43,6 +43,8 @@ var notSunsets = map[string]bool{
 	// A config key, not the package scan's: the chart's values (scan.enabled,
 	// scan.schedule) share its prefix, so scan.* is not a key pattern.
 	"scan.configMap": true,
+	// Config keys too; the chart's values (gate.failurePolicy) share gate.
+	"gate.staleAfter": true, "gate.whenUnknown": true, "gate.cleanFor": true, "gate.retryAfter": true,
 }
 
 // Every function, method, type, field, constant and variable that
