@@ -264,9 +264,9 @@ func TestKinds(t *testing.T) {
 		kind Kind
 		err  string
 	}{
-		{Kind{Group: "g", Path: "spec.version"}, "gate.kinds[0]: kind is empty: name the kind, such as Cluster"},
-		{Kind{Group: "g", Kind: "K"}, "gate.kinds[0]: K: path is empty: name the version field, such as spec.version"},
-		{Kind{Group: "g", Kind: "K", Path: "spec..version"}, `gate.kinds[0]: K: path "spec..version" has an empty field: write it in dots, such as spec.version`},
+		{Kind{Group: "g", Path: "spec.version"}, "entry 0: kind is empty: name the kind, such as Cluster"},
+		{Kind{Group: "g", Kind: "K"}, "entry 0: K: path is empty: name the version field, such as spec.version"},
+		{Kind{Group: "g", Kind: "K", Path: "spec..version"}, `entry 0: K: path "spec..version" has an empty field: write it in dots, such as spec.version`},
 	} {
 		_, err := NewKinds([]Kind{tc.kind})
 		require.EqualError(t, err, tc.err)

@@ -69,7 +69,7 @@ func NewKinds(extra []Kind) (*Kinds, error) {
 	}
 	for i, e := range extra {
 		if err := e.Validate(); err != nil {
-			return nil, fmt.Errorf("gate.kinds[%d]: %w", i, err)
+			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
 		k.paths[groupKind{e.Group, e.Kind}] = e.Path
 	}
