@@ -59,7 +59,7 @@ func TestNoRuleNamesAKubernetesVersion(t *testing.T) {
 	for _, e := range exprs {
 		require.False(t, version.MatchString(e), "a rule names a Kubernetes version: %s", e)
 	}
-	require.Len(t, exprs, 16)
+	require.Len(t, exprs, 17)
 }
 
 // ruleExprs returns the expression of every rule in the rules file.
@@ -158,7 +158,8 @@ func ruleAndDashboardExprs(t *testing.T) []string {
 }
 
 // Every metric the rules and the dashboard query exists in a live scrape of
-// a Sunset fed through the webhook and Kafka, with a GKE source beside.
+// a Sunset fed through the webhook and Kafka, with a GKE source beside and
+// the upgrade gate on.
 func TestEveryQueriedMetricExists(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "audit-metrics", 1)
@@ -168,6 +169,8 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 	cfg.Clusters = map[string]app.ClusterConfig{"default": {Version: "1.36"}}
 	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
 	cfg.Ingest.GKE = []gke.Config{{Cluster: "gke-prod", Subscription: ps.Subscription}}
+	// The gate's counters exist from its start, for SunsetGateFailing.
+	cfg.Gate.Enabled = true
 	srv := testserver.Start(t, cfg, app.Options{Logger: testserver.Logger(t)})
 	url := srv.URL
 
