@@ -1,0 +1,224 @@
+// Package convert rewrites a Kubernetes object from a deprecated or removed
+// API to its replacement, and refuses wherever the rewrite would not be
+// lossless. One table, derived from the catalog, holds a Conversion for
+// every catalog entry: either only apiVersion changes ("same fields"), or a
+// named field conversion, or a refusal with the reason a person has to
+// decide. The table's target is the catalog's replacement, so what a scan
+// names as the replacement and what a fix writes never disagree.
+//
+// The facts behind each named conversion and refusal are the upstream
+// Kubernetes deprecated API migration guide's; the same-fields entries are
+// checked against the Go types of k8s.io/api where both versions still
+// exist. Objects are unstructured (map[string]any, as sigs.k8s.io/yaml and
+// encoding/json decode them); the package reads and writes no files and
+// talks to no cluster.
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/kube-sunset/sunset/catalog"
+)
+
+// GVK names an API kind by group, version and kind; the core group is "".
+type GVK struct {
+	Group, Version, Kind string
+}
+
+// APIVersion is "group/version", or "version" for the core group.
+func (g GVK) APIVersion() string { return catalog.GroupVersion(g.Group, g.Version) }
+
+// String is "apiVersion Kind", the way the scan names a replacement.
+func (g GVK) String() string { return g.APIVersion() + " " + g.Kind }
+
+// Method says how an object is moved to its replacement.
+type Method string
+
+// Methods of a Conversion.
+const (
+	// SameFields means only apiVersion (and kind) change.
+	SameFields Method = "same-fields"
+	// Fields means named fields move, are renamed or get the value the
+	// old API defaulted, so that the object means the same.
+	Fields Method = "fields"
+	// Refused means no rewrite keeps the object's meaning; Reason says
+	// what a person has to decide.
+	Refused Method = "refused"
+)
+
+// Conversion is how one deprecated API is moved to its replacement.
+type Conversion struct {
+	From GVK
+	// To is the replacement; zero when there is none.
+	To     GVK
+	Method Method
+	// Reason says which fields change (Fields) or why the object cannot
+	// be converted (Refused); empty for SameFields.
+	Reason string
+	// apply rewrites the fields of a copy of the object; nil for
+	// SameFields and Refused. It returns a *RefusedError when this object
+	// cannot be converted without loss.
+	apply func(obj map[string]any) error
+}
+
+// HasReplacement reports whether the conversion names an API to move to.
+func (c Conversion) HasReplacement() bool { return c.To != GVK{} }
+
+// RefusedError says why an object was not converted.
+type RefusedError struct {
+	From   GVK
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("convert: %s not converted: %s", e.From, e.Reason)
+}
+
+// ErrNotDeprecated is returned for an object whose API the table has no
+// conversion for: it is not deprecated, or the catalog does not know it.
+var ErrNotDeprecated = errors.New("convert: the API is not in the catalog as deprecated or removed")
+
+// Table holds a Conversion for every entry of a catalog. It is immutable
+// and safe for concurrent use.
+type Table struct {
+	byFrom map[GVK]Conversion
+}
+
+// New builds the table for cat's entries. Built-in entries get the named
+// conversion or refusal the migration guide calls for, else same fields;
+// an entry added by configuration (catalog.extra) with a replacement gets
+// a refusal, since nothing is known about its fields.
+func New(cat *catalog.Catalog) *Table {
+	t := &Table{byFrom: map[GVK]Conversion{}}
+	// Builtin cannot fail once cat was built from it.
+	builtin, _ := catalog.Builtin()
+	for _, e := range cat.Entries() {
+		from := GVK{e.Group, e.Version, e.Kind}
+		c := Conversion{From: from}
+		if r := e.Replacement; r != nil {
+			c.To = GVK{r.Group, r.Version, r.Kind}
+		}
+		switch rule, ok := rules[from]; {
+		case !c.HasReplacement():
+			c.Method, c.Reason = Refused, "the catalog names no replacement API"
+			if ok && rule.Method == Refused {
+				c.Reason = rule.Reason
+			}
+		case !slices.ContainsFunc(builtin, func(b catalog.Entry) bool { return sameEntry(b, e) }):
+			c.Method, c.Reason = Refused, "the API comes from configuration, whose fields Sunset does not know"
+		case ok && rule.Method == Refused:
+			c.Method, c.Reason = Refused, rule.Reason
+		case ok && rule.To == c.To:
+			c.Method, c.Reason, c.apply = rule.Method, rule.Reason, rule.apply
+		default:
+			c.Method = SameFields
+		}
+		t.byFrom[from] = c
+	}
+	return t
+}
+
+// sameEntry reports whether e is the built-in entry b, not one that
+// configuration added or changed.
+func sameEntry(b, e catalog.Entry) bool {
+	return b.Group == e.Group && b.Version == e.Version && b.Kind == e.Kind && b.Source == e.Source &&
+		(b.Replacement == nil) == (e.Replacement == nil) && (b.Replacement == nil || *b.Replacement == *e.Replacement)
+}
+
+// Lookup returns the conversion for an API by apiVersion's group and
+// version and kind.
+func (t *Table) Lookup(group, version, kind string) (Conversion, bool) {
+	c, ok := t.byFrom[GVK{group, version, kind}]
+	return c, ok
+}
+
+// Conversions returns every conversion, ordered by From.
+func (t *Table) Conversions() []Conversion {
+	keys := slices.SortedFunc(maps.Keys(t.byFrom), func(a, b GVK) int {
+		return cmpStrings(a.Group, b.Group, a.Version, b.Version, a.Kind, b.Kind)
+	})
+	out := make([]Conversion, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, t.byFrom[k])
+	}
+	return out
+}
+
+func cmpStrings(pairs ...string) int {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		switch {
+		case pairs[i] < pairs[i+1]:
+			return -1
+		case pairs[i] > pairs[i+1]:
+			return 1
+		}
+	}
+	return 0
+}
+
+// Convert returns obj moved to its replacement API, as a new object; obj
+// is not changed. It returns ErrNotDeprecated for an API the table does
+// not have, and a *RefusedError when this object cannot be moved without
+// changing what it means.
+func (t *Table) Convert(obj map[string]any) (map[string]any, error) {
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	if apiVersion == "" || kind == "" {
+		return nil, errors.New("convert: the object has no apiVersion or kind")
+	}
+	group, version := splitAPIVersion(apiVersion)
+	c, ok := t.Lookup(group, version, kind)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s", ErrNotDeprecated, apiVersion, kind)
+	}
+	if c.Method == Refused {
+		return nil, &RefusedError{From: c.From, Reason: c.Reason}
+	}
+	out := deepCopy(obj)
+	if c.apply != nil {
+		if err := c.apply(out); err != nil {
+			var refused *RefusedError
+			if errors.As(err, &refused) {
+				refused.From = c.From
+			}
+			return nil, err
+		}
+	}
+	out["apiVersion"], out["kind"] = c.To.APIVersion(), c.To.Kind
+	return out, nil
+}
+
+func splitAPIVersion(apiVersion string) (group, version string) {
+	for i := range len(apiVersion) {
+		if apiVersion[i] == '/' {
+			return apiVersion[:i], apiVersion[i+1:]
+		}
+	}
+	return "", apiVersion
+}
+
+// deepCopy copies the maps and slices of a decoded object; scalars are
+// immutable and shared.
+func deepCopy[T any](v T) T {
+	var out any
+	switch x := any(v).(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		out = m
+	case []any:
+		s := make([]any, len(x))
+		for i, e := range x {
+			s[i] = deepCopy(e)
+		}
+		out = s
+	default:
+		return v
+	}
+	return out.(T)
+}

@@ -1,0 +1,314 @@
+package convert
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/catalog"
+)
+
+func builtinTable(t *testing.T) *Table {
+	t.Helper()
+	cat, err := catalog.New(nil)
+	require.NoError(t, err)
+	return New(cat)
+}
+
+// sameFields are the built-in APIs whose replacement takes the object as
+// it is, with the replacement's apiVersion written out.
+var sameFields = []struct{ apiVersion, kind, to string }{
+	{"admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicy", "admissionregistration.k8s.io/v1"},
+	{"admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicyBinding", "admissionregistration.k8s.io/v1"},
+	{"apiregistration.k8s.io/v1beta1", "APIService", "apiregistration.k8s.io/v1"},
+	{"apps/v1beta1", "ControllerRevision", "apps/v1"},
+	{"apps/v1beta2", "ControllerRevision", "apps/v1"},
+	{"authentication.k8s.io/v1beta1", "TokenReview", "authentication.k8s.io/v1"},
+	{"authorization.k8s.io/v1beta1", "SelfSubjectAccessReview", "authorization.k8s.io/v1"},
+	{"authorization.k8s.io/v1beta1", "SelfSubjectRulesReview", "authorization.k8s.io/v1"},
+	{"autoscaling/v2beta2", "HorizontalPodAutoscaler", "autoscaling/v2"},
+	{"batch/v1beta1", "CronJob", "batch/v1"},
+	{"certificates.k8s.io/v1beta1", "ClusterTrustBundle", "certificates.k8s.io/v1"},
+	{"coordination.k8s.io/v1beta1", "Lease", "coordination.k8s.io/v1"},
+	{"extensions/v1beta1", "NetworkPolicy", "networking.k8s.io/v1"},
+	{"flowcontrol.apiserver.k8s.io/v1alpha1", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1beta3"},
+	{"flowcontrol.apiserver.k8s.io/v1beta1", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1beta3"},
+	{"flowcontrol.apiserver.k8s.io/v1beta2", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1beta3"},
+	{"flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1"},
+	{"networking.k8s.io/v1beta1", "IngressClass", "networking.k8s.io/v1"},
+	{"rbac.authorization.k8s.io/v1beta1", "ClusterRoleBinding", "rbac.authorization.k8s.io/v1"},
+	{"rbac.authorization.k8s.io/v1beta1", "ClusterRole", "rbac.authorization.k8s.io/v1"},
+	{"rbac.authorization.k8s.io/v1beta1", "RoleBinding", "rbac.authorization.k8s.io/v1"},
+	{"rbac.authorization.k8s.io/v1beta1", "Role", "rbac.authorization.k8s.io/v1"},
+	{"scheduling.k8s.io/v1beta1", "PriorityClass", "scheduling.k8s.io/v1"},
+	{"storage.k8s.io/v1alpha1", "CSIStorageCapacity", "storage.k8s.io/v1beta1"},
+	{"storage.k8s.io/v1alpha1", "VolumeAttachment", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1alpha1", "VolumeAttributesClass", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1beta1", "CSIDriver", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1beta1", "CSINode", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1beta1", "CSIStorageCapacity", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1beta1", "StorageClass", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1beta1", "VolumeAttachment", "storage.k8s.io/v1"},
+	{"storage.k8s.io/v1beta1", "VolumeAttributesClass", "storage.k8s.io/v1"},
+	{"storagemigration.k8s.io/v1beta1", "StorageVersionMigration", "storagemigration.k8s.io/v1"},
+}
+
+// noReplacement are the built-in APIs the catalog names no replacement for.
+var noReplacement = []struct{ apiVersion, kind string }{
+	{"v1", "ComponentStatus"},
+	{"admissionregistration.k8s.io/v1alpha1", "MutatingAdmissionPolicy"},
+	{"admissionregistration.k8s.io/v1alpha1", "MutatingAdmissionPolicyBinding"},
+	{"admissionregistration.k8s.io/v1alpha1", "ValidatingAdmissionPolicy"},
+	{"admissionregistration.k8s.io/v1alpha1", "ValidatingAdmissionPolicyBinding"},
+	{"admissionregistration.k8s.io/v1beta1", "ValidatingAdmissionPolicy"},
+	{"admissionregistration.k8s.io/v1beta1", "ValidatingAdmissionPolicyBinding"},
+	{"authentication.k8s.io/v1alpha1", "SelfSubjectReview"},
+	{"authentication.k8s.io/v1beta1", "SelfSubjectReview"},
+	{"certificates.k8s.io/v1alpha1", "ClusterTrustBundle"},
+	{"coordination.k8s.io/v1alpha1", "LeaseCandidate"},
+	{"coordination.k8s.io/v1alpha2", "LeaseCandidate"},
+	{"coordination.k8s.io/v1beta1", "LeaseCandidate"},
+	{"events.k8s.io/v1beta1", "Event"},
+	{"lifecycle.k8s.io/v1alpha1", "EvictionRequest"},
+	{"networking.k8s.io/v1alpha1", "ClusterCIDR"},
+	{"networking.k8s.io/v1alpha1", "IPAddress"},
+	{"networking.k8s.io/v1alpha1", "ServiceCIDR"},
+	{"networking.k8s.io/v1beta1", "IPAddress"},
+	{"networking.k8s.io/v1beta1", "ServiceCIDR"},
+	{"node.k8s.io/v1beta1", "RuntimeClass"},
+	{"resource.k8s.io/v1alpha3", "DeviceTaintRule"},
+	{"resource.k8s.io/v1alpha3", "ResourcePoolStatusRequest"},
+	{"resource.k8s.io/v1beta1", "DeviceClass"},
+	{"resource.k8s.io/v1beta1", "ResourceClaim"},
+	{"resource.k8s.io/v1beta1", "ResourceClaimTemplate"},
+	{"resource.k8s.io/v1beta1", "ResourceSlice"},
+	{"resource.k8s.io/v1beta2", "DeviceClass"},
+	{"resource.k8s.io/v1beta2", "DeviceTaintRule"},
+	{"resource.k8s.io/v1beta2", "ResourceClaim"},
+	{"resource.k8s.io/v1beta2", "ResourceClaimTemplate"},
+	{"resource.k8s.io/v1beta2", "ResourceSlice"},
+	{"scheduling.k8s.io/v1beta1", "PodGroup"},
+	{"scheduling.k8s.io/v1beta1", "Workload"},
+	{"storagemigration.k8s.io/v1alpha1", "StorageVersionMigration"}}
+
+func TestSameFields(t *testing.T) {
+	table := builtinTable(t)
+	for _, c := range sameFields {
+		t.Run(c.apiVersion+" "+c.kind, func(t *testing.T) {
+			in := map[string]any{
+				"apiVersion": c.apiVersion, "kind": c.kind,
+				"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "b"}},
+				"spec":     map[string]any{"list": []any{"one", map[string]any{"two": 2.0}}},
+			}
+			out, err := table.Convert(in)
+			require.NoError(t, err)
+			require.Equal(t, map[string]any{
+				"apiVersion": c.to, "kind": c.kind,
+				"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "b"}},
+				"spec":     map[string]any{"list": []any{"one", map[string]any{"two": 2.0}}},
+			}, out)
+			require.Equal(t, c.apiVersion, in["apiVersion"], "the input is left as it was")
+		})
+	}
+}
+
+func TestNoReplacement(t *testing.T) {
+	table := builtinTable(t)
+	for _, c := range noReplacement {
+		t.Run(c.apiVersion+" "+c.kind, func(t *testing.T) {
+			_, err := table.Convert(map[string]any{"apiVersion": c.apiVersion, "kind": c.kind})
+			var refused *RefusedError
+			require.ErrorAs(t, err, &refused)
+			require.Equal(t, "the catalog names no replacement API", refused.Reason)
+		})
+	}
+}
+
+type fieldCase struct {
+	Name    string         `json:"name"`
+	In      map[string]any `json:"in"`
+	Out     map[string]any `json:"out"`
+	Refused string         `json:"refused"`
+}
+
+func readFieldCases(t *testing.T) []fieldCase {
+	t.Helper()
+	b, err := os.ReadFile("testdata/fields.yaml")
+	require.NoError(t, err)
+	var cases []fieldCase
+	require.NoError(t, yaml.UnmarshalStrict(b, &cases))
+	return cases
+}
+
+func TestFieldConversions(t *testing.T) {
+	table := builtinTable(t)
+	for _, c := range readFieldCases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			before, err := json.Marshal(c.In)
+			require.NoError(t, err)
+			out, err := table.Convert(c.In)
+			after, _ := json.Marshal(c.In)
+			require.JSONEq(t, string(before), string(after), "the input is left as it was")
+			if c.Refused != "" {
+				var refused *RefusedError
+				require.ErrorAs(t, err, &refused)
+				require.Equal(t, c.Refused, refused.Reason)
+				require.Equal(t, c.In["apiVersion"], refused.From.APIVersion())
+				return
+			}
+			require.NoError(t, err)
+			got, err := json.Marshal(out)
+			require.NoError(t, err)
+			want, err := json.Marshal(c.Out)
+			require.NoError(t, err)
+			require.JSONEq(t, string(want), string(got))
+		})
+	}
+}
+
+// TestEveryEntryIsCovered checks that the three lists above and the cases
+// in testdata/fields.yaml name every built-in catalog entry once, and that
+// each list holds the method the table chose.
+func TestEveryEntryIsCovered(t *testing.T) {
+	table := builtinTable(t)
+	seen := map[GVK]string{}
+	mark := func(apiVersion, kind, where string) {
+		g, v := splitAPIVersion(apiVersion)
+		k := GVK{g, v, kind}
+		if old, ok := seen[k]; ok && old != where {
+			t.Errorf("%s is in both %s and %s", k, old, where)
+		}
+		seen[k] = where
+	}
+	for _, c := range sameFields {
+		mark(c.apiVersion, c.kind, "sameFields")
+	}
+	for _, c := range noReplacement {
+		mark(c.apiVersion, c.kind, "noReplacement")
+	}
+	for _, c := range readFieldCases(t) {
+		mark(c.In["apiVersion"].(string), c.In["kind"].(string), "fields.yaml")
+	}
+	conversions := table.Conversions()
+	require.Len(t, conversions, 96)
+	require.Len(t, seen, len(conversions))
+	counts := map[Method]int{}
+	for _, c := range conversions {
+		counts[c.Method]++
+		where, ok := seen[c.From]
+		require.True(t, ok, "%s has no test", c.From)
+		switch c.Method {
+		case SameFields:
+			require.Equal(t, "sameFields", where, c.From.String())
+		case Refused:
+			if !c.HasReplacement() && c.Reason == "the catalog names no replacement API" {
+				require.Equal(t, "noReplacement", where, c.From.String())
+			} else {
+				require.Equal(t, "fields.yaml", where, c.From.String())
+			}
+		case Fields:
+			require.Equal(t, "fields.yaml", where, c.From.String())
+		}
+	}
+	require.Equal(t, map[Method]int{SameFields: 33, Fields: 24, Refused: 39}, counts)
+}
+
+// TestSameFieldsMatchTheGoTypes checks the same-fields entries against
+// k8s.io/api: where both versions' Go types are still in client-go's
+// scheme, their JSON shapes (field names and types, recursively) must be
+// the same.
+func TestSameFieldsMatchTheGoTypes(t *testing.T) {
+	checked := 0
+	for _, c := range sameFields {
+		from, okFrom := goType(c.apiVersion, c.kind)
+		to, okTo := goType(c.to, c.kind)
+		if !okFrom || !okTo {
+			continue
+		}
+		checked++
+		if a, b := jsonShape(from, 0), jsonShape(to, 0); a != b {
+			t.Errorf("%s %s and %s %s differ:\n%s\n%s", c.apiVersion, c.kind, c.to, c.kind, a, b)
+		}
+	}
+	// autoscaling/v2beta2, flowcontrol v1alpha1 and apiregistration.k8s.io are
+	// not in the scheme; the migration guide is the word on those.
+	require.Equal(t, 30, checked)
+}
+
+func goType(apiVersion, kind string) (reflect.Type, bool) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, false
+	}
+	obj, err := scheme.Scheme.New(gv.WithKind(kind))
+	if err != nil {
+		return nil, false
+	}
+	return reflect.TypeOf(obj).Elem(), true
+}
+
+// jsonShape describes a type as its JSON encoding sees it. Types outside
+// k8s.io/api (ObjectMeta, Quantity, Time, IntOrString) are leaves named by
+// their package and name.
+func jsonShape(t reflect.Type, depth int) string {
+	if depth > 20 {
+		return "…"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonShape(t.Elem(), depth+1)
+	case reflect.Slice:
+		return "[]" + jsonShape(t.Elem(), depth+1)
+	case reflect.Map:
+		return "map[" + t.Key().Kind().String() + "]" + jsonShape(t.Elem(), depth+1)
+	case reflect.Struct:
+		if !strings.HasPrefix(t.PkgPath(), "k8s.io/api/") {
+			return t.PkgPath() + "." + t.Name()
+		}
+		var fields []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" || f.Type.Name() == "TypeMeta" {
+				continue
+			}
+			fields = append(fields, name+":"+jsonShape(f.Type, depth+1))
+		}
+		return "{" + strings.Join(fields, " ") + "}"
+	}
+	return t.Kind().String()
+}
+
+func TestConfiguredEntriesAreRefused(t *testing.T) {
+	cat, err := catalog.New([]catalog.Entry{
+		{Group: "example.com", Version: "v1alpha1", Resource: "widgets", Kind: "Widget", DeprecatedIn: "1.30",
+			Replacement: &catalog.Ref{Group: "example.com", Version: "v1", Kind: "Widget", Resource: "widgets"}},
+		{Group: "batch", Version: "v1beta1", Resource: "cronjobs", Kind: "CronJob", DeprecatedIn: "1.21", RemovedIn: "1.25",
+			Replacement: &catalog.Ref{Group: "batch", Version: "v2", Kind: "CronJob", Resource: "cronjobs"}},
+	})
+	require.NoError(t, err)
+	table := New(cat)
+	for _, apiVersion := range []string{"example.com/v1alpha1", "batch/v1beta1"} {
+		kind := map[string]string{"example.com/v1alpha1": "Widget", "batch/v1beta1": "CronJob"}[apiVersion]
+		_, err := table.Convert(map[string]any{"apiVersion": apiVersion, "kind": kind})
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused, apiVersion)
+		require.Equal(t, "the API comes from configuration, whose fields Sunset does not know", refused.Reason)
+	}
+	c, ok := table.Lookup("batch", "v1beta1", "CronJob")
+	require.True(t, ok)
+	require.Equal(t, "batch/v2 CronJob", c.To.String())
+
+	_, err = table.Convert(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"})
+	require.ErrorIs(t, err, ErrNotDeprecated)
+	require.EqualError(t, err, "convert: the API is not in the catalog as deprecated or removed: apps/v1 Deployment")
+	_, err = table.Convert(map[string]any{"kind": "Deployment"})
+	require.EqualError(t, err, "convert: the object has no apiVersion or kind")
+}
