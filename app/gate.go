@@ -84,6 +84,7 @@ func (a *App) mountGate(top *http.ServeMux, reg prometheus.Registerer, now func(
 		WhenUnknown: gate.WhenUnknown(cfg.WhenUnknown),
 		Since:       cfg.Since,
 		CleanFor:    cfg.CleanFor,
+		Recorder:    overrideStore{a.store},
 		Logger:      a.log,
 		Registerer:  reg,
 		Now:         now,
@@ -127,4 +128,13 @@ func (h heardClusters) Heard(cluster string) (gate.Hearing, error) {
 		return gate.Hearing{}, nil
 	}
 	return gate.Hearing{Known: true, LastHeard: r.LastHeard, ReadsMissing: slices.Contains(h.agg.ClustersWithoutReads(), cluster)}, nil
+}
+
+// overrideStore keeps the gate's overrides in the store, for the
+// retention period.
+type overrideStore struct{ store *store.Store }
+
+func (s overrideStore) RecordOverride(o gate.OverrideRecord) error {
+	return s.store.SaveGateOverride(store.GateOverride{Time: o.Time, Cluster: o.Cluster, Source: string(o.Source), Kind: o.Kind,
+		Namespace: o.Meta.Namespace, Name: o.Meta.Name, User: o.User, Reason: o.Reason, From: o.From.String(), To: o.To.String()})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/gate"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // gateConfig is testConfig with the gate on.
@@ -275,6 +276,16 @@ func TestGateOverride(t *testing.T) {
 	lines.wait("upgrade allowed by override")
 	require.Equal(t, 1.0, gateReviews(t, s, "admission", "overridden"))
 	require.Equal(t, 0.0, gateReviews(t, s, "admission", "refused"))
+
+	// Kept in the store.
+	s.stop()
+	st, err := store.Open(store.Options{Dir: s.cfg.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: func() time.Time { return testNow }})
+	require.NoError(t, err)
+	defer st.Close()
+	kept, err := st.GateOverrides("default", testNow.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, []store.GateOverride{{Time: testNow, Cluster: "default", Source: "admission", Kind: "KubeadmControlPlane", Namespace: "fleet", Name: "default",
+		User: "alice@example.com", Reason: "INC-4711: carol's job moves to v1 next week", From: "1.36.3", To: "1.37.0"}}, kept)
 }
 
 // A body too large or not an AdmissionReview gets an AdmissionReview

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -84,6 +85,24 @@ type Listener interface {
 	Heard(cluster string) (Hearing, error)
 }
 
+// OverrideRecord is an upgrade let through by override, as kept.
+type OverrideRecord struct {
+	Time    time.Time
+	Source  Source
+	Cluster string
+	Kind    string
+	Meta    Meta
+	User    string
+	Reason  string
+	From    kubeversion.Version
+	To      kubeversion.Version
+}
+
+// Recorder keeps overrides, for upgradechecks to show.
+type Recorder interface {
+	RecordOverride(OverrideRecord) error
+}
+
 // Options configure a Gate. Checker and Listener are required.
 type Options struct {
 	Checker  Checker
@@ -96,7 +115,9 @@ type Options struct {
 	// Since is the verdict's window; 0 means 24h.
 	Since time.Duration
 	// CleanFor is the verdict's CleanFor.
-	CleanFor   time.Duration
+	CleanFor time.Duration
+	// Recorder, if set, keeps each override.
+	Recorder   Recorder
 	Logger     zerolog.Logger
 	Registerer prometheus.Registerer
 	// Now is the clock; nil means time.Now.
@@ -255,6 +276,15 @@ func (g *Gate) decide(r Request) (Decision, error) {
 // overridden lets a refused change through, logged with who asked and
 // why.
 func (g *Gate) overridden(r Request, d Decision, reason string) Decision {
+	reason, r.User = truncate(reason, maxReasonBytes), truncate(r.User, maxUserBytes)
+	if g.opts.Recorder != nil {
+		err := g.opts.Recorder.RecordOverride(OverrideRecord{Time: g.opts.Now(), Source: r.Source, Cluster: d.Cluster, Kind: r.Kind,
+			Meta: Meta{Namespace: r.Meta.Namespace, Name: r.Meta.Name}, User: r.User, Reason: reason, From: r.From, To: r.To})
+		if err != nil {
+			// The log line below keeps it.
+			g.log.Warn().Err(err).Msg("could not keep an override for upgradechecks")
+		}
+	}
 	g.log.Warn().Str("source", string(r.Source)).Str("kind", r.Kind).Str("namespace", r.Meta.Namespace).Str("name", r.Meta.Name).
 		Str("cluster", d.Cluster).Str("from", r.From.String()).Str("to", r.To.String()).Str("user", r.User).Str("reason", reason).
 		Str("refusal", d.Message).Msg("upgrade allowed by override")
@@ -264,4 +294,23 @@ func (g *Gate) overridden(r Request, d Decision, reason string) Decision {
 
 func howToOverride(what string) string {
 	return fmt.Sprintf("To upgrade anyway, annotate %s with %s=\"<reason>\".", what, OverrideAnnotation)
+}
+
+// Bounds of what an override keeps and logs of values an object's
+// author chose.
+const (
+	maxReasonBytes = 1024
+	maxUserBytes   = 512
+)
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }

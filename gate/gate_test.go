@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,7 +119,8 @@ To upgrade anyway, annotate Cluster fleet/prod with sunset.dev/upgrade-override=
 
 func TestOverrideIsLoggedAndCounted(t *testing.T) {
 	c := &checker{res: removedResult}
-	g, reg, logs := newGate(t, c, listener{"prod": {LastHeard: now}}, Options{})
+	rec := &recorder{}
+	g, reg, logs := newGate(t, c, listener{"prod": {LastHeard: now}}, Options{Recorder: rec})
 	d, err := g.Decide(prodCluster(t, "1.36", "1.37", map[string]string{OverrideAnnotation: " INC-4711: moved next week "}))
 	require.NoError(t, err)
 	require.Equal(t, Overridden, d.Outcome)
@@ -130,12 +132,29 @@ func TestOverrideIsLoggedAndCounted(t *testing.T) {
 	require.Equal(t, 0.0, reviews(t, reg, SourceAdmission, Refused))
 	require.Contains(t, logs.String(), `"source":"admission","kind":"Cluster","namespace":"fleet","name":"prod","cluster":"prod","from":"1.36","to":"1.37","user":"alice@example.com","reason":"INC-4711: moved next week"`)
 	require.Contains(t, logs.String(), `"message":"upgrade allowed by override"`)
+	require.Equal(t, []OverrideRecord{{Time: now, Source: SourceAdmission, Cluster: "prod", Kind: "Cluster", Meta: Meta{Namespace: "fleet", Name: "prod"},
+		User: "alice@example.com", Reason: "INC-4711: moved next week", From: version(t, "1.36"), To: version(t, "1.37")}}, rec.kept)
 
 	// An empty reason is no override.
 	d, err = g.Decide(prodCluster(t, "1.36", "1.37", map[string]string{OverrideAnnotation: "  "}))
 	require.NoError(t, err)
 	require.Equal(t, Refused, d.Outcome)
 	require.False(t, d.Allowed)
+	require.Len(t, rec.kept, 1)
+
+	// A reason is kept and logged up to 1 KiB.
+	long := strings.Repeat("é", 600)
+	_, err = g.Decide(prodCluster(t, "1.36", "1.37", map[string]string{OverrideAnnotation: long}))
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("é", 512)+"…", rec.kept[1].Reason)
+}
+
+// recorder keeps what it is given.
+type recorder struct{ kept []OverrideRecord }
+
+func (r *recorder) RecordOverride(o OverrideRecord) error {
+	r.kept = append(r.kept, o)
+	return nil
 }
 
 func TestOnlyAMinorRaiseIsJudged(t *testing.T) {
