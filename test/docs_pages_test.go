@@ -253,6 +253,63 @@ func TestDocsSunsetCommandsUseRealFlags(t *testing.T) {
 	require.Empty(t, unknown, "pages pass flags Sunset does not have")
 }
 
+// otherProgramsFlags are flags the pages name that are not Sunset's:
+// kube-apiserver's audit flags, and --namespace, which `kubectl sunset`
+// takes from kubectl only to refuse it, saying why.
+var otherProgramsFlags = regexp.MustCompile(`^(audit-[a-z-]+|namespace)$`)
+
+// flagSpan matches a flag a page writes as code on its own: `--since`,
+// `--exclude-system=false`.
+var flagSpan = regexp.MustCompile(`^--([a-z0-9-]+)(?:[= ].*)?$`)
+
+// Every flag a page names on its own, in its prose or tables, is a flag of
+// some sunset command, as their --help list them, unless it is another
+// program's.
+func TestDocsNameFlagsThatExist(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	help := func(args ...string) string {
+		out, err := exec.Command(sunsetBin, append(args, "--help")...).CombinedOutput()
+		require.NoError(t, err, "sunset %s --help: %s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	commands := [][]string{{}, {"store", "verify"}, {"report", "webhooks"}}
+	_, list, ok := strings.Cut(help(), "Available Commands:\n")
+	require.True(t, ok, "sunset --help lists no commands")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for _, line := range strings.Split(list, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] != "help" && f[0] != "completion" {
+			commands = append(commands, []string{f[0]})
+		}
+	}
+	require.GreaterOrEqual(t, len(commands), 10, "commands: %v", commands)
+	flags := map[string]bool{}
+	for _, c := range commands {
+		for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(help(c...), -1) {
+			flags[m[1]] = true
+		}
+	}
+	var unknown []string
+	checked := 0
+	for path, page := range docPages(t) {
+		for _, m := range codeSpan.FindAllStringSubmatch(prose(page), -1) {
+			f := flagSpan.FindStringSubmatch(m[1])
+			if f == nil || otherProgramsFlags.MatchString(f[1]) {
+				continue
+			}
+			checked++
+			if !flags[f[1]] {
+				unknown = append(unknown, path+": --"+f[1])
+			}
+		}
+	}
+	slices.Sort(unknown)
+	t.Logf("%d flags named on their own, against %d flags of %d commands", checked, len(flags), len(commands))
+	require.Greater(t, checked, 100, "flags checked")
+	require.Empty(t, slices.Compact(unknown), "pages name flags no sunset command has")
+}
+
 // yamlBlock is a fenced YAML block, indented as a list item's may be.
 var yamlBlock = regexp.MustCompile("(?ms)^( *)```yaml\n(.*?)^ *```")
 
