@@ -344,8 +344,9 @@ func frontProxyFlags(t *testing.T) []string {
 // serveAggregated runs Sunset as the shipped manifests have it: in its
 // namespace, as its ServiceAccount with only the shipped RBAC, delegating
 // authentication and authorization to kube-apiserver, and registered
-// through the shipped APIService. It returns the running server.
-func serveAggregated(ctx context.Context, t *testing.T, a *apiserver, admin *kubernetes.Clientset, p *pki, sunsetBin, token string, port int) *sunsetServer {
+// through the shipped APIService, with more flags. It returns the running
+// server.
+func serveAggregated(ctx context.Context, t *testing.T, a *apiserver, admin *kubernetes.Clientset, p *pki, sunsetBin, token string, port int, flags ...string) *sunsetServer {
 	t.Helper()
 	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sunsetNamespace}}, metav1.CreateOptions{})
 	must(t, "creating namespace "+sunsetNamespace, err)
@@ -358,9 +359,9 @@ func serveAggregated(ctx context.Context, t *testing.T, a *apiserver, admin *kub
 	must(t, "a token for Sunset", err)
 	sunsetKubeconfig := userKubeconfig(t, a, "sunset", tok.Status.Token)
 	cert, key := p.issueWithNames(t, "sunset", "sunset", true, []string{sunsetAccount + "." + sunsetNamespace + ".svc"})
-	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key,
-		"--authentication-kubeconfig="+sunsetKubeconfig,
-		"--authorization-kubeconfig="+sunsetKubeconfig)
+	s := newSunsetOn(t, sunsetBin, p, token, port, cert, key, append([]string{
+		"--authentication-kubeconfig=" + sunsetKubeconfig,
+		"--authorization-kubeconfig=" + sunsetKubeconfig}, flags...)...)
 	s.start(t)
 	registerAPIService(ctx, t, admin, dyn, p, port)
 	return s

@@ -50,6 +50,7 @@ const (
 	// The Prometheus Operator's CRDs (testdata/prometheus-operator/README.md).
 	operatorCRDs = "testdata/prometheus-operator"
 	installDoc   = "../../docs/install.md"
+	gateDoc      = "../../docs/gate.md"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -239,6 +240,17 @@ func TestChartAndKustomizationsApplyServerSide(t *testing.T) {
 	if bundle != base64.StdEncoding.EncodeToString(caPEM) {
 		t.Fatalf("caBundle after the one-liner: %q, want Sunset's CA", bundle)
 	}
+	// docs/gate.md's command, as written, fills the gate webhook's
+	// caBundle (the gate overlay and example applied it above).
+	gateCmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", gateCABundleCommand(t))
+	gateCmd.Env = cmd.Env
+	out, err = gateCmd.CombinedOutput()
+	must(t, fmt.Sprintf("running docs/gate.md's caBundle command: %s", out), err)
+	vwc, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "sunset-gate", metav1.GetOptions{})
+	must(t, "reading the gate's webhook configuration", err)
+	if len(vwc.Webhooks) != 1 || !bytes.Equal(vwc.Webhooks[0].ClientConfig.CABundle, caPEM) {
+		t.Fatalf("the gate's webhook after docs/gate.md's command: %+v, want Sunset's CA as its one webhook's caBundle", vwc.Webhooks)
+	}
 	waitFor(t, "the APIService to be available", 2*time.Minute, func() error {
 		obj, err := dyn.Resource(apiServices).Get(ctx, "v1.sunset.dev", metav1.GetOptions{})
 		if err != nil {
@@ -270,6 +282,20 @@ func caBundleOneLiner(t *testing.T) string {
 	m := regexp.MustCompile(`(?m)^kubectl patch apiservice v1\.sunset\.dev [^\n]*\\\n[^\n]+$`).Find(raw)
 	if m == nil {
 		t.Fatalf("%s has no `kubectl patch apiservice v1.sunset.dev ... \\` command continued on a second line", installDoc)
+	}
+	return string(m)
+}
+
+// gateCABundleCommand is docs/gate.md's command that copies the published
+// CA into the gate's webhook: its kubectl patch line and the line it
+// continues on.
+func gateCABundleCommand(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(gateDoc)
+	must(t, "reading "+gateDoc, err)
+	m := regexp.MustCompile(`(?m)^kubectl patch validatingwebhookconfiguration sunset-gate [^\n]*\\\n[^\n]+$`).Find(raw)
+	if m == nil {
+		t.Fatalf("%s has no `kubectl patch validatingwebhookconfiguration sunset-gate ... \\` command continued on a second line", gateDoc)
 	}
 	return string(m)
 }
