@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/convert"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/scan"
 	"github.com/kube-sunset/sunset/scan/report"
@@ -85,7 +86,7 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.R
 	if err != nil {
 		return report.Result{}, err
 	}
-	j := scan.Judge{Catalog: cat, Fields: rules, Target: target, Current: o.current}
+	j := scan.Judge{Catalog: cat, Fields: rules, Target: target, Current: o.current, Conversions: convert.New(cat)}
 	res := report.Result{TargetVersion: target.String()}
 	if len(o.Paths) > 0 {
 		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress, AllowRemote: o.AllowRemote}.Scan(ctx, o.Paths))

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/convert"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/scan/report"
 )
@@ -39,6 +40,10 @@ type Judge struct {
 	// Current is the cluster's release, if known; it tells removed-by-the-
 	// upgrade from already removed.
 	Current catalog.Release
+	// Conversions names each finding's replacement, so that the scan and a
+	// fix never disagree on it; nil builds it from Catalog for each
+	// finding, which is correct but slower.
+	Conversions *convert.Table
 }
 
 // Object is one Kubernetes object found in a manifest or a release.
@@ -105,8 +110,12 @@ func (j Judge) apiFinding(e catalog.Entry, f report.Finding) (report.Finding, bo
 		f.Rule = report.RuleRemovedAPI
 	}
 	f.DeprecatedIn, f.RemovedIn, f.Message = e.DeprecatedIn, e.RemovedIn, e.Warning()
-	if r := e.Replacement; r != nil {
-		f.Replacement = catalog.GroupVersion(r.Group, r.Version) + " " + r.Kind
+	conversions := j.Conversions
+	if conversions == nil {
+		conversions = convert.New(j.Catalog)
+	}
+	if c, ok := conversions.Lookup(e.Group, e.Version, e.Kind); ok && c.HasReplacement() {
+		f.Replacement = c.To.String()
 	}
 	if removed := e.Removed(); !removed.IsZero() && !j.Current.IsZero() && !j.Current.Less(removed) {
 		f.AlreadyRemoved = true
