@@ -228,8 +228,9 @@ var sunsetBin, loadgenBin string
 
 func TestMain(m *testing.M) {
 	if os.Getenv(inNetns) != "" {
-		// The copy of TestQuickStart in its own network namespace runs
-		// make demo, which builds its own binary.
+		// The copy of a test in its own network namespace (ownNetwork:
+		// TestQuickStart, TestDocsRunnableBlocksRun) runs make demo, which
+		// builds its own binary.
 		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "sunset-bin")
