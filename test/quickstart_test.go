@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// inNetns marks the copy of TestQuickStart that runs in a network namespace
-// of its own. (Not SUNSET_*: sunset serve refuses variables it does not
+// inNetns marks the copy of a test that runs in a network namespace of its
+// own (ownNetwork). (Not SUNSET_*: sunset serve refuses variables it does not
 // know.)
 const inNetns = "QUICKSTART_IN_NETNS"
 
