@@ -162,6 +162,9 @@ type Request struct {
 	// User made the change; empty when the source does not say (Cluster
 	// API).
 	User string
+	// DryRun is a change that will not be stored: an override of it is
+	// logged but not kept.
+	DryRun bool
 }
 
 // Decision is the gate's answer.
@@ -277,7 +280,7 @@ func (g *Gate) decide(r Request) (Decision, error) {
 // why.
 func (g *Gate) overridden(r Request, d Decision, reason string) Decision {
 	reason, r.User = truncate(reason, maxReasonBytes), truncate(r.User, maxUserBytes)
-	if g.opts.Recorder != nil {
+	if g.opts.Recorder != nil && !r.DryRun {
 		err := g.opts.Recorder.RecordOverride(OverrideRecord{Time: g.opts.Now(), Source: r.Source, Cluster: d.Cluster, Kind: r.Kind,
 			Meta: Meta{Namespace: r.Meta.Namespace, Name: r.Meta.Name}, User: r.User, Reason: reason, From: r.From, To: r.To})
 		if err != nil {
@@ -287,7 +290,7 @@ func (g *Gate) overridden(r Request, d Decision, reason string) Decision {
 	}
 	g.log.Warn().Str("source", string(r.Source)).Str("kind", r.Kind).Str("namespace", r.Meta.Namespace).Str("name", r.Meta.Name).
 		Str("cluster", d.Cluster).Str("from", r.From.String()).Str("to", r.To.String()).Str("user", r.User).Str("reason", reason).
-		Str("refusal", d.Message).Msg("upgrade allowed by override")
+		Bool("dry_run", r.DryRun).Str("refusal", d.Message).Msg("upgrade allowed by override")
 	return Decision{Outcome: Overridden, Allowed: true, Cluster: d.Cluster,
 		Warnings: []string{fmt.Sprintf("sunset: allowed by %s %q; without it: %s", OverrideAnnotation, reason, d.Message)}}
 }

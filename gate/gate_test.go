@@ -117,6 +117,22 @@ To upgrade anyway, annotate Cluster fleet/prod with sunset.dev/upgrade-override=
 	require.Equal(t, 0.0, reviews(t, reg, SourceCAPI, Refused))
 }
 
+// Across several minors, the first release that removes an API in use
+// is named.
+func TestFirstBreakAcrossMinors(t *testing.T) {
+	res := removedResult
+	res.Findings = append([]sunsetv1.Finding{{Name: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io", Severity: sunsetv1.SeverityRemoved, RemovedIn: "1.35",
+		Requests: 3, ClientCount: 1, Clients: []string{"dave"}, Warning: "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+"}}, res.Findings...)
+	g, _, _ := newGate(t, &checker{res: res}, listener{"prod": {LastHeard: now}}, Options{})
+	d, err := g.Decide(prodCluster(t, "1.34", "1.37", nil))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(d.Message, "sunset: the upgrade of cluster prod from 1.34 to 1.37 is refused, first breaking at 1.35: NOT SAFE"), d.Message)
+	// From 1.35 on, 1.35's removal is already behind: 1.37 breaks first.
+	d, err = g.Decide(prodCluster(t, "1.35", "1.37", nil))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(d.Message, "sunset: the upgrade of cluster prod from 1.35 to 1.37 is refused, first breaking at 1.37: NOT SAFE"), d.Message)
+}
+
 func TestOverrideIsLoggedAndCounted(t *testing.T) {
 	c := &checker{res: removedResult}
 	rec := &recorder{}
@@ -141,6 +157,15 @@ func TestOverrideIsLoggedAndCounted(t *testing.T) {
 	require.Equal(t, Refused, d.Outcome)
 	require.False(t, d.Allowed)
 	require.Len(t, rec.kept, 1)
+
+	// A dry run is logged, not kept.
+	dry := prodCluster(t, "1.36", "1.37", map[string]string{OverrideAnnotation: "trying"})
+	dry.DryRun = true
+	d, err = g.Decide(dry)
+	require.NoError(t, err)
+	require.Equal(t, Overridden, d.Outcome)
+	require.Len(t, rec.kept, 1)
+	require.Contains(t, logs.String(), `"reason":"trying","dry_run":true`)
 
 	// A reason is kept and logged up to 1 KiB.
 	long := strings.Repeat("é", 600)

@@ -125,7 +125,8 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 		return allow(gate.Warned, "sunset: not judged: the object's metadata is not JSON")
 	}
 	obj.Metadata.Namespace, obj.Metadata.Name = req.Namespace, cmp.Or(obj.Metadata.Name, req.Name)
-	d, err := h.gate.Decide(gate.Request{Source: gate.SourceAdmission, Kind: req.Kind.Kind, Meta: obj.Metadata, From: from, To: to, User: req.UserInfo.Username})
+	d, err := h.gate.Decide(gate.Request{Source: gate.SourceAdmission, Kind: req.Kind.Kind, Meta: obj.Metadata, From: from, To: to, User: req.UserInfo.Username,
+		DryRun: req.DryRun != nil && *req.DryRun})
 	if err != nil {
 		return nil, err
 	}
