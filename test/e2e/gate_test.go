@@ -184,7 +184,7 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 			return errNotYet
 		}
 		if !strings.Contains(stderr, `admission webhook "`+gateWebhook+`" denied the request`) {
-			return fmt.Errorf("%v: %s", err, stderr)
+			return fmt.Errorf("%w: %s", err, stderr)
 		}
 		return nil
 	})
