@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,11 +44,20 @@ type ScanOptions struct {
 	// AllowRemote lets kustomizations fetch remote resources and bases
 	// (--allow-remote); see scan.Files.
 	AllowRemote bool
+	// APIVersions are added to what charts see as
+	// .Capabilities.APIVersions (--api-versions), beside the target's
+	// built-in APIs and, with a cluster, its CRDs and aggregated APIs.
+	APIVersions []string
 
 	current catalog.Release
 }
 
 func (o *ScanOptions) validate() error {
+	for _, v := range o.APIVersions {
+		if v == "" || strings.ContainsFunc(v, unicode.IsSpace) || strings.Count(v, "/") > 2 {
+			return fmt.Errorf("--api-versions %q is not an API version such as example.com/v1 or example.com/v1/Widget", v)
+		}
+	}
 	if o.CurrentVersion == "" {
 		return nil
 	}
@@ -88,14 +98,26 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.R
 	}
 	j := scan.Judge{Catalog: cat, Fields: rules, Target: target, Current: o.current, Conversions: convert.New(cat)}
 	res := report.Result{TargetVersion: target.String()}
-	if len(o.Paths) > 0 {
-		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress, AllowRemote: o.AllowRemote}.Scan(ctx, o.Paths))
-	}
+	var cfg *rest.Config
+	apiVersions := o.APIVersions
 	if o.cluster() {
-		cfg, err := KubeConfig(o.Kubeconfig, o.Context)
-		if err != nil {
+		if cfg, err = KubeConfig(o.Kubeconfig, o.Context); err != nil {
 			return res, err
 		}
+		if len(o.Paths) > 0 {
+			// Charts see the cluster's CRDs and aggregated APIs, as
+			// helm template --validate would.
+			discovered, err := scan.DiscoverAPIVersions(cfg, cat)
+			if err != nil {
+				return res, err
+			}
+			apiVersions = append(slices.Clip(apiVersions), discovered...)
+		}
+	}
+	if len(o.Paths) > 0 {
+		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress, AllowRemote: o.AllowRemote, APIVersions: apiVersions}.Scan(ctx, o.Paths))
+	}
+	if o.cluster() {
 		c, err := scan.NewCluster(cfg, j)
 		if err != nil {
 			return res, err

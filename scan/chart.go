@@ -3,14 +3,16 @@ package scan
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kube-sunset/sunset/scan/report"
 )
 
 // ChartRenderer renders a chart directory or archive as `helm template`
-// does, hooks included, with .Capabilities.KubeVersion at target unless
-// told otherwise. Package helmchart's Renderer is the one there is. A scan
+// does, hooks included, with the Capabilities of the target release
+// (.Capabilities.KubeVersion unless told otherwise, and
+// .Capabilities.APIVersions). Package helmchart's Renderer is the one there is. A scan
 // takes it as an interface because the Helm SDK is most of what rendering
 // links: only the commands that scan charts pass one, and the server and
 // the CLI's other commands, which import this package for its results and
@@ -21,7 +23,7 @@ import (
 // is read and what is rendered are bounded (MaxChartSize); what it leaves
 // unread is in Skipped.
 type ChartRenderer interface {
-	Render(path, target string) (Rendered, error)
+	Render(path string, caps Capabilities) (Rendered, error)
 }
 
 // Rendered is what a chart renders to, and the files of it left unread.
@@ -46,7 +48,7 @@ func (s Files) chart(path string) report.Result {
 	if s.Charts == nil {
 		return failed(path, errNoChartRenderer)
 	}
-	rendered, err := s.Charts.Render(path, s.Judge.Target.String())
+	rendered, err := s.Charts.Render(path, s.Capabilities())
 	if err != nil {
 		return failed(path, err)
 	}
@@ -97,4 +99,18 @@ func SplitManifest(m string) []Manifest {
 		out = append(out, Manifest{Template: template, Text: body})
 	}
 	return out
+}
+
+// Capabilities are what the scan's charts see: the target release and the
+// APIs it serves, with the ones given beside them (--api-versions, a
+// cluster's CRDs and aggregated APIs).
+func (s Files) Capabilities() Capabilities {
+	versions := ServedAPIVersions(s.Judge.Catalog, s.Judge.Target)
+	for _, v := range s.APIVersions {
+		if !slices.Contains(versions, v) {
+			versions = append(versions, v)
+		}
+	}
+	slices.Sort(versions)
+	return Capabilities{KubeVersion: s.Judge.Target.String(), APIVersions: versions}
 }

@@ -30,6 +30,11 @@ type Files struct {
 	// a stranger's pull request must not make the machine that runs it
 	// send requests, or run git, where the stranger says.
 	AllowRemote bool
+	// APIVersions are added to what charts see as
+	// .Capabilities.APIVersions, beside the target's built-in APIs:
+	// "group/version" or "group/version/Kind", as helm template's
+	// --api-versions takes them.
+	APIVersions []string
 }
 
 // kustomizationFiles are the names kustomize looks for in a directory.

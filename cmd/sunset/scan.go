@@ -55,6 +55,7 @@ func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
 	fs.StringArrayVar(&charts.SetString, "set-string", nil, "as helm template --set-string key=value (repeatable)")
 	fs.StringArrayVar(&charts.SetJSON, "set-json", nil, "as helm template --set-json key=json (repeatable)")
 	fs.StringVar(&charts.KubeVersion, "kube-version", "", "the release charts see as .Capabilities.KubeVersion (default: the target version)")
+	fs.StringArrayVar(&o.APIVersions, "api-versions", nil, "an API version charts see in .Capabilities.APIVersions beside the target's, e.g. example.com/v1 or example.com/v1/Widget, as helm template -a (repeatable)")
 	fs.StringVar(&charts.ReleaseName, "release-name", "release-name", "the release name charts are rendered with")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "let kustomizations fetch their remote resources and bases (http(s) URLs, git repositories); off, such a kustomization is an error and nothing is fetched")
 }

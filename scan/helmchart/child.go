@@ -74,7 +74,8 @@ const maxResponse = scan.MaxChartSize + 16<<20
 // request is what a child is asked to render, and within which bounds.
 type request struct {
 	Renderer     Renderer
-	Path, Target string
+	Path         string
+	Capabilities scan.Capabilities
 	Memory       int64
 	Timeout      time.Duration
 }
@@ -116,7 +117,7 @@ func (c *Child) limits() (memory int64, timeout time.Duration) {
 }
 
 // render renders the chart at path with o in a child process.
-func (c *Child) render(o Renderer, path, target string) (scan.Rendered, error) {
+func (c *Child) render(o Renderer, path string, caps scan.Capabilities) (scan.Rendered, error) {
 	if os.Getenv(childEnv) != "" {
 		return scan.Rendered{}, errors.New("rendering: a chart's renderer may not start another")
 	}
@@ -131,7 +132,7 @@ func (c *Child) render(o Renderer, path, target string) (scan.Rendered, error) {
 	}
 	o.Child = nil
 	in := bytes.NewBufferString(magic)
-	if err := gob.NewEncoder(in).Encode(request{Renderer: o, Path: path, Target: target, Memory: memory, Timeout: timeout}); err != nil {
+	if err := gob.NewEncoder(in).Encode(request{Renderer: o, Path: path, Capabilities: caps, Memory: memory, Timeout: timeout}); err != nil {
 		return scan.Rendered{}, fmt.Errorf("rendering: encoding the request: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

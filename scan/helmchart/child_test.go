@@ -109,10 +109,10 @@ func TestBombsAreRenderedWithinTheChildsBounds(t *testing.T) {
 func TestChildRendersAsThisProcess(t *testing.T) {
 	child := &Child{}
 	for _, r := range []Renderer{{}, {Set: []string{"x=1"}, ReleaseName: "shop", Namespace: "prod", KubeVersion: "1.33"}} {
-		want, err := r.Render("testdata/bombs/normal", "1.37")
+		want, err := r.Render("testdata/bombs/normal", scan.Capabilities{KubeVersion: "1.37"})
 		require.NoError(t, err)
 		r.Child = child
-		got, err := r.Render("testdata/bombs/normal", "1.37")
+		got, err := r.Render("testdata/bombs/normal", scan.Capabilities{KubeVersion: "1.37"})
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 		require.Len(t, got.Manifests, 2)
@@ -122,9 +122,9 @@ func TestChildRendersAsThisProcess(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: bad\nversion: 1.0.0\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "x.yaml"), []byte("{{ .Values.a.b.c }}\n"), 0o644))
-	_, want := Renderer{}.Render(dir, "1.37")
+	_, want := Renderer{}.Render(dir, scan.Capabilities{KubeVersion: "1.37"})
 	require.Error(t, want)
-	_, got := Renderer{Child: child}.Render(dir, "1.37")
+	_, got := Renderer{Child: child}.Render(dir, scan.Capabilities{KubeVersion: "1.37"})
 	require.EqualError(t, got, want.Error())
 }
 
@@ -135,7 +135,7 @@ func TestChildKeepsTooLarge(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "files"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: big\nversion: 1.0.0\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "files", "big"), make([]byte, scan.MaxChartSize), 0o644))
-	_, err := Renderer{Child: &Child{}}.Render(dir, "1.37")
+	_, err := Renderer{Child: &Child{}}.Render(dir, scan.Capabilities{KubeVersion: "1.37"})
 	require.EqualError(t, err, "loading the chart: too large: the chart is larger than 64 MiB")
 	var tooLarge *scan.TooLargeError
 	require.ErrorAs(t, err, &tooLarge)
@@ -160,7 +160,7 @@ func TestChildFailures(t *testing.T) {
 		{"a long line", "printf '%0300d' 0 >&2; exit 3", "rendering: the renderer ended with exit status 3: " + strings.Repeat("0", 200) + "…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Renderer{Child: &Child{Command: []string{"sh", "-c", tc.script}}}.Render("testdata/bombs/normal", "1.37")
+			_, err := Renderer{Child: &Child{Command: []string{"sh", "-c", tc.script}}}.Render("testdata/bombs/normal", scan.Capabilities{KubeVersion: "1.37"})
 			require.EqualError(t, err, tc.want)
 		})
 	}
@@ -171,7 +171,7 @@ func TestChildIsKilledAtItsTimeout(t *testing.T) {
 	var state *os.ProcessState
 	child := &Child{Command: []string{"sh", "-c", "exec sleep 600"}, Timeout: 100 * time.Millisecond,
 		exited: func(ps *os.ProcessState) { state = ps }}
-	_, err := Renderer{Child: child}.Render("testdata/bombs/normal", "1.37")
+	_, err := Renderer{Child: child}.Render("testdata/bombs/normal", scan.Capabilities{KubeVersion: "1.37"})
 	require.EqualError(t, err, "rendering: timed out: its templates ran for more than 100ms")
 	require.ErrorIs(t, err, ErrTimedOut)
 	require.Equal(t, syscall.SIGKILL, state.Sys().(syscall.WaitStatus).Signal())
@@ -181,7 +181,7 @@ func TestChildIsKilledAtItsTimeout(t *testing.T) {
 // ChildArg, run again, would otherwise run again and again.
 func TestChildStartsNoChildFromAChild(t *testing.T) {
 	t.Setenv(childEnv, "1")
-	_, err := Renderer{Child: &Child{}}.Render("testdata/bombs/normal", "1.37")
+	_, err := Renderer{Child: &Child{}}.Render("testdata/bombs/normal", scan.Capabilities{KubeVersion: "1.37"})
 	require.EqualError(t, err, "rendering: a chart's renderer may not start another")
 }
 

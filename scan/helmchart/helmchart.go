@@ -14,7 +14,9 @@ package helmchart
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -22,7 +24,10 @@ import (
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
+	kubefake "helm.sh/helm/v4/pkg/kube/fake"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/kube-sunset/sunset/scan"
 )
@@ -46,16 +51,17 @@ type Renderer struct {
 	Child *Child
 }
 
-// Render renders the chart at path for a scan against target.
-func (o Renderer) Render(path, target string) (scan.Rendered, error) {
+// Render renders the chart at path for a scan, with caps as what the
+// chart sees of the cluster.
+func (o Renderer) Render(path string, caps scan.Capabilities) (scan.Rendered, error) {
 	if o.Child != nil {
-		return o.Child.render(o, path, target)
+		return o.Child.render(o, path, caps)
 	}
-	return o.render(path, target)
+	return o.render(path, caps)
 }
 
 // render renders the chart at path in this process.
-func (o Renderer) render(path, target string) (scan.Rendered, error) {
+func (o Renderer) render(path string, caps scan.Capabilities) (scan.Rendered, error) {
 	var out scan.Rendered
 	ch, skipped, err := load(path)
 	out.Skipped = skipped
@@ -81,7 +87,14 @@ func (o Renderer) render(path, target string) (scan.Rendered, error) {
 	// (deprecated chart, CRDs in a dry run) are not the scan's findings.
 	cfg.SetLogger(slog.DiscardHandler)
 	install := action.NewInstall(cfg)
-	install.DryRunStrategy = action.DryRunClient
+	// A client-only dry run (helm template) replaces the capabilities
+	// with Helm's defaults, every version client-go knows, whatever the
+	// target serves; a server dry run takes cfg.Capabilities as they are.
+	// Its server is a client that builds nothing and reaches nothing, and
+	// with no RESTClientGetter templates get no lookup, as in helm
+	// template.
+	install.DryRunStrategy = action.DryRunServer
+	cfg.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard}
 	install.Replace = true
 	install.IncludeCRDs = true
 	install.ReleaseName, install.Namespace = o.ReleaseName, o.Namespace
@@ -91,15 +104,25 @@ func (o Renderer) render(path, target string) (scan.Rendered, error) {
 	if install.Namespace == "" {
 		install.Namespace = "default"
 	}
+	releases := driver.NewMemory()
+	releases.SetNamespace(install.Namespace)
+	cfg.Releases = storage.Init(releases)
+	capabilities := chartcommon.DefaultCapabilities.Copy()
 	kube := o.KubeVersion
 	if kube == "" {
-		kube = target
+		kube = caps.KubeVersion
 	}
 	if kube != "" {
-		if install.KubeVersion, err = chartcommon.ParseKubeVersion("v" + strings.TrimPrefix(kube, "v") + ".0"); err != nil {
+		v, err := chartcommon.ParseKubeVersion("v" + strings.TrimPrefix(kube, "v") + ".0")
+		if err != nil {
 			return out, fmt.Errorf("kube version %q: %w", kube, err)
 		}
+		capabilities.KubeVersion = *v
 	}
+	if len(caps.APIVersions) > 0 {
+		capabilities.APIVersions = slices.Clone(caps.APIVersions)
+	}
+	cfg.Capabilities = capabilities
 	rel, err := install.RunWithContext(context.Background(), ch, vals)
 	if err != nil {
 		return out, fmt.Errorf("rendering: %w", err)

@@ -51,7 +51,7 @@ func ServeChild(stdin io.Reader, stdout, stderr io.Writer) int {
 	time.AfterFunc(req.Timeout+time.Second, exit(exitTimedOut))
 
 	var resp response
-	rendered, err := req.Renderer.render(req.Path, req.Target)
+	rendered, err := req.Renderer.render(req.Path, req.Capabilities)
 	resp.Manifests, resp.Skipped = rendered.Manifests, rendered.Skipped
 	total := 0
 	for _, m := range rendered.Manifests {
