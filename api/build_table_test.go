@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,6 +61,9 @@ func TestBuildTopNTable(t *testing.T) {
 		{UserName: "bob", RequestCount: 3, UserAgents: []string{"curl"}},
 		{UserName: "carol", RequestCount: 3, UserAgents: []string{"kubectl"}},
 		{UserName: "dave", RequestCount: 1, UserAgents: []string{"kubectl"}},
+	}
+	for i := range window {
+		window[i].LastSeen = hour // every call is in the one hour
 	}
 	for _, tc := range []struct {
 		users                int
@@ -186,7 +190,7 @@ func TestBuildWindowTable(t *testing.T) {
 				byHour = append(byHour, h)
 			}
 			require.Equal(t, &sunsetv1.Window{Since: tc.since.String(), From: tc.from, RequestCount: want, ClientCount: 1,
-				ByUser: []sunsetv1.WindowUser{{UserName: "alice", RequestCount: want, UserAgents: []string{"kubectl"}}}, ByHour: byHour}, st.Window)
+				ByUser: []sunsetv1.WindowUser{{UserName: "alice", RequestCount: want, UserAgents: []string{"kubectl"}, LastSeen: at(slices.Min(tc.windowHours))}}, ByHour: byHour}, st.Window)
 			require.Equal(t, int64(1+2+3+24), st.RequestCount, "last24h is the same whatever the window")
 			require.Equal(t, int64(2), st.DryRunCount)
 			require.True(t, b.calledBy("alice"))

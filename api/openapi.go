@@ -167,6 +167,8 @@ var queryParamDocs = map[string]struct{ dataType, doc string }{
 	"class":                {"string", "Only resources of this class: critical, security or virtual."},
 	"excludeSystem":        {"boolean", "Leave system identities' requests out of the verdict; default true."},
 	"warningsAsErrors":     {"boolean", "Deprecated APIs that are still served fail the check too."},
+	"cleanFor":             {"string", "Whole hours, e.g. 6h: a caller whose last hour with requests ended at least this long ago is treated as stopped and no longer fails the check."},
+	"from":                 {"string", "The release upgraded from, e.g. 1.34: status.steps names each release after it, up to the target, at which something requested breaks."},
 	"dryRun":               {"string", "All: answer what would be removed, and remove nothing."},
 	"pretty":               {"string", "If 'true', then the output is pretty printed."},
 	"includeObject":        {"string", "With a Table: None, Metadata (the default) or Object, what each row holds of its object."},

@@ -56,16 +56,9 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (sunsetv
 		problems = append(problems, fmt.Sprintf("state %q is not valid; use %s or %s", q.State, sunsetv1.StateDeprecated, sunsetv1.StateRemoved))
 	}
 	if s := v.Get("since"); s != "" {
-		d, err := time.ParseDuration(s)
-		switch {
-		case err != nil || d < time.Hour:
-			problems = append(problems, fmt.Sprintf("since %q is not a duration of at least 1h, such as 24h or 168h", s))
-		case d%time.Hour != 0:
-			// Counts are hourly: a window of 90m would be read as 2h
-			// and named as neither.
-			problems = append(problems, fmt.Sprintf("since %q is not whole hours; counts are hourly (%s or %s)", s, verdict.FormatDuration(d.Truncate(time.Hour)), verdict.FormatDuration(d.Truncate(time.Hour)+time.Hour)))
-		case maxSince > 0 && d > maxSince:
-			problems = append(problems, fmt.Sprintf("since %s is longer than the retention of %s", d, maxSince))
+		d, problem := parseHours("since", s, maxSince)
+		if problem != "" {
+			problems = append(problems, problem)
 		}
 		q.Since = d
 	}
@@ -84,6 +77,23 @@ func ParseQuery(v url.Values, allowed []string, maxSince time.Duration) (sunsetv
 		return q, fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
 	return q, nil
+}
+
+// parseHours reads a duration parameter in whole hours, at least 1h and,
+// with maxSince, at most the retention; problem says what is wrong.
+func parseHours(key, s string, maxSince time.Duration) (d time.Duration, problem string) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil || d < time.Hour:
+		return d, fmt.Sprintf("%s %q is not a duration of at least 1h, such as 24h or 168h", key, s)
+	case d%time.Hour != 0:
+		// Counts are hourly: a window of 90m would be read as 2h
+		// and named as neither.
+		return d, fmt.Sprintf("%s %q is not whole hours; counts are hourly (%s or %s)", key, s, verdict.FormatDuration(d.Truncate(time.Hour)), verdict.FormatDuration(d.Truncate(time.Hour)+time.Hour))
+	case maxSince > 0 && d > maxSince:
+		return d, fmt.Sprintf("%s %s is longer than the retention of %s", key, d, maxSince)
+	}
+	return d, ""
 }
 
 // matches applies the list filters to a built object.

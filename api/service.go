@@ -42,6 +42,8 @@ type Service struct {
 	now      func() time.Time
 	// clusterScan, if set, joins upgrade checks (WithClusterScan).
 	clusterScan ClusterScan
+	// exemptions, if set, apply to upgrade checks (WithExemptions).
+	exemptions Exemptions
 }
 
 // NewService builds a Service; nil catalog, isSystem and now get defaults

@@ -20,9 +20,32 @@ func newUpgradeCheck(res sunsetv1.CheckResult) sunsetv1.UpgradeCheck {
 	return sunsetv1.UpgradeCheck{TypeMeta: typeMeta("UpgradeCheck"), Metadata: metav1.ObjectMeta{Name: res.TargetVersion}, Status: res}
 }
 
+// Exemptions are the exemptions in force for every upgrade check: the
+// config's and its ConfigMap's, as last read.
+type Exemptions interface {
+	Exemptions() []sunsetv1.Exemption
+}
+
+// WithExemptions makes every upgrade check that names none apply e's.
+func (s *Service) WithExemptions(e Exemptions) { s.exemptions = e }
+
+// checkOptions fills what o leaves to the server: the clock and the
+// exemptions.
+func (s *Service) checkOptions(o verdict.CheckOptions) verdict.CheckOptions {
+	if o.Now.IsZero() {
+		o.Now = s.now()
+	}
+	if o.Exemptions == nil && s.exemptions != nil {
+		o.Exemptions = s.exemptions.Exemptions()
+	}
+	return o
+}
+
 // UpgradeCheck checks an upgrade to o.Target against what was requested in
-// q's window and cluster.
+// q's window and cluster. A zero o.Now is the server's clock, and nil
+// o.Exemptions the server's exemptions (WithExemptions).
 func (s *Service) UpgradeCheck(q sunsetv1.Query, o verdict.CheckOptions) (sunsetv1.UpgradeCheck, error) {
+	o = s.checkOptions(o)
 	list, err := s.List(checkQuery(q, o))
 	if err != nil {
 		return sunsetv1.UpgradeCheck{}, err
@@ -34,6 +57,7 @@ func (s *Service) UpgradeCheck(q sunsetv1.Query, o verdict.CheckOptions) (sunset
 // refuses a flagged certificate (o.Target is ignored).
 func (s *Service) UpgradeChecks(q sunsetv1.Query, o verdict.CheckOptions) (sunsetv1.UpgradeCheckList, error) {
 	out := sunsetv1.UpgradeCheckList{TypeMeta: typeMeta("UpgradeCheckList"), Items: []sunsetv1.UpgradeCheck{}}
+	o = s.checkOptions(o)
 	list, err := s.List(checkQuery(q, o))
 	if err != nil {
 		return out, err
@@ -83,7 +107,7 @@ func (s *Service) removalReleases(list sunsetv1.APIRequestCountList, certs []sun
 
 const checksPath = "/apis/" + sunsetv1.APIVersion + "/" + "upgradechecks"
 
-var checkParams = []string{"cluster", "excludeSystem", "since", "warningsAsErrors"}
+var checkParams = []string{"cleanFor", "cluster", "excludeSystem", "from", "since", "warningsAsErrors"}
 
 func (h *Handler) listChecks(w http.ResponseWriter, r *http.Request) {
 	q, o, ok := h.beginCheck(w, r)
@@ -114,6 +138,10 @@ func (h *Handler) getCheck(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, httpjson.ReasonNotFound, fmt.Sprintf("upgradechecks %q not found: name a target release such as 1.37", name))
 		return
 	}
+	if !o.From.IsZero() && !o.From.Less(target) {
+		httpjson.Error(w, http.StatusBadRequest, httpjson.ReasonBadRequest, fmt.Sprintf("from %s is not before the target %s", o.From, target))
+		return
+	}
 	o.Target = target
 	if o.WebhookCertificates, err = h.webhookCertificates(q, o); err != nil {
 		h.internalError(w, err)
@@ -138,7 +166,8 @@ func (h *Handler) webhookCertificates(q sunsetv1.Query, o verdict.CheckOptions) 
 }
 
 // beginCheck reads the parameters of an upgrade check: since (default
-// 24h), cluster, excludeSystem (default true) and warningsAsErrors.
+// 24h), cluster, excludeSystem (default true), warningsAsErrors, cleanFor
+// (whole hours, as since) and from (a release).
 func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (sunsetv1.Query, verdict.CheckOptions, bool) {
 	if !readMethod(w, r, false) {
 		return sunsetv1.Query{}, verdict.CheckOptions{}, false
@@ -154,6 +183,19 @@ func (h *Handler) beginCheck(w http.ResponseWriter, r *http.Request) (sunsetv1.Q
 			}
 			*dst = b
 		}
+	}
+	if s := v.Get("cleanFor"); s != "" {
+		var problem string
+		if o.CleanFor, problem = parseHours("cleanFor", s, 0); problem != "" {
+			problems = append(problems, problem)
+		}
+	}
+	if s := v.Get("from"); s != "" {
+		from, err := catalog.ParseRelease(s)
+		if err != nil {
+			problems = append(problems, "from: "+err.Error())
+		}
+		o.From = from
 	}
 	q, err := ParseQuery(withoutKube(v, kubePagingParams), checkParams, h.maxSince)
 	if err != nil {

@@ -41,6 +41,8 @@ func (b *builder) calledBy(username string) bool {
 type windowUser struct {
 	total, removed int64
 	agents         map[string]int64
+	// last is the latest hour with requests.
+	last time.Time
 }
 
 // windowAgg accumulates the ?since window, by username rather than by
@@ -73,6 +75,9 @@ func (b *builder) addWindow(k store.CountKey, c int64) {
 	}
 	wu.total += c
 	wu.agents[k.UserAgent] += c
+	if c > 0 && k.Hour.After(wu.last) {
+		wu.last = k.Hour
+	}
 	system := b.isSystem(k.Username)
 	if k.Removed {
 		w.removed += c
@@ -115,7 +120,7 @@ func (b *builder) renderWindow(users int) *sunsetv1.Window {
 	w := &sunsetv1.Window{Since: bw.since.String(), From: bw.from, RequestCount: bw.total,
 		RemovedRequestCount: bw.removed, SystemRequestCount: bw.system, ByUser: []sunsetv1.WindowUser{}}
 	for name, wu := range bw.users {
-		u := sunsetv1.WindowUser{UserName: name, RequestCount: wu.total, RemovedRequestCount: wu.removed, System: b.isSystem(name)}
+		u := sunsetv1.WindowUser{UserName: name, RequestCount: wu.total, RemovedRequestCount: wu.removed, System: b.isSystem(name), LastSeen: wu.last.UTC()}
 		if u.System {
 			w.SystemClientCount++
 		}

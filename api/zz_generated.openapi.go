@@ -17,9 +17,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/kube-sunset/sunset/api/v1.APIRequestCountList":        schema_kube_sunset_sunset_api_v1_APIRequestCountList(ref),
 		"github.com/kube-sunset/sunset/api/v1.APIRequestCountSpec":        schema_kube_sunset_sunset_api_v1_APIRequestCountSpec(ref),
 		"github.com/kube-sunset/sunset/api/v1.APIRequestCountStatus":      schema_kube_sunset_sunset_api_v1_APIRequestCountStatus(ref),
+		"github.com/kube-sunset/sunset/api/v1.Caller":                     schema_kube_sunset_sunset_api_v1_Caller(ref),
 		"github.com/kube-sunset/sunset/api/v1.CertificateFinding":         schema_kube_sunset_sunset_api_v1_CertificateFinding(ref),
 		"github.com/kube-sunset/sunset/api/v1.CheckResult":                schema_kube_sunset_sunset_api_v1_CheckResult(ref),
 		"github.com/kube-sunset/sunset/api/v1.ClientWorkload":             schema_kube_sunset_sunset_api_v1_ClientWorkload(ref),
+		"github.com/kube-sunset/sunset/api/v1.Exemption":                  schema_kube_sunset_sunset_api_v1_Exemption(ref),
 		"github.com/kube-sunset/sunset/api/v1.FieldRequestCount":          schema_kube_sunset_sunset_api_v1_FieldRequestCount(ref),
 		"github.com/kube-sunset/sunset/api/v1.FieldRequestCountList":      schema_kube_sunset_sunset_api_v1_FieldRequestCountList(ref),
 		"github.com/kube-sunset/sunset/api/v1.FieldRequestCountSpec":      schema_kube_sunset_sunset_api_v1_FieldRequestCountSpec(ref),
@@ -35,6 +37,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/kube-sunset/sunset/api/v1.Replacement":                schema_kube_sunset_sunset_api_v1_Replacement(ref),
 		"github.com/kube-sunset/sunset/api/v1.ServerInfo":                 schema_kube_sunset_sunset_api_v1_ServerInfo(ref),
 		"github.com/kube-sunset/sunset/api/v1.SourceIP":                   schema_kube_sunset_sunset_api_v1_SourceIP(ref),
+		"github.com/kube-sunset/sunset/api/v1.Step":                       schema_kube_sunset_sunset_api_v1_Step(ref),
 		"github.com/kube-sunset/sunset/api/v1.UpgradeCheck":               schema_kube_sunset_sunset_api_v1_UpgradeCheck(ref),
 		"github.com/kube-sunset/sunset/api/v1.UpgradeCheckList":           schema_kube_sunset_sunset_api_v1_UpgradeCheckList(ref),
 		"github.com/kube-sunset/sunset/api/v1.WebhookCertificate":         schema_kube_sunset_sunset_api_v1_WebhookCertificate(ref),
@@ -315,6 +318,62 @@ func schema_kube_sunset_sunset_api_v1_APIRequestCountStatus(ref common.Reference
 	}
 }
 
+func schema_kube_sunset_sunset_api_v1_Caller(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Caller is one user of an API in the window.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"username": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"userAgents": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"lastSeen": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSeen is the start of the last hour with requests; zero when the data does not say.",
+							Type:        []string{"string"},
+							Format:      "date-time",
+						},
+					},
+					"stopped": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Stopped: its last hour ended at least cleanFor before the check, so it is treated as fixed.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"exemption": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Exemption is the unexpired exemption that accepts its calls.",
+							Ref:         ref("github.com/kube-sunset/sunset/api/v1.Exemption"),
+						},
+					},
+				},
+				Required: []string{"username", "userAgents"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/kube-sunset/sunset/api/v1.Exemption"},
+	}
+}
+
 func schema_kube_sunset_sunset_api_v1_CertificateFinding(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -462,6 +521,82 @@ func schema_kube_sunset_sunset_api_v1_CheckResult(ref common.ReferenceCallback) 
 							Format:      "",
 						},
 					},
+					"cleanFor": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CleanFor is how long a caller must have been silent to count as stopped; empty when callers never do.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"stoppedCallers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StoppedCallers counts the callers of findings treated as stopped.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"exemptions": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Exemptions are those in force at the check; StaleExemptions those of them that matched no call in the window, and ExpiredExemptions those whose time has passed.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Exemption"),
+									},
+								},
+							},
+						},
+					},
+					"staleExemptions": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Exemption"),
+									},
+								},
+							},
+						},
+					},
+					"expiredExemptions": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Exemption"),
+									},
+								},
+							},
+						},
+					},
+					"from": {
+						SchemaProps: spec.SchemaProps{
+							Description: "From is the release upgraded from, for an upgrade across several minors; Steps are then the releases in (from, target] at which something requested breaks, and FirstBreaking the first of them.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"steps": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Step"),
+									},
+								},
+							},
+						},
+					},
+					"firstBreaking": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
 					"scan": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Scan is what a scan of manifests, charts or the cluster found (`sunset check --scan`, or the server's cluster scan), judged at the same target, and ScanVerdict its sentence; ExitCode covers both.",
@@ -479,7 +614,7 @@ func schema_kube_sunset_sunset_api_v1_CheckResult(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api/v1.CertificateFinding", "github.com/kube-sunset/sunset/api/v1.Finding", "github.com/kube-sunset/sunset/scan/report.Result"},
+			"github.com/kube-sunset/sunset/api/v1.CertificateFinding", "github.com/kube-sunset/sunset/api/v1.Exemption", "github.com/kube-sunset/sunset/api/v1.Finding", "github.com/kube-sunset/sunset/api/v1.Step", "github.com/kube-sunset/sunset/scan/report.Result"},
 	}
 }
 
@@ -536,6 +671,54 @@ func schema_kube_sunset_sunset_api_v1_ClientWorkload(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			"github.com/kube-sunset/sunset/api/v1.Impersonator", "github.com/kube-sunset/sunset/api/v1.Workload"},
+	}
+}
+
+func schema_kube_sunset_sunset_api_v1_Exemption(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Exemption accepts calls to an API until it expires: by one user, one user agent, or both; with neither, every call to the API. A user agent ending in * matches a prefix.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"api": {
+						SchemaProps: spec.SchemaProps{
+							Description: "API is the APIRequestCount name, e.g. cronjobs.v1beta1.batch.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"user": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"userAgent": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"expires": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Expires is when it stops applying: from then on the calls count.",
+							Type:        []string{"string"},
+							Format:      "date-time",
+						},
+					},
+				},
+				Required: []string{"api", "reason", "expires"},
+			},
+		},
 	}
 }
 
@@ -734,10 +917,32 @@ func schema_kube_sunset_sunset_api_v1_Finding(ref common.ReferenceCallback) comm
 							},
 						},
 					},
+					"callers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Callers are the same users, each with when it last called and whether it counts against the verdict.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.Caller"),
+									},
+								},
+							},
+						},
+					},
+					"accepted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Accepted is true when the API was removed by the target but every caller has stopped or is exempted, so that it does not make the verdict NOT SAFE; Severity stays.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"name", "severity", "warning", "requests", "clientCount", "clients"},
 			},
 		},
+		Dependencies: []string{
+			"github.com/kube-sunset/sunset/api/v1.Caller"},
 	}
 }
 
@@ -1260,6 +1465,48 @@ func schema_kube_sunset_sunset_api_v1_SourceIP(ref common.ReferenceCallback) com
 					},
 				},
 				Required: []string{"ip", "lastSeen"},
+			},
+		},
+	}
+}
+
+func schema_kube_sunset_sunset_api_v1_Step(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Step is the verdict at one release of an upgrade across several minors.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"release": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"exitCode": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"findings": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Findings name the APIs that this release removes and that were requested, by callers neither stopped nor exempted.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"release", "exitCode", "findings"},
 			},
 		},
 	}
@@ -2307,6 +2554,13 @@ func schema_kube_sunset_sunset_api_v1_WindowUser(ref common.ReferenceCallback) c
 									},
 								},
 							},
+						},
+					},
+					"lastSeen": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSeen is the start of the last hour in the window with requests of this user; zero from a server too old to say.",
+							Type:        []string{"string"},
+							Format:      "date-time",
 						},
 					},
 				},

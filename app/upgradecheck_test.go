@@ -79,19 +79,26 @@ func TestUpgradeChecksAndServerInfo(t *testing.T) {
 	require.Equal(t, sunsetv1.CheckResult{TargetVersion: "1.36", Since: "24h", ExitCode: sunsetv1.ExitCodeDeprecated,
 		Message: "FAILED (--warnings-as-errors): no API removed in or before 1.36 was requested in the last 24h, but 5 deprecated APIs were.",
 		Findings: []sunsetv1.Finding{
-			{Name: "volumeattributesclasses.v1beta1.storage.k8s.io", Severity: "deprecated", RemovedIn: "1.37", Requests: 1, ClientCount: 1, Clients: []string{"carol"},
+			{Name: "volumeattributesclasses.v1beta1.storage.k8s.io", Severity: "deprecated", RemovedIn: "1.37", Requests: 1, ClientCount: 1, Clients: []string{"carol"}, Callers: []sunsetv1.Caller{caller("carol", 7, "terraform/1.9.0")},
 				Warning: "storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass"},
-			{Name: "componentstatuses.v1", Severity: "deprecated", Requests: 2, ClientCount: 1, Clients: []string{"admin"}, Warning: "v1 ComponentStatus is deprecated in v1.19+"},
+			{Name: "componentstatuses.v1", Severity: "deprecated", Requests: 2, ClientCount: 1, Clients: []string{"admin"},
+				Callers: []sunsetv1.Caller{caller("admin", 19, "find-deprecated/1.0", "kubectl/v1.32.4")}, Warning: "v1 ComponentStatus is deprecated in v1.19+"},
 			{Name: "endpoints.v1", Severity: "deprecated", Requests: 35, ClientCount: 4, Clients: []string{"system:apiserver", "alice", "admin", "bob"},
+				Callers: []sunsetv1.Caller{caller("system:apiserver", 19, "kube-apiserver/v1.36.3"), caller("alice", 19, "kubectl/v1.32.4"),
+					caller("admin", 19, "find-deprecated/1.0"), caller("bob", 19, "bob-script/2.0")},
 				Warning: "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"},
-			{Name: "widgets.v1alpha1.e2e.example.com", Severity: "deprecated", Requests: 1, ClientCount: 1, Clients: []string{"bob"}, Warning: "e2e.example.com/v1alpha1 widgets is deprecated"},
-			{Name: "widgets.v1beta1.e2e.example.com", Severity: "deprecated", Requests: 28, ClientCount: 2, Clients: []string{"alice", "bob"}, Warning: "e2e.example.com/v1beta1 widgets is deprecated"},
+			{Name: "widgets.v1alpha1.e2e.example.com", Severity: "deprecated", Requests: 1, ClientCount: 1, Clients: []string{"bob"},
+				Callers: []sunsetv1.Caller{caller("bob", 19, "bob-script/2.0")}, Warning: "e2e.example.com/v1alpha1 widgets is deprecated"},
+			{Name: "widgets.v1beta1.e2e.example.com", Severity: "deprecated", Requests: 28, ClientCount: 2, Clients: []string{"alice", "bob"},
+				Callers: []sunsetv1.Caller{caller("alice", 19, "kubectl/v1.32.4"), caller("bob", 19, "bob-script/2.0", "curl/7.88.1")}, Warning: "e2e.example.com/v1beta1 widgets is deprecated"},
 		}}, withSystem.Status)
 
 	for path, msg := range map[string]string{
 		"upgradechecks?excludeSystem=maybe&since=30m": `excludeSystem "maybe" is not true or false; since "30m" is not a duration of at least 1h, such as 24h or 168h`,
-		"upgradechecks/1.37?user=alice":               `unknown parameter "user" (known: cluster, excludeSystem, since, warningsAsErrors)`,
+		"upgradechecks/1.37?user=alice":               `unknown parameter "user" (known: cleanFor, cluster, excludeSystem, from, since, warningsAsErrors)`,
 		"upgradechecks?since=721h":                    `since 721h0m0s is longer than the retention of 720h0m0s`,
+		"upgradechecks?cleanFor=90m&from=one":         `cleanFor "90m" is not whole hours; counts are hourly (1h or 2h); from: "one" is not a Kubernetes release such as 1.37`,
+		"upgradechecks/1.37?from=1.37":                `from 1.37 is not before the target 1.37`,
 	} {
 		code, body := s.get(base + path)
 		require.Equal(t, 400, code, path)
@@ -102,6 +109,41 @@ func TestUpgradeChecksAndServerInfo(t *testing.T) {
 	require.JSONEq(t, statusBody(404, "NotFound", `upgradechecks "next" not found: name a target release such as 1.37`), string(body))
 	code, _ = s.post(base+"upgradechecks", "application/json", []byte("{}"))
 	require.Equal(t, 405, code)
+}
+
+// caller is one caller of the fixture, last seen in the hour of 2026-11-21
+// the captured bodies or postCheckFixture put it in.
+func caller(name string, hour int, agents ...string) sunsetv1.Caller {
+	return sunsetv1.Caller{UserName: name, UserAgents: agents, LastSeen: time.Date(2026, 11, 21, hour, 0, 0, 0, time.UTC)}
+}
+
+// ?cleanFor= treats a caller as stopped once its last hour ended that long
+// before the server's clock (19:50); ?from= names the releases on the way
+// that break.
+func TestUpgradeCheckCleanForAndFrom(t *testing.T) {
+	s := start(t, testConfig(t))
+	postCheckFixture(s)
+	const base = "/apis/sunset.dev/v1/upgradechecks/"
+
+	// carol's 07:00 hour ended at 08:00: silent 11h50m at 19:50.
+	busy := getJSON[sunsetv1.UpgradeCheck](t, s, base+"1.37?since=48h&cleanFor=12h&from=1.34").Status
+	require.Equal(t, "12h", busy.CleanFor)
+	require.Equal(t, 0, busy.StoppedCallers)
+	require.Equal(t, []sunsetv1.Step{{Release: "1.37", ExitCode: sunsetv1.ExitCodeRemoved, Findings: []string{"volumeattributesclasses.v1beta1.storage.k8s.io"}}}, busy.Steps)
+	require.Equal(t, "1.37", busy.FirstBreaking)
+	require.Equal(t, "NOT SAFE to upgrade to 1.37: 2 APIs removed in or before 1.37 were requested in the last 48h, system users excluded. "+
+		"Upgrading from 1.34, the first release that breaks is 1.37; breaking at each: 1.37 (volumeattributesclasses.v1beta1.storage.k8s.io).", busy.Message)
+
+	quiet := getJSON[sunsetv1.UpgradeCheck](t, s, base+"1.37?since=48h&cleanFor=11h&from=1.34").Status
+	require.Equal(t, 1, quiet.StoppedCallers)
+	vac := quiet.Findings[1]
+	require.Equal(t, "volumeattributesclasses.v1beta1.storage.k8s.io", vac.Name)
+	require.True(t, vac.Accepted)
+	require.Equal(t, []sunsetv1.Caller{{UserName: "carol", UserAgents: []string{"terraform/1.9.0"}, LastSeen: time.Date(2026, 11, 21, 7, 0, 0, 0, time.UTC), Stopped: true}}, vac.Callers)
+	require.Equal(t, sunsetv1.ExitCodeRemoved, quiet.ExitCode, "the CronJob client still calls")
+	require.Empty(t, quiet.Steps)
+	require.Equal(t, "NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 48h, system users excluded. "+
+		"1 API requested not counted: every caller has been silent for 11h. Upgrading from 1.34, no release up to 1.37 removes anything still requested.", quiet.Message)
 }
 
 // ?hourly=true lists the window's hours with requests; they add up to the

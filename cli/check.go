@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/plural"
@@ -60,6 +61,24 @@ func Check(list sunsetv1.APIRequestCountList, o CheckOptions) CheckResult {
 	return CheckResult{verdict.Check(list, o)}
 }
 
+// acceptedWhy says why an accepted finding does not count: each caller
+// stopped or exempted, and until when.
+func acceptedWhy(f Finding) string {
+	var parts []string
+	for _, c := range f.Callers {
+		switch {
+		case c.Exemption != nil:
+			parts = append(parts, fmt.Sprintf("%s exempted until %s (%s)", Terminal(c.UserName), c.Exemption.Expires.UTC().Format(time.RFC3339), Terminal(c.Exemption.Reason)))
+		case c.Stopped:
+			parts = append(parts, fmt.Sprintf("%s silent since %s", Terminal(c.UserName), c.LastSeen.UTC().Add(time.Hour).Format(time.RFC3339)))
+		}
+	}
+	if len(parts) == 0 || len(parts) < f.ClientCount {
+		parts = append(parts, "exempted for every caller")
+	}
+	return strings.Join(parts, "; ")
+}
+
 // maxNamedClients is how many clients a warning line names.
 const maxNamedClients = 3
 
@@ -80,6 +99,9 @@ func (r CheckResult) WriteText(w io.Writer) error {
 		already := ""
 		if f.AlreadyRemoved {
 			already = " [already removed: clients get 404]"
+		}
+		if f.Accepted {
+			already += " [not counted: " + acceptedWhy(f) + "]"
 		}
 		named := make([]string, len(clients))
 		for i, c := range clients {

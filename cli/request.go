@@ -65,13 +65,16 @@ type Filters struct {
 
 // validateSince accepts whole hours from 1h: counts are hourly, so a
 // window of 90m would read as 2h and be named as neither.
-func validateSince(since time.Duration) error {
+func validateSince(since time.Duration) error { return validateHours("--since", since) }
+
+// validateHours accepts whole hours from 1h for the duration flag named.
+func validateHours(flag string, d time.Duration) error {
 	switch {
-	case since < time.Hour:
-		return fmt.Errorf("--since %s is shorter than 1h; counts are hourly", since)
-	case since%time.Hour != 0:
-		whole := since.Truncate(time.Hour)
-		return fmt.Errorf("--since %s is not whole hours; counts are hourly (%s or %s)", FormatDuration(since), FormatDuration(whole), FormatDuration(whole+time.Hour))
+	case d < time.Hour:
+		return fmt.Errorf("%s %s is shorter than 1h; counts are hourly", flag, d)
+	case d%time.Hour != 0:
+		whole := d.Truncate(time.Hour)
+		return fmt.Errorf("%s %s is not whole hours; counts are hourly (%s or %s)", flag, FormatDuration(d), FormatDuration(whole), FormatDuration(whole+time.Hour))
 	}
 	return nil
 }
@@ -277,8 +280,16 @@ type CheckRequest struct {
 	// Scan adds what is about to be applied (paths, a cluster) to the
 	// traffic, for one verdict over both.
 	Scan ScanOptions
+	// CleanFor treats callers silent for at least this long as stopped
+	// (--clean-for); whole hours.
+	CleanFor time.Duration
+	// From is the release upgraded from (--from): the verdict then names
+	// each release on the way that breaks.
+	From string
+	// Exemptions accept calls until they expire.
+	Exemptions []sunsetv1.Exemption
 
-	target catalog.Release
+	target, from catalog.Release
 }
 
 // Validate checks the flags.
@@ -292,6 +303,19 @@ func (c *CheckRequest) Validate() error {
 		c.target = rel
 	}
 	errs = append(errs, validateSince(c.Since), c.Scan.validate())
+	if c.CleanFor != 0 {
+		errs = append(errs, validateHours("--clean-for", c.CleanFor))
+	}
+	if c.From != "" {
+		from, err := catalog.ParseRelease(c.From)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--from: %w", err))
+		case !c.target.IsZero() && !from.Less(c.target):
+			errs = append(errs, fmt.Errorf("--from %s is not before --target-version %s", from, c.target))
+		}
+		c.from = from
+	}
 	if c.Output != "text" && c.Output != "json" {
 		errs = append(errs, fmt.Errorf("-o %q is not one of text, json", c.Output))
 	}
@@ -313,7 +337,7 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 		return err
 	}
 	res := Check(list, CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
-		WebhookCertificates: webhooks.Certificates})
+		WebhookCertificates: webhooks.Certificates, Now: c.now(r, out), CleanFor: c.CleanFor, Exemptions: c.Exemptions, From: c.from})
 	if len(res.Findings) == 0 {
 		// Safe, but say so when the window misses what the store holds.
 		if msg, hinted := c.noRequests(r, q, list); hinted {
@@ -337,6 +361,18 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 		return &ExitCodeError{Code: code, Err: fmt.Errorf("check failed with exit code %d", code)}
 	}
 	return nil
+}
+
+// now is the time the check is judged at: the source's clock, which the
+// window was read against, else this machine's.
+func (c *CheckRequest) now(r Reader, out Output) time.Time {
+	if info, err := r.Info(); err == nil && !info.Time.IsZero() {
+		return info.Time
+	}
+	if out.Now != nil {
+		return out.Now()
+	}
+	return time.Time{}
 }
 
 // addScan scans and joins the verdicts, as the server's upgrade checks do.

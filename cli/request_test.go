@@ -48,6 +48,8 @@ func TestRequestsValidate(t *testing.T) {
 			"-o jsonpath needs a template, e.g. -o jsonpath='{.items[*].metadata.name}'"},
 		{"check", &CheckRequest{Filters: Filters{Since: time.Minute}, TargetVersion: "next", Output: "yaml"},
 			"--target-version: \"next\" is not a Kubernetes release such as 1.37\n--since 1m0s is shorter than 1h; counts are hourly\n-o \"yaml\" is not one of text, json"},
+		{"check's clean-for and from", &CheckRequest{Filters: day, TargetVersion: "1.37", Output: "text", CleanFor: 90 * time.Minute, From: "1.37"},
+			"--clean-for 1h30m is not whole hours; counts are hourly (1h or 2h)\n--from 1.37 is not before --target-version 1.37"},
 		{"since in minutes", &ListRequest{Filters: Filters{Since: 90 * time.Minute}},
 			"--since 1h30m is not whole hours; counts are hourly (1h or 2h)"},
 		{"webhooks since in minutes", &WebhooksRequest{Since: 25*time.Hour + time.Minute},

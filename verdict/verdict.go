@@ -28,6 +28,18 @@ type CheckOptions struct {
 	// WebhookCertificates are the webhook servers whose certificate
 	// kube-apiserver flagged in the window (WebhookCountList.Certificates).
 	WebhookCertificates []sunsetv1.WebhookCertificate
+	// Now is the time of the check, which CleanFor and the exemptions'
+	// expiry are measured against. Zero: no caller counts as stopped and
+	// no exemption applies.
+	Now time.Time
+	// CleanFor: a caller silent for at least this long (its last hour
+	// ended CleanFor or more before Now) is treated as fixed. Zero: never.
+	CleanFor time.Duration
+	// Exemptions accept calls until they expire (Now >= Expires).
+	Exemptions []sunsetv1.Exemption
+	// From, if set, is the release upgraded from: the result then says at
+	// which releases in (From, Target] something breaks.
+	From catalog.Release
 }
 
 // Check decides whether upgrading to the target is safe from what list says
@@ -37,6 +49,11 @@ type CheckOptions struct {
 // known even when system identities lead.
 func Check(list sunsetv1.APIRequestCountList, o CheckOptions) sunsetv1.CheckResult {
 	res := sunsetv1.CheckResult{TargetVersion: o.Target.String(), Since: FormatDuration(o.Since), ExcludeSystem: o.ExcludeSystem, Findings: []sunsetv1.Finding{}}
+	if o.CleanFor > 0 {
+		res.CleanFor = FormatDuration(o.CleanFor)
+	}
+	active, expired := splitExemptions(o.Exemptions, o.Now)
+	res.Exemptions, res.ExpiredExemptions, res.StaleExemptions = active, expired, staleExemptions(list, active)
 	for _, obj := range list.Items {
 		requests, clients, users := WindowUse(obj, o.ExcludeSystem)
 		if requests == 0 {
@@ -48,6 +65,9 @@ func Check(list sunsetv1.APIRequestCountList, o CheckOptions) sunsetv1.CheckResu
 		for _, u := range users {
 			f.Clients = append(f.Clients, u.UserName)
 		}
+		var stopped int
+		f.Callers, stopped, f.Accepted = callers(obj.Metadata.Name, clients, users, active, o)
+		res.StoppedCallers += stopped
 		rem, err := catalog.ParseRelease(st.RemovedInRelease)
 		if st.Removed || (err == nil && !o.Target.Less(rem)) {
 			f.Severity = sunsetv1.SeverityRemoved
@@ -77,7 +97,7 @@ func Check(list sunsetv1.APIRequestCountList, o CheckOptions) sunsetv1.CheckResu
 	})
 	res.WebhookCertificates = certificateFindings(o.WebhookCertificates, o.Target)
 	for _, f := range res.Findings {
-		if f.Severity == sunsetv1.SeverityRemoved {
+		if f.Severity == sunsetv1.SeverityRemoved && !f.Accepted {
 			res.ExitCode = sunsetv1.ExitCodeRemoved
 		}
 	}
@@ -86,10 +106,18 @@ func Check(list sunsetv1.APIRequestCountList, o CheckOptions) sunsetv1.CheckResu
 			res.ExitCode = sunsetv1.ExitCodeRemoved
 		}
 	}
-	if res.ExitCode == sunsetv1.ExitCodeSafe && o.WarningsAsErrors && len(res.Findings)+len(res.WebhookCertificates) > 0 {
+	if res.ExitCode == sunsetv1.ExitCodeSafe && o.WarningsAsErrors && counted(res.Findings)+len(res.WebhookCertificates) > 0 {
 		res.ExitCode = sunsetv1.ExitCodeDeprecated
 	}
 	res.Message = message(res)
+	if !o.From.IsZero() && o.From.Less(o.Target) {
+		res.From = o.From.String()
+		res.Steps = steps(res, o.From, o.Target)
+		if len(res.Steps) > 0 {
+			res.FirstBreaking = res.Steps[0].Release
+		}
+		res.Message += stepsSentence(res.From, res.TargetVersion, res.Steps)
+	}
 	return res
 }
 
@@ -168,14 +196,53 @@ func warningText(obj sunsetv1.APIRequestCount) string {
 // message is the sentence `sunset check` ends with: about APIs, then, when
 // kube-apiserver flagged webhook servers' certificates, about those.
 func message(r sunsetv1.CheckResult) string {
-	removed, deprecated := 0, 0
+	removed, deprecated, accepted := 0, 0, 0
 	for _, f := range r.Findings {
-		if f.Severity == sunsetv1.SeverityRemoved {
+		switch {
+		case f.Accepted:
+			accepted++
+		case f.Severity == sunsetv1.SeverityRemoved:
 			removed++
-		} else {
+		default:
 			deprecated++
 		}
 	}
+	return verdictSentence(r, removed, deprecated) + acceptedSentence(r, accepted)
+}
+
+// counted is how many findings count against the verdict.
+func counted(findings []sunsetv1.Finding) int {
+	n := 0
+	for _, f := range findings {
+		if !f.Accepted {
+			n++
+		}
+	}
+	return n
+}
+
+// acceptedSentence names the findings every caller of which stopped or is
+// exempted, and the exemptions that matched nothing.
+func acceptedSentence(r sunsetv1.CheckResult, accepted int) string {
+	out := ""
+	if accepted > 0 {
+		why := "every caller is exempted"
+		switch {
+		case r.CleanFor != "" && len(r.Exemptions) > 0:
+			why = fmt.Sprintf("every caller is exempted or silent for %s", r.CleanFor)
+		case r.CleanFor != "":
+			why = fmt.Sprintf("every caller has been silent for %s", r.CleanFor)
+		}
+		out += fmt.Sprintf(" %d API%s requested not counted: %s.", accepted, plural.S(accepted), why)
+	}
+	if n := len(r.StaleExemptions); n > 0 {
+		out += fmt.Sprintf(" %d exemption%s matched no request.", n, plural.S(n))
+	}
+	return out
+}
+
+// verdictSentence is the verdict over the findings that count.
+func verdictSentence(r sunsetv1.CheckResult, removed, deprecated int) string {
 	refused, accepted := 0, 0
 	for _, f := range r.WebhookCertificates {
 		if f.Severity == sunsetv1.SeverityRefused {

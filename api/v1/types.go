@@ -131,6 +131,9 @@ type WindowUser struct {
 	System              bool   `json:"system,omitempty"`
 	// UserAgents are the user agents seen, most requests first, at most 3.
 	UserAgents []string `json:"userAgents"`
+	// LastSeen is the start of the last hour in the window with requests
+	// of this user; zero from a server too old to say.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
 }
 
 // Replacement names the API that replaces a deprecated one.

@@ -78,6 +78,49 @@ type Finding struct {
 	ClientCount    int    `json:"clientCount"`
 	// Clients are the top usernames, most requests first.
 	Clients []string `json:"clients"`
+	// Callers are the same users, each with when it last called and
+	// whether it counts against the verdict.
+	Callers []Caller `json:"callers,omitempty"`
+	// Accepted is true when the API was removed by the target but every
+	// caller has stopped or is exempted, so that it does not make the
+	// verdict NOT SAFE; Severity stays.
+	Accepted bool `json:"accepted,omitempty"`
+}
+
+// Caller is one user of an API in the window.
+type Caller struct {
+	UserName   string   `json:"username"`
+	UserAgents []string `json:"userAgents"`
+	// LastSeen is the start of the last hour with requests; zero when
+	// the data does not say.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
+	// Stopped: its last hour ended at least cleanFor before the check,
+	// so it is treated as fixed.
+	Stopped bool `json:"stopped,omitempty"`
+	// Exemption is the unexpired exemption that accepts its calls.
+	Exemption *Exemption `json:"exemption,omitempty"`
+}
+
+// Exemption accepts calls to an API until it expires: by one user, one
+// user agent, or both; with neither, every call to the API. A user agent
+// ending in * matches a prefix.
+type Exemption struct {
+	// API is the APIRequestCount name, e.g. cronjobs.v1beta1.batch.
+	API       string `json:"api"`
+	UserName  string `json:"user,omitempty"`
+	UserAgent string `json:"userAgent,omitempty"`
+	Reason    string `json:"reason"`
+	// Expires is when it stops applying: from then on the calls count.
+	Expires time.Time `json:"expires"`
+}
+
+// Step is the verdict at one release of an upgrade across several minors.
+type Step struct {
+	Release  string   `json:"release"`
+	ExitCode ExitCode `json:"exitCode"`
+	// Findings name the APIs that this release removes and that were
+	// requested, by callers neither stopped nor exempted.
+	Findings []string `json:"findings"`
 }
 
 // CertificateFinding is a webhook server whose certificate kube-apiserver
@@ -112,6 +155,23 @@ type CheckResult struct {
 	WebhookCertificates []CertificateFinding `json:"webhookCertificates,omitempty"`
 	// Message is the verdict in one sentence, as `sunset check` ends.
 	Message string `json:"message"`
+	// CleanFor is how long a caller must have been silent to count as
+	// stopped; empty when callers never do.
+	CleanFor string `json:"cleanFor,omitempty"`
+	// StoppedCallers counts the callers of findings treated as stopped.
+	StoppedCallers int `json:"stoppedCallers,omitempty"`
+	// Exemptions are those in force at the check; StaleExemptions those
+	// of them that matched no call in the window, and ExpiredExemptions
+	// those whose time has passed.
+	Exemptions        []Exemption `json:"exemptions,omitempty"`
+	StaleExemptions   []Exemption `json:"staleExemptions,omitempty"`
+	ExpiredExemptions []Exemption `json:"expiredExemptions,omitempty"`
+	// From is the release upgraded from, for an upgrade across several
+	// minors; Steps are then the releases in (from, target] at which
+	// something requested breaks, and FirstBreaking the first of them.
+	From          string `json:"from,omitempty"`
+	Steps         []Step `json:"steps,omitempty"`
+	FirstBreaking string `json:"firstBreaking,omitempty"`
 	// Scan is what a scan of manifests, charts or the cluster found
 	// (`sunset check --scan`, or the server's cluster scan), judged at
 	// the same target, and ScanVerdict its sentence; ExitCode covers both.

@@ -73,6 +73,8 @@ func newCheckCommand(env console) *cobra.Command {
 	fs.StringVar(&req.TargetVersion, "target-version", "", "the Kubernetes release to upgrade to, e.g. 1.37")
 	fs.BoolVar(&req.WarningsAsErrors, "warnings-as-errors", false, "exit 2 when deprecated (not yet removed) APIs were requested")
 	fs.StringVarP(&req.Output, "output", "o", "text", "text or json")
+	fs.DurationVar(&req.CleanFor, "clean-for", 0, "treat a caller silent for this long (whole hours, e.g. 6h) as stopped: it no longer fails the check")
+	fs.StringVar(&req.From, "from", "", "the release upgraded from, e.g. 1.34: also name each release up to --target-version that breaks")
 	fs.StringArrayVar(&req.Scan.Paths, "scan", nil, "also scan these manifests, kustomizations or charts (as sunset scan), for one verdict (repeatable)")
 	scanCluster := fs.Bool("scan-cluster", true, "with --kubeconfig or --context, also scan that cluster's Helm releases, CRDs and APIServices")
 	addScanFlags(fs, &req.Scan)
