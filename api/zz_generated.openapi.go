@@ -2832,6 +2832,13 @@ func schema_kube_sunset_sunset_scan_report_Finding(ref common.ReferenceCallback)
 							Format:      "",
 						},
 					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source is where the judgement came from: SourceCatalog, SourceExtra, SourceCRD or SourceFieldRule.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"origin": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},

@@ -63,6 +63,7 @@ func New(extra []Entry) (*Catalog, error) {
 		if e.Source == "" {
 			e.Source = "config"
 		}
+		e.Extra = true
 		// Releases are compared and printed ("deprecated in v1.20+") in one
 		// spelling, whichever the configuration used.
 		e.DeprecatedIn, e.RemovedIn = NormalizeRelease(e.DeprecatedIn), NormalizeRelease(e.RemovedIn)

@@ -19,6 +19,10 @@ type Entry struct {
 	Replacement  *Ref   `json:"replacement,omitempty"`
 	// Source says where the facts come from.
 	Source string `json:"source,omitempty"`
+	// Extra is set on the entries configuration added (catalog.extra),
+	// built-in ones it replaced included, so that a judgement can say
+	// which it came from.
+	Extra bool `json:"-"`
 }
 
 // Ref names an API by group, version, kind and resource.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -112,6 +113,17 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.R
 				return res, err
 			}
 			apiVersions = append(slices.Clip(apiVersions), discovered...)
+		}
+		// Objects of third-party APIs are judged by the cluster's own
+		// CRDs, the files' and the Helm releases' alike.
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return res, err
+		}
+		if j.CRDs, err = scan.ReadCRDVersions(ctx, dyn); err != nil {
+			// Without them the scan still judges by the catalog;
+			// the cluster scan reports the gap.
+			j.CRDs = nil
 		}
 	}
 	if len(o.Paths) > 0 {

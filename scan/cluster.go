@@ -62,6 +62,14 @@ func (c *Cluster) Scan(ctx context.Context) (report.Result, error) {
 		c.Judge.Current = cur
 		res.CurrentVersion = cur.String()
 	}
+	if c.Judge.CRDs == nil {
+		// A Helm release's objects of third-party APIs are judged by
+		// the cluster's CRDs; a cluster whose CRDs cannot be listed is
+		// judged by the catalog alone, and crds reports the gap.
+		if crds, err := ReadCRDVersions(ctx, c.Dynamic); err == nil {
+			c.Judge.CRDs = crds
+		}
+	}
 	res.Merge(c.helmReleases(ctx))
 	res.Merge(c.crds(ctx))
 	res.Merge(c.apiServices(ctx))
@@ -166,15 +174,16 @@ func (c *Cluster) storedVersions(crd unstructured.Unstructured) []report.Finding
 		why := ""
 		switch e, inCatalog := c.Judge.Catalog.Lookup(group, sv, plural); {
 		case !known || !v.served:
-			f.Severity, why = catalog.StateRemoved, "no longer served"
+			f.Severity, f.Source, why = catalog.StateRemoved, report.SourceCRD, "no longer served"
 		case inCatalog && c.Judge.severity(e.DeprecatedIn, e.RemovedIn) != "":
 			f.Severity, f.DeprecatedIn, f.RemovedIn = c.Judge.severity(e.DeprecatedIn, e.RemovedIn), e.DeprecatedIn, e.RemovedIn
+			f.Source = entrySource(e)
 			why = "deprecated"
 			if e.RemovedIn != "" {
 				why += ", removed in v" + e.RemovedIn
 			}
 		case v.deprecated:
-			f.Severity, why = catalog.StateDeprecated, "marked deprecated"
+			f.Severity, f.Source, why = catalog.StateDeprecated, report.SourceCRD, "marked deprecated"
 		default:
 			continue
 		}
@@ -224,7 +233,7 @@ func (c *Cluster) apiServices(ctx context.Context) report.Result {
 				continue
 			}
 			f := report.Finding{Severity: severity, Rule: report.RuleAPIService, APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService",
-				Name: s.GetName(), DeprecatedIn: e.DeprecatedIn, RemovedIn: e.RemovedIn,
+				Name: s.GetName(), DeprecatedIn: e.DeprecatedIn, RemovedIn: e.RemovedIn, Source: entrySource(e),
 				Origin: report.Origin{Object: "apiservices/" + s.GetName()}}
 			f.Message = fmt.Sprintf("APIService %s registers %s, which Kubernetes removes in v%s: delete it, and move its clients to the replacement versions", s.GetName(), gv, e.RemovedIn)
 			removed, _ := catalog.ParseRelease(e.RemovedIn)

@@ -44,6 +44,10 @@ type Judge struct {
 	// fix never disagree on it; nil builds it from Catalog for each
 	// finding, which is correct but slower.
 	Conversions *convert.Table
+	// CRDs are the cluster's CustomResourceDefinitions, when a cluster is
+	// scanned: an object of a version they declare is judged by them, not
+	// by the catalog. Nil without a cluster.
+	CRDs *CRDVersions
 }
 
 // Object is one Kubernetes object found in a manifest or a release.
@@ -61,7 +65,11 @@ func (j Judge) Judge(obj Object, origin report.Origin) []report.Finding {
 	group, version := splitAPIVersion(obj.APIVersion)
 	var out []report.Finding
 	base := report.Finding{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Name, Namespace: obj.Namespace, Origin: origin}
-	if e, ok := j.Catalog.LookupKind(group, version, obj.Kind); ok {
+	if f, known, found := j.CRDs.finding(group, version, obj.Kind, base); known {
+		if found {
+			out = append(out, f)
+		}
+	} else if e, ok := j.Catalog.LookupKind(group, version, obj.Kind); ok {
 		if f, ok := j.apiFinding(e, base); ok {
 			out = append(out, f)
 		}
@@ -71,6 +79,7 @@ func (j Judge) Judge(obj Object, origin report.Origin) []report.Finding {
 		for _, r := range j.Fields.Match(group, version, resource, "", "create", obj.JSON) {
 			f := base
 			f.Rule, f.Message, f.DeprecatedIn, f.RemovedIn = report.RuleDeprecatedField, r.Message, r.DeprecatedIn, r.RemovedIn
+			f.Source = report.SourceFieldRule
 			f.Severity = j.severity(catalog.NormalizeRelease(r.DeprecatedIn), catalog.NormalizeRelease(r.RemovedIn))
 			if f.Severity != "" {
 				out = append(out, f)
@@ -109,6 +118,7 @@ func (j Judge) apiFinding(e catalog.Entry, f report.Finding) (report.Finding, bo
 	if f.Severity == catalog.StateRemoved {
 		f.Rule = report.RuleRemovedAPI
 	}
+	f.Source = entrySource(e)
 	f.DeprecatedIn, f.RemovedIn, f.Message = e.DeprecatedIn, e.RemovedIn, e.Warning()
 	conversions := j.Conversions
 	if conversions == nil {
@@ -133,4 +143,13 @@ func splitAPIVersion(apiVersion string) (group, version string) {
 		return g, v
 	}
 	return "", apiVersion
+}
+
+// entrySource is where a catalog entry comes from: the built-in catalog
+// or catalog.extra.
+func entrySource(e catalog.Entry) string {
+	if e.Extra {
+		return report.SourceExtra
+	}
+	return report.SourceCatalog
 }

@@ -225,6 +225,18 @@ func TestOutputGoldens(t *testing.T) {
 			golden.Assert(t, filepath.Join("testdata", "golden", "repo."+format), b.Bytes())
 		})
 	}
+	// Every finding of the fixtures comes from the built-in catalog, and
+	// each golden that carries a source says so once per finding: counted
+	// apart from the writers, against the fixtures' labels.
+	want := 0
+	for _, n := range expectedBySeverity(t) {
+		want += n
+	}
+	for format, needle := range map[string]string{"json": `"source": "catalog"`, "yaml": "source: catalog", "sarif": `"source": "catalog"`} {
+		b, err := os.ReadFile(filepath.Join("testdata", "golden", "repo."+format))
+		require.NoError(t, err)
+		require.Equal(t, want, bytes.Count(b, []byte(needle)), format)
+	}
 }
 
 func TestSARIFIsValidAgainstTheSchema(t *testing.T) {

@@ -88,8 +88,8 @@ func TestBombsAreRenderedWithinTheChildsBounds(t *testing.T) {
 	require.Equal(t, []report.Finding{{
 		Severity: "removed", Rule: "removed-api", APIVersion: "batch/v1beta1", Kind: "CronJob", Name: "release-name-nightly",
 		DeprecatedIn: "1.21", RemovedIn: "1.25", Replacement: "batch/v1 CronJob",
-		Message: "batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob",
-		Origin:  report.Origin{Path: "testdata/bombs/normal", Template: "normal/templates/cron.yaml"},
+		Message: "batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob", Source: report.SourceCatalog,
+		Origin: report.Origin{Path: "testdata/bombs/normal", Template: "normal/templates/cron.yaml"},
 	}}, res.Findings)
 
 	heap := <-peak

@@ -99,7 +99,7 @@ func (r Result) writeRows(w io.Writer, wide bool, escape func(string) string) er
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	header := "ORIGIN\tKIND\tNAME\tAPI VERSION\tSTATUS\tREPLACEMENT"
 	if wide {
-		header = "ORIGIN\tNAMESPACE\tKIND\tNAME\tAPI VERSION\tSTATUS\tREPLACEMENT\tRULE\tMESSAGE"
+		header = "ORIGIN\tNAMESPACE\tKIND\tNAME\tAPI VERSION\tSTATUS\tREPLACEMENT\tRULE\tSOURCE\tMESSAGE"
 	}
 	fmt.Fprintln(tw, header)
 	dash := func(s string) string {
@@ -114,8 +114,8 @@ func (r Result) writeRows(w io.Writer, wide bool, escape func(string) string) er
 			status += " (already)"
 		}
 		if wide {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape(f.Origin.String()), dash(f.Namespace), escape(f.Kind), dash(f.Name),
-				escape(f.APIVersion), escape(status), dash(f.Replacement), dash(f.Rule), escape(f.Message))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape(f.Origin.String()), dash(f.Namespace), escape(f.Kind), dash(f.Name),
+				escape(f.APIVersion), escape(status), dash(f.Replacement), dash(f.Rule), dash(f.Source), escape(f.Message))
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", escape(f.Origin.String()), escape(f.Kind), dash(f.Name), escape(f.APIVersion), escape(status), dash(f.Replacement))

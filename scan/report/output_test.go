@@ -17,7 +17,7 @@ import (
 func hostile() report.Result {
 	return report.Result{TargetVersion: "1.37", Findings: []report.Finding{{
 		Severity: catalog.StateRemoved, Rule: "removed-api\x07", APIVersion: "evil.io/v1\x1b[2J", Kind: "Widget\r", Name: "w\x1b]0;pwned\x07|<b>",
-		Namespace: "ns\u202e", RemovedIn: "1.37\x1b[1m", Replacement: "good.io/v1 Widget\n", Message: "move\x1b[2J on",
+		Namespace: "ns\u202e", RemovedIn: "1.37\x1b[1m", Replacement: "good.io/v1 Widget\n", Message: "move\x1b[2J on", Source: "crd\x1b[2J",
 		Origin: report.Origin{Path: "dir/\x1b[2Ja.yaml", Line: 3},
 	}}}
 }
@@ -28,8 +28,8 @@ func TestTextOutputsEscapeScannedStrings(t *testing.T) {
 	for format, want := range map[string]string{
 		"table": "ORIGIN             KIND      NAME                 API VERSION      STATUS                REPLACEMENT\n" +
 			`dir/^[[2Ja.yaml:3  Widget\r  w^[]0;pwned\x07|<b>  evil.io/v1^[[2J  removed in 1.37^[[1m  good.io/v1 Widget\n` + "\n",
-		"wide": "ORIGIN             NAMESPACE  KIND      NAME                 API VERSION      STATUS                REPLACEMENT          RULE             MESSAGE\n" +
-			`dir/^[[2Ja.yaml:3  ns\u202e   Widget\r  w^[]0;pwned\x07|<b>  evil.io/v1^[[2J  removed in 1.37^[[1m  good.io/v1 Widget\n  removed-api\x07  move^[[2J on` + "\n",
+		"wide": "ORIGIN             NAMESPACE  KIND      NAME                 API VERSION      STATUS                REPLACEMENT          RULE             SOURCE    MESSAGE\n" +
+			`dir/^[[2Ja.yaml:3  ns\u202e   Widget\r  w^[]0;pwned\x07|<b>  evil.io/v1^[[2J  removed in 1.37^[[1m  good.io/v1 Widget\n  removed-api\x07  crd^[[2J  move^[[2J on` + "\n",
 		"markdown": "### Kubernetes API scan for 1.37\n\n" +
 			"NOT SAFE to upgrade to 1.37: 1 object uses APIs removed in or before 1.37.\n\n" +
 			"| Status | Origin | Kind | Name | API version | Replacement |\n|---|---|---|---|---|---|\n" +

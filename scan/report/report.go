@@ -47,8 +47,24 @@ type Finding struct {
 	Replacement string `json:"replacement,omitempty"`
 	// Message says what is wrong and what to do, in one sentence.
 	Message string `json:"message"`
-	Origin  Origin `json:"origin"`
+	// Source is where the judgement came from: SourceCatalog,
+	// SourceExtra, SourceCRD or SourceFieldRule.
+	Source string `json:"source,omitempty"`
+	Origin Origin `json:"origin"`
 }
+
+// Sources of a judgement.
+const (
+	// SourceCatalog is the built-in catalog of Kubernetes APIs.
+	SourceCatalog = "catalog"
+	// SourceExtra is an entry of the configured catalog.extra.
+	SourceExtra = "extra"
+	// SourceCRD is a CustomResourceDefinition read from the cluster: a
+	// version it no longer serves, or marks deprecated.
+	SourceCRD = "crd"
+	// SourceFieldRule is a field rule.
+	SourceFieldRule = "field-rule"
+)
 
 // Origin is where a finding's object comes from.
 type Origin struct {

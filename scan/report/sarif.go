@@ -109,7 +109,7 @@ func (r Result) writeSARIF(w io.Writer, version string) error {
 			msg = fmt.Sprintf("%s %s: %s", f.Kind, f.Name, f.Message)
 		}
 		res := sarifResult{RuleID: f.Rule, Level: level, Message: sarifMessage{msg}, Locations: []sarifLocation{f.Origin.sarifLocation()},
-			Properties: map[string]any{"apiVersion": f.APIVersion, "kind": f.Kind, "severity": f.Severity}}
+			Properties: map[string]any{"apiVersion": f.APIVersion, "kind": f.Kind, "severity": f.Severity, "source": f.Source}}
 		run.Results = append(run.Results, res)
 	}
 	inv := &run.Invocations[0]
