@@ -132,10 +132,14 @@ func gateReviews(t *testing.T, s *server, source, decision string) float64 {
 }
 
 // refusedAt137 is the refusal of cluster default (postCheckFixture) from
-// 1.36 to 1.37 for an object of kind.
-func refusedAt137(kind string) string {
-	return `sunset: the upgrade of cluster default from 1.36 to 1.37 is refused, first breaking at 1.37: NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded.
-- storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: 1 request in the last 24h by carol
+// 1.36 to 1.37 for an object of kind: the sentence is upgradechecks' for
+// the same cluster, target and starting release.
+func refusedAt137(t *testing.T, s *server, kind string) string {
+	t.Helper()
+	check := getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=default&from=1.36")
+	require.Equal(t, sunsetv1.ExitCodeRemoved, check.Status.ExitCode)
+	return `sunset: the upgrade of cluster default from 1.36 to 1.37 is refused: ` + check.Status.Message + `
+- storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: 1 request in the last 24h by carol (terraform/1.9.0; last seen 2026-11-21 07:00 UTC)
 To upgrade anyway, annotate ` + kind + ` fleet/default with sunset.dev/upgrade-override="<reason>".`
 }
 
@@ -148,12 +152,13 @@ func TestGateRefusesEachBuiltinKind(t *testing.T) {
 	postCheckFixture(s)
 	check := getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=default")
 	require.Equal(t, sunsetv1.ExitCodeRemoved, check.Status.ExitCode)
+	require.True(t, strings.HasPrefix(refusedAt137(t, s, "Cluster"), "sunset: the upgrade of cluster default from 1.36 to 1.37 is refused: NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested"))
 
 	for _, c := range clusterObjects {
 		resp := admitted(t, s, review(t, c, admissionv1.Update, c.object("default", c.from), c.object("default", c.to)))
 		require.False(t, resp.Allowed, c.kind)
 		require.Empty(t, resp.Warnings, c.kind)
-		require.Equal(t, &metav1.Status{Status: "Failure", Code: 403, Reason: metav1.StatusReasonForbidden, Message: refusedAt137(c.kind)}, resp.Result, c.group)
+		require.Equal(t, &metav1.Status{Status: "Failure", Code: 403, Reason: metav1.StatusReasonForbidden, Message: refusedAt137(t, s, c.kind)}, resp.Result, c.group)
 		require.Contains(t, resp.Result.Message, check.Status.Message, "the sentence of upgradechecks")
 
 		// A patch release of the same object passes without a word.
@@ -183,7 +188,7 @@ func TestGateWarnsAndPasses(t *testing.T) {
 		"sunset: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice: 8 requests in the last 24h by alice, admin, bob",
 		"sunset: e2e.example.com/v1alpha1 widgets is deprecated: 1 request in the last 24h by bob",
 		"sunset: e2e.example.com/v1beta1 widgets is deprecated: 28 requests in the last 24h by alice, bob",
-		"sunset: nothing in use is removed by 1.36; the APIs above are deprecated",
+		"sunset: allowed: nothing removed by 1.36 is still called",
 	}, resp.Warnings)
 	require.Equal(t, 1.0, gateReviews(t, s, "admission", "warned"))
 
@@ -226,12 +231,13 @@ func TestGateClusterMappingAndUnknown(t *testing.T) {
 	// prod's batch/v1beta1 CronJob client gets 404s already.
 	resp := raise("eu-1", nil)
 	require.False(t, resp.Allowed)
-	require.Equal(t, `sunset: the upgrade of cluster prod from 1.36 to 1.37 is refused: NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded.
-- batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob: 2 requests in the last 24h by system:serviceaccount:ci:deployer (already removed: these calls fail today)
+	prod := getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=prod&from=1.36")
+	require.Equal(t, `sunset: the upgrade of cluster prod from 1.36 to 1.37 is refused: `+prod.Status.Message+`
+- batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob: 2 requests in the last 24h by system:serviceaccount:ci:deployer (helm/v3.14.0; last seen 2026-11-21 19:00 UTC) (already removed: these calls fail today)
 To upgrade anyway, annotate Cluster fleet/eu-1 with sunset.dev/upgrade-override="<reason>".`, resp.Result.Message)
 
 	resp = raise("eu-1", map[string]any{"sunset.dev/cluster": "default"})
-	require.Equal(t, strings.Replace(refusedAt137("Cluster"), "fleet/default", "fleet/eu-1", 1), resp.Result.Message, "the label comes first")
+	require.Equal(t, strings.Replace(refusedAt137(t, s, "Cluster"), "fleet/default", "fleet/eu-1", 1), resp.Result.Message, "the label comes first")
 
 	resp = raise("staging", nil)
 	require.Equal(t, &admissionv1.AdmissionResponse{UID: resp.UID, Allowed: true, Warnings: []string{
@@ -251,7 +257,7 @@ func TestGateStaleCluster(t *testing.T) {
 	postCheckFixture(s)
 	capi := clusterObjects[0]
 	body := review(t, capi, admissionv1.Update, capi.object("default", "v1.36.3"), capi.object("default", "v1.37.0"))
-	require.Equal(t, refusedAt137("Cluster"), admitted(t, s, body).Result.Message)
+	require.Equal(t, refusedAt137(t, s, "Cluster"), admitted(t, s, body).Result.Message)
 
 	later := testNow.Add(3 * time.Hour)
 	now.Store(&later)
@@ -272,7 +278,7 @@ func TestGateOverride(t *testing.T) {
 	obj["metadata"].(map[string]any)["annotations"] = map[string]any{"sunset.dev/upgrade-override": "INC-4711: carol's job moves to v1 next week"}
 	resp := admitted(t, s, review(t, capi, admissionv1.Update, capi.object("default", "v1.36.3"), obj))
 	require.True(t, resp.Allowed)
-	require.Equal(t, []string{`sunset: allowed by sunset.dev/upgrade-override "INC-4711: carol's job moves to v1 next week"; without it: ` + refusedAt137("KubeadmControlPlane")}, resp.Warnings)
+	require.Equal(t, []string{`sunset: allowed by sunset.dev/upgrade-override "INC-4711: carol's job moves to v1 next week"; without it: ` + refusedAt137(t, s, "KubeadmControlPlane")}, resp.Warnings)
 	lines.wait("upgrade allowed by override")
 	require.Equal(t, 1.0, gateReviews(t, s, "admission", "overridden"))
 	require.Equal(t, 0.0, gateReviews(t, s, "admission", "refused"))
@@ -354,7 +360,7 @@ func TestGateClusterAPIHooks(t *testing.T) {
 	var up hooksv1.BeforeClusterUpgradeResponse
 	call("beforeclusterupgrade/sunset-gate", "BeforeClusterUpgradeRequest", &hooksv1.BeforeClusterUpgradeRequest{Cluster: cluster, FromKubernetesVersion: "v1.36.3", ToKubernetesVersion: "v1.37.0",
 		ControlPlaneUpgrades: []hooksv1.UpgradeStepInfo{{Version: "v1.37.0"}}}, &up)
-	require.Equal(t, hooksv1.CommonRetryResponse{CommonResponse: hooksv1.CommonResponse{Status: hooksv1.ResponseStatusSuccess, Message: refusedAt137("Cluster")},
+	require.Equal(t, hooksv1.CommonRetryResponse{CommonResponse: hooksv1.CommonResponse{Status: hooksv1.ResponseStatusSuccess, Message: refusedAt137(t, s, "Cluster")},
 		RetryAfterSeconds: 120}, up.CommonRetryResponse)
 
 	var cp hooksv1.BeforeControlPlaneUpgradeResponse
@@ -364,7 +370,7 @@ func TestGateClusterAPIHooks(t *testing.T) {
 	cluster.Annotations = map[string]string{"sunset.dev/upgrade-override": "INC-4711"}
 	call("beforecontrolplaneupgrade/sunset-gate", "BeforeControlPlaneUpgradeRequest", &hooksv1.BeforeControlPlaneUpgradeRequest{Cluster: cluster, FromKubernetesVersion: "v1.36.3", ToKubernetesVersion: "v1.37.0"}, &cp)
 	require.Equal(t, int32(0), cp.RetryAfterSeconds)
-	require.Equal(t, `sunset: allowed by sunset.dev/upgrade-override "INC-4711"; without it: `+refusedAt137("Cluster"), cp.Message)
+	require.Equal(t, `sunset: allowed by sunset.dev/upgrade-override "INC-4711"; without it: `+refusedAt137(t, s, "Cluster"), cp.Message)
 	require.Equal(t, 1.0, gateReviews(t, s, "capi", "refused"))
 	require.Equal(t, 1.0, gateReviews(t, s, "capi", "allowed"))
 	require.Equal(t, 1.0, gateReviews(t, s, "capi", "overridden"))
@@ -387,4 +393,19 @@ gate.cleanFor: 1h0m0s is not between 0 and gate.since (30m0s)
 gate.retryAfter: 1ms is shorter than 1s`)
 	cfg.Gate.Enabled = false
 	require.NoError(t, cfg.Validate())
+}
+
+// With gate.cleanFor, a caller silent that long counts as fixed: carol
+// last called storage v1beta1 at 07:00, so 6h later the raise passes.
+func TestGateCleanFor(t *testing.T) {
+	cfg := gateConfig(t)
+	cfg.Gate.CleanFor = 6 * time.Hour
+	s := start(t, cfg)
+	postCheckFixture(s)
+	capi := clusterObjects[0]
+	resp := admitted(t, s, review(t, capi, admissionv1.Update, capi.object("default", "v1.36.3"), capi.object("default", "v1.37.0")))
+	require.True(t, resp.Allowed)
+	require.Equal(t, "sunset: storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: every caller has stopped or is exempted", resp.Warnings[0])
+	require.Equal(t, "sunset: allowed: nothing removed by 1.37 is still called", resp.Warnings[len(resp.Warnings)-1])
+	require.Equal(t, 1.0, gateReviews(t, s, "admission", "warned"))
 }

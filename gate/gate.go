@@ -254,14 +254,14 @@ func (g *Gate) decide(r Request) (Decision, error) {
 	}
 
 	check, err := g.opts.Checker.UpgradeCheck(sunsetv1.Query{Cluster: cluster},
-		verdict.CheckOptions{Target: r.To.Release(), Since: g.opts.Since, ExcludeSystem: true})
+		verdict.CheckOptions{Target: r.To.Release(), From: r.From.Release(), Since: g.opts.Since, CleanFor: g.opts.CleanFor, ExcludeSystem: true})
 	if err != nil {
 		return d, fmt.Errorf("the verdict for cluster %s at %s: %w", cluster, r.To.Release(), err)
 	}
 	res := check.Status
 	if res.ExitCode == sunsetv1.ExitCodeRemoved {
 		d.Outcome = Refused
-		d.Message = refusal(upgrade, what, r.From, res)
+		d.Message = refusal(upgrade, what, res)
 		if override != "" {
 			return g.overridden(r, d, override), nil
 		}

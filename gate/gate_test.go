@@ -103,34 +103,52 @@ func prodCluster(t *testing.T, from, to string, annotations map[string]string) R
 
 func TestRefusedNamesRemovedAPIsCallersAndOverride(t *testing.T) {
 	c := &checker{res: removedResult}
-	g, reg, _ := newGate(t, c, listener{"prod": {LastHeard: now.Add(-time.Minute)}}, Options{})
+	g, reg, _ := newGate(t, c, listener{"prod": {LastHeard: now.Add(-time.Minute)}}, Options{CleanFor: 6 * time.Hour})
 	d, err := g.Decide(prodCluster(t, "v1.34.2", "v1.37.0", nil))
 	require.NoError(t, err)
-	require.Equal(t, Decision{Outcome: Refused, Cluster: "prod", Message: `sunset: the upgrade of cluster prod from 1.34 to 1.37 is refused, first breaking at 1.37: NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded.
+	require.Equal(t, Decision{Outcome: Refused, Cluster: "prod", Message: `sunset: the upgrade of cluster prod from 1.34 to 1.37 is refused: NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded.
 - storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: 1 request in the last 24h by carol
 - batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob: 2 requests in the last 24h by a, b, c and 2 more (already removed: these calls fail today)
 To upgrade anyway, annotate Cluster fleet/prod with sunset.dev/upgrade-override="<reason>".`}, d)
 	// The verdict upgradechecks give for the cluster and the target.
 	require.Equal(t, sunsetv1.Query{Cluster: "prod"}, c.query)
-	require.Equal(t, verdict.CheckOptions{Target: version(t, "1.37").Release(), Since: 24 * time.Hour, ExcludeSystem: true}, c.opts)
+	require.Equal(t, verdict.CheckOptions{Target: version(t, "1.37").Release(), From: version(t, "1.34").Release(), Since: 24 * time.Hour,
+		CleanFor: 6 * time.Hour, ExcludeSystem: true}, c.opts)
 	require.Equal(t, 1.0, reviews(t, reg, SourceAdmission, Refused))
 	require.Equal(t, 0.0, reviews(t, reg, SourceCAPI, Refused))
 }
 
-// Across several minors, the first release that removes an API in use
-// is named.
-func TestFirstBreakAcrossMinors(t *testing.T) {
+// A refusal names the callers that count, with their user agents and
+// when last seen; callers stopped or exempted, and APIs every caller of
+// which is, are left out.
+func TestRefusalNamesCallersThatCount(t *testing.T) {
 	res := removedResult
-	res.Findings = append([]sunsetv1.Finding{{Name: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io", Severity: sunsetv1.SeverityRemoved, RemovedIn: "1.35",
-		Requests: 3, ClientCount: 1, Clients: []string{"dave"}, Warning: "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+"}}, res.Findings...)
+	vac := res.Findings[0]
+	vac.ClientCount = 3
+	vac.Callers = []sunsetv1.Caller{
+		{UserName: "carol", UserAgents: []string{"terraform/1.9.0", "kubectl/v1.36.0"}, LastSeen: time.Date(2026, 11, 21, 7, 0, 0, 0, time.UTC)},
+		{UserName: "dave", LastSeen: time.Date(2026, 11, 20, 7, 0, 0, 0, time.UTC), Stopped: true},
+		{UserName: "erin", Exemption: &sunsetv1.Exemption{API: vac.Name, UserName: "erin", Reason: "vendor", Expires: now.Add(time.Hour)}},
+		{UserName: "frank"},
+	}
+	accepted := res.Findings[1]
+	accepted.Accepted = true
+	res.Findings = []sunsetv1.Finding{vac, accepted}
 	g, _, _ := newGate(t, &checker{res: res}, listener{"prod": {LastHeard: now}}, Options{})
-	d, err := g.Decide(prodCluster(t, "1.34", "1.37", nil))
+	d, err := g.Decide(prodCluster(t, "1.36", "1.37", nil))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(d.Message, "sunset: the upgrade of cluster prod from 1.34 to 1.37 is refused, first breaking at 1.35: NOT SAFE"), d.Message)
-	// From 1.35 on, 1.35's removal is already behind: 1.37 breaks first.
-	d, err = g.Decide(prodCluster(t, "1.35", "1.37", nil))
+	require.Equal(t, `sunset: the upgrade of cluster prod from 1.36 to 1.37 is refused: NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded.
+- storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: 1 request in the last 24h by carol (terraform/1.9.0, kubectl/v1.36.0; last seen 2026-11-21 07:00 UTC), frank
+To upgrade anyway, annotate Cluster fleet/prod with sunset.dev/upgrade-override="<reason>".`, d.Message)
+
+	// Allowed: the accepted API is said to be.
+	res.ExitCode, res.Findings = sunsetv1.ExitCodeSafe, []sunsetv1.Finding{accepted}
+	g, _, _ = newGate(t, &checker{res: res}, listener{"prod": {LastHeard: now}}, Options{})
+	d, err = g.Decide(prodCluster(t, "1.36", "1.37", nil))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(d.Message, "sunset: the upgrade of cluster prod from 1.35 to 1.37 is refused, first breaking at 1.37: NOT SAFE"), d.Message)
+	require.Equal(t, []string{
+		"sunset: batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob: every caller has stopped or is exempted",
+		"sunset: allowed: nothing removed by 1.37 is still called"}, d.Warnings)
 }
 
 func TestOverrideIsLoggedAndCounted(t *testing.T) {
@@ -202,7 +220,7 @@ func TestDeprecatedOnlyWarns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Decision{Outcome: Warned, Allowed: true, Cluster: "prod", Warnings: []string{
 		"sunset: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice: 8 requests in the last 24h by alice, bob",
-		"sunset: nothing in use is removed by 1.37; the APIs above are deprecated",
+		"sunset: allowed: nothing removed by 1.37 is still called",
 	}}, d)
 	require.Equal(t, 1.0, reviews(t, reg, SourceCAPI, Warned))
 
