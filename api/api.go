@@ -73,6 +73,8 @@ type Options struct {
 	Webhooks *WebhookService
 	// ClusterScan, if set, joins the upgrade checks.
 	ClusterScan ClusterScan
+	// Exemptions, if set, apply to the upgrade checks.
+	Exemptions Exemptions
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -95,6 +97,9 @@ func New(opts Options) *Handler {
 	svc := NewService(opts.Querier, opts.Catalog, opts.FieldRules, opts.IsSystem, opts.Now)
 	if opts.ClusterScan != nil {
 		svc.WithClusterScan(opts.ClusterScan)
+	}
+	if opts.Exemptions != nil {
+		svc.WithExemptions(opts.Exemptions)
 	}
 	return &Handler{
 		svc:      svc,

@@ -129,11 +129,13 @@ type App struct {
 	webhook   *webhook.Handler
 	// clusterScan is nil unless scan.interval is set.
 	clusterScan *scan.Periodic
-	state       atomic.Int32
-	readyMu     sync.Mutex
-	lastReady   ops.Readiness
-	starting    func()
-	draining    func()
+	// exemptions are the upgrade verdict's: the file's and the ConfigMap's.
+	exemptions *exemptionSource
+	state      atomic.Int32
+	readyMu    sync.Mutex
+	lastReady  ops.Readiness
+	starting   func()
+	draining   func()
 }
 
 // New opens the store and binds the listener, so that Addr is known and a
@@ -192,6 +194,9 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	if err := a.buildClusterScan(reg, opts.Now); err != nil {
+		return nil, err
+	}
+	if err := a.buildExemptions(reg, opts.Now); err != nil {
 		return nil, err
 	}
 	if a.access, err = access.New(context.Background(), cfg.Access()); err != nil {
@@ -301,7 +306,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	mux := http.NewServeMux()
 	api.New(api.Options{Querier: a.store, Logger: a.log, Now: opts.Now, Catalog: a.parts.Catalog, IsSystem: a.parts.System.IsSystem,
 		Retention: cfg.Retention, Deleter: a.store, FieldRules: a.parts.Rules, Webhooks: a.parts.WebhookService(),
-		ClusterScan: a.clusterScanResults()}).Register(mux)
+		ClusterScan: a.clusterScanResults(), Exemptions: a.exemptions}).Register(mux)
 	ops.Register(mux, ops.Options{Registry: reg, Ready: a.probeReadiness, Verbose: func(r *http.Request) bool {
 		// Who may scrape /metrics may read why Sunset is not ready.
 		return a.access.Permits(r, "get", "/metrics")
@@ -461,6 +466,11 @@ func (a *App) probeReadiness() ops.Readiness {
 	if a.kafka != nil {
 		r.Warnings = append(r.Warnings, a.kafka.Warnings()...)
 	}
+	if a.exemptions != nil {
+		if err := a.exemptions.Problem(); err != nil {
+			r.Warnings = append(r.Warnings, err.Error())
+		}
+	}
 	for _, c := range a.agg.ClustersWithoutReads() {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("cluster %s sent no get, list or watch in %s: its reads are not logged, so deprecated reads cannot be seen (see inputs/managed.md#reads)", c, shortDuration(aggregate.ReadsWindow)))
 	}
@@ -519,6 +529,9 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	if a.clusterScan != nil {
 		g.Add("cluster scan", a.clusterScan.Run, nil)
+	}
+	if a.exemptions != nil && a.exemptions.cms != nil {
+		g.Add("exemptions", a.runExemptions, nil)
 	}
 	g.Add("http", a.serve, a.drain)
 

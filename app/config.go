@@ -95,9 +95,13 @@ type Config struct {
 	Kafka      kafka.Config             `mapstructure:"kafka"`
 	Metrics    MetricsConfig            `mapstructure:"metrics"`
 	FieldRules []fieldrule.Rule         `mapstructure:"field-rules" help:"Deprecated-field rules beside the built-in one: name, group, version, resource, optional subresource, verbs, field, deprecatedIn, removedIn, message. See counting.md#deprecated-fields."`
-	Admission  AdmissionConfig          `mapstructure:"admission"`
-	Scan       ScanConfig               `mapstructure:"scan"`
-	Gate       GateConfig               `mapstructure:"gate"`
+	// Exemptions accept known calls for a while, so that the verdict can
+	// say safe while a fix is on its way; they expire by design.
+	Exemptions          []ExemptionConfig `mapstructure:"exemptions" help:"Calls the upgrade verdict accepts until they expire: each with api (the APIRequestCount name, e.g. cronjobs.v1beta1.batch), user and/or userAgent (a trailing * matches a prefix; with neither, every call to the API), reason (required) and expires (required: an RFC 3339 time, or a date meaning 00:00 UTC of it). See cli.md#exemptions."`
+	ExemptionsConfigMap string            `mapstructure:"exemptions-configmap" help:"A ConfigMap (namespace/name) whose key exemptions holds more exemptions, in the same YAML shape, read every minute through the in-cluster config; a bad one keeps the last good list and says so in the log and /-/ready?verbose. Needs get on that ConfigMap."`
+	Admission           AdmissionConfig   `mapstructure:"admission"`
+	Scan                ScanConfig        `mapstructure:"scan"`
+	Gate                GateConfig        `mapstructure:"gate"`
 
 	// serviceAccountTokenFile is where a pod's service-account token is
 	// looked for; empty means access.DefaultServiceAccountTokenFile. Not a
@@ -305,6 +309,14 @@ func (c Config) Validate() error {
 	c.validateGate(bad)
 	if c.Scan.Interval != 0 && c.Scan.Interval < time.Minute {
 		bad("scan.interval", "%s is shorter than 1m; a cluster scan lists every Helm release record", c.Scan.Interval)
+	}
+	if _, err := ParseExemptions(c.Exemptions); err != nil {
+		bad("exemptions", "%v", err)
+	}
+	if c.ExemptionsConfigMap != "" {
+		if _, _, err := ParseConfigMapRef(c.ExemptionsConfigMap); err != nil {
+			bad("exemptions-configmap", "%v", err)
+		}
 	}
 	if c.Scan.ConfigMap != "" {
 		if _, _, err := ParseConfigMapRef(c.Scan.ConfigMap); err != nil {

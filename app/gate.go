@@ -76,6 +76,9 @@ func (a *App) mountGate(top *http.ServeMux, reg prometheus.Registerer, now func(
 	if scan := a.clusterScanResults(); scan != nil {
 		svc.WithClusterScan(scan)
 	}
+	if a.exemptions != nil {
+		svc.WithExemptions(a.exemptions)
+	}
 	g := gate.New(gate.Options{
 		Checker:     gateChecker{svc: svc, webhooks: a.parts.WebhookService()},
 		Listener:    heardClusters{store: a.store, agg: a.agg},

@@ -242,7 +242,7 @@ var keyGroups = []keyGroup{
 	{"Cluster scan", "The scan of the cluster Sunset runs in. See [Scanning](scanning.md#in-the-server).",
 		[]string{"scan"}},
 	{"Upgrade gate", "The admission webhook and Cluster API runtime extension that refuse an upgrade while APIs it removes are called. See [The upgrade gate](gate.md).",
-		[]string{"gate"}},
+		[]string{"gate", "exemptions", "exemptions-configmap"}},
 }
 
 // topLevel is the top-level key a key belongs to: kafka for kafka.tls.ca-file,

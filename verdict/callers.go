@@ -70,8 +70,8 @@ func exemptionFor(active []sunsetv1.Exemption, api string, u sunsetv1.WindowUser
 	return nil
 }
 
-// splitExemptions separates those in force at now from those expired.
-func splitExemptions(all []sunsetv1.Exemption, now time.Time) (active, expired []sunsetv1.Exemption) {
+// SplitExemptions separates those in force at now from those expired.
+func SplitExemptions(all []sunsetv1.Exemption, now time.Time) (active, expired []sunsetv1.Exemption) {
 	for _, e := range all {
 		if Active(e, now) {
 			active = append(active, e)
@@ -82,10 +82,10 @@ func splitExemptions(all []sunsetv1.Exemption, now time.Time) (active, expired [
 	return active, expired
 }
 
-// staleExemptions are those of active that match no call in list's
+// StaleExemptions are those of active that match no call in list's
 // window, system users included: they name a client that is gone or was
 // misspelled.
-func staleExemptions(list sunsetv1.APIRequestCountList, active []sunsetv1.Exemption) []sunsetv1.Exemption {
+func StaleExemptions(list sunsetv1.APIRequestCountList, active []sunsetv1.Exemption) []sunsetv1.Exemption {
 	var stale []sunsetv1.Exemption
 	for _, e := range active {
 		if !matchesAny(list, e) {

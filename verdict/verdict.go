@@ -52,8 +52,8 @@ func Check(list sunsetv1.APIRequestCountList, o CheckOptions) sunsetv1.CheckResu
 	if o.CleanFor > 0 {
 		res.CleanFor = FormatDuration(o.CleanFor)
 	}
-	active, expired := splitExemptions(o.Exemptions, o.Now)
-	res.Exemptions, res.ExpiredExemptions, res.StaleExemptions = active, expired, staleExemptions(list, active)
+	active, expired := SplitExemptions(o.Exemptions, o.Now)
+	res.Exemptions, res.ExpiredExemptions, res.StaleExemptions = active, expired, StaleExemptions(list, active)
 	for _, obj := range list.Items {
 		requests, clients, users := WindowUse(obj, o.ExcludeSystem)
 		if requests == 0 {
