@@ -79,6 +79,9 @@ func (a *App) mountGate(top *http.ServeMux, reg prometheus.Registerer, now func(
 	if a.exemptions != nil {
 		svc.WithExemptions(a.exemptions)
 	}
+	if a.exemptions != nil {
+		svc.WithExemptions(a.exemptions)
+	}
 	g := gate.New(gate.Options{
 		Checker:     gateChecker{svc: svc, webhooks: a.parts.WebhookService()},
 		Listener:    heardClusters{store: a.store, agg: a.agg},

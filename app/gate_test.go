@@ -409,3 +409,18 @@ func TestGateCleanFor(t *testing.T) {
 	require.Equal(t, "sunset: allowed: nothing removed by 1.37 is still called", resp.Warnings[len(resp.Warnings)-1])
 	require.Equal(t, 1.0, gateReviews(t, s, "admission", "warned"))
 }
+
+// Exemptions apply to the gate as to upgradechecks: carol's exempted
+// storage v1beta1 calls do not refuse the raise to 1.37.
+func TestGateExemptions(t *testing.T) {
+	cfg := gateConfig(t)
+	cfg.Exemptions = []app.ExemptionConfig{{API: "volumeattributesclasses.v1beta1.storage.k8s.io", User: "carol", Reason: "vendor fix in Q1", Expires: "2027-01-01"}}
+	s := start(t, cfg)
+	postCheckFixture(s)
+	check := getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=default&from=1.36")
+	require.Equal(t, sunsetv1.ExitCodeSafe, check.Status.ExitCode)
+	capi := clusterObjects[0]
+	resp := admitted(t, s, review(t, capi, admissionv1.Update, capi.object("default", "v1.36.3"), capi.object("default", "v1.37.0")))
+	require.True(t, resp.Allowed)
+	require.Equal(t, "sunset: storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: every caller has stopped or is exempted", resp.Warnings[0])
+}
