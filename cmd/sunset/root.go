@@ -48,7 +48,7 @@ serves them as APIRequestCount objects shaped like OpenShift's.`,
 	root.SetIn(env.stdin)
 	info, ok := debug.ReadBuildInfo()
 	build := app.NewBuildInfo(buildVersion(version, info, ok), revision)
-	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newScanCommand(env), newPublishScanCommand(env), newReplayCommand(env), newStoreCommand(env),
+	root.AddCommand(newServeCommand(env, build), newReportCommand(env), newCheckCommand(env), newScanCommand(env), newFixCommand(env), newPublishScanCommand(env), newReplayCommand(env), newStoreCommand(env),
 		&cobra.Command{Use: "version", Short: "Print the version of sunset", Args: cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error { _, err := fmt.Fprintln(env.stdout, build); return err }})
 	if env.plugin {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kube-sunset/sunset/cli"
+)
+
+// holdEnv, set to anything, holds `fix crd` after its first page's
+// progress line until it is killed: the end-to-end test interrupts the
+// fix there, halfway, to show that running it again finishes the job.
+const holdEnv = "SUNSET_TEST_HOLD_FIX_CRD"
+
+// newFixCommand is the parent of the fixes, each a subcommand.
+func newFixCommand(env console) *cobra.Command {
+	cmd := &cobra.Command{Use: "fix", Short: "Repair what the scan reports, on a cluster", Args: cobra.NoArgs}
+	cmd.AddCommand(newFixCRDCommand(env))
+	return cmd
+}
+
+func newFixCRDCommand(env console) *cobra.Command {
+	req := cli.FixCRDRequest{}
+	cmd := withHelp(&cobra.Command{Use: "crd (NAME... | --all)",
+		Short: "Rewrite a CRD's objects at its storage version, then trim status.storedVersions to it"}, "fix-crd")
+	fs := cmd.Flags()
+	fs.BoolVar(&req.All, "all", false, "fix every CRD whose status.storedVersions lists a version other than its storage version")
+	fs.BoolVar(&req.DryRun, "dry-run", false, "count the objects that would be rewritten and say what would change; write nothing")
+	fs.Int64Var(&req.ChunkSize, "chunk-size", cli.DefaultChunkSize, "how many objects each list request asks for, as kubectl's --chunk-size")
+	fs.StringVar(&req.Kubeconfig, "kubeconfig", "", "the kubeconfig of the cluster to fix (default: KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&req.Context, "context", "", "the kubeconfig context to use")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req.Names = args
+		if env.getenv != nil && env.getenv(holdEnv) != "" {
+			req.AfterPage = func(ctx context.Context) { <-ctx.Done() }
+		}
+		if err := req.Validate(); err != nil {
+			return err
+		}
+		return req.Run(cmd.Context(), env.output())
+	}
+	return cmd
+}
