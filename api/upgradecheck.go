@@ -29,6 +29,15 @@ type Exemptions interface {
 // WithExemptions makes every upgrade check that names none apply e's.
 func (s *Service) WithExemptions(e Exemptions) { s.exemptions = e }
 
+// CheckExemptions are the exemptions every upgrade check applies, as a
+// reader of a data directory offers them to `sunset check`.
+func (s *Service) CheckExemptions(catalog.Release) ([]sunsetv1.Exemption, error) {
+	if s.exemptions == nil {
+		return nil, nil
+	}
+	return s.exemptions.Exemptions(), nil
+}
+
 // checkOptions fills what o leaves to the server: the clock and the
 // exemptions.
 func (s *Service) checkOptions(o verdict.CheckOptions) verdict.CheckOptions {

@@ -110,7 +110,12 @@ func (p *Parts) Aggregator(o aggregate.Options) *aggregate.Aggregator {
 
 // Service reads APIRequestCounts from the store.
 func (p *Parts) Service() *api.Service {
-	return api.NewService(p.Store, p.Catalog, p.Rules, p.System.IsSystem, p.now)
+	svc := api.NewService(p.Store, p.Catalog, p.Rules, p.System.IsSystem, p.now)
+	// The config was validated, exemptions included.
+	if e, err := ParseExemptions(p.Config.Exemptions); err == nil && len(e) > 0 {
+		svc.WithExemptions(&exemptionSource{static: e})
+	}
+	return svc
 }
 
 // WebhookService reads WebhookCounts from the store.

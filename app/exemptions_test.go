@@ -6,8 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/app"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/catalog"
 )
 
 // The config's exemptions accept carol's calls to the API 1.37 removes
@@ -50,4 +51,16 @@ func TestBadExemptionsAreRefused(t *testing.T) {
 	require.EqualError(t, cfg.Validate(), "exemptions: [0]: api \"cronjobs\" is not an APIRequestCount name such as cronjobs.v1beta1.batch\n"+
 		"[0]: reason is required: say why the calls may go on, and who fixes them\n"+
 		"[0]: expires \"next week\" is not an RFC 3339 date (2026-12-31) or time (2026-12-31T18:00:00Z)")
+}
+
+// `sunset check --data-dir` applies --config's exemptions: the data
+// directory's reader offers them.
+func TestDataDirReaderOffersTheConfigsExemptions(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Exemptions = []app.ExemptionConfig{{API: "cronjobs.v1beta1.batch", User: "ci", Reason: "CHG-1", Expires: "2026-12-01"}}
+	parts, err := app.OpenParts(cfg, app.PartsOptions{NoStore: true})
+	require.NoError(t, err)
+	got, err := parts.Reader().CheckExemptions(catalog.MustParseRelease("1.37"))
+	require.NoError(t, err)
+	require.Equal(t, []sunsetv1.Exemption{{API: "cronjobs.v1beta1.batch", UserName: "ci", Reason: "CHG-1", Expires: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}}, got)
 }

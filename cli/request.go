@@ -286,7 +286,8 @@ type CheckRequest struct {
 	// From is the release upgraded from (--from): the verdict then names
 	// each release on the way that breaks.
 	From string
-	// Exemptions accept calls until they expire.
+	// Exemptions accept calls until they expire; nil takes the source's
+	// (the server's, or --config's with --data-dir).
 	Exemptions []sunsetv1.Exemption
 
 	target, from catalog.Release
@@ -336,8 +337,14 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 	if err != nil {
 		return err
 	}
+	exemptions := c.Exemptions
+	if er, ok := r.(exemptionsReader); ok && exemptions == nil {
+		if exemptions, err = er.CheckExemptions(c.target); err != nil {
+			return err
+		}
+	}
 	res := Check(list, CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
-		WebhookCertificates: webhooks.Certificates, Now: c.now(r, out), CleanFor: c.CleanFor, Exemptions: c.Exemptions, From: c.from})
+		WebhookCertificates: webhooks.Certificates, Now: c.now(r, out), CleanFor: c.CleanFor, Exemptions: exemptions, From: c.from})
 	if len(res.Findings) == 0 {
 		// Safe, but say so when the window misses what the store holds.
 		if msg, hinted := c.noRequests(r, q, list); hinted {
@@ -361,6 +368,12 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 		return &ExitCodeError{Code: code, Err: fmt.Errorf("check failed with exit code %d", code)}
 	}
 	return nil
+}
+
+// exemptionsReader is a source with exemptions of its own: a server's
+// (through its upgrade check) or a data directory's config.
+type exemptionsReader interface {
+	CheckExemptions(target catalog.Release) ([]sunsetv1.Exemption, error)
 }
 
 // now is the time the check is judged at: the source's clock, which the

@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/client"
 )
 
@@ -59,4 +60,9 @@ func (k kubeReader) explain(err error) error {
 		return fmt.Errorf("cannot reach kube-apiserver of %s: %w", k.where, transport)
 	}
 	return err
+}
+
+func (k kubeReader) CheckExemptions(target catalog.Release) ([]sunsetv1.Exemption, error) {
+	e, err := k.c.CheckExemptions(target)
+	return e, k.explain(err)
 }
