@@ -197,7 +197,7 @@ func citesKey(keys map[string]bool, key string) bool {
 }
 
 // sunsetLine matches a command line that runs Sunset, in a page's block.
-var sunsetLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:\./)?(?:bin/)?sunset ((?:store |report )?[a-z][a-z-]*)\b(.*)$`)
+var sunsetLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:\./)?(?:bin/)?sunset ((?:store |report |fix )?[a-z][a-z-]*)\b(.*)$`)
 
 // Every flag a page passes to a sunset command, in a block or in a code
 // span, is one that command has, as its --help lists them.
@@ -274,7 +274,7 @@ func TestDocsNameFlagsThatExist(t *testing.T) {
 		require.NoError(t, err, "sunset %s --help: %s", strings.Join(args, " "), out)
 		return string(out)
 	}
-	commands := [][]string{{}, {"store", "verify"}, {"report", "webhooks"}}
+	commands := [][]string{{}, {"store", "verify"}, {"report", "webhooks"}, {"fix", "crd"}}
 	_, list, ok := strings.Cut(help(), "Available Commands:\n")
 	require.True(t, ok, "sunset --help lists no commands")
 	list, _, _ = strings.Cut(list, "\n\n")
