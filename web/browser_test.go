@@ -210,6 +210,16 @@ func TestPageInBrowser(t *testing.T) {
 		findings = append(findings, f.Name+" "+strconv.FormatInt(f.Requests, 10)+map[bool]string{true: " request", false: " requests"}[f.Requests == 1])
 	}
 	require.Equal(t, findings, verdict.Findings)
+	// Each finding lists its callers, each with the hour of its last call.
+	var callers, shown []string
+	for _, f := range check.Status.Findings {
+		for _, c := range f.Callers {
+			callers = append(callers, f.Name+" "+c.UserName+" — last call in the hour from "+c.LastSeen.UTC().Format("2006-01-02 15:04")+" UTC")
+		}
+	}
+	tb.mustEval(`[...document.querySelectorAll('#verdict [data-finding]')].flatMap(li => [...li.querySelectorAll('[data-caller]')].map(c => li.dataset.finding + ' ' + c.textContent))`, &shown)
+	require.NotEmpty(t, callers)
+	require.Equal(t, callers, shown)
 	// Without scan.interval there is no cluster scan, and nothing of one.
 	require.Nil(t, check.Status.Scan)
 	var scanShown bool

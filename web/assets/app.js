@@ -504,6 +504,15 @@
     if (res.exitCode === 3) cls = 'bad';
     else if (res.exitCode !== 0 || res.findings.length > 0 || (res.webhookCertificates || []).length > 0 ||
       scanFindings.length > 0 || scanGaps > 0) cls = 'warn';
+    // Each caller of a finding: when it last called (the start of its
+    // last hour), whether it has stopped (cleanFor), and the exemption
+    // that accepts its calls, until when and why.
+    const caller = (c) => h('li', { 'data-caller': c.username },
+      nav(href({ user: c.username, api: '' }), c.username),
+      c.lastSeen ? ` — last call in the hour from ${c.lastSeen.replace('T', ' ').replace(':00:00Z', ':00 UTC')}` : '',
+      c.stopped ? h('span', { class: 'badge', 'data-stopped': '' }, `stopped (silent ${res.cleanFor})`) : null,
+      c.exemption ? h('span', { class: 'badge', 'data-exemption': '' }, `exempted until ${c.exemption.expires}: ${c.exemption.reason}`) : null);
+    const stale = res.staleExemptions || [];
     // One line per finding, as `sunset check` prints them; those that
     // still work after the upgrade folded away.
     const finding = (f) => h('li', { 'data-finding': f.name },
@@ -511,7 +520,9 @@
       nav(href({ api: f.name }), f.name), ` — ${f.warning}. `,
       h('span', { 'data-requests': '' }, plural(f.requests, 'request', 'requests')), ` by ${plural(f.clientCount, 'client', 'clients')}: `,
       f.clients.slice(0, 3).map((c, i) => [i ? ', ' : '', nav(href({ user: c, api: '' }), c)]), f.clientCount > 3 ? ', …' : '',
-      f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null);
+      f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null,
+      f.accepted ? h('span', { class: 'badge', 'data-accepted': '' }, 'not counted') : null,
+      (f.callers || []).length ? h('ul', { class: 'callers' }, f.callers.map(caller)) : null);
     // A webhook server whose certificate kube-apiserver flagged, as
     // `sunset check` prints it.
     const certificate = (f) => h('li', { 'data-certificate': `${f.cluster}/${f.host}/${f.problem}` },
@@ -524,6 +535,7 @@
     const section = h('section', { class: `card verdict ${cls}`, id: 'verdict', 'data-exit-code': res.exitCode },
       h('label', {}, 'Upgrade to Kubernetes ', select),
       h('p', { class: 'message', 'data-verdict': '' }, res.message),
+      stale.length ? h('p', { 'data-stale-exemptions': '' }, `Exemptions matching no request: ${stale.map((e) => `${e.api}${e.user ? ` by ${e.user}` : ''}${e.userAgent ? ` with ${e.userAgent}` : ''}`).join('; ')}`) : null,
       breaking.length ? h('ul', {}, breaking.map(finding)) : null,
       certificates.length ? h('ul', { id: 'verdict-certificates' }, certificates.map(certificate)) : null,
       working.length ? h('details', {}, h('summary', {}, `${plural(working.length, 'deprecated API', 'deprecated APIs')} still served by ${chosen.metadata.name}`),
@@ -577,7 +589,9 @@
       f.rule === 'crd-stored-version' ? `CRD ${f.name}, stored version ${f.apiVersion}` :
         `${f.kind} ${f.namespace ? `${f.namespace}/` : ''}${f.name || ''} (${f.apiVersion})`,
       ` — ${f.message}. `, h('span', { class: 'muted', 'data-origin': '' }, scanOrigin(f)),
-      f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null);
+      f.alreadyRemoved ? h('span', { class: 'badge removed' }, 'already removed') : null,
+      f.accepted ? h('span', { class: 'badge', 'data-accepted': '' }, 'not counted') : null,
+      (f.callers || []).length ? h('ul', { class: 'callers' }, f.callers.map(caller)) : null);
     const findings = scan.findings || [];
     const breaking = findings.filter((f) => f.severity === 'removed');
     const working = findings.filter((f) => f.severity !== 'removed');
