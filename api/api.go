@@ -75,6 +75,8 @@ type Options struct {
 	ClusterScan ClusterScan
 	// Exemptions, if set, apply to the upgrade checks.
 	Exemptions Exemptions
+	// GateOverrides, if set, are shown in the upgrade checks.
+	GateOverrides GateOverrideReader
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -100,6 +102,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.Exemptions != nil {
 		svc.WithExemptions(opts.Exemptions)
+	}
+	if opts.GateOverrides != nil {
+		svc.WithGateOverrides(opts.GateOverrides)
 	}
 	return &Handler{
 		svc:      svc,

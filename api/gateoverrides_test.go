@@ -25,8 +25,15 @@ func TestGateOverridesOfTheWindow(t *testing.T) {
 	}
 	got, err := GateOverrides(st, "prod", 24*time.Hour, now)
 	require.NoError(t, err)
-	require.Equal(t, []sunsetv1.GateOverride{{Time: now.Add(-time.Hour), Source: "admission", Kind: "Cluster", Namespace: "fleet", Name: "prod", User: "alice",
-		Reason: "INC-4711", From: "1.36.3", To: "1.37.0"}}, got)
+	prod := sunsetv1.GateOverride{Time: now.Add(-time.Hour), Cluster: "prod", Source: "admission", Kind: "Cluster", Namespace: "fleet", Name: "prod", User: "alice",
+		Reason: "INC-4711", From: "1.36.3", To: "1.37.0"}
+	require.Equal(t, []sunsetv1.GateOverride{prod}, got)
+	// Every cluster's, newest first; at the same time, in cluster order.
+	got, err = GateOverrides(st, "", 26*time.Hour, now)
+	require.NoError(t, err)
+	require.Equal(t, []sunsetv1.GateOverride{prod,
+		{Time: now.Add(-time.Hour), Cluster: "staging", Source: "capi", Kind: "Cluster", Name: "staging", Reason: "test", From: "1.36.3", To: "1.37.0"},
+		{Time: now.Add(-25 * time.Hour), Cluster: "prod", Source: "admission", Kind: "Cluster", Name: "prod", Reason: "old", From: "1.35.0", To: "1.36.0"}}, got)
 	got, err = GateOverrides(st, "none", 24*time.Hour, now)
 	require.NoError(t, err)
 	require.Equal(t, []sunsetv1.GateOverride{}, got)

@@ -44,6 +44,8 @@ type Service struct {
 	clusterScan ClusterScan
 	// exemptions, if set, apply to upgrade checks (WithExemptions).
 	exemptions Exemptions
+	// overrides, if set, are shown in upgrade checks (WithGateOverrides).
+	overrides GateOverrideReader
 }
 
 // NewService builds a Service; nil catalog, isSystem and now get defaults

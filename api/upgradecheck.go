@@ -59,7 +59,11 @@ func (s *Service) UpgradeCheck(q sunsetv1.Query, o verdict.CheckOptions) (sunset
 	if err != nil {
 		return sunsetv1.UpgradeCheck{}, err
 	}
-	return newUpgradeCheck(s.withClusterScan(verdict.Check(list, o), o)), nil
+	res := s.withClusterScan(verdict.Check(list, o), o)
+	if res.GateOverrides, err = s.gateOverrides(q, o); err != nil {
+		return sunsetv1.UpgradeCheck{}, err
+	}
+	return newUpgradeCheck(res), nil
 }
 
 // UpgradeChecks checks an upgrade to every release that removes an API or
@@ -71,9 +75,15 @@ func (s *Service) UpgradeChecks(q sunsetv1.Query, o verdict.CheckOptions) (sunse
 	if err != nil {
 		return out, err
 	}
+	overrides, err := s.gateOverrides(q, o)
+	if err != nil {
+		return out, err
+	}
 	for _, target := range s.removalReleases(list, o.WebhookCertificates) {
 		o.Target = target
-		out.Items = append(out.Items, newUpgradeCheck(s.withClusterScan(verdict.Check(list, o), o)))
+		res := s.withClusterScan(verdict.Check(list, o), o)
+		res.GateOverrides = overrides
+		out.Items = append(out.Items, newUpgradeCheck(res))
 	}
 	return out, nil
 }

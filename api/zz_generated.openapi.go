@@ -26,6 +26,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/kube-sunset/sunset/api/v1.FieldRequestCountList":      schema_kube_sunset_sunset_api_v1_FieldRequestCountList(ref),
 		"github.com/kube-sunset/sunset/api/v1.FieldRequestCountSpec":      schema_kube_sunset_sunset_api_v1_FieldRequestCountSpec(ref),
 		"github.com/kube-sunset/sunset/api/v1.Finding":                    schema_kube_sunset_sunset_api_v1_Finding(ref),
+		"github.com/kube-sunset/sunset/api/v1.GateOverride":               schema_kube_sunset_sunset_api_v1_GateOverride(ref),
 		"github.com/kube-sunset/sunset/api/v1.HourCount":                  schema_kube_sunset_sunset_api_v1_HourCount(ref),
 		"github.com/kube-sunset/sunset/api/v1.Impersonator":               schema_kube_sunset_sunset_api_v1_Impersonator(ref),
 		"github.com/kube-sunset/sunset/api/v1.LatencyBuckets":             schema_kube_sunset_sunset_api_v1_LatencyBuckets(ref),
@@ -597,6 +598,19 @@ func schema_kube_sunset_sunset_api_v1_CheckResult(ref common.ReferenceCallback) 
 							Format: "",
 						},
 					},
+					"gateOverrides": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GateOverrides are the upgrades of the cluster (of every cluster without one) that the upgrade gate let through in the window because the object carried sunset.dev/upgrade-override, newest first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/kube-sunset/sunset/api/v1.GateOverride"),
+									},
+								},
+							},
+						},
+					},
 					"scan": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Scan is what a scan of manifests, charts or the cluster found (`sunset check --scan`, or the server's cluster scan), judged at the same target, and ScanVerdict its sentence; ExitCode covers both.",
@@ -614,7 +628,7 @@ func schema_kube_sunset_sunset_api_v1_CheckResult(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			"github.com/kube-sunset/sunset/api/v1.CertificateFinding", "github.com/kube-sunset/sunset/api/v1.Exemption", "github.com/kube-sunset/sunset/api/v1.Finding", "github.com/kube-sunset/sunset/api/v1.Step", "github.com/kube-sunset/sunset/scan/report.Result"},
+			"github.com/kube-sunset/sunset/api/v1.CertificateFinding", "github.com/kube-sunset/sunset/api/v1.Exemption", "github.com/kube-sunset/sunset/api/v1.Finding", "github.com/kube-sunset/sunset/api/v1.GateOverride", "github.com/kube-sunset/sunset/api/v1.Step", "github.com/kube-sunset/sunset/scan/report.Result"},
 	}
 }
 
@@ -943,6 +957,90 @@ func schema_kube_sunset_sunset_api_v1_Finding(ref common.ReferenceCallback) comm
 		},
 		Dependencies: []string{
 			"github.com/kube-sunset/sunset/api/v1.Caller"},
+	}
+}
+
+func schema_kube_sunset_sunset_api_v1_GateOverride(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GateOverride is an upgrade the gate let through, refused by the verdict, because the object carried the annotation sunset.dev/upgrade-override.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "date-time",
+						},
+					},
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source is admission (the admission webhook) or capi (Cluster API's hooks).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"user": {
+						SchemaProps: spec.SchemaProps{
+							Description: "User made the change, as the AdmissionReview says; empty for Cluster API.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason is the annotation's value, up to 1 KiB.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fromVersion": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"toVersion": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"time", "cluster", "source", "kind", "name", "reason", "fromVersion", "toVersion"},
+			},
+		},
 	}
 }
 

@@ -79,9 +79,7 @@ func (a *App) mountGate(top *http.ServeMux, reg prometheus.Registerer, now func(
 	if a.exemptions != nil {
 		svc.WithExemptions(a.exemptions)
 	}
-	if a.exemptions != nil {
-		svc.WithExemptions(a.exemptions)
-	}
+	svc.WithGateOverrides(a.store)
 	g := gate.New(gate.Options{
 		Checker:     gateChecker{svc: svc, webhooks: a.parts.WebhookService()},
 		Listener:    heardClusters{store: a.store, agg: a.agg},

@@ -283,6 +283,18 @@ func TestGateOverride(t *testing.T) {
 	require.Equal(t, 1.0, gateReviews(t, s, "admission", "overridden"))
 	require.Equal(t, 0.0, gateReviews(t, s, "admission", "refused"))
 
+	// Shown in the upgrade checks of its cluster and of every cluster,
+	// at every target, and not in another cluster's.
+	want := []sunsetv1.GateOverride{{Time: testNow, Cluster: "default", Source: "admission", Kind: "KubeadmControlPlane", Namespace: "fleet", Name: "default",
+		User: "alice@example.com", Reason: "INC-4711: carol's job moves to v1 next week", From: "1.36.3", To: "1.37.0"}}
+	require.Equal(t, want, getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=default").Status.GateOverrides)
+	require.Nil(t, getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=staging").Status.GateOverrides)
+	checks := getJSON[sunsetv1.UpgradeCheckList](t, s, "/apis/sunset.dev/v1/upgradechecks")
+	require.NotEmpty(t, checks.Items)
+	for _, c := range checks.Items {
+		require.Equal(t, want, c.Status.GateOverrides, c.Metadata.Name)
+	}
+
 	// Kept in the store.
 	s.stop()
 	st, err := store.Open(store.Options{Dir: s.cfg.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: func() time.Time { return testNow }})

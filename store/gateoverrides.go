@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -70,9 +71,12 @@ func (s *Store) SaveGateOverride(o GateOverride) error {
 }
 
 // GateOverrides returns cluster's overrides at or after since, newest
-// first, at most MaxGateOverrides. A record that does not decode is left
-// out.
+// first, at most MaxGateOverrides; every cluster's if cluster is empty. A
+// record that does not decode is left out.
 func (s *Store) GateOverrides(cluster string, since time.Time) ([]GateOverride, error) {
+	if cluster == "" {
+		return s.allGateOverrides(since)
+	}
 	prefix := append(append([]byte{prefixGateOverride}, cluster...), 0)
 	out := []GateOverride{}
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -102,4 +106,31 @@ func (s *Store) GateOverrides(cluster string, since time.Time) ([]GateOverride, 
 		return nil, fmt.Errorf("store: reading the overrides of cluster %s: %w", cluster, err)
 	}
 	return out, nil
+}
+
+// allGateOverrides is GateOverrides of every cluster: keys order by
+// cluster first, so all of them are read and the newest kept.
+func (s *Store) allGateOverrides(since time.Time) ([]GateOverride, error) {
+	out := []GateOverride{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixGateOverride}, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			val, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			var o GateOverride
+			if json.Unmarshal(val, &o) != nil || o.Time.Before(since) {
+				continue
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: reading the overrides: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b GateOverride) int { return b.Time.Compare(a.Time) })
+	return out[:min(len(out), MaxGateOverrides)], nil
 }

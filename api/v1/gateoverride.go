@@ -6,7 +6,8 @@ import "time"
 // verdict, because the object carried the annotation
 // sunset.dev/upgrade-override.
 type GateOverride struct {
-	Time time.Time `json:"time"`
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
 	// Source is admission (the admission webhook) or capi (Cluster API's
 	// hooks).
 	Source    string `json:"source"`

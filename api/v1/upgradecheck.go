@@ -172,6 +172,11 @@ type CheckResult struct {
 	From          string `json:"from,omitempty"`
 	Steps         []Step `json:"steps,omitempty"`
 	FirstBreaking string `json:"firstBreaking,omitempty"`
+	// GateOverrides are the upgrades of the cluster (of every cluster
+	// without one) that the upgrade gate let through in the window
+	// because the object carried sunset.dev/upgrade-override, newest
+	// first.
+	GateOverrides []GateOverride `json:"gateOverrides,omitempty"`
 	// Scan is what a scan of manifests, charts or the cluster found
 	// (`sunset check --scan`, or the server's cluster scan), judged at
 	// the same target, and ScanVerdict its sentence; ExitCode covers both.
