@@ -3,8 +3,9 @@
 // lossless. One table, derived from the catalog, holds a Conversion for
 // every catalog entry: either only apiVersion changes ("same fields"), or a
 // named field conversion, or a refusal with the reason a person has to
-// decide. The table's target is the catalog's replacement, so what a scan
-// names as the replacement and what a fix writes never disagree.
+// decide. The table's target is the catalog's replacement, followed while
+// that is itself replaced, and the scan names it as the replacement, so
+// what a scan names and what a fix writes never disagree.
 //
 // The facts behind each named conversion and refusal are the upstream
 // Kubernetes deprecated API migration guide's; the same-fields entries are
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/kube-sunset/sunset/catalog"
 )
@@ -118,7 +120,81 @@ func New(cat *catalog.Catalog) *Table {
 		}
 		t.byFrom[from] = c
 	}
+	// A replacement can itself be deprecated and removed later (flowcontrol
+	// v1beta3, storage v1beta1 CSIStorageCapacity); a rewrite stopping
+	// there would only move the object to another API that is gone.
+	chained := make(map[GVK]Conversion, len(t.byFrom))
+	for from, c := range t.byFrom {
+		c = t.chain(c)
+		if e, ok := cat.LookupKind(c.To.Group, c.To.Version, c.To.Kind); ok && c.HasReplacement() && e.RemovedIn != "" && e.Replacement == nil {
+			// The end of the chain is removed too, with nothing after it:
+			// no served API takes the object.
+			if c.Method != Refused {
+				c.Reason = fmt.Sprintf("its replacement %s is removed in %s too, and the catalog names nothing after it", c.To, e.RemovedIn)
+			}
+			c.To, c.Method, c.apply = GVK{}, Refused, nil
+		}
+		chained[from] = c
+	}
+	t.byFrom = chained
 	return t
+}
+
+// chain follows c's replacement while it is itself an entry of the table
+// with a replacement, and returns one conversion from c.From to the last
+// API of the chain that applies every step's field conversion in order. A
+// step that refuses makes the whole chain refuse with its reason; a cycle,
+// which only configuration can make, is refused too.
+func (t *Table) chain(c Conversion) Conversion {
+	if c.Method == Refused {
+		return c
+	}
+	steps := []Conversion{c}
+	seen := map[GVK]bool{c.From: true}
+	for {
+		last := steps[len(steps)-1]
+		next, ok := t.byFrom[last.To]
+		if !ok || !next.HasReplacement() {
+			break
+		}
+		if seen[next.From] {
+			return Conversion{From: c.From, To: c.To, Method: Refused,
+				Reason: fmt.Sprintf("the replacements of %s lead back to %s; the catalog's entries form a cycle", c.From, next.From)}
+		}
+		seen[next.From] = true
+		if next.Method == Refused {
+			return Conversion{From: c.From, To: next.To, Method: Refused,
+				Reason: fmt.Sprintf("its replacement %s is itself replaced by %s, and %s", next.From, next.To, next.Reason)}
+		}
+		steps = append(steps, next)
+	}
+	if len(steps) == 1 {
+		return c
+	}
+	out := Conversion{From: c.From, To: steps[len(steps)-1].To, Method: SameFields}
+	var reasons []string
+	var applies []func(map[string]any) error
+	for _, s := range steps {
+		if s.Method == Fields {
+			out.Method = Fields
+			reasons = append(reasons, "to "+s.To.String()+": "+s.Reason)
+		}
+		if s.apply != nil {
+			applies = append(applies, s.apply)
+		}
+	}
+	if out.Method == Fields {
+		out.Reason = strings.Join(reasons, "; then, ")
+		out.apply = func(obj map[string]any) error {
+			for _, apply := range applies {
+				if err := apply(obj); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return out
 }
 
 // sameEntry reports whether e is the built-in entry b, not one that

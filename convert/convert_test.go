@@ -38,9 +38,9 @@ var sameFields = []struct{ apiVersion, kind, to string }{
 	{"certificates.k8s.io/v1beta1", "ClusterTrustBundle", "certificates.k8s.io/v1"},
 	{"coordination.k8s.io/v1beta1", "Lease", "coordination.k8s.io/v1"},
 	{"extensions/v1beta1", "NetworkPolicy", "networking.k8s.io/v1"},
-	{"flowcontrol.apiserver.k8s.io/v1alpha1", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1beta3"},
-	{"flowcontrol.apiserver.k8s.io/v1beta1", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1beta3"},
-	{"flowcontrol.apiserver.k8s.io/v1beta2", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1beta3"},
+	{"flowcontrol.apiserver.k8s.io/v1alpha1", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1"},
+	{"flowcontrol.apiserver.k8s.io/v1beta1", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1"},
+	{"flowcontrol.apiserver.k8s.io/v1beta2", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1"},
 	{"flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema", "flowcontrol.apiserver.k8s.io/v1"},
 	{"networking.k8s.io/v1beta1", "IngressClass", "networking.k8s.io/v1"},
 	{"rbac.authorization.k8s.io/v1beta1", "ClusterRoleBinding", "rbac.authorization.k8s.io/v1"},
@@ -48,7 +48,7 @@ var sameFields = []struct{ apiVersion, kind, to string }{
 	{"rbac.authorization.k8s.io/v1beta1", "RoleBinding", "rbac.authorization.k8s.io/v1"},
 	{"rbac.authorization.k8s.io/v1beta1", "Role", "rbac.authorization.k8s.io/v1"},
 	{"scheduling.k8s.io/v1beta1", "PriorityClass", "scheduling.k8s.io/v1"},
-	{"storage.k8s.io/v1alpha1", "CSIStorageCapacity", "storage.k8s.io/v1beta1"},
+	{"storage.k8s.io/v1alpha1", "CSIStorageCapacity", "storage.k8s.io/v1"},
 	{"storage.k8s.io/v1alpha1", "VolumeAttachment", "storage.k8s.io/v1"},
 	{"storage.k8s.io/v1alpha1", "VolumeAttributesClass", "storage.k8s.io/v1"},
 	{"storage.k8s.io/v1beta1", "CSIDriver", "storage.k8s.io/v1"},
@@ -311,4 +311,50 @@ func TestConfiguredEntriesAreRefused(t *testing.T) {
 	require.EqualError(t, err, "convert: the API is not in the catalog as deprecated or removed: apps/v1 Deployment")
 	_, err = table.Convert(map[string]any{"kind": "Deployment"})
 	require.EqualError(t, err, "convert: the object has no apiVersion or kind")
+}
+
+// TestEveryTargetIsServed checks that no conversion ends at an API the
+// catalog says is removed: a replacement that was itself replaced is
+// followed to the end.
+func TestEveryTargetIsServed(t *testing.T) {
+	cat, err := catalog.New(nil)
+	require.NoError(t, err)
+	table := New(cat)
+	withTarget := 0
+	for _, c := range table.Conversions() {
+		if !c.HasReplacement() {
+			continue
+		}
+		withTarget++
+		e, ok := cat.LookupKind(c.To.Group, c.To.Version, c.To.Kind)
+		require.False(t, ok && e.RemovedIn != "", "%s ends at %s, which is removed in %s", c.From, c.To, e.RemovedIn)
+	}
+	require.Equal(t, 59, withTarget)
+}
+
+func TestChainAppliesEveryStep(t *testing.T) {
+	table := builtinTable(t)
+	c, ok := table.Lookup("flowcontrol.apiserver.k8s.io", "v1beta2", "PriorityLevelConfiguration")
+	require.True(t, ok)
+	require.Equal(t, Fields, c.Method)
+	require.Equal(t, "flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration", c.To.String())
+	c, ok = table.Lookup("storage.k8s.io", "v1alpha1", "CSIStorageCapacity")
+	require.True(t, ok)
+	require.Equal(t, SameFields, c.Method)
+	require.Equal(t, "storage.k8s.io/v1 CSIStorageCapacity", c.To.String())
+}
+
+func TestChainOfConfiguredEntries(t *testing.T) {
+	// A built-in step followed by a configured one refuses with the
+	// configured step's reason.
+	cat, err := catalog.New([]catalog.Entry{{Group: "flowcontrol.apiserver.k8s.io", Version: "v1beta3", Resource: "flowschemas",
+		Kind: "FlowSchema", DeprecatedIn: "1.29", RemovedIn: "1.32",
+		Replacement: &catalog.Ref{Group: "flowcontrol.apiserver.k8s.io", Version: "v2", Kind: "FlowSchema", Resource: "flowschemas"}}})
+	require.NoError(t, err)
+	_, err = New(cat).Convert(map[string]any{"apiVersion": "flowcontrol.apiserver.k8s.io/v1beta2", "kind": "FlowSchema"})
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, "flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema", refused.From.String())
+	require.Equal(t, "its replacement flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is itself replaced by "+
+		"flowcontrol.apiserver.k8s.io/v2 FlowSchema, and the API comes from configuration, whose fields Sunset does not know", refused.Reason)
 }

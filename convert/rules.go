@@ -107,7 +107,7 @@ var rules = func() map[GVK]Conversion {
 		add(Conversion{
 			From: from, To: GVK{"flowcontrol.apiserver.k8s.io", "v1beta3", "PriorityLevelConfiguration"},
 			Method: Fields, apply: priorityLevelToV1beta3,
-			Reason: "spec.limited.assuredConcurrencyShares is renamed spec.limited.nominalConcurrencyShares",
+			Reason: "spec.limited.assuredConcurrencyShares is renamed spec.limited.nominalConcurrencyShares, and 0, which meant 30, is written as 30",
 		})
 	}
 	add(Conversion{
@@ -583,6 +583,11 @@ func priorityLevelToV1beta3(obj map[string]any) error {
 	limited := path(obj, false, "spec", "limited")
 	if v, ok := limited["assuredConcurrencyShares"]; ok {
 		delete(limited, "assuredConcurrencyShares")
+		// 0 meant 30 here as in v1beta3, but a v1beta3 object carrying the
+		// preserve-zero annotation keeps 0, so the default is written out.
+		if n, isInt := toInt(v); isInt && n == 0 {
+			v = int64(30)
+		}
 		limited["nominalConcurrencyShares"] = v
 	}
 	return nil
