@@ -295,6 +295,12 @@ func TestClusterForPrecedence(t *testing.T) {
 		{"a cluster-scoped object by name", Meta{Name: "global"}, "shared"},
 		{"an empty label does not count", Meta{Namespace: "capi-system", Name: "prod-eu", Labels: map[string]string{ClusterLabel: " "}}, "prod"},
 		{"else the name", Meta{Namespace: "other", Name: "prod-eu"}, "prod-eu"},
+		{"a control plane stands for its Cluster API cluster", Meta{Namespace: "other", Name: "prod-eu-control-plane",
+			Labels: map[string]string{CAPIClusterNameLabel: "prod-eu"}}, "prod-eu"},
+		{"and is mapped by its cluster's key", Meta{Namespace: "capi-system", Name: "prod-eu-control-plane",
+			Labels: map[string]string{CAPIClusterNameLabel: "prod-eu"}}, "prod"},
+		{"the label still comes first", Meta{Namespace: "capi-system", Name: "prod-eu-control-plane",
+			Labels: map[string]string{CAPIClusterNameLabel: "prod-eu", ClusterLabel: "by-label"}}, "by-label"},
 	} {
 		require.Equal(t, tc.want, ClusterFor(tc.meta, clusters), tc.name)
 	}
