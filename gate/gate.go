@@ -194,6 +194,10 @@ func (g *Gate) Decide(r Request) (Decision, error) {
 	return d, nil
 }
 
+// ClusterFor is the Sunset cluster an object stands for, with the
+// gate's gate.clusters (see the function ClusterFor).
+func (g *Gate) ClusterFor(m Meta) string { return ClusterFor(m, g.opts.Clusters) }
+
 // Count counts a decision the caller made without Decide, such as a
 // change that does not touch the version.
 func (g *Gate) Count(source Source, o Outcome) {

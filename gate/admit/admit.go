@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"unicode"
 
 	"github.com/rs/zerolog"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -118,19 +120,27 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 		// Nothing to raise from: the version is being set, not changed.
 		return allow(gate.Allowed)
 	}
-	var obj struct {
-		Metadata gate.Meta `json:"metadata"`
-	}
-	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+	meta, err := metadata(req.Object.Raw)
+	if err != nil {
 		return allow(gate.Warned, "sunset: not judged: the object's metadata is not JSON")
 	}
-	obj.Metadata.Namespace, obj.Metadata.Name = req.Namespace, cmp.Or(obj.Metadata.Name, req.Name)
-	d, err := h.gate.Decide(gate.Request{Source: gate.SourceAdmission, Kind: req.Kind.Kind, Meta: obj.Metadata, From: from, To: to, User: req.UserInfo.Username,
+	old, err := metadata(req.OldObject.Raw)
+	if err != nil {
+		return allow(gate.Warned, "sunset: not judged: the old object's metadata is not JSON")
+	}
+	meta.Namespace, meta.Name = req.Namespace, cmp.Or(meta.Name, req.Name)
+	old.Namespace, old.Name = meta.Namespace, meta.Name
+	// The cluster is the one the object stood for before the change, so
+	// that one update cannot both raise the version and rename its
+	// cluster to one Sunset has never heard. The override is the new
+	// object's.
+	meta.Labels = map[string]string{gate.ClusterLabel: h.gate.ClusterFor(old)}
+	d, err := h.gate.Decide(gate.Request{Source: gate.SourceAdmission, Kind: req.Kind.Kind, Meta: meta, From: from, To: to, User: req.UserInfo.Username,
 		DryRun: req.DryRun != nil && *req.DryRun})
 	if err != nil {
 		return nil, err
 	}
-	resp := &admissionv1.AdmissionResponse{Allowed: d.Allowed, Warnings: d.Warnings}
+	resp := &admissionv1.AdmissionResponse{Allowed: d.Allowed, Warnings: oneLine(d.Warnings)}
 	if !d.Allowed {
 		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: d.Message}
 	}
@@ -172,4 +182,33 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// metadata reads an object's metadata, and nothing else of it.
+func metadata(raw []byte) (gate.Meta, error) {
+	var obj struct {
+		Metadata gate.Meta `json:"metadata"`
+	}
+	err := json.Unmarshal(raw, &obj)
+	return obj.Metadata, err
+}
+
+// oneLine makes each warning text kube-apiserver passes on: it drops a
+// warning holding a control character or invalid UTF-8 without a word
+// (k8s.io/apimachinery/pkg/util/net.NewWarningHeader), and a refusal
+// quoted in an override's warning has several lines.
+func oneLine(warnings []string) []string {
+	out := make([]string, 0, len(warnings))
+	for _, w := range warnings {
+		w = strings.ToValidUTF8(w, "?")
+		w = strings.ReplaceAll(w, "\n", "; ")
+		w = strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return ' '
+			}
+			return r
+		}, w)
+		out = append(out, w)
+	}
+	return out
 }
