@@ -71,11 +71,11 @@ func (a *App) mountGate(top *http.ServeMux, reg prometheus.Registerer, now func(
 	if err != nil {
 		return fmt.Errorf("gate.kinds: %w", err)
 	}
-	// The verdict upgradechecks serve, so that the two never disagree.
+	// The verdict upgradechecks serve, so that the two never disagree on
+	// a cluster's traffic. The server's own cluster scan stays out: it
+	// is of the one cluster Sunset runs in, and would judge every
+	// cluster of a fleet by its releases.
 	svc := api.NewService(a.store, a.parts.Catalog, a.parts.Rules, a.parts.System.IsSystem, now)
-	if scan := a.clusterScanResults(); scan != nil {
-		svc.WithClusterScan(scan)
-	}
 	if a.exemptions != nil {
 		svc.WithExemptions(a.exemptions)
 	}
