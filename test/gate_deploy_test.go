@@ -118,7 +118,7 @@ func requireGateObjects(t *testing.T, r *rendered, failurePolicy admissionregist
 	w := vwc.Webhooks[0]
 	require.Equal(t, "gate.sunset.dev", w.Name, dir)
 	require.Equal(t, ptrTo(admissionregistrationv1.Equivalent), w.MatchPolicy, dir)
-	require.Equal(t, ptrTo(admissionregistrationv1.SideEffectClassNone), w.SideEffects, dir)
+	require.Equal(t, ptrTo(admissionregistrationv1.SideEffectClassNoneOnDryRun), w.SideEffects, dir)
 	require.Equal(t, []string{"v1"}, w.AdmissionReviewVersions, dir)
 	require.Equal(t, ptrTo(failurePolicy), w.FailurePolicy, dir)
 	require.NotNil(t, w.TimeoutSeconds, dir)
