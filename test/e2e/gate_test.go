@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,19 @@ const (
 	// gateWebhook is the webhook's name in the overlay, as kube-apiserver
 	// names it in a refusal.
 	gateWebhook = "gate.sunset.dev"
+	// vacAPI is removed in 1.37.
+	vacAPI = "volumeattributesclasses.v1beta1.storage.k8s.io"
+	// legacyCluster's only caller of vacAPI stopped 3h ago, longer than
+	// the server's gate.cleanFor of 1h.
+	legacyCluster = "legacy"
+	// exemptionLife is how long after the start carol's exemption
+	// expires: longer than the setup before its use takes.
+	exemptionLife   = 45 * time.Second
+	exemptionReason = "CHG-1300: carol-cli moves to storage.k8s.io/v1"
+	// e2eVerdict and legacyVerdict are the verdicts' sentences at 1.37.
+	e2eVerdict = "NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded. " +
+		"Upgrading from 1.36, the first release that breaks is 1.37; breaking at each: 1.37 (volumeattributesclasses.v1beta1.storage.k8s.io)."
+	legacyVerdict = "NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded."
 )
 
 var (
@@ -58,11 +72,15 @@ var (
 // the ValidatingWebhookConfiguration the overlay ships. With carol calling
 // storage.k8s.io/v1beta1 VolumeAttributesClass (removed in 1.37) in
 // cluster e2e, a kubectl patch to v1.37.0 of any object standing for e2e
-// is refused naming carol and the API; a patch release, a cluster with no
-// removed-API callers and a deprecated-only finding are allowed, the last
-// two with kubectl warnings; the override annotation lets the bump through
-// and is counted. The Argo CD PreSync Job's `sunset check`, run as its
-// ServiceAccount with its RBAC, refuses the same bump.
+// is refused naming carol, her user agent, the hour she was last seen and
+// the API; while the server's exemption of carol holds, the same bump is
+// allowed, and once it has expired refused again. A patch release, a
+// cluster with no removed-API callers, a deprecated-only finding and a
+// cluster whose only removed-API caller has been silent longer than
+// gate.cleanFor are allowed, the last three with kubectl warnings; the
+// override annotation lets the bump through and is counted. The Argo CD
+// PreSync Job's `sunset check`, run as its ServiceAccount with its RBAC,
+// refuses the same bump.
 func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	p := newPKI(t)
@@ -73,7 +91,13 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 		webhookKubeconfig(t, p, sunsetURL+"/audit/webhook/"+clusterName+"/"+nodeName, token), frontProxyFlags(t)...)
 	ctx := ctxWithin(t, 8*time.Minute)
 	admin := a.as(t, "admin", "e2e-setup/1.0")
-	gateConfig := p.write(t, "sunset.yaml", []byte("gate:\n  enabled: true\n"))
+	// The sunset binary reads the wall clock and has no hook to set it:
+	// the exemption expires a real instant after the start, late enough
+	// for the setup below to use it, and the test waits for the server
+	// to report it expired.
+	exemptUntil := time.Now().Add(exemptionLife).UTC().Truncate(time.Second)
+	gateConfig := p.write(t, "sunset.yaml", []byte("gate:\n  enabled: true\n  cleanFor: 1h\n"+
+		"exemptions:\n- api: "+vacAPI+"\n  user: carol\n  reason: "+strconv.Quote(exemptionReason)+"\n  expires: "+strconv.Quote(exemptUntil.Format(time.RFC3339))+"\n"))
 	s := serveAggregated(ctx, t, a, admin, p, sunsetBin, token, port, "--config="+gateConfig)
 	adminKubeconfig := userKubeconfig(t, a, "admin", a.tokens["admin"])
 
@@ -135,6 +159,7 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	}
 	create(capiClusters, capiCluster(clusterName, "v1.36.3", nil))
 	create(capiClusters, capiCluster("staging", "v1.36.3", nil))
+	create(capiClusters, capiCluster(legacyCluster, "v1.36.3", nil))
 	create(capiClusters, capiCluster("e2e-canary", "v1.35.2", map[string]any{"sunset.dev/cluster": clusterName}))
 	create(kcps, map[string]any{"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
 		"metadata": map[string]any{"name": "e2e-control-plane", "labels": map[string]any{"sunset.dev/cluster": clusterName}},
@@ -146,7 +171,8 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 			"resourcesVPCConfig": map[string]any{"subnetIDs": []any{"subnet-0a", "subnet-0b"}}}})
 
 	// carol calls an API removed in 1.37 and one deprecated for good, in
-	// cluster e2e; dave, in cluster staging, only the deprecated one.
+	// cluster e2e; dave, in cluster staging, only the deprecated one; erin,
+	// in cluster legacy, called the removed one 3h ago and not since.
 	carol := a.as(t, "carol", carolAgent)
 	bindClusterAdmin(ctx, t, admin, "carol")
 	_, err = carol.CoreV1().ComponentStatuses().List(ctx, metav1.ListOptions{})
@@ -155,44 +181,103 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	_, err = vacs.Create(ctx, &storagev1beta1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: "gold"}, DriverName: "csi.example.com",
 		Parameters: map[string]string{"iops": "3000"}}, metav1.CreateOptions{})
 	must(t, "create volumeattributesclass", err)
-	_, err = vacs.Get(ctx, "gold", metav1.GetOptions{})
-	must(t, "get volumeattributesclass", err)
+	// The refusal names the hour carol was last seen: that of her last
+	// call, read again should the clock pass an hour during it.
+	var carolLastSeen time.Time
+	for {
+		sent := time.Now().UTC().Truncate(time.Hour)
+		_, err = vacs.Get(ctx, "gold", metav1.GetOptions{})
+		must(t, "get volumeattributesclass", err)
+		if hour := time.Now().UTC().Truncate(time.Hour); hour.Equal(sent) {
+			carolLastSeen = hour
+			break
+		}
+	}
 	postStagingTraffic(t, s, p, token)
-	waitFor(t, "Sunset to count carol's and dave's requests", 2*time.Minute, func() error {
-		for api, cluster := range map[string]string{"volumeattributesclasses.v1beta1.storage.k8s.io": clusterName, "componentstatuses.v1": "staging"} {
+	erinLastSeen := postLegacyTraffic(t, s, p, token)
+	waitFor(t, "Sunset to count carol's, dave's and erin's requests", 2*time.Minute, func() error {
+		for _, c := range []struct{ api, cluster string }{{vacAPI, clusterName}, {"componentstatuses.v1", "staging"}, {vacAPI, legacyCluster}} {
 			var rc struct {
 				Status struct {
 					RequestCount int64 `json:"requestCount"`
 				} `json:"status"`
 			}
-			if err := getSunsetJSONErr(s, a.tokens["admin"], "/apis/sunset.dev/v1/apirequestcounts/"+api+"?cluster="+cluster, &rc); err != nil {
+			if err := getSunsetJSONErr(s, a.tokens["admin"], "/apis/sunset.dev/v1/apirequestcounts/"+c.api+"?cluster="+c.cluster, &rc); err != nil {
 				return err
 			}
 			if rc.Status.RequestCount == 0 {
-				return fmt.Errorf("%s in %s: no requests yet", api, cluster)
+				return fmt.Errorf("%s in %s: no requests yet", c.api, c.cluster)
 			}
 		}
 		return nil
 	})
 
 	// kube-apiserver picks the webhook up asynchronously: dry runs, which
-	// a webhook with sideEffects: None sees, probe until it refuses.
+	// the webhook sees, probe until staging's bump draws the gate's
+	// warnings. (e2e's bump is exempted until exemptUntil.)
 	patchVersion := `{"spec":{"topology":{"version":"v1.37.0"}}}`
 	waitFor(t, "kube-apiserver to call the gate", time.Minute, func() error {
-		_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", clusterName, "--type=merge", "-p", patchVersion, "--dry-run=server")
-		if err == nil {
+		_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", "staging", "--type=merge", "-p", patchVersion, "--dry-run=server")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, stderr)
+		}
+		if len(kubectlWarnings(stderr)) == 0 {
 			return errNotYet
 		}
-		if !strings.Contains(stderr, `admission webhook "`+gateWebhook+`" denied the request`) {
-			return fmt.Errorf("%w: %s", err, stderr)
+		return nil
+	})
+
+	// While carol's exemption holds, e2e's bump is allowed, her calls
+	// marked as exempted; the step back down to 1.36 is no upgrade.
+	const (
+		vacWarning = "sunset: storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; " +
+			"use storage.k8s.io/v1 VolumeAttributesClass"
+		csWarning = "sunset: v1 ComponentStatus is deprecated in v1.19+: 1 request in the last 24h by "
+	)
+	if left := time.Until(exemptUntil); left < 10*time.Second {
+		t.Fatalf("the setup outlived carol's exemption (%s left of %s); raise exemptionLife", left, exemptionLife)
+	} else {
+		t.Logf("carol's exemption holds %s more", left.Truncate(time.Second))
+	}
+	_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", clusterName, "--type=merge", "-p", patchVersion)
+	must(t, "kubectl patch of e2e while carol is exempted: "+stderr, err)
+	requireVersion(ctx, t, dyn, capiClusters, clusterName, "v1.37.0", "spec", "topology", "version")
+	wantExempted := []string{vacWarning + ": every caller has stopped or is exempted", csWarning + "carol", "sunset: allowed: nothing removed by 1.37 is still called"}
+	if got := kubectlWarnings(stderr); !slices.Equal(got, wantExempted) {
+		t.Errorf("kubectl patch of e2e while carol is exempted: warnings\n%q\nwant\n%q", got, wantExempted)
+	}
+	_, stderr, err = kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", clusterName, "--type=merge",
+		"-p", `{"spec":{"topology":{"version":"v1.36.3"}}}`)
+	must(t, "kubectl patch of e2e back to v1.36.3: "+stderr, err)
+	requireVersion(ctx, t, dyn, capiClusters, clusterName, "v1.36.3", "spec", "topology", "version")
+	if got := kubectlWarnings(stderr); got != nil {
+		t.Errorf("kubectl patch of e2e back to v1.36.3: warnings %q, want none", got)
+	}
+	wantExpired := exemption{API: vacAPI, UserName: "carol", Reason: exemptionReason, Expires: exemptUntil}
+	waitFor(t, "carol's exemption to expire", exemptionLife+time.Minute, func() error {
+		var check gateUpgradeCheck
+		if err := getSunsetJSONErr(s, a.tokens["admin"], "/apis/sunset.dev/v1/upgradechecks/1.37?cluster="+clusterName, &check); err != nil {
+			return err
+		}
+		switch exp := check.Status.ExpiredExemptions; {
+		case len(exp) == 0:
+			return errNotYet
+		case len(exp) != 1 || !exp[0].Expires.Equal(wantExpired.Expires) || exp[0].API != wantExpired.API ||
+			exp[0].UserName != wantExpired.UserName || exp[0].UserAgent != "" || exp[0].Reason != wantExpired.Reason:
+			t.Fatalf("upgradechecks/1.37: expiredExemptions %+v, want only %+v", exp, wantExpired)
+		}
+		if len(check.Status.Exemptions) != 0 {
+			t.Fatalf("upgradechecks/1.37: exemptions in force %+v after the expiry", check.Status.Exemptions)
 		}
 		return nil
 	})
 	before := gateReviews(t, s, a.tokens["admin"])
 
-	// Refused: each object that stands for e2e, in its own spelling, with
-	// the verdict's sentence, carol's two requests to the removed API, and
-	// the override that names the object.
+	// Refused, now that the exemption has expired: each object that
+	// stands for e2e, in its own spelling, with the verdict's sentence,
+	// carol's two requests to the removed API with her user agent and the
+	// hour she was last seen, and the override that names the object.
+	// carol is active, so gate.cleanFor does not count her as fixed.
 	for _, tc := range []struct{ resource, kind, name, patch string }{
 		{"clusters.cluster.x-k8s.io", "Cluster", clusterName, patchVersion},
 		{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "KubeadmControlPlane", "e2e-control-plane", `{"spec":{"version":"v1.37.0"}}`},
@@ -204,10 +289,9 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 			continue
 		}
 		want := `Error from server (Forbidden): admission webhook "` + gateWebhook + `" denied the request: ` +
-			"sunset: the upgrade of cluster e2e from 1.36 to 1.37 is refused, first breaking at 1.37: " +
-			"NOT SAFE to upgrade to 1.37: 1 API removed in or before 1.37 was requested in the last 24h, system users excluded.\n" +
+			"sunset: the upgrade of cluster e2e from 1.36 to 1.37 is refused: " + e2eVerdict + "\n" +
 			"- storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: " +
-			"2 requests in the last 24h by carol\n" +
+			"2 requests in the last 24h by carol (" + carolAgent + "; last seen " + carolLastSeen.Format("2006-01-02 15:04") + " UTC)\n" +
 			"To upgrade anyway, annotate " + tc.kind + " " + fleetNS + "/" + tc.name + ` with sunset.dev/upgrade-override="<reason>".`
 		if got := strings.TrimSpace(stderr); got != want {
 			t.Errorf("kubectl patch %s %s to 1.37:\n%s\nwant:\n%s", tc.resource, tc.name, got, want)
@@ -215,22 +299,37 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	}
 	requireVersion(ctx, t, dyn, capiClusters, clusterName, "v1.36.3", "spec", "topology", "version")
 
+	// legacy's only caller of the removed API has been silent longer than
+	// gate.cleanFor: the verdict without it says NOT SAFE, the gate with it
+	// lets the bump through.
+	var legacyCheck gateUpgradeCheck
+	must(t, "the upgrade check of "+legacyCluster, getSunsetJSONErr(s, a.tokens["admin"], "/apis/sunset.dev/v1/upgradechecks/1.37?cluster="+legacyCluster, &legacyCheck))
+	if st := legacyCheck.Status; st.ExitCode != exitRemoved || st.Message != legacyVerdict {
+		t.Errorf("upgradechecks/1.37?cluster=%s: exit code %d, %q; want %d, %q", legacyCluster, st.ExitCode, st.Message, exitRemoved, legacyVerdict)
+	}
+	var erin []string
+	for _, f := range legacyCheck.Status.Findings {
+		for _, c := range f.Callers {
+			erin = append(erin, fmt.Sprintf("%s %s %v %s stopped=%v", f.Name, c.UserName, c.UserAgents, c.LastSeen.UTC().Format(time.RFC3339), c.Stopped))
+		}
+	}
+	if want := []string{fmt.Sprintf("%s erin [erin-cli/1.4] %s stopped=false", vacAPI, erinLastSeen.Format(time.RFC3339))}; !slices.Equal(erin, want) {
+		t.Errorf("upgradechecks/1.37?cluster=%s: callers %q, want %q", legacyCluster, erin, want)
+	}
+
 	// Allowed: a patch release, silently; a cluster whose callers use only
-	// deprecated APIs, and e2e's step to 1.36, where VolumeAttributesClass
-	// is deprecated but not yet removed, each with a kubectl warning per
-	// API and one that says nothing is removed.
-	const (
-		vacWarning = "sunset: storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; " +
-			"use storage.k8s.io/v1 VolumeAttributesClass: 2 requests in the last 24h by carol"
-		csWarning = "sunset: v1 ComponentStatus is deprecated in v1.19+: 1 request in the last 24h by "
-	)
+	// deprecated APIs, e2e's step to 1.36, where VolumeAttributesClass is
+	// deprecated but not yet removed, and legacy, whose caller of it
+	// stopped, each with a kubectl warning per API and one that says
+	// nothing removed is called.
 	for _, tc := range []struct {
 		name, version string
 		warnings      []string
 	}{
 		{clusterName, "v1.36.4", nil},
-		{"staging", "v1.37.0", []string{csWarning + "dave", "sunset: nothing in use is removed by 1.37; the APIs above are deprecated"}},
-		{"e2e-canary", "v1.36.0", []string{vacWarning, csWarning + "carol", "sunset: nothing in use is removed by 1.36; the APIs above are deprecated"}},
+		{"staging", "v1.37.0", []string{csWarning + "dave", "sunset: allowed: nothing removed by 1.37 is still called"}},
+		{"e2e-canary", "v1.36.0", []string{vacWarning + ": 2 requests in the last 24h by carol", csWarning + "carol", "sunset: allowed: nothing removed by 1.36 is still called"}},
+		{legacyCluster, "v1.37.0", []string{vacWarning + ": every caller has stopped or is exempted", "sunset: allowed: nothing removed by 1.37 is still called"}},
 	} {
 		_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", tc.name, "--type=merge",
 			"-p", `{"spec":{"topology":{"version":"`+tc.version+`"}}}`)
@@ -246,7 +345,7 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 
 	// The override, with its reason, lets e2e's bump through, and is
 	// counted once.
-	_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "annotate", "clusters.cluster.x-k8s.io", clusterName,
+	_, stderr, err = kubectlOut(t, adminKubeconfig, "-n", fleetNS, "annotate", "clusters.cluster.x-k8s.io", clusterName,
 		"sunset.dev/upgrade-override=CHG-1234: carol's client moves to storage.k8s.io/v1 with this release")
 	must(t, "annotating the override: "+stderr, err)
 	_, stderr, err = kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", clusterName, "--type=merge", "-p", patchVersion)
@@ -255,7 +354,7 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	// Allowed twice: the patch release, and the annotation, which leaves
 	// the version alone.
 	after := gateReviews(t, s, a.tokens["admin"])
-	want := map[string]float64{"refused": 3, "allowed": 2, "warned": 2, "overridden": 1}
+	want := map[string]float64{"refused": 3, "allowed": 2, "warned": 3, "overridden": 1}
 	for decision, n := range want {
 		if got := after[decision] - before[decision]; got != n {
 			t.Errorf("sunset_gate_reviews_total{source=\"admission\",decision=%q} rose by %v, want %v (before %v, after %v)", decision, got, n, before, after)
@@ -308,32 +407,111 @@ func bindClusterAdmin(ctx context.Context, t *testing.T, admin *kubernetes.Clien
 // removed) and gets a pod, a read as every cluster sends.
 func postStagingTraffic(t *testing.T, s *sunsetServer, p *pki, token string) {
 	t.Helper()
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	event := func(id, uri, verb, resource, name string, deprecated bool) string {
-		ann := ""
-		if deprecated {
-			ann = `,"annotations":{"k8s.io/deprecated":"true"}`
+	now := time.Now()
+	postClusterTraffic(t, s, p, token, "staging",
+		batchEvent{id: "5f0c2a4e-1f4b-4a8e-9d3c-000000000001", user: "dave", agent: "dave-cli/2.1", verb: "list",
+			uri: "/api/v1/componentstatuses", resource: "componentstatuses", version: "v1", deprecated: true, at: now},
+		batchEvent{id: "5f0c2a4e-1f4b-4a8e-9d3c-000000000002", user: "dave", agent: "dave-cli/2.1", verb: "get",
+			uri: "/api/v1/namespaces/default/pods/web-0", resource: "pods", version: "v1", name: "web-0", at: now})
+}
+
+// postLegacyTraffic posts, as cluster legacy's apiserver, erin's list of
+// volumeattributesclasses (removed in 1.37) of 3h ago, within the store's
+// retention, and a get of a pod now, so that legacy is heard, reads
+// included. It returns the hour erin was last seen.
+func postLegacyTraffic(t *testing.T, s *sunsetServer, p *pki, token string) time.Time {
+	t.Helper()
+	now := time.Now()
+	then := now.Add(-3 * time.Hour)
+	postClusterTraffic(t, s, p, token, legacyCluster,
+		batchEvent{id: "5f0c2a4e-1f4b-4a8e-9d3c-000000000101", user: "erin", agent: "erin-cli/1.4", verb: "list",
+			uri: "/apis/storage.k8s.io/v1beta1/volumeattributesclasses", resource: "volumeattributesclasses", group: "storage.k8s.io",
+			version: "v1beta1", deprecated: true, removedRelease: "1.37", at: then},
+		batchEvent{id: "5f0c2a4e-1f4b-4a8e-9d3c-000000000102", user: "frank", agent: "frank-cli/3.0", verb: "get",
+			uri: "/api/v1/namespaces/default/pods/db-0", resource: "pods", version: "v1", name: "db-0", at: now})
+	return then.UTC().Truncate(time.Hour)
+}
+
+// batchEvent is one audit.k8s.io/v1 event of a hand-built batch.
+type batchEvent struct {
+	id, user, agent, verb, uri     string
+	group, version, resource, name string
+	deprecated                     bool
+	removedRelease                 string
+	at                             time.Time
+}
+
+// postClusterTraffic posts events as one batch of kube-apiserver's shape,
+// as cluster's apiserver, with the client certificate such an apiserver
+// has.
+func postClusterTraffic(t *testing.T, s *sunsetServer, p *pki, token, cluster string, events ...batchEvent) {
+	t.Helper()
+	var items []string
+	for _, e := range events {
+		ann := map[string]string{}
+		if e.deprecated {
+			ann["k8s.io/deprecated"] = "true"
 		}
-		return `{"level":"Metadata","auditID":"` + id + `","stage":"ResponseComplete","requestURI":"` + uri + `","verb":"` + verb +
-			`","user":{"username":"dave","groups":["developers","system:authenticated"]},"sourceIPs":["192.0.2.30"],"userAgent":"dave-cli/2.1",` +
-			`"objectRef":{"resource":"` + resource + `","name":"` + name + `","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},` +
-			`"requestReceivedTimestamp":"` + now + `","stageTimestamp":"` + now + `"` + ann + `}`
+		if e.removedRelease != "" {
+			ann["k8s.io/removed-release"] = e.removedRelease
+		}
+		at := e.at.UTC().Format(time.RFC3339Nano)
+		item, err := json.Marshal(map[string]any{
+			"level": "Metadata", "auditID": e.id, "stage": "ResponseComplete", "requestURI": e.uri, "verb": e.verb,
+			"user":      map[string]any{"username": e.user, "groups": []string{"developers", "system:authenticated"}},
+			"sourceIPs": []string{"192.0.2.30"}, "userAgent": e.agent,
+			"objectRef":                map[string]any{"resource": e.resource, "name": e.name, "apiGroup": e.group, "apiVersion": e.version},
+			"responseStatus":           map[string]any{"metadata": map[string]any{}, "code": 200},
+			"requestReceivedTimestamp": at, "stageTimestamp": at, "annotations": ann,
+		})
+		must(t, "encoding an event", err)
+		items = append(items, string(item))
 	}
-	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` +
-		event("5f0c2a4e-1f4b-4a8e-9d3c-000000000001", "/api/v1/componentstatuses", "list", "componentstatuses", "", true) + "," +
-		event("5f0c2a4e-1f4b-4a8e-9d3c-000000000002", "/api/v1/namespaces/default/pods/web-0", "get", "pods", "web-0", false) + `]}`
-	cert, key := p.issue(t, "staging-apiserver-webhook-client", nodeName, false, "staging")
-	req, err := http.NewRequest(http.MethodPost, s.url+"/audit/webhook/staging/"+nodeName, strings.NewReader(body))
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items, ",") + `]}`
+	cert, key := p.issue(t, cluster+"-apiserver-webhook-client", nodeName, false, cluster)
+	req, err := http.NewRequest(http.MethodPost, s.url+"/audit/webhook/"+cluster+"/"+nodeName, strings.NewReader(body))
 	must(t, "request", err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := p.httpsClient(cert, key).Do(req)
-	must(t, "posting staging's batch", err)
+	must(t, "posting "+cluster+"'s batch", err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("posting staging's batch: %s", resp.Status)
+		t.Fatalf("posting %s's batch: %s", cluster, resp.Status)
 	}
 }
+
+// gateUpgradeCheck is what the gate test reads of an UpgradeCheck.
+type gateUpgradeCheck struct {
+	Status struct {
+		ExitCode int    `json:"exitCode"`
+		Message  string `json:"message"`
+		Findings []struct {
+			Name    string `json:"name"`
+			Callers []struct {
+				UserName   string    `json:"username"`
+				UserAgents []string  `json:"userAgents"`
+				LastSeen   time.Time `json:"lastSeen"`
+				Stopped    bool      `json:"stopped"`
+			} `json:"callers"`
+		} `json:"findings"`
+		Exemptions        []exemption `json:"exemptions"`
+		ExpiredExemptions []exemption `json:"expiredExemptions"`
+	} `json:"status"`
+}
+
+// exemption is one of an UpgradeCheck's exemptions.
+type exemption struct {
+	API       string    `json:"api"`
+	UserName  string    `json:"user"`
+	UserAgent string    `json:"userAgent"`
+	Reason    string    `json:"reason"`
+	Expires   time.Time `json:"expires"`
+}
+
+// exitRemoved is the upgrade check's exit code when a removed API is
+// still requested.
+const exitRemoved = 3
 
 // gateReviews reads sunset_gate_reviews_total of the admission webhook,
 // by decision.
