@@ -37,7 +37,8 @@ var rules = func() map[GVK]Conversion {
 	add(Conversion{
 		From: GVK{"policy", "v1beta1", "PodDisruptionBudget"}, To: GVK{"policy", "v1", "PodDisruptionBudget"},
 		Method: Fields, apply: podDisruptionBudget,
-		Reason: "an empty spec.selector ({}) selects no pods in v1beta1 and every pod of the namespace in v1; such a budget is refused",
+		Reason: "an empty spec.selector (no matchLabels and no matchExpressions) selects no pods in v1beta1 and every pod of the " +
+			"namespace in v1; such a budget is refused",
 	})
 	refuse(GVK{"policy", "v1beta1", "PodSecurityPolicy"},
 		"PodSecurityPolicy has no replacement; move its rules to Pod Security Admission or a policy engine")
@@ -286,11 +287,29 @@ func certificateSigningRequest(obj map[string]any) error {
 }
 
 func podDisruptionBudget(obj map[string]any) error {
-	if sel, ok := path(obj, false, "spec")["selector"].(map[string]any); ok && len(sel) == 0 {
-		return refused("spec.selector is {}: it selects no pods in policy/v1beta1 and every pod in the namespace in policy/v1; " +
-			"remove it or write the labels meant")
+	sel, ok := path(obj, false, "spec")["selector"].(map[string]any)
+	if !ok {
+		// A missing or null selector selects no pods in both versions.
+		return nil
+	}
+	if empty(sel["matchLabels"]) && empty(sel["matchExpressions"]) {
+		return refused("spec.selector has no matchLabels and no matchExpressions: it selects no pods in policy/v1beta1 and " +
+			"every pod in the namespace in policy/v1; remove it or write the labels meant")
 	}
 	return nil
+}
+
+// empty reports whether a decoded value is missing, null, {} or [].
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
 }
 
 func webhookConfiguration(obj map[string]any) error {
