@@ -417,8 +417,17 @@ func (d workloadDefaults) apply(obj map[string]any) error {
 		spec["selector"] = map[string]any{"matchLabels": deepCopy(labels)}
 	}
 	if d.updateStrategyOnDelete {
-		if _, ok := spec["updateStrategy"]; !ok {
-			spec["updateStrategy"] = map[string]any{"type": "OnDelete"}
+		// The old API defaulted an empty type, not a missing
+		// updateStrategy: {} and {type: ""} meant OnDelete too.
+		if spec["updateStrategy"] == nil {
+			spec["updateStrategy"] = map[string]any{}
+		}
+		strategy, ok := spec["updateStrategy"].(map[string]any)
+		if !ok {
+			return refused("spec.updateStrategy is not an object")
+		}
+		if t, _ := strategy["type"].(string); t == "" {
+			strategy["type"] = "OnDelete"
 		}
 	}
 	if d.revisionHistoryLimit != 0 {
