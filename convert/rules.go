@@ -31,7 +31,7 @@ var rules = func() map[GVK]Conversion {
 		From: GVK{"certificates.k8s.io", "v1beta1", "CertificateSigningRequest"}, To: GVK{"certificates.k8s.io", "v1", "CertificateSigningRequest"},
 		Method: Fields, apply: certificateSigningRequest,
 		Reason: "v1 requires spec.signerName, which v1beta1 defaulted (the request is refused unless it names one other than " +
-			"kubernetes.io/legacy-unknown), and spec.usages, which gets v1beta1's default when missing",
+			"kubernetes.io/legacy-unknown), and spec.usages, which gets v1beta1's default when missing, null or empty",
 	})
 
 	add(Conversion{
@@ -280,7 +280,10 @@ func certificateSigningRequest(obj map[string]any) error {
 	case "kubernetes.io/legacy-unknown":
 		return refused("certificates.k8s.io/v1 refuses to create requests for kubernetes.io/legacy-unknown; name another signer")
 	}
-	if _, ok := spec["usages"]; !ok {
+	// v1beta1 defaulted nil usages: a missing or null key, and an empty
+	// list from any client that sent it by protobuf or by Go's JSON, whose
+	// omitempty drops it. v1 requires at least one usage.
+	if empty(spec["usages"]) {
 		spec["usages"] = []any{"digital signature", "key encipherment"}
 	}
 	return nil
