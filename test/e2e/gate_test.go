@@ -78,7 +78,8 @@ var (
 // cluster with no removed-API callers, a deprecated-only finding and a
 // cluster whose only removed-API caller has been silent longer than
 // gate.cleanFor are allowed, the last three with kubectl warnings; the
-// override annotation lets the bump through and is counted. The Argo CD
+// override annotation lets the bump through with a one-line warning, and
+// is counted, and kept unless it was a dry run. The Argo CD
 // PreSync Job's `sunset check`, run as its ServiceAccount with its RBAC,
 // refuses the same bump.
 func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
@@ -144,7 +145,8 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	}
 
 	// The cluster objects: each stands for a Sunset cluster by its name,
-	// its sunset.dev/cluster label or annotation.
+	// its sunset.dev/cluster label or annotation, or, a control plane, by
+	// the label Cluster API gives it naming its Cluster.
 	_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNS}}, metav1.CreateOptions{})
 	must(t, "creating namespace "+fleetNS, err)
 	create := func(gvr schema.GroupVersionResource, obj map[string]any) {
@@ -162,7 +164,7 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	create(capiClusters, capiCluster(legacyCluster, "v1.36.3", nil))
 	create(capiClusters, capiCluster("e2e-canary", "v1.35.2", map[string]any{"sunset.dev/cluster": clusterName}))
 	create(kcps, map[string]any{"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
-		"metadata": map[string]any{"name": "e2e-control-plane", "labels": map[string]any{"sunset.dev/cluster": clusterName}},
+		"metadata": map[string]any{"name": "e2e-control-plane", "labels": map[string]any{"cluster.x-k8s.io/cluster-name": clusterName}},
 		"spec": map[string]any{"version": "v1.36.3", "machineTemplate": map[string]any{"spec": map[string]any{
 			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "e2e-control-plane"}}}}})
 	create(eksClusters, map[string]any{"apiVersion": "eks.services.k8s.aws/v1alpha1", "kind": "Cluster",
@@ -213,8 +215,9 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	})
 
 	// kube-apiserver picks the webhook up asynchronously: dry runs, which
-	// the webhook sees, probe until staging's bump draws the gate's
-	// warnings. (e2e's bump is exempted until exemptUntil.)
+	// a webhook with sideEffects: NoneOnDryRun sees, probe until staging's
+	// bump draws the gate's warnings. (e2e's bump is exempted until
+	// exemptUntil.)
 	patchVersion := `{"spec":{"topology":{"version":"v1.37.0"}}}`
 	waitFor(t, "kube-apiserver to call the gate", time.Minute, func() error {
 		_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", "staging", "--type=merge", "-p", patchVersion, "--dry-run=server")
@@ -277,11 +280,14 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	// stands for e2e, in its own spelling, with the verdict's sentence,
 	// carol's two requests to the removed API with her user agent and the
 	// hour she was last seen, and the override that names the object.
-	// carol is active, so gate.cleanFor does not count her as fixed.
+	// carol is active, so gate.cleanFor does not count her as fixed. An
+	// update that also points the object at a cluster Sunset never heard
+	// is judged as the cluster the object stood for.
 	for _, tc := range []struct{ resource, kind, name, patch string }{
 		{"clusters.cluster.x-k8s.io", "Cluster", clusterName, patchVersion},
 		{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "KubeadmControlPlane", "e2e-control-plane", `{"spec":{"version":"v1.37.0"}}`},
 		{"clusters.eks.services.k8s.aws", "Cluster", "e2e-eks", `{"spec":{"version":"1.37"}}`},
+		{"clusters.eks.services.k8s.aws", "Cluster", "e2e-eks", `{"metadata":{"annotations":{"sunset.dev/cluster":"nowhere"}},"spec":{"version":"1.37"}}`},
 	} {
 		_, stderr, err := kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", tc.resource, tc.name, "--type=merge", "-p", tc.patch)
 		if err == nil {
@@ -289,15 +295,14 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 			continue
 		}
 		want := `Error from server (Forbidden): admission webhook "` + gateWebhook + `" denied the request: ` +
-			"sunset: the upgrade of cluster e2e from 1.36 to 1.37 is refused: " + e2eVerdict + "\n" +
-			"- storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: " +
-			"2 requests in the last 24h by carol (" + carolAgent + "; last seen " + carolLastSeen.Format("2006-01-02 15:04") + " UTC)\n" +
-			"To upgrade anyway, annotate " + tc.kind + " " + fleetNS + "/" + tc.name + ` with sunset.dev/upgrade-override="<reason>".`
+			strings.Join(e2eRefusal(carolLastSeen, tc.kind+" "+fleetNS+"/"+tc.name), "\n")
 		if got := strings.TrimSpace(stderr); got != want {
 			t.Errorf("kubectl patch %s %s to 1.37:\n%s\nwant:\n%s", tc.resource, tc.name, got, want)
 		}
 	}
 	requireVersion(ctx, t, dyn, capiClusters, clusterName, "v1.36.3", "spec", "topology", "version")
+	requireVersion(ctx, t, dyn, kcps, "e2e-control-plane", "v1.36.3", "spec", "version")
+	requireVersion(ctx, t, dyn, eksClusters, "e2e-eks", "1.36", "spec", "version")
 
 	// legacy's only caller of the removed API has been silent longer than
 	// gate.cleanFor: the verdict without it says NOT SAFE, the gate with it
@@ -343,18 +348,56 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 		}
 	}
 
-	// The override, with its reason, lets e2e's bump through, and is
-	// counted once.
+	// The override, with its reason, lets e2e's bump through, first as a
+	// dry run, then for real, each with one warning line that quotes the
+	// reason and the refusal (kube-apiserver drops a warning holding a
+	// newline). Both are counted; only the real one is kept and listed by
+	// the upgrade check.
+	const overrideReason = "CHG-1234: carol's client moves to storage.k8s.io/v1 with this release"
 	_, stderr, err = kubectlOut(t, adminKubeconfig, "-n", fleetNS, "annotate", "clusters.cluster.x-k8s.io", clusterName,
-		"sunset.dev/upgrade-override=CHG-1234: carol's client moves to storage.k8s.io/v1 with this release")
+		"sunset.dev/upgrade-override="+overrideReason)
 	must(t, "annotating the override: "+stderr, err)
-	_, stderr, err = kubectlOut(t, adminKubeconfig, "-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", clusterName, "--type=merge", "-p", patchVersion)
-	must(t, "kubectl patch with the override: "+stderr, err)
+	wantOverride := []string{"sunset: allowed by sunset.dev/upgrade-override " + strconv.Quote(overrideReason) + "; without it: " +
+		strings.Join(e2eRefusal(carolLastSeen, "Cluster "+fleetNS+"/"+clusterName), "; ")}
+	for _, dryRun := range []bool{true, false} {
+		args := []string{"-n", fleetNS, "patch", "clusters.cluster.x-k8s.io", clusterName, "--type=merge", "-p", patchVersion}
+		if dryRun {
+			args = append(args, "--dry-run=server")
+		}
+		_, stderr, err = kubectlOut(t, adminKubeconfig, args...)
+		must(t, fmt.Sprintf("kubectl patch with the override (dry run %v): %s", dryRun, stderr), err)
+		if got := kubectlWarnings(stderr); !slices.Equal(got, wantOverride) {
+			t.Errorf("kubectl patch with the override (dry run %v): warnings\n%q\nwant\n%q", dryRun, got, wantOverride)
+		}
+	}
 	requireVersion(ctx, t, dyn, capiClusters, clusterName, "v1.37.0", "spec", "topology", "version")
+	var overrides struct {
+		Status struct {
+			GateOverrides []struct {
+				Cluster   string `json:"cluster"`
+				Source    string `json:"source"`
+				Kind      string `json:"kind"`
+				Namespace string `json:"namespace"`
+				Name      string `json:"name"`
+				User      string `json:"user"`
+				Reason    string `json:"reason"`
+				From      string `json:"fromVersion"`
+				To        string `json:"toVersion"`
+			} `json:"gateOverrides"`
+		} `json:"status"`
+	}
+	must(t, "the upgrade check of "+clusterName, getSunsetJSONErr(s, a.tokens["admin"], "/apis/sunset.dev/v1/upgradechecks/1.37?cluster="+clusterName, &overrides))
+	var kept []string
+	for _, o := range overrides.Status.GateOverrides {
+		kept = append(kept, fmt.Sprintf("%s %s %s %s/%s %s %q %s->%s", o.Cluster, o.Source, o.Kind, o.Namespace, o.Name, o.User, o.Reason, o.From, o.To))
+	}
+	if want := []string{fmt.Sprintf("e2e admission Cluster %s/e2e admin %q 1.36.4->1.37.0", fleetNS, overrideReason)}; !slices.Equal(kept, want) {
+		t.Errorf("upgradechecks/1.37?cluster=%s: gateOverrides\n%q\nwant\n%q", clusterName, kept, want)
+	}
 	// Allowed twice: the patch release, and the annotation, which leaves
 	// the version alone.
 	after := gateReviews(t, s, a.tokens["admin"])
-	want := map[string]float64{"refused": 3, "allowed": 2, "warned": 3, "overridden": 1}
+	want := map[string]float64{"refused": 4, "allowed": 2, "warned": 3, "overridden": 2}
 	for decision, n := range want {
 		if got := after[decision] - before[decision]; got != n {
 			t.Errorf("sunset_gate_reviews_total{source=\"admission\",decision=%q} rose by %v, want %v (before %v, after %v)", decision, got, n, before, after)
@@ -365,6 +408,17 @@ func TestUpgradeGateThroughKubeAPIServer(t *testing.T) {
 	}
 
 	runArgoPreSyncCheck(ctx, t, a, dyn, mapper, sunsetBin)
+}
+
+// e2eRefusal is the gate's refusal of cluster e2e's bump to 1.37 of the
+// object what, line by line: carol was last seen in the hour lastSeen.
+func e2eRefusal(lastSeen time.Time, what string) []string {
+	return []string{
+		"sunset: the upgrade of cluster e2e from 1.36 to 1.37 is refused: " + e2eVerdict,
+		"- storage.k8s.io/v1beta1 VolumeAttributesClass is deprecated in v1.34+, unavailable in v1.37+; use storage.k8s.io/v1 VolumeAttributesClass: " +
+			"2 requests in the last 24h by carol (" + carolAgent + "; last seen " + lastSeen.Format("2006-01-02 15:04") + " UTC)",
+		"To upgrade anyway, annotate " + what + ` with sunset.dev/upgrade-override="<reason>".`,
+	}
 }
 
 // installCRDs creates every CRD of dir's YAML files, want of them, and
