@@ -33,13 +33,36 @@ type (
 	gvk struct{ group, version, kind string }
 )
 
+// untaggedReplacements are the replacements of built-in APIs that
+// upstream's prerelease-lifecycle tags, and so builtin.yaml, do not name,
+// though the served API with the same fields exists: node.k8s.io/v1
+// RuntimeClass and events.k8s.io/v1 Event have every field of their
+// v1beta1, by name and type.
+var untaggedReplacements = map[gvk]Ref{
+	{"node.k8s.io", "v1beta1", "RuntimeClass"}: {Group: "node.k8s.io", Version: "v1", Kind: "RuntimeClass", Resource: "runtimeclasses"},
+	{"events.k8s.io", "v1beta1", "Event"}:      {Group: "events.k8s.io", Version: "v1", Kind: "Event", Resource: "events"},
+}
+
 // Builtin returns the entries compiled into Sunset.
 func Builtin() ([]Entry, error) {
-	var f File
-	if err := yaml.UnmarshalStrict(builtinYAML, &f); err != nil {
-		return nil, fmt.Errorf("catalog: reading builtin.yaml: %w", err)
+	f, err := builtinFile()
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range f.APIs {
+		if r, ok := untaggedReplacements[gvk{e.Group, e.Version, e.Kind}]; ok && e.Replacement == nil {
+			f.APIs[i].Replacement = &r
+		}
 	}
 	return f.APIs, nil
+}
+
+func builtinFile() (File, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(builtinYAML, &f); err != nil {
+		return File{}, fmt.Errorf("catalog: reading builtin.yaml: %w", err)
+	}
+	return f, nil
 }
 
 // New builds the built-in catalog with extra entries added; an extra entry

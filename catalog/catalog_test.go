@@ -168,3 +168,29 @@ func TestHorizonIsTheNewestReleaseTheCatalogNames(t *testing.T) {
 		t.Errorf("Horizon() = %s, want 1.43", got)
 	}
 }
+
+// TestUntaggedReplacements checks that the replacements added to
+// builtin.yaml's entries are still missing there (else the hand-kept list
+// is stale) and that the catalog names them.
+func TestUntaggedReplacements(t *testing.T) {
+	f, err := builtinFile()
+	require.NoError(t, err)
+	inYAML := map[gvk]Entry{}
+	for _, e := range f.APIs {
+		inYAML[gvk{e.Group, e.Version, e.Kind}] = e
+	}
+	require.Len(t, untaggedReplacements, 2)
+	for k := range untaggedReplacements {
+		e, ok := inYAML[k]
+		require.True(t, ok, "%v is in builtin.yaml", k)
+		require.Nil(t, e.Replacement, "%v: builtin.yaml names a replacement now; drop it from untaggedReplacements", k)
+	}
+	c, err := New(nil)
+	require.NoError(t, err)
+	e, ok := c.Lookup("events.k8s.io", "v1beta1", "events")
+	require.True(t, ok)
+	require.Equal(t, "events.k8s.io/v1beta1 Event is deprecated in v1.22+, unavailable in v1.25+; use events.k8s.io/v1 Event", e.Warning())
+	e, ok = c.Lookup("node.k8s.io", "v1beta1", "runtimeclasses")
+	require.True(t, ok)
+	require.Equal(t, "node.k8s.io/v1beta1 RuntimeClass is deprecated in v1.22+, unavailable in v1.25+; use node.k8s.io/v1 RuntimeClass", e.Warning())
+}
