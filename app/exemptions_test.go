@@ -64,3 +64,24 @@ func TestDataDirReaderOffersTheConfigsExemptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []sunsetv1.Exemption{{API: "cronjobs.v1beta1.batch", UserName: "ci", Reason: "CHG-1", Expires: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}}, got)
 }
+
+// Written unquoted, as docs/cli.md shows, a date or a time in expires is
+// a timestamp to the YAML reader: it loads as the same instant.
+func TestExemptionExpiresUnquoted(t *testing.T) {
+	cfg, err := app.LoadConfig(app.Flags(), fleetConfigFile(t, `exemptions:
+  - api: cronjobs.v1beta1.batch
+    user: ci
+    reason: CHG-1
+    expires: 2026-12-01
+  - api: cronjobs.v1beta1.batch
+    user: cd
+    reason: CHG-2
+    expires: 2026-12-01T18:30:00+02:00
+`))
+	require.NoError(t, err)
+	exemptions, err := app.ParseExemptions(cfg.Exemptions)
+	require.NoError(t, err)
+	require.Len(t, exemptions, 2)
+	require.True(t, exemptions[0].Expires.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), exemptions[0].Expires)
+	require.True(t, exemptions[1].Expires.Equal(time.Date(2026, 12, 1, 16, 30, 0, 0, time.UTC)), exemptions[1].Expires)
+}

@@ -98,13 +98,23 @@ func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
 	// to carry theirs.
 	cfg := DefaultConfig()
 	if err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), objectListFromJSON))); err != nil {
+		mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), objectListFromJSON, timeToString))); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
 	if configFile != "" {
 		cfg.secretsInFile = secretsInFile(v, configFile)
 	}
 	return cfg, cfg.Validate()
+}
+
+// timeToString keeps a time the YAML reader made of an unquoted date or
+// time (an exemption's expires: 2026-12-31) for a key that is a string,
+// in RFC 3339, as it would have been written quoted.
+func timeToString(from, to reflect.Type, data any) (any, error) {
+	if t, ok := data.(time.Time); ok && to.Kind() == reflect.String {
+		return t.Format(time.RFC3339Nano), nil
+	}
+	return data, nil
 }
 
 // objectListFromJSON reads a list of objects (ingest.eks) written in the
