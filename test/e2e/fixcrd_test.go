@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,7 +53,7 @@ var doohickeys = map[string]schema.GroupVersionResource{
 func TestFixCRDStoredVersions(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	p := newPKI(t)
-	db := startEtcdWithGateway(t, etcdBin, p)
+	db := startEtcd(t, etcdBin, p)
 	a := startAPIServer(t, apiserverBin, db, p, webhookKubeconfig(t, p, "https://127.0.0.1:1/audit/webhook/e2e/apiserver-0", randomToken(t)))
 	ctx := ctxWithin(t, 5*time.Minute)
 	dyn, err := dynamic.NewForConfig(a.config(a.tokens["admin"], "e2e-setup/1.0"))
@@ -208,21 +207,7 @@ func createAtV1beta1ThenStoreAtV1(ctx context.Context, t *testing.T, dyn dynamic
 		want[ns+"/"+name] = spec
 	}
 
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got, err := dyn.Resource(crdResource).Get(ctx, fixCRDName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		versions, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
-		versions[0].(map[string]any)["storage"], versions[0].(map[string]any)["deprecated"] = false, true
-		versions[1].(map[string]any)["storage"] = true
-		if err := unstructured.SetNestedSlice(got.Object, versions, "spec", "versions"); err != nil {
-			return err
-		}
-		_, err = dyn.Resource(crdResource).Update(ctx, got, metav1.UpdateOptions{})
-		return err
-	})
-	must(t, "moving the doohickeys' storage to v1", err)
+	storeAtSecondVersion(ctx, t, dyn, fixCRDName, "doohickeys")
 	requireStoredVersions(ctx, t, dyn, "v1beta1", "v1")
 	// The apiserver's handler for the CRD takes up the new storage
 	// version a moment later: until a new object is stored at v1, a
@@ -412,37 +397,6 @@ func (e etcdReader) version(t *testing.T, key string) string {
 		t.Fatalf("etcd holds %d objects at %s", len(objs), doohickeyKeys+key)
 	}
 	return objs[0]["apiVersion"].(string)
-}
-
-// startEtcdWithGateway is startEtcd whose JSON gateway can reach its own
-// gRPC server: the gateway dials it with --client-cert-file, which
-// otherwise defaults to the server certificate, whose key usage etcd
-// refuses from a client.
-func startEtcdWithGateway(t *testing.T, bin string, p *pki) etcd {
-	t.Helper()
-	serverCert, serverKey := p.issue(t, "etcd-server", "etcd", true)
-	clientCert, clientKey := p.issue(t, "etcd-client", "kube-apiserver-etcd-client", false)
-	clientURL := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	proc := start(t, "etcd", bin,
-		"--name=e2e",
-		"--data-dir="+t.TempDir(),
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--cert-file="+serverCert,
-		"--key-file="+serverKey,
-		"--client-cert-file="+clientCert,
-		"--client-key-file="+clientKey,
-		"--trusted-ca-file="+p.CAFile,
-		"--client-cert-auth",
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=e2e="+peerURL,
-		"--unsafe-no-fsync",
-		"--log-level=warn",
-	)
-	waitHTTP(t, proc, p.httpsClient(clientCert, clientKey), clientURL+"/health", "", time.Minute)
-	return etcd{url: clientURL, certFile: clientCert, keyFile: clientKey}
 }
 
 func exitCode(err error) int {

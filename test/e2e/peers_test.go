@@ -309,6 +309,11 @@ func startEtcd(t *testing.T, bin string, p *pki) etcd {
 		"--advertise-client-urls="+clientURL,
 		"--cert-file="+serverCert,
 		"--key-file="+serverKey,
+		// etcd's own JSON gateway dials its gRPC server with this; it
+		// defaults to the server certificate, whose key usage etcd
+		// refuses from a client.
+		"--client-cert-file="+clientCert,
+		"--client-key-file="+clientKey,
 		"--trusted-ca-file="+p.CAFile,
 		"--client-cert-auth",
 		"--listen-peer-urls="+peerURL,

@@ -239,21 +239,7 @@ func storedAtDeprecatedVersion(ctx context.Context, t *testing.T, dyn dynamic.In
 
 	// The apiserver's controllers write the new CRD's status meanwhile.
 	var updated *unstructured.Unstructured
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got, err := dyn.Resource(crds).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		versions, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
-		versions[0].(map[string]any)["storage"], versions[0].(map[string]any)["deprecated"] = false, true
-		versions[1].(map[string]any)["storage"] = true
-		if err := unstructured.SetNestedSlice(got.Object, versions, "spec", "versions"); err != nil {
-			return err
-		}
-		updated, err = dyn.Resource(crds).Update(ctx, got, metav1.UpdateOptions{})
-		return err
-	})
-	must(t, "moving the gizmos' storage to v1", err)
+	updated = storeAtSecondVersion(ctx, t, dyn, crd.GetName(), "gizmos")
 	stored, _, _ := unstructured.NestedStringSlice(updated.Object, "status", "storedVersions")
 	if !slices.Equal(stored, []string{"v1beta1", "v1"}) {
 		t.Fatalf("storedVersions = %v, want [v1beta1 v1]", stored)
@@ -298,4 +284,28 @@ func stderrOf(err error) string {
 		return string(exit.Stderr)
 	}
 	return ""
+}
+
+// storeAtSecondVersion makes a CRD's second version its storage version
+// and deprecates the first, as an operator's upgrade does, and returns
+// the CRD as updated.
+func storeAtSecondVersion(ctx context.Context, t *testing.T, dyn dynamic.Interface, name, what string) *unstructured.Unstructured {
+	t.Helper()
+	var updated *unstructured.Unstructured
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		versions, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
+		versions[0].(map[string]any)["storage"], versions[0].(map[string]any)["deprecated"] = false, true
+		versions[1].(map[string]any)["storage"] = true
+		if err := unstructured.SetNestedSlice(got.Object, versions, "spec", "versions"); err != nil {
+			return err
+		}
+		updated, err = dyn.Resource(crdResource).Update(ctx, got, metav1.UpdateOptions{})
+		return err
+	})
+	must(t, "moving the "+what+"' storage to its second version", err)
+	return updated
 }
