@@ -1,19 +1,13 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"helm.sh/helm/v4/pkg/action"
-	chartcommon "helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/loader"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
 
@@ -225,20 +219,8 @@ func TestHelmChartGate(t *testing.T) {
 // The chart's notes, with the gate on, say how to give the webhook
 // Sunset's CA without cert-manager: docs/gate.md's command, as written.
 func TestHelmChartGateNotes(t *testing.T) {
-	ch, err := loader.Load(chartDir)
+	r, err := helmInstall(t, map[string]any{"gate": map[string]any{"enabled": true}})
 	require.NoError(t, err)
-	cfg := action.NewConfiguration()
-	cfg.SetLogger(slog.DiscardHandler)
-	install := action.NewInstall(cfg)
-	install.DryRunStrategy = action.DryRunClient
-	install.Replace = true
-	install.ReleaseName, install.Namespace = helmRelease, helmNamespace
-	install.KubeVersion, err = chartcommon.ParseKubeVersion(helmKubeVersion)
-	require.NoError(t, err)
-	rel, err := install.RunWithContext(context.Background(), ch, map[string]any{"gate": map[string]any{"enabled": true}})
-	require.NoError(t, err)
-	r, ok := rel.(*releasev1.Release)
-	require.True(t, ok)
 	page, err := os.ReadFile(gateDoc)
 	require.NoError(t, err)
 	command := regexp.MustCompile(`(?m)^kubectl patch validatingwebhookconfiguration sunset-gate [^\n]*\\\n[^\n]+$`).Find(page)

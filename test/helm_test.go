@@ -60,6 +60,18 @@ var chartExamples = map[string]string{
 // with the given values, for release sunset in namespace sunset.
 func helmRender(t *testing.T, vals map[string]any) ([]byte, error) {
 	t.Helper()
+	r, err := helmInstall(t, vals)
+	if err != nil {
+		return nil, err
+	}
+	require.Empty(t, r.Hooks, "the chart has no hooks: everything is in the manifest")
+	return []byte(r.Manifest), nil
+}
+
+// helmInstall installs the chart as helm install --dry-run=client does,
+// with the given values, for release sunset in namespace sunset.
+func helmInstall(t *testing.T, vals map[string]any) (*releasev1.Release, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir)
 	require.NoError(t, err)
 	cfg := action.NewConfiguration()
@@ -76,8 +88,7 @@ func helmRender(t *testing.T, vals map[string]any) ([]byte, error) {
 	}
 	r, ok := rel.(*releasev1.Release)
 	require.True(t, ok, "a release of type %T", rel)
-	require.Empty(t, r.Hooks, "the chart has no hooks: everything is in the manifest")
-	return []byte(r.Manifest), nil
+	return r, nil
 }
 
 // exampleValues reads an example values file as Helm's -f does.
