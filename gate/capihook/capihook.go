@@ -106,23 +106,36 @@ func (h *Handler) discovery(w http.ResponseWriter, r *http.Request) {
 		Handlers:       []hooksv1.ExtensionHandler{handler(hooksv1.BeforeClusterUpgrade), handler(hooksv1.BeforeControlPlaneUpgrade)}})
 }
 
+// upgradeRequest is what the gate reads of a BeforeClusterUpgrade or
+// BeforeControlPlaneUpgrade request: the Cluster's metadata and the two
+// versions. The rest of the Cluster is left unread, so that a field a
+// newer Cluster API adds or reshapes cannot make the request unreadable,
+// which the handler's Ignore policy would turn into an unjudged upgrade.
+type upgradeRequest struct {
+	Cluster struct {
+		Metadata gate.Meta `json:"metadata"`
+	} `json:"cluster"`
+	FromKubernetesVersion string `json:"fromKubernetesVersion"`
+	ToKubernetesVersion   string `json:"toKubernetesVersion"`
+}
+
 func (h *Handler) beforeClusterUpgrade(w http.ResponseWriter, r *http.Request) {
-	var req hooksv1.BeforeClusterUpgradeRequest
+	var req upgradeRequest
 	if !h.read(w, r, &req, "BeforeClusterUpgradeResponse") {
 		return
 	}
-	resp := h.decide(w, "BeforeClusterUpgradeResponse", req.Cluster.ObjectMeta, req.FromKubernetesVersion, req.ToKubernetesVersion)
+	resp := h.decide(w, "BeforeClusterUpgradeResponse", req.Cluster.Metadata, req.FromKubernetesVersion, req.ToKubernetesVersion)
 	if resp != nil {
 		writeJSON(w, http.StatusOK, &hooksv1.BeforeClusterUpgradeResponse{TypeMeta: typeMeta("BeforeClusterUpgradeResponse"), CommonRetryResponse: *resp})
 	}
 }
 
 func (h *Handler) beforeControlPlaneUpgrade(w http.ResponseWriter, r *http.Request) {
-	var req hooksv1.BeforeControlPlaneUpgradeRequest
+	var req upgradeRequest
 	if !h.read(w, r, &req, "BeforeControlPlaneUpgradeResponse") {
 		return
 	}
-	resp := h.decide(w, "BeforeControlPlaneUpgradeResponse", req.Cluster.ObjectMeta, req.FromKubernetesVersion, req.ToKubernetesVersion)
+	resp := h.decide(w, "BeforeControlPlaneUpgradeResponse", req.Cluster.Metadata, req.FromKubernetesVersion, req.ToKubernetesVersion)
 	if resp != nil {
 		writeJSON(w, http.StatusOK, &hooksv1.BeforeControlPlaneUpgradeResponse{TypeMeta: typeMeta("BeforeControlPlaneUpgradeResponse"), CommonRetryResponse: *resp})
 	}
@@ -130,15 +143,14 @@ func (h *Handler) beforeControlPlaneUpgrade(w http.ResponseWriter, r *http.Reque
 
 // decide judges the upgrade of the Cluster meta describes. It answers
 // errors itself and returns nil then.
-func (h *Handler) decide(w http.ResponseWriter, kind string, meta metav1.ObjectMeta, fromText, toText string) *hooksv1.CommonRetryResponse {
+func (h *Handler) decide(w http.ResponseWriter, kind string, meta gate.Meta, fromText, toText string) *hooksv1.CommonRetryResponse {
 	from, errFrom := kubeversion.Parse(fromText)
 	to, errTo := kubeversion.Parse(toText)
 	if err := errors.Join(errFrom, errTo); err != nil {
 		h.fail(w, kind, http.StatusBadRequest, "fromKubernetesVersion and toKubernetesVersion: "+strings.ReplaceAll(err.Error(), "\n", "; "))
 		return nil
 	}
-	d, err := h.gate.Decide(gate.Request{Source: gate.SourceCAPI, Kind: "Cluster", From: from, To: to,
-		Meta: gate.Meta{Namespace: meta.Namespace, Name: meta.Name, Labels: meta.Labels, Annotations: meta.Annotations}})
+	d, err := h.gate.Decide(gate.Request{Source: gate.SourceCAPI, Kind: "Cluster", From: from, To: to, Meta: meta})
 	if err != nil {
 		// An error, not a Failure: Cluster API applies the handler's
 		// failure policy to errors, and never to a Failure.

@@ -54,3 +54,23 @@ func TestDiscoveryAndUnreadableRequests(t *testing.T) {
 	require.JSONEq(t, `{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"BeforeClusterUpgradeResponse","status":"Failure",
 		"message":"the request is larger than 4194304 bytes"}`, body)
 }
+
+// Only the Cluster's metadata is read: a spec of a shape this build of
+// Cluster API's types does not know is still judged, not refused as
+// unreadable (which the Ignore policy would let through unjudged).
+func TestOnlyTheClustersMetadataIsRead(t *testing.T) {
+	mux := http.NewServeMux()
+	New(Options{Gate: gate.New(gate.Options{})}).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	body := `{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"BeforeClusterUpgradeRequest",
+		"cluster":{"metadata":{"name":"prod","namespace":"fleet"},"spec":{"topology":"a shape from a later release"},"status":7},
+		"fromKubernetesVersion":"v1.36.3","toKubernetesVersion":"v1.36.4"}`
+	resp, err := http.Post(srv.URL+BeforeClusterUpgradePath, "application/json", bytes.NewBufferString(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode, string(out))
+	require.JSONEq(t, `{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"BeforeClusterUpgradeResponse","status":"Success","retryAfterSeconds":0}`, string(out))
+}
