@@ -1,17 +1,17 @@
 package app_test
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 )
 
 // gathered is one scrape: by metric, the value of each series, keyed by
@@ -64,23 +64,8 @@ func hostile(id, group, verb string) map[string]any {
 	return ev(id, "verb", verb, "objectRef", map[string]any{"apiGroup": group, "apiVersion": "v1", "resource": "widgets"})
 }
 
-// lockedBuffer collects log lines from concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
+// countIn counts s in what logs holds so far.
+func countIn(logs *lockedbuf.Buffer, s string) int { return strings.Count(logs.String(), s) }
 
 // One POST of 2,000 deprecated events with made-up groups and verbs, after
 // 5 with names that are no Kubernetes names, and then one request to an
@@ -91,7 +76,7 @@ func TestHostileBatchStaysWithinTheSeriesCap(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Metrics.MaxSeries = 100
 	cfg.Metrics.Refresh = time.Hour // computed once, at the first scrape
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	s := startLogging(t, cfg, zerolog.New(&logs))
 
 	items := make([]map[string]any, 0, 2005)
@@ -134,7 +119,7 @@ func TestHostileBatchStaysWithinTheSeriesCap(t *testing.T) {
 		`limit="metrics.max-series",metric="sunset_deprecated_requests_total"`: 1902,
 	}, got["sunset_metrics_overflow_total"])
 	for _, metric := range []string{"sunset_deprecated_requests", "sunset_deprecated_requests_total"} {
-		require.Equal(t, 1, logs.count(`"metric":"`+metric+`","limit":"metrics.max-series"`), metric)
+		require.Equal(t, 1, countIn(&logs, `"metric":"`+metric+`","limit":"metrics.max-series"`), metric)
 	}
 	// The store and the API keep every request under its own name.
 	require.Equal(t, int64(1), getAPI(t, s, "widgets.v1.g1999.example.com").Status.RequestCount)
@@ -148,7 +133,7 @@ func TestHostileClusterPathsStayWithinTheClusterCap(t *testing.T) {
 	cfg.Metrics.MaxSeries = 100
 	cfg.Metrics.MaxClusters = 2
 	cfg.Metrics.Refresh = time.Hour
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	s := startLogging(t, cfg, zerolog.New(&logs))
 	for b, cluster := range []string{"x7f3a", "q91c2", "m0d4e"} {
 		items := make([]map[string]any, 0, 2000)
@@ -187,7 +172,7 @@ func TestHostileClusterPathsStayWithinTheClusterCap(t *testing.T) {
 		`limit="metrics.max-series",metric="sunset_deprecated_requests"`:         5901,
 		`limit="metrics.max-series",metric="sunset_deprecated_requests_total"`:   5901,
 	}, got["sunset_metrics_overflow_total"])
-	require.Equal(t, 1, logs.count(`"metric":"sunset_deprecated_requests_total","limit":"metrics.max-clusters"`))
+	require.Equal(t, 1, countIn(&logs, `"metric":"sunset_deprecated_requests_total","limit":"metrics.max-clusters"`))
 }
 
 // 2,000 users of one API on one node in one hour: the first 5
@@ -197,7 +182,7 @@ func TestHostileClusterPathsStayWithinTheClusterCap(t *testing.T) {
 func TestHostileUsersStayWithinTheClientCap(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxClientsPerNodeHour = 5
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	s := startLogging(t, cfg, zerolog.New(&logs))
 	user := func(id, name, stamp string) map[string]any {
 		return ev(id, "user", map[string]any{"username": name}, "requestReceivedTimestamp", stamp)
@@ -258,5 +243,5 @@ func TestHostileUsersStayWithinTheClientCap(t *testing.T) {
 	want[3], want[4] = want[4], want[3] // user-0001 now leads the users
 	require.Equal(t, want, rows())
 	require.Equal(t, 1.0, scrape(t, s.reg)["sunset_store_clients_overflow_total"][""])
-	require.Equal(t, 1, logs.count("max-clients-per-node-hour in one node and hour"), "logged once per process")
+	require.Equal(t, 1, countIn(&logs, "max-clients-per-node-hour in one node and hour"), "logged once per process")
 }

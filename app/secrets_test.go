@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 )
 
 // secret is the password of the tests: no log line may hold it.
@@ -74,11 +75,9 @@ func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
 func TestServeWarnsOfSecretInConfigFile(t *testing.T) {
 	cfg, err := app.LoadConfig(app.Flags(), writeConfig(t, "data-dir: "+t.TempDir()+"\nlisten: 127.0.0.1:0\nshutdown-timeout: 5s\n"+saslInFile))
 	require.NoError(t, err)
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	startLogging(t, cfg, zerolog.New(&logs))
-	logs.mu.Lock()
-	out := logs.b.String()
-	logs.mu.Unlock()
+	out := logs.String()
 	require.Equal(t, 1, strings.Count(out, strings.TrimSuffix(secretWarning, "}\n")), out)
 	require.NotContains(t, out, secret)
 }

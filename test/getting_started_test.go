@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 )
 
 // servedAddress is the listen address docs/getting-started.md shows; the
@@ -81,7 +83,7 @@ func TestGettingStartedServesBeyondLoopback(t *testing.T) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
-	logged := &lockedBuffer{}
+	logged := &lockedbuf.Buffer{}
 	listen := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)

@@ -36,6 +36,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 )
 
 // rendered is one kustomization's output.
@@ -254,7 +256,7 @@ func TestMain(m *testing.M) {
 type process struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *lockedBuffer
+	stderr *lockedbuf.Buffer
 	exited chan error
 	logged *messageLog
 	// logDone is closed once every line the process wrote is read.
@@ -310,24 +312,6 @@ func (p *process) await(within, gap time.Duration, cond func() bool) error {
 	}
 }
 
-// lockedBuffer collects the process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startBinary runs sunset serve on dataDir and a random loopback port, and
 // waits until it is ready.
 func startBinary(t *testing.T, dataDir string, args ...string) *process {
@@ -345,7 +329,7 @@ func startBinaryEnv(t *testing.T, env []string, dataDir string, args ...string) 
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), logged: newMessageLog(), logDone: make(chan struct{})}
+	p := &process{cmd: cmd, stderr: &lockedbuf.Buffer{}, exited: make(chan error, 1), logged: newMessageLog(), logDone: make(chan struct{})}
 	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
 	listen := make(chan string, 1)
 	go func() {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -24,6 +23,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 	"github.com/kube-sunset/sunset/internal/testutil/loopback"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -382,24 +382,6 @@ func (s *scriptedStore) ScanCursors(string, int, func(string, []byte) error) err
 func (s *scriptedStore) CountCursors(string) (int, error) { return s.waiting, nil }
 func (s *scriptedStore) DeleteCursors(...string) error    { return nil }
 
-// syncBuffer is a log that the test reads while the drain writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // While the outbox cannot be read or produced, the drain retries after 1s,
 // 2s, 4s ... up to 30s, saying each time when it tries again; a success
 // starts the pauses over.
@@ -407,7 +389,7 @@ func TestDrainRetriesWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &scriptedStore{fail: []bool{true, true, true, true, true, true, false, true, false}, calls: make(chan time.Duration),
 			start: time.Now(), waiting: 3}
-		var log syncBuffer
+		var log lockedbuf.Buffer
 		m := newMetrics(prometheus.NewRegistry())
 		f := newForwarder(nil, st, nil, zerolog.New(&log), m)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
+	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 )
 
 // A topic of many small record batches that each inflate to the bound, or
@@ -181,7 +182,7 @@ func TestMemoryBudgetValidate(t *testing.T) {
 func TestAssignedBeyondMaxPartitionsIsWarned(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "beyond", 3)
-	var logged syncWriter
+	var logged lockedbuf.Buffer
 	reg := prometheus.NewRegistry()
 	ing := &ingesttest.Flaky{}
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "beyond-" + topic, SessionTimeout: 2 * time.Second,
@@ -202,22 +203,4 @@ sunset_kafka_partitions_assigned 3
 	cancel()
 	require.NoError(t, <-done)
 	require.Contains(t, logged.String(), `{"level":"warn","component":"kafka","partitions":3,"max_partitions":2,"message":"assigned more partitions than kafka.maxPartitions: kafka.memoryBudget does not hold the rest; raise kafka.maxPartitions and kafka.memoryBudget, or run more replicas"}`)
-}
-
-// syncWriter lets the test read what the consumer's goroutines log.
-type syncWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }
