@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kube-sunset/sunset/fix/crdstorage"
@@ -13,6 +15,9 @@ import (
 
 // DefaultChunkSize is --chunk-size's default.
 const DefaultChunkSize = crdstorage.DefaultPageSize
+
+// DefaultMigrationStartTimeout is --migration-start-timeout's default.
+const DefaultMigrationStartTimeout = crdstorage.DefaultStartTimeout
 
 // FixCRDRequest is `sunset fix crd`.
 type FixCRDRequest struct {
@@ -25,6 +30,10 @@ type FixCRDRequest struct {
 	DryRun              bool
 	// ChunkSize is the list limit (--chunk-size).
 	ChunkSize int64
+	// Method is --method: auto, migration or rewrite.
+	Method string
+	// StartTimeout is --migration-start-timeout.
+	StartTimeout time.Duration
 	// AfterPage, if set, runs after each page's progress line; a test
 	// holds the fix there to interrupt it at a known point.
 	AfterPage func(context.Context)
@@ -38,6 +47,12 @@ func (r *FixCRDRequest) Validate() error {
 		errs = append(errs, errors.New("give CRD names or --all, not both"))
 	case !r.All && len(r.Names) == 0:
 		errs = append(errs, errors.New("give the names of the CRDs to fix (e.g. widgets.example.com), or --all for every CRD whose status.storedVersions lists an old version"))
+	}
+	if _, err := crdstorage.ParseMethod(r.Method); err != nil {
+		errs = append(errs, err)
+	}
+	if r.StartTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--migration-start-timeout %s must be positive", r.StartTimeout))
 	}
 	if r.ChunkSize < 1 {
 		errs = append(errs, fmt.Errorf("--chunk-size %d must be at least 1", r.ChunkSize))
@@ -57,12 +72,22 @@ func (r *FixCRDRequest) Run(ctx context.Context, out Output) error {
 	if err != nil {
 		return err
 	}
-	m := &crdstorage.Migrator{Dynamic: dyn, DryRun: r.DryRun, PageSize: r.ChunkSize}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	method, _ := crdstorage.ParseMethod(r.Method)
+	m := &crdstorage.Migrator{Dynamic: dyn, Discovery: disc, Method: method, StartTimeout: r.StartTimeout,
+		DryRun: r.DryRun, PageSize: r.ChunkSize}
 	verb := "rewritten"
 	if r.DryRun {
 		verb = "to rewrite"
 	}
 	m.Progress = func(p crdstorage.Progress) {
+		if p.Migration != "" {
+			fmt.Fprintln(out.Out, Terminal(migrationLine(p)))
+			return
+		}
 		line := fmt.Sprintf("%s: %d objects %s at %s", p.CRD, p.Rewritten, verb, p.Storage)
 		if p.Failed > 0 {
 			line += fmt.Sprintf(", %d not rewritten", p.Failed)
@@ -106,13 +131,28 @@ func (r *FixCRDRequest) Run(ctx context.Context, out Output) error {
 	return nil
 }
 
+// migrationLine says how a StorageVersionMigration stands.
+func migrationLine(p crdstorage.Progress) string {
+	switch p.State {
+	case "":
+		return fmt.Sprintf("%s: %s created, waiting for a migrator to take it up", p.CRD, p.Migration)
+	case "Running":
+		return fmt.Sprintf("%s: %s running, rewriting the objects at %s", p.CRD, p.Migration, p.Storage)
+	}
+	return fmt.Sprintf("%s: %s %s", p.CRD, p.Migration, strings.ToLower(p.State))
+}
+
 func summary(res crdstorage.Result, dryRun bool) string {
 	before := "[" + strings.Join(res.Before, " ") + "]"
 	switch {
 	case res.UpToDate:
 		return fmt.Sprintf("%s: status.storedVersions is already %s, nothing to do", res.CRD, before)
+	case dryRun && res.Migration != "":
+		return fmt.Sprintf("%s: would create %s to rewrite %d objects at %s (or rewrite them itself if no migrator takes it up), then set status.storedVersions %s -> [%s] (dry run: nothing written)", res.CRD, res.Migration, res.Rewritten, res.Storage, before, res.Storage)
 	case dryRun:
 		return fmt.Sprintf("%s: would rewrite %d objects at %s, then set status.storedVersions %s -> [%s] (dry run: nothing written)", res.CRD, res.Rewritten, res.Storage, before, res.Storage)
+	case res.Migration != "":
+		return fmt.Sprintf("%s: objects rewritten at %s by %s; status.storedVersions %s -> [%s]", res.CRD, res.Storage, res.Migration, before, res.Storage)
 	}
 	return fmt.Sprintf("%s: %d objects rewritten at %s; status.storedVersions %s -> [%s]", res.CRD, res.Rewritten, res.Storage, before, res.Storage)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -12,12 +13,14 @@ func TestFixCRDRequestValidate(t *testing.T) {
 		req  FixCRDRequest
 		want string
 	}{
-		{"names", FixCRDRequest{Names: []string{"widgets.example.com"}, ChunkSize: 500}, ""},
-		{"all", FixCRDRequest{All: true, ChunkSize: 1}, ""},
-		{"neither", FixCRDRequest{ChunkSize: 500},
+		{"names", FixCRDRequest{Names: []string{"widgets.example.com"}, ChunkSize: 500, Method: "auto", StartTimeout: time.Second}, ""},
+		{"all", FixCRDRequest{All: true, ChunkSize: 1, Method: "rewrite", StartTimeout: time.Second}, ""},
+		{"neither", FixCRDRequest{ChunkSize: 500, Method: "migration", StartTimeout: time.Second},
 			"give the names of the CRDs to fix (e.g. widgets.example.com), or --all for every CRD whose status.storedVersions lists an old version"},
-		{"both", FixCRDRequest{All: true, Names: []string{"widgets.example.com"}, ChunkSize: 500}, "give CRD names or --all, not both"},
-		{"no chunk", FixCRDRequest{All: true}, "--chunk-size 0 must be at least 1"},
+		{"both", FixCRDRequest{All: true, Names: []string{"widgets.example.com"}, ChunkSize: 500, Method: "auto", StartTimeout: time.Second}, "give CRD names or --all, not both"},
+		{"no chunk", FixCRDRequest{All: true, Method: "auto", StartTimeout: time.Second}, "--chunk-size 0 must be at least 1"},
+		{"unknown method", FixCRDRequest{All: true, ChunkSize: 1, Method: "svm", StartTimeout: time.Second}, `--method "svm" is none of auto, migration, rewrite`},
+		{"no start timeout", FixCRDRequest{All: true, ChunkSize: 1, Method: "auto"}, "--migration-start-timeout 0s must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.req.Validate()

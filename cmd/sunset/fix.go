@@ -27,6 +27,8 @@ func newFixCRDCommand(env console) *cobra.Command {
 	fs := cmd.Flags()
 	fs.BoolVar(&req.All, "all", false, "fix every CRD whose status.storedVersions lists a version other than its storage version")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "count the objects that would be rewritten and say what would change; write nothing")
+	fs.StringVar(&req.Method, "method", "auto", "how objects are rewritten: auto (a StorageVersionMigration where the cluster serves one and a migrator takes it up, else one by one), migration, or rewrite (one by one)")
+	fs.DurationVar(&req.StartTimeout, "migration-start-timeout", cli.DefaultMigrationStartTimeout, "how long a StorageVersionMigration may wait for a migrator to take it up before --method auto deletes it and rewrites the objects one by one")
 	fs.Int64Var(&req.ChunkSize, "chunk-size", cli.DefaultChunkSize, "how many objects each list request asks for, as kubectl's --chunk-size")
 	fs.StringVar(&req.Kubeconfig, "kubeconfig", "", "the kubeconfig of the cluster to fix (default: KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&req.Context, "context", "", "the kubeconfig context to use")

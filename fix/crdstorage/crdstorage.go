@@ -11,12 +11,17 @@
 // resourceVersion read makes a concurrent change conflict, and a conflict
 // is retried with a fresh read.
 //
-// It talks only to apiextensions.k8s.io/v1 and to each CRD's storage
-// version, and refuses a CRD whose storage version is itself deprecated, so
-// it never calls a deprecated API. It leaves out StorageVersionMigration
-// objects (storagemigration.k8s.io), which need kube-controller-manager's
-// migrator to act on them, and deciding which CRDs need a migration beyond
-// their storedVersions: that is package scan's.
+// Where the cluster serves storagemigration.k8s.io, it hands the rewrite
+// to a StorageVersionMigration instead, which kube-controller-manager's
+// migrator carries out (with its StorageVersionMigrator feature gate on),
+// and waits for it; when no migrator takes the migration up in time, it
+// deletes it and rewrites the objects itself (Method says which).
+//
+// It talks only to apiextensions.k8s.io/v1, to each CRD's storage version
+// and to the newest storagemigration.k8s.io version served, and refuses a
+// CRD whose storage version is itself deprecated, so it never calls a
+// deprecated API. Deciding which CRDs need a migration beyond their
+// storedVersions is package scan's.
 package crdstorage
 
 import (
@@ -25,11 +30,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -56,6 +63,20 @@ var ErrIncomplete = errors.New("not every object was rewritten")
 // with Dynamic set, migrates with pages of DefaultPageSize.
 type Migrator struct {
 	Dynamic dynamic.Interface
+	// Discovery finds whether the cluster serves StorageVersionMigrations;
+	// nil rewrites every object here, as MethodRewrite does.
+	Discovery discovery.DiscoveryInterface
+	// Method chooses between a StorageVersionMigration and rewriting each
+	// object; "" is MethodAuto.
+	Method Method
+	// StartTimeout is how long a StorageVersionMigration may wait for a
+	// migrator to take it up; 0 means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// PollInterval is how often a StorageVersionMigration is read while
+	// waiting for it; 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// Now is the clock of StartTimeout; nil is time.Now.
+	Now func() time.Time
 	// DryRun lists and counts, and writes nothing.
 	DryRun bool
 	// PageSize is the list limit; 0 means DefaultPageSize.
@@ -73,6 +94,10 @@ type Progress struct {
 	Rewritten int
 	// Failed is how many objects could not be rewritten so far.
 	Failed int
+	// Migration names the StorageVersionMigration doing the rewrite
+	// (resource.group/name), and State is its state as it changes:
+	// "" until a migrator takes it up, then Running, Succeeded or Failed.
+	Migration, State string
 }
 
 // Result is what migrating one CRD did.
@@ -90,6 +115,10 @@ type Result struct {
 	// UpToDate is true when storedVersions already listed only Storage:
 	// nothing was rewritten.
 	UpToDate bool
+	// Migration names the StorageVersionMigration that rewrote the
+	// objects (resource.group/name); "" when they were rewritten one by
+	// one, and Rewritten is then their count.
+	Migration string
 }
 
 // ObjectError is one object that could not be rewritten.
@@ -203,9 +232,15 @@ func (m *Migrator) Migrate(ctx context.Context, name string) (Result, error) {
 	if c.storageDeprecated {
 		return res, fmt.Errorf("CustomResourceDefinition %s stores at %s, which it marks deprecated: migrating to it would call a deprecated API. Make a served version that is not deprecated the storage version first", name, c.storage)
 	}
-	objects := schema.GroupVersionResource{Group: c.group, Version: c.storage, Resource: c.plural}
-	if err := m.rewriteAll(ctx, objects, &res); err != nil {
+	migrated, err := m.tryMigration(ctx, c, &res)
+	if err != nil {
 		return res, err
+	}
+	if !migrated {
+		objects := schema.GroupVersionResource{Group: c.group, Version: c.storage, Resource: c.plural}
+		if err := m.rewriteAll(ctx, objects, &res); err != nil {
+			return res, err
+		}
 	}
 	if len(res.Failed) > 0 {
 		return res, fmt.Errorf("CustomResourceDefinition %s: %d of %d objects were not rewritten at %s, so status.storedVersions stays %v: %w",
@@ -216,6 +251,30 @@ func (m *Migrator) Migrate(ctx context.Context, name string) (Result, error) {
 		return res, nil
 	}
 	return res, m.trim(ctx, c, &res)
+}
+
+// tryMigration has a StorageVersionMigration rewrite the objects when the
+// method and the cluster allow it, and reports whether one did. A dry run
+// only names the migration it would create, and counts the objects.
+func (m *Migrator) tryMigration(ctx context.Context, c crd, res *Result) (bool, error) {
+	if m.method() == MethodRewrite {
+		return false, nil
+	}
+	api, ok, err := m.migrationAPI()
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		if m.method() == MethodMigration {
+			return false, fmt.Errorf("the cluster serves no %s StorageVersionMigration (%w): use --method rewrite or auto", migrationGroup, ErrNoMigrator)
+		}
+		return false, nil
+	}
+	if m.DryRun {
+		res.Migration = api.Resource + "." + api.Group + "/" + migrationName(c)
+		return false, nil
+	}
+	return m.migrateThrough(ctx, api, c, res)
 }
 
 // rewriteAll rewrites every object of resource, page by page, reporting

@@ -39,6 +39,9 @@ type apiserver struct {
 	bumpStoredOnGet []string
 	updates         map[string]int
 	gets            int
+	// migrations is the storagemigration.k8s.io side (svm_test.go).
+	migrations migrations
+	host       string
 }
 
 func newAPIServer(t *testing.T, objects int) (*apiserver, dynamic.Interface) {
@@ -50,6 +53,7 @@ func newAPIServer(t *testing.T, objects int) (*apiserver, dynamic.Interface) {
 	}
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
+	a.host = srv.URL
 	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
 	return a, dyn
@@ -135,7 +139,9 @@ func (a *apiserver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.objects[name]++
 		writeJSON(w, http.StatusOK, a.object(name))
 	default:
-		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		if !a.serveMigrations(w, r, body) {
+			writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		}
 	}
 }
 
