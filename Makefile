@@ -125,14 +125,24 @@ $(E2E_BIN)/kube-apiserver: $(E2E_TOOLS)/go.mod $(E2E_TOOLS)/go.sum
 	cd $(E2E_TOOLS) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" \
 		-o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-apiserver
 
+# kube-controller-manager runs only the storage version migrator (and the
+# garbage collector it reads) for fix crd's StorageVersionMigration path;
+# it shares most packages with kube-apiserver, so it builds in a few
+# minutes after it.
+$(E2E_BIN)/kube-controller-manager: $(E2E_TOOLS)/go.mod $(E2E_TOOLS)/go.sum
+	@echo "building kube-controller-manager $(KUBE_VERSION) (a few minutes after kube-apiserver)"
+	cd $(E2E_TOOLS) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" \
+		-o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-controller-manager
+
 $(E2E_BIN)/etcd: $(E2E_TOOLS)/go.mod $(E2E_TOOLS)/go.sum $(E2E_TOOLS)/etcd/main.go
 	cd $(E2E_TOOLS) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(CURDIR)/$@ ./etcd
 
-e2e-peers: $(E2E_BIN)/kube-apiserver $(E2E_BIN)/etcd ## Build (or reuse) kube-apiserver and etcd for make e2e.
+e2e-peers: $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/etcd ## Build (or reuse) kube-apiserver, kube-controller-manager and etcd for make e2e.
 
 e2e: build e2e-peers ## A real kube-apiserver sends its audit webhook to bin/sunset; counts must equal its audit log.
 	$(E2E_BIN)/kube-apiserver --version
 	cd test/e2e && E2E_SUNSET_BIN=$(CURDIR)/bin/sunset E2E_KUBE_APISERVER_BIN=$(CURDIR)/$(E2E_BIN)/kube-apiserver \
+		E2E_KUBE_CONTROLLER_MANAGER_BIN=$(CURDIR)/$(E2E_BIN)/kube-controller-manager \
 		E2E_ETCD_BIN=$(CURDIR)/$(E2E_BIN)/etcd $(GO) test -count=1 -timeout 20m -v ./...
 
 # The query benchmarks in ./api/ fill a store with the 30-day corpus of

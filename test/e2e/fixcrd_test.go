@@ -145,14 +145,7 @@ func TestFixCRDStoredVersions(t *testing.T) {
 		t.Fatalf("etcd after the fix: %v, want all %d at v1", got, fixObjects)
 	}
 	requireStoredVersions(ctx, t, dyn, "v1")
-	for key, spec := range want {
-		ns, name, _ := strings.Cut(key, "/")
-		got, err := dyn.Resource(doohickeys["v1"]).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		must(t, "reading "+key+" at v1", err)
-		if !equalJSON(got.Object["spec"], spec) {
-			t.Errorf("%s at v1: spec %v, want %v as created", key, got.Object["spec"], spec)
-		}
-	}
+	requireObjectsUnchanged(ctx, t, dyn, want)
 
 	// Nothing left to do: a third run says so.
 	out, err = exec.CommandContext(ctx, sunsetBin, "fix", "crd", "--all", "--kubeconfig", kubeconfig).Output()
@@ -161,8 +154,29 @@ func TestFixCRDStoredVersions(t *testing.T) {
 		t.Fatalf("fix crd --all after the fix printed %q, want %q", out, want)
 	}
 
-	// The apiserver now accepts removing v1beta1.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	dropV1beta1(ctx, t, dyn)
+	checkFixerCalledNoDeprecatedAPI(t, a.auditLog)
+}
+
+// requireObjectsUnchanged reads every object at v1: each has the spec it
+// was created with at v1beta1.
+func requireObjectsUnchanged(ctx context.Context, t *testing.T, dyn dynamic.Interface, want map[string]any) {
+	t.Helper()
+	for key, spec := range want {
+		ns, name, _ := strings.Cut(key, "/")
+		got, err := dyn.Resource(doohickeys["v1"]).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		must(t, "reading "+key+" at v1", err)
+		if !equalJSON(got.Object["spec"], spec) {
+			t.Errorf("%s at v1: spec %v, want %v as created", key, got.Object["spec"], spec)
+		}
+	}
+}
+
+// dropV1beta1 removes v1beta1 from the CRD's versions, which the apiserver
+// accepts only once storedVersions no longer lists it.
+func dropV1beta1(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		crd, err := dyn.Resource(crdResource).Get(ctx, fixCRDName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -175,8 +189,6 @@ func TestFixCRDStoredVersions(t *testing.T) {
 		return err
 	})
 	must(t, "removing v1beta1 from the CRD", err)
-
-	checkFixerCalledNoDeprecatedAPI(t, a.auditLog)
 }
 
 // createAtV1beta1ThenStoreAtV1 creates the CRD storing at v1beta1 and
