@@ -1,0 +1,464 @@
+// Package helmrelease moves the objects of a Helm release's stored
+// revision off APIs that are removed, so that the next `helm upgrade` (or
+// rollback, or uninstall) can read what is deployed.
+//
+// Helm upgrades by comparing the new chart's objects with the ones its
+// deployed revision records; when that record holds an API the cluster no
+// longer serves, every upgrade fails before it starts. The fix writes the
+// record again the way `helm upgrade` would have: a new revision, holding
+// the deployed one's chart, values and notes with each object of a removed
+// API moved to its replacement (by package convert's table, which refuses
+// wherever the move would change what the object means), marked deployed,
+// and the old revision marked superseded. The new revision and the old
+// one's status are written by Helm's own storage drivers (Secrets, or
+// ConfigMaps for a release kept there), so the records are Helm's format.
+//
+// Writes go in an order every step of which Helm reads correctly: first a
+// copy of the deployed revision's record (the backup, which Helm does not
+// read as a revision), then the new revision, deployed (Helm's storage takes
+// the highest deployed revision when more than one is, so from here on Helm
+// reads the fixed one), then the old revision superseded. A run stopped
+// anywhere leaves the release as it was or fixed, and running again
+// finishes: a fixed release is left alone, and an older revision still
+// marked deployed whose backup Sunset wrote is marked superseded.
+//
+// It calls only core/v1 Secrets and ConfigMaps and the discovery
+// endpoints, never a deprecated API. Which revision Helm will read next,
+// and the objects of the cluster themselves, are left to Helm: the fix
+// changes only records.
+package helmrelease
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	rspb "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/convert"
+)
+
+// Description is the description of a revision the fix writes, as
+// `helm history` shows it.
+const Description = "APIs removed from Kubernetes moved to their replacements by sunset fix releases"
+
+// Step names a write of the fix, in the order they happen.
+type Step string
+
+// The writes of one release.
+const (
+	StepBackup    Step = "backup"
+	StepRevision  Step = "revision"
+	StepSupersede Step = "supersede"
+)
+
+// Fixer moves Helm releases' deployed revisions off removed APIs.
+type Fixer struct {
+	Kube    kubernetes.Interface
+	Catalog *catalog.Catalog
+	Table   *convert.Table
+	// Target is the release being upgraded to: an API the catalog
+	// removes in it, or before, moves. Zero: only APIs the cluster does
+	// not serve move.
+	Target catalog.Release
+	// DryRun reads and says what would change, and writes nothing.
+	DryRun bool
+	// Now is the new revision's deploy time; time.Now when nil.
+	Now func() time.Time
+	// BeforeWrite, if set, runs before each write; an error stops the fix
+	// of that release there, as a failed write would. A test interrupts
+	// the fix with it at each step.
+	BeforeWrite func(ctx context.Context, r Release, step Step, object string) error
+
+	served *served
+}
+
+// Release is one Helm release, as its records' labels describe it.
+type Release struct {
+	Namespace, Name string
+	// Store is the kind of object its records are: Secret or ConfigMap.
+	Store string
+	store store
+	// revisions are the statuses by revision number, every record's.
+	revisions map[int]string
+	// deployed are the records labelled deployed, by revision.
+	deployed map[int]record
+}
+
+// String is "namespace/name", as Helm's commands name a release.
+func (r Release) String() string { return r.Namespace + "/" + r.Name }
+
+// Result is what fixing one release did, or in a dry run would do.
+type Result struct {
+	Release Release
+	// Revision is the deployed revision read; NewRevision the one
+	// written, zero when none is.
+	Revision, NewRevision int
+	Changes               []Change
+	// Backup is the name of the backup of Revision's record.
+	Backup string
+	// Superseded are the revisions marked superseded, in order.
+	Superseded []int
+	// UpToDate is true when Revision moves nothing: no record is
+	// written but, after an interrupted fix, older revisions' status.
+	UpToDate bool
+}
+
+// RefusedError says why a release was left as it is: objects that have
+// to move and cannot.
+type RefusedError struct {
+	Release  Release
+	Revision int
+	Objects  []Refusal
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: revision %d not fixed, %d objects cannot move to a served API; the release is left as it is",
+		e.Release, e.Revision, len(e.Objects))
+}
+
+// BackupName is the name of the backup of a release's revision.
+func BackupName(release string, revision int) string {
+	return fmt.Sprintf("sunset-backup.%s.v%d", release, revision)
+}
+
+// recordName is the key Helm's storage gives a revision's record.
+func recordName(release string, revision int) string {
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision)
+}
+
+// Find lists the Helm releases in namespace ("" for every namespace), or
+// the one named name there, in both of Helm's stores, ordered by store,
+// namespace and name.
+func (f *Fixer) Find(ctx context.Context, namespace, name string) ([]Release, error) {
+	selector := "owner=helm"
+	if name != "" {
+		selector += ",name=" + name
+	}
+	byKey := map[string]*Release{}
+	for _, s := range []store{secrets{f.Kube}, configMaps{f.Kube}} {
+		o := metav1.ListOptions{LabelSelector: selector, Limit: listPageSize}
+		for {
+			records, next, err := s.list(ctx, namespace, o)
+			if err != nil {
+				return nil, explain(err, "list", s.kind(), namespace, "listing the Helm release records ("+s.kind()+"s)")
+			}
+			for _, r := range records {
+				ns, rel := r.namespace, r.labels["name"]
+				revision, err := strconv.Atoi(r.labels["version"])
+				if rel == "" || err != nil {
+					continue
+				}
+				key := s.kind() + "/" + ns + "/" + rel
+				if byKey[key] == nil {
+					byKey[key] = &Release{Namespace: ns, Name: rel, Store: s.kind(), store: s, revisions: map[int]string{}, deployed: map[int]record{}}
+				}
+				byKey[key].revisions[revision] = r.labels["status"]
+				if r.labels["status"] == rcommon.StatusDeployed.String() {
+					byKey[key].deployed[revision] = r
+				}
+			}
+			if o.Continue = next; next == "" {
+				break
+			}
+		}
+	}
+	out := make([]Release, 0, len(byKey))
+	for _, r := range byKey {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Release) int {
+		return cmp.Or(cmp.Compare(b.Store, a.Store), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
+// Fix moves release's latest deployed revision off removed APIs. A
+// release it cannot fully fix is refused with a *RefusedError and nothing
+// written; a failed write stops the release there, in a state Helm reads
+// as it was or as fixed, which running again finishes.
+func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
+	res := Result{Release: r}
+	if len(r.deployed) == 0 {
+		return res, fmt.Errorf("%s: no revision is deployed (%s); Helm upgrades from the last one, so there is nothing to fix", r, r.statuses())
+	}
+	revisions := slices.Sorted(maps.Keys(r.deployed))
+	latest := revisions[len(revisions)-1]
+	res.Revision = latest
+	rel, err := f.decode(r, latest)
+	if err != nil {
+		return res, err
+	}
+	moveIf, err := f.mustMove(ctx)
+	if err != nil {
+		return res, err
+	}
+	w := &rewriter{table: f.Table, mustMove: moveIf, served: f.served.serves}
+	fixed := *rel
+	fixed.Manifest = w.manifest(rel.Manifest)
+	fixed.Hooks = make([]*rspb.Hook, len(rel.Hooks))
+	for i, h := range rel.Hooks {
+		hook := *h
+		before := len(w.changes)
+		hook.Manifest = w.manifest(h.Manifest)
+		for j := before; j < len(w.changes); j++ {
+			w.changes[j].Template = h.Path
+		}
+		fixed.Hooks[i] = &hook
+	}
+	res.Changes = w.changes
+	if len(w.refused) > 0 {
+		return res, &RefusedError{Release: r, Revision: latest, Objects: w.refused}
+	}
+	stale, err := f.stale(ctx, r, revisions[:len(revisions)-1])
+	if err != nil {
+		return res, err
+	}
+	if len(w.changes) == 0 {
+		res.UpToDate = true
+		return res, f.supersede(ctx, r, stale, &res)
+	}
+	last := slices.Max(slices.Collect(maps.Keys(r.revisions)))
+	if status := rcommon.Status(r.revisions[last]); status.IsPending() {
+		return res, fmt.Errorf("%s: revision %d is %s: a helm install, upgrade or rollback is in progress, or was stopped. Wait for it, or settle it with helm rollback, then run the fix again", r, last, status)
+	}
+	res.Backup, res.NewRevision = BackupName(r.Name, latest), last+1
+	if f.DryRun {
+		res.Superseded = append([]int{latest}, stale...)
+		return res, nil
+	}
+	if err := f.backup(ctx, r, latest); err != nil {
+		return res, err
+	}
+	fixed.Version = res.NewRevision
+	fixed.Labels = customLabels(r.deployed[latest].labels)
+	info := *rel.Info
+	info.Status, info.Description, info.LastDeployed, info.RollbackRevision = rcommon.StatusDeployed, Description, f.now(), 0
+	fixed.Info = &info
+	if err := f.before(ctx, r, StepRevision, recordName(r.Name, res.NewRevision)); err != nil {
+		return res, err
+	}
+	if err := r.store.driver(r.Namespace).Create(recordName(r.Name, res.NewRevision), &fixed); err != nil {
+		if errors.Is(err, driver.ErrReleaseExists) {
+			return res, fmt.Errorf("%s: revision %d was written meanwhile (a helm upgrade?); nothing of the release was changed but its backup %s. Run the fix again", r, res.NewRevision, res.Backup)
+		}
+		return res, explain(err, "create", r.Store, r.Namespace, fmt.Sprintf("%s: writing revision %d (nothing of the release was changed but its backup %s)", r, res.NewRevision, res.Backup))
+	}
+	return res, f.supersede(ctx, r, append([]int{latest}, stale...), &res)
+}
+
+func (f *Fixer) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+func (f *Fixer) before(ctx context.Context, r Release, step Step, object string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f.BeforeWrite == nil {
+		return nil
+	}
+	return f.BeforeWrite(ctx, r, step, object)
+}
+
+func (r Release) statuses() string {
+	var s []string
+	for _, v := range slices.Sorted(maps.Keys(r.revisions)) {
+		s = append(s, fmt.Sprintf("revision %d %s", v, r.revisions[v]))
+	}
+	return strings.Join(s, ", ")
+}
+
+// decode reads a deployed revision's record and checks it is the one its
+// labels say.
+func (f *Fixer) decode(r Release, revision int) (*rspb.Release, error) {
+	rec := r.deployed[revision]
+	rel, err := decodeRecord(rec.data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s %s: %w", r, r.Store, rec.name, err)
+	}
+	if rel.Name != r.Name || rel.Version != revision {
+		return nil, fmt.Errorf("%s: %s %s holds release %s revision %d, not what its labels say (%s revision %d); it was not written by Helm: leaving the release as it is",
+			r, r.Store, rec.name, rel.Name, rel.Version, r.Name, revision)
+	}
+	rel.Labels = rec.labels
+	return rel, nil
+}
+
+// customLabels are a record's labels but the ones Helm's storage sets
+// itself, as Helm carries them from one revision to the next.
+func customLabels(labels map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range labels {
+		if !slices.Contains(driver.GetSystemLabels(), k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// backup copies the deployed revision's record, unless a copy of the same
+// record is there from an interrupted run.
+func (f *Fixer) backup(ctx context.Context, r Release, revision int) error {
+	rec := r.deployed[revision]
+	name := BackupName(r.Name, revision)
+	existing, err := r.store.get(ctx, r.Namespace, name)
+	switch {
+	case err == nil && sameContent(existing, rec):
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s: %s %s exists and holds another record than %s; nothing was changed. If it is an old backup no longer needed, delete it, then run the fix again",
+			r, r.Store, name, rec.name)
+	case !apierrors.IsNotFound(err):
+		return explain(err, "get", r.Store, r.Namespace, fmt.Sprintf("%s: reading %s %s (nothing was changed)", r, r.Store, name))
+	}
+	original, err := json.Marshal(rec.labels)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{LabelManagedBy: "sunset", LabelBackupRelease: r.Name, LabelBackupRevision: strconv.Itoa(revision)}
+	annotations := map[string]string{AnnotationBackupOf: rec.name, AnnotationOriginalLabels: string(original)}
+	if err := f.before(ctx, r, StepBackup, name); err != nil {
+		return err
+	}
+	if err := r.store.createBackup(ctx, r.Namespace, rec, name, labels, annotations); err != nil {
+		return explain(err, "create", r.Store, r.Namespace, fmt.Sprintf("%s: backing up %s as %s (nothing was changed)", r, rec.name, name))
+	}
+	return nil
+}
+
+// stale are the deployed revisions, older than the latest, that a fix
+// stopped before marking superseded: those whose backup Sunset wrote.
+func (f *Fixer) stale(ctx context.Context, r Release, older []int) ([]int, error) {
+	var out []int
+	for _, v := range older {
+		b, err := r.store.get(ctx, r.Namespace, BackupName(r.Name, v))
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, explain(err, "get", r.Store, r.Namespace, fmt.Sprintf("%s: reading the backup of revision %d", r, v))
+		}
+		if b.labels[LabelBackupRelease] == r.Name && b.labels[LabelBackupRevision] == strconv.Itoa(v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// supersede marks revisions superseded, as `helm upgrade` marks the
+// revision it replaced: only the status changes.
+func (f *Fixer) supersede(ctx context.Context, r Release, revisions []int, res *Result) error {
+	for _, v := range revisions {
+		if f.DryRun {
+			res.Superseded = append(res.Superseded, v)
+			continue
+		}
+		rel, err := f.decode(r, v)
+		if err != nil {
+			return err
+		}
+		rel.Info.Status = rcommon.StatusSuperseded
+		name := r.deployed[v].name
+		if err := f.before(ctx, r, StepSupersede, name); err != nil {
+			return err
+		}
+		if err := r.store.driver(r.Namespace).Update(name, rel); err != nil {
+			return explain(err, "update", r.Store, r.Namespace,
+				fmt.Sprintf("%s: marking revision %d superseded (Helm reads the fixed revision already; run the fix again to finish)", r, v))
+		}
+		res.Superseded = append(res.Superseded, v)
+	}
+	return nil
+}
+
+// mustMove says which APIs move: those the catalog removes by the target,
+// and those the cluster does not serve.
+func (f *Fixer) mustMove(ctx context.Context) (mustMove, error) {
+	if f.served == nil {
+		s, err := discover(ctx, f.Kube.Discovery())
+		if err != nil {
+			return nil, err
+		}
+		f.served = s
+	}
+	return func(group, version, kind string) string {
+		if e, ok := f.Catalog.LookupKind(group, version, kind); ok && !f.Target.IsZero() && !e.Removed().IsZero() && !f.Target.Less(e.Removed()) {
+			return "removed in " + e.Removed().String()
+		}
+		if !f.served.serves(group, version, kind) {
+			return "not served by the cluster"
+		}
+		return ""
+	}, nil
+}
+
+// served are the kinds the cluster serves, by group version.
+type served struct {
+	kinds map[string]map[string]bool
+	// unknown are the group versions whose discovery failed: what they
+	// serve is unknown, so nothing of them is taken as removed.
+	unknown map[string]bool
+}
+
+func (s *served) serves(group, version, kind string) bool {
+	gv := catalog.GroupVersion(group, version)
+	return s.unknown[gv] || s.kinds[gv][kind]
+}
+
+func discover(ctx context.Context, d discovery.DiscoveryInterface) (*served, error) {
+	_, lists, err := discovery.ToDiscoveryInterfaceWithContext(d).ServerGroupsAndResourcesWithContext(ctx)
+	s := &served{kinds: map[string]map[string]bool{}, unknown: map[string]bool{}}
+	var partial *discovery.ErrGroupDiscoveryFailed
+	if errors.As(err, &partial) {
+		for gv := range partial.Groups {
+			s.unknown[gv.String()] = true
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("reading the APIs the cluster serves (discovery): %w", err)
+	}
+	for _, l := range lists {
+		if s.kinds[l.GroupVersion] == nil {
+			s.kinds[l.GroupVersion] = map[string]bool{}
+		}
+		for _, r := range l.APIResources {
+			if !strings.Contains(r.Name, "/") {
+				s.kinds[l.GroupVersion][r.Kind] = true
+			}
+		}
+	}
+	return s, nil
+}
+
+// explain turns a refusal into what to grant: the verb and resource
+// missing, and the Role rule that allows them.
+func explain(err error, verb, kind, namespace, doing string) error {
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	resource := strings.ToLower(kind) + "s"
+	where := "a ClusterRole rule"
+	if namespace != "" {
+		where = "a Role rule in namespace " + namespace
+	}
+	return fmt.Errorf("%s: %w. Grant %s on %s, e.g. %s {apiGroups: [\"\"], resources: [%q], verbs: [%q]}",
+		doing, err, verb, resource, where, resource, verb)
+}

@@ -1,0 +1,511 @@
+package helmrelease
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	rspb "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
+
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/convert"
+)
+
+const ns = "shop"
+
+var (
+	installed = time.Date(2022, 3, 4, 5, 6, 7, 0, time.UTC)
+	upgraded  = time.Date(2023, 4, 5, 6, 7, 8, 0, time.UTC)
+	fixedAt   = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+)
+
+// The manifest as Helm stored it on a cluster that served policy/v1beta1
+// and networking.k8s.io/v1beta1.
+const oldManifest = `---
+# Source: web/templates/config.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+data:
+  greeting: hello
+---
+# Source: web/templates/pdb.yaml
+apiVersion: policy/v1beta1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      app: web
+---
+# Source: web/templates/ingress.yaml
+apiVersion: networking.k8s.io/v1beta1
+kind: Ingress
+metadata:
+  name: web
+spec:
+  rules:
+  - host: web.example.com
+    http:
+      paths:
+      - path: /
+        backend:
+          serviceName: web
+          servicePort: 80
+`
+
+// The same, each object moved; the ConfigMap is byte for byte as it was.
+const newManifest = `---
+# Source: web/templates/config.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+data:
+  greeting: hello
+---
+# Source: web/templates/pdb.yaml
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      app: web
+---
+# Source: web/templates/ingress.yaml
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+spec:
+  rules:
+  - host: web.example.com
+    http:
+      paths:
+      - backend:
+          service:
+            name: web
+            port:
+              number: 80
+        path: /
+        pathType: ImplementationSpecific
+`
+
+const oldHook = `apiVersion: autoscaling/v2beta2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: web-hook
+spec:
+  maxReplicas: 3
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: web
+`
+
+const newHook = `apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: web-hook
+spec:
+  maxReplicas: 3
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: web
+`
+
+var wantChanges = []Change{
+	{Template: "web/templates/pdb.yaml", Kind: "PodDisruptionBudget", Name: "web", From: "policy/v1beta1", To: "policy/v1"},
+	{Template: "web/templates/ingress.yaml", Kind: "Ingress", Name: "web", From: "networking.k8s.io/v1beta1", To: "networking.k8s.io/v1", Fields: []string{
+		"spec.rules[0].http.paths[0].backend.service added",
+		"spec.rules[0].http.paths[0].backend.serviceName removed",
+		"spec.rules[0].http.paths[0].backend.servicePort removed",
+		"spec.rules[0].http.paths[0].pathType added",
+	}},
+	{Template: "web/templates/hpa-hook.yaml", Kind: "HorizontalPodAutoscaler", Name: "web-hook", From: "autoscaling/v2beta2", To: "autoscaling/v2"},
+}
+
+// cluster is a fake clientset serving what Kubernetes 1.36 serves of the
+// APIs the tests use.
+func cluster(t *testing.T) *fake.Clientset {
+	t.Helper()
+	kube := fake.NewClientset()
+	kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Kind: "ConfigMap"}, {Name: "secrets", Kind: "Secret"}}},
+		{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{{Name: "poddisruptionbudgets", Kind: "PodDisruptionBudget"},
+			{Name: "poddisruptionbudgets/status", Kind: "PodDisruptionBudget"}}},
+		{GroupVersion: "networking.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "ingresses", Kind: "Ingress"}}},
+		{GroupVersion: "storage.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "volumeattributesclasses", Kind: "VolumeAttributesClass"}}},
+		{GroupVersion: "storage.k8s.io/v1beta1", APIResources: []metav1.APIResource{{Name: "volumeattributesclasses", Kind: "VolumeAttributesClass"}}},
+		{GroupVersion: "autoscaling/v2", APIResources: []metav1.APIResource{{Name: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler"}}},
+	}
+	return kube
+}
+
+func fixer(t *testing.T, kube *fake.Clientset) *Fixer {
+	t.Helper()
+	cat, err := catalog.New(nil)
+	require.NoError(t, err)
+	return &Fixer{Kube: kube, Catalog: cat, Table: convert.New(cat), Now: func() time.Time { return fixedAt }}
+}
+
+// revision is a release record as Helm writes it.
+func revision(version int, status rcommon.Status, manifest string, hooks ...*rspb.Hook) *rspb.Release {
+	deployed := installed
+	if version > 1 {
+		deployed = upgraded
+	}
+	return &rspb.Release{Name: "web", Namespace: ns, Version: version, Manifest: manifest, Hooks: hooks,
+		Info:   &rspb.Info{FirstDeployed: installed, LastDeployed: deployed, Status: status, Description: "Upgrade complete", Notes: "Visit web.example.com"},
+		Chart:  &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "web", Version: "1.2.0"}},
+		Config: map[string]any{"replicas": float64(2)},
+		Labels: map[string]string{"team": "shop"}}
+}
+
+func hook(manifest string) *rspb.Hook {
+	return &rspb.Hook{Name: "web-hook", Kind: "HorizontalPodAutoscaler", Path: "web/templates/hpa-hook.yaml", Manifest: manifest,
+		Events: []rspb.HookEvent{rspb.HookPostUpgrade}}
+}
+
+// install writes revision 1, superseded, and revision 2, deployed, with
+// Helm's own Secrets driver.
+func install(t *testing.T, kube *fake.Clientset, manifest string, hooks ...*rspb.Hook) {
+	t.Helper()
+	d := driver.NewSecrets(kube.CoreV1().Secrets(ns))
+	require.NoError(t, d.Create(recordName("web", 1), revision(1, rcommon.StatusSuperseded, manifest)))
+	require.NoError(t, d.Create(recordName("web", 2), revision(2, rcommon.StatusDeployed, manifest, hooks...)))
+}
+
+// secrets returns every Secret of the namespace by name.
+func secretsOf(t *testing.T, kube *fake.Clientset) map[string]corev1.Secret {
+	t.Helper()
+	l, err := kube.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := map[string]corev1.Secret{}
+	for _, s := range l.Items {
+		out[s.Name] = s
+	}
+	return out
+}
+
+// helmReads is what Helm's storage reads as the release's deployed
+// revision, and the status of each revision.
+func helmReads(t *testing.T, kube *fake.Clientset) (deployed *rspb.Release, history map[int]rcommon.Status) {
+	t.Helper()
+	s := storage.Init(driver.NewSecrets(kube.CoreV1().Secrets(ns)))
+	d, err := s.Deployed("web")
+	require.NoError(t, err)
+	h, err := s.History("web")
+	require.NoError(t, err)
+	history = map[int]rcommon.Status{}
+	for _, r := range h {
+		r := r.(*rspb.Release)
+		history[r.Version] = r.Info.Status
+	}
+	return d.(*rspb.Release), history
+}
+
+func findOne(t *testing.T, f *Fixer) Release {
+	t.Helper()
+	releases, err := f.Find(t.Context(), ns, "")
+	require.NoError(t, err)
+	require.Len(t, releases, 1)
+	return releases[0]
+}
+
+// labelsWithout returns a record's labels with the timestamp label Helm's
+// driver set, after checking it is between two times.
+func labelsWithout(t *testing.T, labels map[string]string, key string, from, to time.Time) map[string]string {
+	t.Helper()
+	at, err := strconv.ParseInt(labels[key], 10, 64)
+	require.NoError(t, err, "label %s", key)
+	require.True(t, from.Unix() <= at && at <= to.Unix(), "label %s=%d between %d and %d", key, at, from.Unix(), to.Unix())
+	out := map[string]string{}
+	for k, v := range labels {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func TestFixWritesANewRevisionTheWayHelmDoes(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	before := secretsOf(t, kube)
+	start := time.Now()
+	res, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	end := time.Now()
+	require.NoError(t, err)
+	res.Release = Release{}
+	require.Equal(t, Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}, res)
+
+	after := secretsOf(t, kube)
+	require.Len(t, after, 4)
+	require.Equal(t, before["sh.helm.release.v1.web.v1"], after["sh.helm.release.v1.web.v1"], "revision 1 is not touched")
+
+	// The backup: revision 2's record byte for byte, which Helm does not
+	// read as a revision.
+	backup := after["sunset-backup.web.v2"]
+	orig := before["sh.helm.release.v1.web.v2"]
+	require.Equal(t, orig.Data, backup.Data)
+	require.Equal(t, corev1.SecretType("helm.sh/release.v1"), backup.Type)
+	require.Equal(t, map[string]string{"app.kubernetes.io/managed-by": "sunset", "sunset.dev/backup-of-release": "web", "sunset.dev/backup-of-revision": "2"}, backup.Labels)
+	require.Equal(t, map[string]string{"sunset.dev/backup-of": "sh.helm.release.v1.web.v2",
+		"sunset.dev/original-labels": `{"createdAt":"` + orig.Labels["createdAt"] + `","name":"web","owner":"helm","status":"deployed","team":"shop","version":"2"}`}, backup.Annotations)
+
+	// Revision 3, as Helm's driver reads it back.
+	want := revision(3, rcommon.StatusDeployed, newManifest, hook(newHook))
+	want.Info.LastDeployed, want.Info.Description = fixedAt, Description
+	got, err := driver.NewSecrets(kube.CoreV1().Secrets(ns)).Get(recordName("web", 3))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, map[string]string{"name": "web", "owner": "helm", "status": "deployed", "version": "3", "team": "shop"},
+		labelsWithout(t, after["sh.helm.release.v1.web.v3"].Labels, "createdAt", start, end))
+
+	// Revision 2: only its status changed, as helm upgrade leaves it.
+	want = revision(2, rcommon.StatusSuperseded, oldManifest, hook(oldHook))
+	got, err = driver.NewSecrets(kube.CoreV1().Secrets(ns)).Get(recordName("web", 2))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, map[string]string{"name": "web", "owner": "helm", "status": "superseded", "version": "2", "team": "shop", "createdAt": orig.Labels["createdAt"]},
+		labelsWithout(t, after["sh.helm.release.v1.web.v2"].Labels, "modifiedAt", start, end))
+
+	deployed, history := helmReads(t, kube)
+	require.Equal(t, 3, deployed.Version)
+	require.Equal(t, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusDeployed}, history)
+
+	// Again: nothing to do, nothing written.
+	res, err = fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.NoError(t, err)
+	res.Release = Release{}
+	require.Equal(t, Result{Revision: 3, UpToDate: true}, res)
+	require.Equal(t, after, secretsOf(t, kube))
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	before := secretsOf(t, kube)
+	f := fixer(t, kube)
+	f.DryRun = true
+	res, err := f.Fix(t.Context(), findOne(t, f))
+	require.NoError(t, err)
+	res.Release = Release{}
+	require.Equal(t, Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}, res)
+	require.Equal(t, before, secretsOf(t, kube))
+}
+
+// With a target, an API the cluster still serves but the target removes
+// moves too; without one, it stays.
+func TestTargetMovesWhatItRemoves(t *testing.T) {
+	manifest := "---\n# Source: web/templates/class.yaml\napiVersion: storage.k8s.io/v1beta1\nkind: VolumeAttributesClass\nmetadata:\n  name: fast\ndriverName: csi.example.com\nparameters:\n  iops: \"3000\"\n"
+	kube := cluster(t)
+	install(t, kube, manifest)
+	res, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.NoError(t, err)
+	require.True(t, res.UpToDate, "%+v", res)
+
+	f := fixer(t, kube)
+	f.Target = catalog.MustParseRelease("1.37")
+	res, err = f.Fix(t.Context(), findOne(t, f))
+	require.NoError(t, err)
+	require.Equal(t, []Change{{Template: "web/templates/class.yaml", Kind: "VolumeAttributesClass", Name: "fast", From: "storage.k8s.io/v1beta1", To: "storage.k8s.io/v1"}}, res.Changes)
+	deployed, _ := helmReads(t, kube)
+	// A converted object is written with its keys in order, as
+	// sigs.k8s.io/yaml writes them.
+	require.Equal(t, "---\n# Source: web/templates/class.yaml\napiVersion: storage.k8s.io/v1\ndriverName: csi.example.com\nkind: VolumeAttributesClass\n"+
+		"metadata:\n  name: fast\nparameters:\n  iops: \"3000\"\n", deployed.Manifest)
+}
+
+func TestRefusedReleaseIsLeftAsItIs(t *testing.T) {
+	manifest := oldManifest + "---\n# Source: web/templates/psp.yaml\napiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata:\n  name: web\nspec:\n  privileged: false\n" +
+		"---\n# Source: web/templates/widget.yaml\napiVersion: example.com/v1alpha1\nkind: Widget\nmetadata:\n  name: web\n"
+	kube := cluster(t)
+	install(t, kube, manifest, hook(oldHook))
+	before := secretsOf(t, kube)
+	_, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused)
+	require.EqualError(t, err, "shop/web: revision 2 not fixed, 2 objects cannot move to a served API; the release is left as it is")
+	var lines []string
+	for _, o := range refused.Objects {
+		lines = append(lines, o.Template+": "+o.String())
+	}
+	require.Equal(t, []string{
+		"web/templates/psp.yaml: PodSecurityPolicy web (policy/v1beta1, not served by the cluster): convert: policy/v1beta1 PodSecurityPolicy not converted: " +
+			"PodSecurityPolicy has no replacement; move its rules to Pod Security Admission or a policy engine",
+		"web/templates/widget.yaml: Widget web (example.com/v1alpha1, not served by the cluster): the catalog names no replacement for it",
+	}, lines)
+	require.Equal(t, before, secretsOf(t, kube))
+}
+
+// A fix stopped before any of its writes leaves a release Helm reads as
+// it was or as fixed; running it again finishes, to the same records as a
+// fix never stopped.
+func TestInterruptedFixLeavesTheReleaseAsItWasOrFixed(t *testing.T) {
+	stop := errors.New("stopped")
+	for _, tc := range []struct {
+		step Step
+		// wantDeployed is the revision Helm reads as deployed after the
+		// stop; wantHistory every revision's status.
+		wantDeployed int
+		wantHistory  map[int]rcommon.Status
+		// wantAgain is the second run's result.
+		wantAgain Result
+	}{
+		{StepBackup, 2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
+			Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}},
+		{StepRevision, 2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
+			Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}},
+		{StepSupersede, 3, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed, 3: rcommon.StatusDeployed},
+			Result{Revision: 3, UpToDate: true, Superseded: []int{2}}},
+	} {
+		t.Run(string(tc.step), func(t *testing.T) {
+			kube := cluster(t)
+			install(t, kube, oldManifest, hook(oldHook))
+			f := fixer(t, kube)
+			var writes []string
+			f.BeforeWrite = func(_ context.Context, r Release, step Step, object string) error {
+				writes = append(writes, fmt.Sprintf("%s %s %s", r, step, object))
+				if step == tc.step {
+					return stop
+				}
+				return nil
+			}
+			_, err := f.Fix(t.Context(), findOne(t, f))
+			require.ErrorIs(t, err, stop)
+			deployed, history := helmReads(t, kube)
+			require.Equal(t, tc.wantDeployed, deployed.Version)
+			require.Equal(t, map[int]string{2: oldManifest, 3: newManifest}[tc.wantDeployed], deployed.Manifest)
+			require.Equal(t, tc.wantHistory, history)
+
+			f.BeforeWrite = nil
+			res, err := f.Fix(t.Context(), findOne(t, f))
+			require.NoError(t, err)
+			res.Release = Release{}
+			require.Equal(t, tc.wantAgain, res)
+			deployed, history = helmReads(t, kube)
+			require.Equal(t, 3, deployed.Version)
+			require.Equal(t, newManifest, deployed.Manifest)
+			require.Equal(t, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusDeployed}, history)
+			require.Len(t, secretsOf(t, kube), 4)
+		})
+	}
+}
+
+func TestEveryWriteInOrder(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	f := fixer(t, kube)
+	var writes []string
+	f.BeforeWrite = func(_ context.Context, r Release, step Step, object string) error {
+		writes = append(writes, fmt.Sprintf("%s %s %s", r, step, object))
+		return nil
+	}
+	_, err := f.Fix(t.Context(), findOne(t, f))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"shop/web backup sunset-backup.web.v2",
+		"shop/web revision sh.helm.release.v1.web.v3",
+		"shop/web supersede sh.helm.release.v1.web.v2",
+	}, writes)
+}
+
+func TestPendingOperationIsRefused(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	require.NoError(t, driver.NewSecrets(kube.CoreV1().Secrets(ns)).Create(recordName("web", 3), revision(3, rcommon.StatusPendingUpgrade, oldManifest)))
+	before := secretsOf(t, kube)
+	_, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.EqualError(t, err, "shop/web: revision 3 is pending-upgrade: a helm install, upgrade or rollback is in progress, or was stopped. "+
+		"Wait for it, or settle it with helm rollback, then run the fix again")
+	require.Equal(t, before, secretsOf(t, kube))
+}
+
+// After a failed upgrade, the new revision comes after the failed one, as
+// helm upgrade numbers it.
+func TestNewRevisionFollowsAFailedOne(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	require.NoError(t, driver.NewSecrets(kube.CoreV1().Secrets(ns)).Create(recordName("web", 3), revision(3, rcommon.StatusFailed, oldManifest)))
+	res, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.NoError(t, err)
+	require.Equal(t, 4, res.NewRevision)
+	_, history := helmReads(t, kube)
+	require.Equal(t, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusFailed, 4: rcommon.StatusDeployed}, history)
+}
+
+func TestABackupOfAnotherRecordIsNotOverwritten(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sunset-backup.web.v2", Namespace: ns},
+		Data: map[string][]byte{"release": []byte("old")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	before := secretsOf(t, kube)
+	_, err = fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.EqualError(t, err, "shop/web: Secret sunset-backup.web.v2 exists and holds another record than sh.helm.release.v1.web.v2; nothing was changed. "+
+		"If it is an old backup no longer needed, delete it, then run the fix again")
+	require.Equal(t, before, secretsOf(t, kube))
+}
+
+// A release kept in ConfigMaps is fixed there, by Helm's ConfigMaps driver.
+func TestConfigMapStore(t *testing.T) {
+	kube := cluster(t)
+	d := driver.NewConfigMaps(kube.CoreV1().ConfigMaps(ns))
+	require.NoError(t, d.Create(recordName("web", 1), revision(1, rcommon.StatusDeployed, oldManifest)))
+	f := fixer(t, kube)
+	r := findOne(t, f)
+	require.Equal(t, "ConfigMap", r.Store)
+	res, err := f.Fix(t.Context(), r)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.NewRevision)
+	s := storage.Init(driver.NewConfigMaps(kube.CoreV1().ConfigMaps(ns)))
+	got, err := s.Deployed("web")
+	require.NoError(t, err)
+	require.Equal(t, newManifest, got.(*rspb.Release).Manifest)
+	backup, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "sunset-backup.web.v1", metav1.GetOptions{})
+	require.NoError(t, err)
+	orig, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "sh.helm.release.v1.web.v1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEqual(t, orig.Data, backup.Data, "revision 1 is superseded since")
+	rel, err := decodeRecord([]byte(backup.Data["release"]))
+	require.NoError(t, err)
+	require.Equal(t, oldManifest, rel.Manifest)
+	require.Equal(t, rcommon.StatusDeployed, rel.Info.Status)
+}
+
+// A record that inflates past the scan's bound is not read.
+func TestGzipBombIsRefused(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(`{"name":"` + strings.Repeat("a", maxReleaseSize) + `"}`))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	_, err = decodeRecord([]byte(base64.StdEncoding.EncodeToString(buf.Bytes())))
+	require.EqualError(t, err, "too large: the release record, decompressed, is larger than 32 MiB")
+}
