@@ -238,7 +238,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 					Msg("skipping a record batch that decompresses past kafka.maxDecompressedBytes")
 				continue
 			}
-			req, err := decodeRecord(m.Value, c.now())
+			req, dropped, err := decodeCounted(m.Value, c.now())
 			if err != nil {
 				c.metrics.records.WithLabelValues(reason(err)).Inc()
 				log.Warn().Err(err).Int64("offset", m.Offset).Msg("skipping a record")
@@ -253,7 +253,11 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 					continue
 				}
 			}
-			c.metrics.records.WithLabelValues("ok").Inc()
+			if dropped != "" {
+				c.metrics.records.WithLabelValues(dropped).Inc()
+			} else {
+				c.metrics.records.WithLabelValues("ok").Inc()
+			}
 			reqs = append(reqs, req)
 		}
 		last := batch[len(batch)-1]

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"role"}),
 		records: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_fleet_records_total",
-			Help: "Request records read from the fleet's topic, by result: ok, or why one was skipped (malformed, unknown_version, unknown_field, too_long, future, too_large: a record batch that decompresses to more than kafka.maxDecompressedBytes, counted once per batch; with kafka.fleet keys, unsigned, unknown_key: no key of the record's cluster has its key id, bad_signature).",
+			Help: "Request records read from the fleet's topic, by result: ok; bad_removed_release, counted without its removedRelease, which is not a release such as 1.37; or why one was skipped (malformed, unknown_version, unknown_field, too_long, future, too_large: a record batch that decompresses to more than kafka.maxDecompressedBytes, counted once per batch; with kafka.fleet keys, unsigned, unknown_key: no key of the record's cluster has its key id, bad_signature).",
 		}, []string{"result"}),
 		unsigned: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_fleet_records_unsigned_total",
@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.produceErrors.WithLabelValues(r)
 		m.unsigned.WithLabelValues(r)
 	}
-	for _, r := range []string{"ok", reasonMalformed, reasonNewVersion, reasonUnknownField, reasonTooLong, reasonFuture,
+	for _, r := range []string{"ok", reasonBadRemovedRelease, reasonMalformed, reasonNewVersion, reasonUnknownField, reasonTooLong, reasonFuture,
 		reasonUnsigned, reasonUnknownKey, reasonBadSignature} {
 		m.records.WithLabelValues(r)
 	}

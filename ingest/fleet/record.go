@@ -12,6 +12,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
 )
 
 // recordVersion is the format of the records this build writes and reads.
@@ -104,7 +105,10 @@ const (
 	reasonNewVersion   = "unknown_version"
 	reasonUnknownField = "unknown_field"
 	reasonTooLong      = "too_long"
-	reasonFuture       = "future"
+	// reasonBadRemovedRelease is a record counted without its
+	// removedRelease, which was not a release such as "1.37".
+	reasonBadRemovedRelease = "bad_removed_release"
+	reasonFuture            = "future"
 	// reasonTooLarge is a record batch that decompresses to more than
 	// kafka.maxDecompressedBytes, counted once for the whole batch.
 	reasonTooLarge = "too_large"
@@ -176,6 +180,23 @@ func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
 		return aggregate.Request{}, fmt.Errorf("%w: %s", errTooLong, field)
 	}
 	return rec.request(), nil
+}
+
+// decodeCounted is decodeRecord, and also names what was dropped from a
+// record that still counts ("" if nothing): a removedRelease that is not
+// a release such as "1.37" as the forwarder writes it, dropped as the
+// webhook and Kafka paths drop such an annotation, so that the record
+// counts as if it had none.
+func decodeCounted(value []byte, now time.Time) (aggregate.Request, string, error) {
+	req, err := decodeRecord(value, now)
+	if err != nil || req.RemovedRelease == "" {
+		return req, "", err
+	}
+	if r, err := catalog.ParseRelease(req.RemovedRelease); err != nil || r.String() != req.RemovedRelease {
+		req.RemovedRelease = ""
+		return req, reasonBadRemovedRelease, nil
+	}
+	return req, "", nil
 }
 
 // decodeRecordJSON decodes a record with encoding/json, which has the

@@ -241,3 +241,33 @@ func TestFleetRecordSourceIPsBombIsWalkedNotHeld(t *testing.T) {
 		require.Less(t, ms.TotalAlloc-before, 3*uint64(len(value)), name+": bytes allocated, against the record's own size")
 	}
 }
+
+// A removedRelease must be a release as the forwarder writes it, as on the
+// webhook and Kafka paths; otherwise the record still counts, without it,
+// and says why.
+func TestFleetRemovedReleaseIsValidated(t *testing.T) {
+	now := time.Date(2026, 11, 21, 19, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		value, want, dropped string
+	}{
+		{"1.37", "1.37", ""},
+		{"2.0", "2.0", ""},
+		{"banana", "", reasonBadRemovedRelease},
+		{"1.", "", reasonBadRemovedRelease},
+		{"x", "", reasonBadRemovedRelease},
+		{"v1.37", "", reasonBadRemovedRelease},
+		{"1.37.2", "", reasonBadRemovedRelease},
+		{"01.37", "", reasonBadRemovedRelease},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			got, dropped, err := decodeCounted([]byte(validRecord(`,"removedRelease":"`+tc.value+`"`)), now)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.RemovedRelease)
+			require.Equal(t, tc.dropped, dropped)
+			require.Equal(t, "endpoints.v1", got.Key.API, "the record still counts")
+		})
+	}
+	_, dropped, err := decodeCounted([]byte(validRecord("")), now)
+	require.NoError(t, err)
+	require.Empty(t, dropped)
+}
