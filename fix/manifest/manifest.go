@@ -1,0 +1,345 @@
+// Package manifest moves the objects of files on disk (manifests, the
+// files a kustomization lists, a chart's templates) from deprecated and
+// removed APIs to their replacements, in place, with the same conversion
+// the scan names: package convert's table. It is what `sunset scan --fix`
+// runs.
+//
+// A file is rewritten as little as the conversion needs. Where only
+// apiVersion changes, the one value is replaced in the text and every
+// other byte stays. Where fields change, the document's node tree is
+// edited at the paths the conversion changed, and only the top-level keys
+// that changed are written anew (with the file's indentation, sequence
+// style and line endings); every other key, comment and document is kept
+// as it was. Each rewritten document is parsed again and must equal the
+// conversion, else the file is left alone.
+//
+// What cannot be rewritten (a refused conversion, a templated apiVersion,
+// a JSON manifest whose fields change, a file out of the scanned
+// directory, one that does not parse) is left byte for byte as it was and
+// listed with the reason. Files are read as a scan reads them: under the
+// scanned root, through no symlink that leaves it, regular files only,
+// within the scan's size bounds; and written atomically (a temporary file
+// in the same directory, renamed over it, with the file's mode).
+package manifest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kube-sunset/sunset/convert"
+	"github.com/kube-sunset/sunset/scan"
+)
+
+// Fixer rewrites files.
+type Fixer struct {
+	// Conversions moves each object; the scan names the same replacement.
+	Conversions *convert.Table
+	// Moves reports whether objects of an API are to be moved: the ones
+	// the scan reports as deprecated or removed at its target.
+	Moves func(apiVersion, kind string) bool
+	// DryRun computes every rewrite and writes nothing.
+	DryRun bool
+}
+
+// Change is one object moved to its replacement.
+type Change struct {
+	Kind, Name string
+	// Line is the object's first line in the file (its apiVersion's line
+	// in a template).
+	Line     int
+	From, To string
+}
+
+func (c Change) String() string {
+	name := c.Kind
+	if c.Name != "" {
+		name += " " + c.Name
+	}
+	return fmt.Sprintf("line %d: %s %s -> %s", c.Line, name, c.From, c.To)
+}
+
+// File is a file rewritten, or to be rewritten in a dry run.
+type File struct {
+	Path          string
+	Changes       []Change
+	Before, After []byte
+}
+
+// NotRewritten is a file, or an object in one, left as it was.
+type NotRewritten struct {
+	Path string
+	// Line is the object's line, 0 for the whole file.
+	Line   int
+	Reason string
+}
+
+func (n NotRewritten) String() string {
+	if n.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", n.Path, n.Line, n.Reason)
+	}
+	return n.Path + ": " + n.Reason
+}
+
+// Result is what a fix did.
+type Result struct {
+	// Rewritten are the files changed (to change, in a dry run), by path.
+	Rewritten []File
+	// NotRewritten are files and objects left as they were, by path and
+	// line.
+	NotRewritten []NotRewritten
+	// Files is how many files were read.
+	Files int
+}
+
+// run is one fix: what was read, so that a file reached twice (two
+// kustomizations listing it, a symlink) is rewritten once.
+type run struct {
+	f       Fixer
+	ctx     context.Context
+	seen    map[string]bool
+	res     Result
+	pending []pending
+}
+
+type pending struct {
+	file File
+	real string
+}
+
+// Fix rewrites the paths, each a manifest file, a kustomization or chart
+// directory, or a directory walked as a scan walks it.
+func (f Fixer) Fix(ctx context.Context, paths []string) Result {
+	r := &run{f: f, ctx: ctx, seen: map[string]bool{}}
+	for _, p := range paths {
+		if ctx.Err() != nil {
+			r.skip(p, 0, ctx.Err().Error())
+			break
+		}
+		r.path(p)
+	}
+	for _, p := range r.pending {
+		if !f.DryRun {
+			if err := writeAtomic(p.real, p.file.Before, p.file.After); err != nil {
+				r.skip(p.file.Path, 0, err.Error())
+				continue
+			}
+		}
+		r.res.Rewritten = append(r.res.Rewritten, p.file)
+	}
+	slices.SortFunc(r.res.Rewritten, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortStableFunc(r.res.NotRewritten, func(a, b NotRewritten) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return a.Line - b.Line
+	})
+	return r.res
+}
+
+func (r *run) skip(path string, line int, reason string) {
+	r.res.NotRewritten = append(r.res.NotRewritten, NotRewritten{Path: path, Line: line, Reason: reason})
+}
+
+func (r *run) path(path string) {
+	if path == "-" {
+		r.skip(path, 0, "standard input is not a file to rewrite: give the files or directories")
+		return
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		r.skip(path, 0, err.Error())
+		return
+	}
+	if !info.IsDir() {
+		root, err := scan.NewRoot(filepath.Dir(path))
+		if err != nil {
+			r.skip(path, 0, err.Error())
+			return
+		}
+		switch base := filepath.Base(path); {
+		case isKustomization(base):
+			r.kustomization(root, filepath.Dir(path))
+		case base == "Chart.yaml":
+			r.chart(root, filepath.Dir(path))
+		case strings.HasSuffix(path, ".tgz"):
+			r.skip(path, 0, "a packed chart is not rewritten: unpack it, fix the directory and package it again")
+		default:
+			r.manifest(root, path, false)
+		}
+		return
+	}
+	root, err := scan.NewRoot(path)
+	if err != nil {
+		r.skip(path, 0, err.Error())
+		return
+	}
+	r.walk(root, path)
+}
+
+// walk visits dir as a scan does: a kustomization or a chart as a whole,
+// else every manifest, hidden directories skipped, no symlink followed.
+func (r *run) walk(root scan.Root, dir string) {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			r.skip(p, 0, err.Error())
+			return nil
+		}
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			switch {
+			case hasFile(p, kustomizationFiles...):
+				r.kustomization(root, p)
+				return filepath.SkipDir
+			case hasFile(p, "Chart.yaml"):
+				r.chart(root, p)
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(p); ext == ".yaml" || ext == ".yml" || ext == ".json" {
+			r.manifest(root, p, false)
+		}
+		return nil
+	})
+	if err != nil {
+		r.skip(dir, 0, err.Error())
+	}
+}
+
+// read reads path under root as a scan does, once per file it resolves
+// to; ok is false when it was read already or cannot be (then listed).
+func (r *run) read(root scan.Root, path string) (data []byte, real string, ok bool) {
+	real, info, err := root.Resolve(path)
+	if reason, skipped := scan.IsSkip(err); skipped {
+		r.skip(path, 0, reason)
+		return nil, "", false
+	}
+	if err != nil {
+		r.skip(path, 0, err.Error())
+		return nil, "", false
+	}
+	if r.seen[real] {
+		return nil, "", false
+	}
+	r.seen[real] = true
+	if !info.Mode().IsRegular() {
+		r.skip(path, 0, "not a regular file: not rewritten")
+		return nil, "", false
+	}
+	data, err = root.ReadFile(path, scan.MaxFileSize)
+	if reason, skipped := scan.IsSkip(err); skipped {
+		r.skip(path, 0, reason)
+		return nil, "", false
+	}
+	if err != nil {
+		r.skip(path, 0, err.Error())
+		return nil, "", false
+	}
+	r.res.Files++
+	return data, real, true
+}
+
+// manifest rewrites one manifest file; patch says it is a kustomize patch,
+// a partial object, which is moved only where its fields stay the same.
+func (r *run) manifest(root scan.Root, path string, patch bool) {
+	data, real, ok := r.read(root, path)
+	if !ok {
+		return
+	}
+	json := strings.EqualFold(filepath.Ext(path), ".json") || startsJSON(data)
+	out, changes, problems := rewriteStream(data, r.f, json, patch)
+	for _, p := range problems {
+		r.skip(path, p.line, p.reason)
+	}
+	r.keep(path, real, data, out, changes)
+}
+
+// keep records a rewritten file, to be written once everything was read.
+func (r *run) keep(path, real string, before, after []byte, changes []Change) {
+	if len(changes) == 0 || bytes.Equal(before, after) {
+		return
+	}
+	r.pending = append(r.pending, pending{file: File{Path: path, Changes: changes, Before: before, After: after}, real: real})
+}
+
+func startsJSON(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
+}
+
+// kustomizationFiles are the names kustomize looks for in a directory.
+var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+func isKustomization(name string) bool { return slices.Contains(kustomizationFiles, name) }
+
+// hasFile reports whether dir has a regular file, or a symlink, of one of
+// the names, as the scan decides what a directory is.
+func hasFile(dir string, names ...string) bool {
+	for _, n := range names {
+		if info, err := os.Lstat(filepath.Join(dir, n)); err == nil && (info.Mode().IsRegular() || info.Mode()&fs.ModeSymlink != 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeAtomic replaces real, a regular file that held before, with after:
+// written to a temporary file in the same directory, with real's mode,
+// then renamed over it, so that a reader sees the old file or the new
+// one, never a part. A file changed since it was read is left alone.
+func writeAtomic(real string, before, after []byte) error {
+	info, err := os.Lstat(real)
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return errors.New("no longer a regular file: not rewritten")
+	}
+	now, err := os.ReadFile(real)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(now, before) {
+		return errors.New("changed while it was being fixed: not rewritten; run the fix again")
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(real), "."+filepath.Base(real)+".sunset-*")
+	if err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tmp.Close()           // already failed; the error said why
+			_ = os.Remove(tmp.Name()) // nothing else points at it
+		}
+	}()
+	if _, err := tmp.Write(after); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), real); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	done = true
+	return nil
+}
