@@ -184,6 +184,9 @@ func TestRemoteKustomizationFetchesNothing(t *testing.T) {
 	url := srv.URL + "/latest/meta-data/cron.yaml"
 	for _, dir := range []string{
 		kustomization(t, url),
+		// kustomize fetches these as the same URL.
+		kustomization(t, "GIT::"+url),
+		kustomization(t, strings.Replace(url, "http://", "HTTP://", 1)),
 		// In a base, and as a generator's file: the same.
 		func() string {
 			dir := kustomization(t, "base")
@@ -194,7 +197,7 @@ func TestRemoteKustomizationFetchesNothing(t *testing.T) {
 		res := scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{dir})
 		require.Len(t, res.Errors, 1)
 		require.Contains(t, res.Errors[0].Err, `names the remote resource "`)
-		require.Contains(t, res.Errors[0].Err, url)
+		require.Contains(t, strings.ToLower(res.Errors[0].Err), url)
 		require.Contains(t, res.Errors[0].Err, "--allow-remote")
 		require.Zero(t, requests.Load(), "the scan sent a request")
 	}
@@ -220,6 +223,21 @@ func TestGitKustomizationRunsNoGit(t *testing.T) {
 		"https://example.com/org/repo.git//base?ref=main",
 		"ssh://git@example.com/org/repo//base",
 		"git::file:///tmp/repo",
+		// kustomize strips git:: and matches its schemes and github.com
+		// whatever their case, and clones what follows.
+		"GIT::git@evil.example:org/repo//base",
+		"Git::deploy@evil.example:org/repo.git//base?ref=main",
+		"gIt::GitHub.com/org/repo//base",
+		"GIT::HTTPS://evil.example/org/repo//base",
+		"GIT::ssh://git@evil.example/org/repo//base",
+		"GIT::FILE:///tmp/repo",
+		"HTTP://evil.example/org/repo.git//base",
+		"SSH://git@evil.example/org/repo//base",
+		"File:///tmp/repo",
+		"GITHUB.COM:org/repo//base",
+		"GitHub.com/org/repo",
+		"https://dev.azure.com/org/project/_git/repo/base",
+		"Deploy@evil.example:org/repo?ref=v1",
 	} {
 		res := scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{kustomization(t, ref)})
 		require.Len(t, res.Errors, 1, ref)

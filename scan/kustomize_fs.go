@@ -219,13 +219,19 @@ var scpUser = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*@`)
 func isRemoteRef(s string) bool {
 	for _, v := range []string{s, afterEquals(s)} {
 		v = strings.TrimSpace(v)
-		l := strings.TrimPrefix(strings.ToLower(v), "git::")
+		// kustomize strips git:: whatever its case (GIT::, Git::) and
+		// matches schemes and github.com in any case too, so every check
+		// below is of what follows it.
+		if len(v) >= len("git::") && strings.EqualFold(v[:len("git::")], "git::") {
+			v = v[len("git::"):]
+		}
+		l := strings.ToLower(v)
 		for _, p := range []string{"http://", "https://", "ssh://", "file://", "git://", "github.com/", "github.com:"} {
 			if strings.HasPrefix(l, p) {
 				return true
 			}
 		}
-		if scpUser.MatchString(strings.TrimPrefix(v, "git::")) {
+		if scpUser.MatchString(v) {
 			return true
 		}
 		if u, err := url.Parse(v); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
