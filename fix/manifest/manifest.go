@@ -221,26 +221,16 @@ func (r *run) walk(root scan.Root, dir string) {
 // read reads path under root as a scan does, once per file it resolves
 // to; ok is false when it was read already or cannot be (then listed).
 func (r *run) read(root scan.Root, path string) (data []byte, real string, ok bool) {
-	real, info, err := root.Resolve(path)
+	real, _, err := root.Resolve(path)
+	if err == nil {
+		if r.seen[real] {
+			return nil, "", false
+		}
+		r.seen[real] = true
+		data, err = root.ReadFile(path, scan.MaxFileSize)
+	}
 	if reason, skipped := scan.IsSkip(err); skipped {
-		r.skip(path, 0, reason)
-		return nil, "", false
-	}
-	if err != nil {
-		r.skip(path, 0, err.Error())
-		return nil, "", false
-	}
-	if r.seen[real] {
-		return nil, "", false
-	}
-	r.seen[real] = true
-	if !info.Mode().IsRegular() {
-		r.skip(path, 0, "not a regular file: not rewritten")
-		return nil, "", false
-	}
-	data, err = root.ReadFile(path, scan.MaxFileSize)
-	if reason, skipped := scan.IsSkip(err); skipped {
-		r.skip(path, 0, reason)
+		r.skip(path, 0, reason+"; not rewritten")
 		return nil, "", false
 	}
 	if err != nil {

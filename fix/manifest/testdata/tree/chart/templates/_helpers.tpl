@@ -1,0 +1,1 @@
+{{- define "shop.name" -}}{{ .Release.Name }}-shop{{- end }}
