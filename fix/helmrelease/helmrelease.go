@@ -11,7 +11,8 @@
 // wherever the move would change what the object means), marked deployed,
 // and the old revision marked superseded. The new revision and the old
 // one's status are written by Helm's own storage drivers (Secrets, or
-// ConfigMaps for a release kept there), so the records are Helm's format.
+// ConfigMaps as HELM_DRIVER=configmap chooses), so the records are Helm's
+// format.
 //
 // Writes go in an order every step of which Helm reads correctly: first a
 // copy of the deployed revision's record (the backup, which Helm does not
@@ -76,6 +77,9 @@ type Fixer struct {
 	// removes in it, or before, moves. Zero: only APIs the cluster does
 	// not serve move.
 	Target catalog.Release
+	// Driver is Helm's storage driver, as HELM_DRIVER names it: secret
+	// (also "", Helm's default) or configmap.
+	Driver string
 	// DryRun reads and says what would change, and writes nothing.
 	DryRun bool
 	// Now is the new revision's deploy time; time.Now when nil.
@@ -143,39 +147,40 @@ func recordName(release string, revision int) string {
 }
 
 // Find lists the Helm releases in namespace ("" for every namespace), or
-// the one named name there, in both of Helm's stores, ordered by store,
-// namespace and name.
+// the one named name there, in the store of Driver, ordered by namespace
+// and name.
 func (f *Fixer) Find(ctx context.Context, namespace, name string) ([]Release, error) {
 	selector := "owner=helm"
 	if name != "" {
 		selector += ",name=" + name
 	}
+	s, err := f.store()
+	if err != nil {
+		return nil, err
+	}
 	byKey := map[string]*Release{}
-	for _, s := range []store{secrets{f.Kube}, configMaps{f.Kube}} {
-		o := metav1.ListOptions{LabelSelector: selector, Limit: listPageSize}
-		for {
-			records, next, err := s.list(ctx, namespace, o)
-			if err != nil {
-				return nil, explain(err, "list", s.kind(), namespace, "listing the Helm release records ("+s.kind()+"s)")
+	o := metav1.ListOptions{LabelSelector: selector, Limit: listPageSize}
+	for {
+		records, next, err := s.list(ctx, namespace, o)
+		if err != nil {
+			return nil, explain(err, "list", s.kind(), namespace, "listing the Helm release records ("+s.kind()+"s)")
+		}
+		for _, r := range records {
+			revision, err := strconv.Atoi(r.labels["version"])
+			if r.labels["name"] == "" || err != nil {
+				continue
 			}
-			for _, r := range records {
-				ns, rel := r.namespace, r.labels["name"]
-				revision, err := strconv.Atoi(r.labels["version"])
-				if rel == "" || err != nil {
-					continue
-				}
-				key := s.kind() + "/" + ns + "/" + rel
-				if byKey[key] == nil {
-					byKey[key] = &Release{Namespace: ns, Name: rel, Store: s.kind(), store: s, revisions: map[int]string{}, deployed: map[int]record{}}
-				}
-				byKey[key].revisions[revision] = r.labels["status"]
-				if r.labels["status"] == rcommon.StatusDeployed.String() {
-					byKey[key].deployed[revision] = r
-				}
+			key := r.namespace + "/" + r.labels["name"]
+			if byKey[key] == nil {
+				byKey[key] = &Release{Namespace: r.namespace, Name: r.labels["name"], Store: s.kind(), store: s, revisions: map[int]string{}, deployed: map[int]record{}}
 			}
-			if o.Continue = next; next == "" {
-				break
+			byKey[key].revisions[revision] = r.labels["status"]
+			if r.labels["status"] == rcommon.StatusDeployed.String() {
+				byKey[key].deployed[revision] = r
 			}
+		}
+		if o.Continue = next; next == "" {
+			break
 		}
 	}
 	out := make([]Release, 0, len(byKey))
@@ -183,9 +188,20 @@ func (f *Fixer) Find(ctx context.Context, namespace, name string) ([]Release, er
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b Release) int {
-		return cmp.Or(cmp.Compare(b.Store, a.Store), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out, nil
+}
+
+// store is the store Driver names, as Helm reads HELM_DRIVER.
+func (f *Fixer) store() (store, error) {
+	switch f.Driver {
+	case "", "secret", "secrets":
+		return secrets{f.Kube}, nil
+	case "configmap", "configmaps":
+		return configMaps{f.Kube}, nil
+	}
+	return nil, fmt.Errorf("HELM_DRIVER=%s: Sunset fixes the records of Helm's secret and configmap drivers only", f.Driver)
 }
 
 // Fix moves release's latest deployed revision off removed APIs. A

@@ -473,12 +473,17 @@ func TestABackupOfAnotherRecordIsNotOverwritten(t *testing.T) {
 	require.Equal(t, before, secretsOf(t, kube))
 }
 
-// A release kept in ConfigMaps is fixed there, by Helm's ConfigMaps driver.
+// A release kept in ConfigMaps (HELM_DRIVER=configmap) is fixed there, by
+// Helm's ConfigMaps driver.
 func TestConfigMapStore(t *testing.T) {
 	kube := cluster(t)
 	d := driver.NewConfigMaps(kube.CoreV1().ConfigMaps(ns))
 	require.NoError(t, d.Create(recordName("web", 1), revision(1, rcommon.StatusDeployed, oldManifest)))
 	f := fixer(t, kube)
+	releases, err := f.Find(t.Context(), ns, "")
+	require.NoError(t, err)
+	require.Empty(t, releases, "Helm's default driver is secret")
+	f.Driver = "configmap"
 	r := findOne(t, f)
 	require.Equal(t, "ConfigMap", r.Store)
 	res, err := f.Fix(t.Context(), r)

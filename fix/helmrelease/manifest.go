@@ -28,7 +28,7 @@ type Change struct {
 }
 
 func (c Change) String() string {
-	s := fmt.Sprintf("%s %s: %s -> %s", c.Kind, c.Name, c.From, c.To)
+	s := fmt.Sprintf("%s/%s: %s -> %s", c.Kind, c.Name, c.From, c.To)
 	if len(c.Fields) > 0 {
 		s += " (fields: " + strings.Join(c.Fields, ", ") + ")"
 	}
