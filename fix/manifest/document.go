@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -242,7 +243,7 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 			d.problem(o, "a kustomize patch of %s %s: moving it to %s changes fields (%s), which a partial object cannot be converted by; move the patch by hand", av, kind, c.To, c.Reason)
 			return nil, false
 		}
-		want = maps(old)
+		want = maps.Clone(old)
 		want["apiVersion"], want["kind"] = c.To.APIVersion(), c.To.Kind
 	} else {
 		conv, err := d.f.Conversions.Convert(old)
@@ -262,7 +263,7 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 	}
 	// apiVersion and kind are replaced in the text where they can be;
 	// whatever else changed is edited in the node tree.
-	rest := maps(old)
+	rest := maps.Clone(old)
 	for _, k := range []string{"apiVersion", "kind"} {
 		n := avNode
 		if k == "kind" {
@@ -682,15 +683,6 @@ func normalize(v any) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// maps copies an object's top level.
-func maps(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func mapValue(n *yaml.Node, key string) *yaml.Node {

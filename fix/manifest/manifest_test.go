@@ -2,6 +2,8 @@ package manifest
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -127,7 +129,7 @@ func TestFixGoldens(t *testing.T) {
 	require.Equal(t, 17, res.Files) // 8 manifests, a kustomization and its 5 files, 3 templates
 
 	after := readTree(t, dir)
-	require.Equal(t, len(before), len(after), "files were added or removed: %v", after)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(after)), "files were added or removed")
 	changed := map[string]bool{}
 	for _, f := range res.Rewritten {
 		rel, _ := filepath.Rel(dir, f.Path)
