@@ -2,11 +2,11 @@ package manifest
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
