@@ -30,6 +30,13 @@ type Files struct {
 	// a stranger's pull request must not make the machine that runs it
 	// send requests, or run git, where the stranger says.
 	AllowRemote bool
+	// KustomizeRoot, if set, is a directory that holds every scanned path
+	// and under which kustomizations may read: the repository root, when
+	// an overlay that names ../../base is scanned alone. Unset, a
+	// kustomization reads only under the path given (a file's directory),
+	// so that a hostile overlay cannot build a directory of the machine
+	// running the scan.
+	KustomizeRoot string
 	// APIVersions are added to what charts see as
 	// .Capabilities.APIVersions, beside the target's built-in APIs:
 	// "group/version" or "group/version/Kind", as helm template's

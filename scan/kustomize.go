@@ -20,7 +20,8 @@ import (
 // annotations tell.
 //
 // Kustomize reads through a confinedFS: files only, regular ones, within
-// the bounds, through no symlink out of scanned, and, unless AllowRemote,
+// the bounds, under scanned (or KustomizeRoot) and through no symlink out
+// of it, and, unless AllowRemote,
 // a kustomization or plugin configuration that names a remote resource is
 // refused before kustomize acts on it, so that it never fetches a URL or
 // runs git.
@@ -36,6 +37,16 @@ func (s Files) kustomization(scanned Root, dir string) report.Result {
 	opts.PluginConfig = types.DisabledPluginConfig()
 	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
 	cfs := &confinedFS{FileSystem: filesys.MakeFsOnDisk(), scanned: scanned, allowRemote: s.AllowRemote}
+	if s.KustomizeRoot != "" {
+		widened, err := NewRoot(s.KustomizeRoot)
+		if err != nil {
+			return failed(dir, fmt.Errorf("--kustomize-root: %w", err))
+		}
+		if !widened.Contains(scanned.real) {
+			return failed(dir, fmt.Errorf("--kustomize-root %s does not hold %s: pass a directory that holds what is scanned", widened.lexical, scanned.lexical))
+		}
+		cfs.widened = &widened
+	}
 	m, err := krusty.MakeKustomizer(opts).Run(originFS{FileSystem: cfs, root: root}, root)
 	if cfs.refused != nil {
 		// Kustomize reports some failed reads as a missing file; the

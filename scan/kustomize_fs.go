@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -31,7 +30,10 @@ const MaxKustomizeInput = 16 << 20
 // them is where they can be stopped. Nothing is written.
 type confinedFS struct {
 	filesys.FileSystem
-	scanned     Root
+	scanned Root
+	// widened, if set, is a directory holding scanned that kustomize may
+	// read under too (--kustomize-root): where an overlay's ../../base is.
+	widened     *Root
 	allowRemote bool
 	read        int64
 	// refused is the first read refused, which kustomize may report as
@@ -48,25 +50,45 @@ func (c *confinedFS) refuse(err error) error {
 
 // resolve follows path's symlinks. A path under the scanned directory must
 // stay in it; one above it (a base at ../../base when an overlay was given)
-// is kustomize's to allow, as `kubectl kustomize` does.
+// only under the widened root, and stay in that. Anything else is
+// refused: kubectl kustomize would build any directory of the machine
+// that holds a kustomization, and a scan reads only what it was given.
 func (c *confinedFS) resolve(path string) (string, fs.FileInfo, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", nil, err
 	}
-	if within(c.scanned.lexical, abs) {
-		real, info, err := c.scanned.Resolve(abs)
-		if reason, ok := IsSkip(err); ok {
-			return "", nil, c.refuse(fmt.Errorf("%s: %s", c.rel(abs), reason))
+	root := c.scanned
+	if !within(c.scanned.lexical, abs) {
+		if c.widened == nil || !within(c.widened.lexical, abs) {
+			return "", nil, c.refuse(c.outside(abs))
 		}
-		return real, info, err
+		root = *c.widened
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", nil, err
+	real, info, err := root.Resolve(abs)
+	if reason, ok := IsSkip(err); ok {
+		return "", nil, c.refuse(fmt.Errorf("%s: %s", c.rel(abs), reason))
 	}
-	info, err := os.Lstat(real)
 	return real, info, err
+}
+
+// outside says that abs is out of what kustomize may read, and what to do.
+func (c *confinedFS) outside(abs string) error {
+	if c.widened != nil {
+		return fmt.Errorf("%s is outside --kustomize-root %s: a scan reads nothing outside it. Pass a --kustomize-root that holds both", abs, c.widened.lexical)
+	}
+	both := commonDir(c.scanned.lexical, abs)
+	return fmt.Errorf("%s is outside the scanned directory %s: a scan reads nothing outside what it was given. "+
+		"Scan %s (the directory that holds both), or pass --kustomize-root %s to let kustomizations read under it", abs, c.scanned.lexical, both, both)
+}
+
+// commonDir is the deepest directory that holds both a and b, absolute.
+func commonDir(a, b string) string {
+	for d := a; ; d = filepath.Dir(d) {
+		if within(d, b) || d == filepath.Dir(d) {
+			return d
+		}
+	}
 }
 
 func (c *confinedFS) rel(p string) string {
