@@ -1,12 +1,15 @@
 package fleet
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/catalog"
 )
 
 // Records as this version writes them take the fast read, and it gives
@@ -53,7 +56,25 @@ func FuzzReadRecord(f *testing.F) {
 	require.NoError(f, err)
 	f.Add(m.Value)
 	f.Add([]byte(`{"v":1,"cluster":"c","id":"a","api":"field:r","hour":"2026-11-21T19:00:00Z","dryRun":false,"removed":null}`))
+	// Hostile lengths: long lists and values, a removed release that is
+	// not one.
+	many := func(entry string, n int) string { return strings.TrimSuffix(strings.Repeat(entry, n), ",") }
+	for _, edit := range []string{
+		`,"seen":{"at":"2026-11-21T19:10:00Z","sourceIPs":[` + many(`"",`, 5000) + `]}`,
+		`,"seen":{"at":"2026-11-21T19:10:00Z","sourceIPs":[` + many(`"10.0.0.1",`, 50) + `,"x"]}`,
+		`,"user":"` + strings.Repeat("u", 3000) + `"`,
+		`,"userAgent":"` + strings.Repeat(`\u00e9`, 1000) + `"`,
+		`,"removedRelease":"banana"`,
+		`,"removedRelease":"` + strings.Repeat("1", 100) + `.37"`,
+		`,"seen":{"at":"2026-11-21T19:10:00Z","pod":"` + strings.Repeat("p", 1000) + `","impersonatedBy":"` + strings.Repeat("i", 1000) + `"}`,
+	} {
+		f.Add([]byte(validRecord(edit)))
+	}
+	now := hour.Add(30 * time.Minute)
 	f.Fuzz(func(t *testing.T, value []byte) {
+		if req, _, err := decodeCounted(value, now); err == nil {
+			checkRequestBounds(t, req)
+		}
 		var fast record
 		if !readRecord(value, &fast) {
 			return
@@ -62,4 +83,43 @@ func FuzzReadRecord(f *testing.F) {
 		require.NoError(t, err, "%q", value)
 		require.Equal(t, slow, fast, "%q", value)
 	})
+}
+
+// checkRequestBounds fails t unless every value of a request a record
+// gave is within the bound the store keeps, and what it kept is valid.
+func checkRequestBounds(t *testing.T, req aggregate.Request) {
+	t.Helper()
+	k := req.Key
+	for _, f := range []struct {
+		name  string
+		value string
+		max   int
+	}{
+		{"cluster", k.Cluster, aggregate.MaxClusterBytes},
+		{"node", k.Node, aggregate.MaxNodeBytes},
+		{"user", k.Username, aggregate.MaxUsernameBytes},
+		{"userAgent", k.UserAgent, aggregate.MaxUserAgentBytes},
+		{"verb", k.Verb, aggregate.MaxVerbBytes},
+		{"subresource", k.Subresource, aggregate.MaxSubresourceBytes},
+		{"removedRelease", req.RemovedRelease, aggregate.MaxReleaseBytes},
+	} {
+		if len(f.value) > f.max {
+			t.Fatalf("%s is %d bytes, over %d", f.name, len(f.value), f.max)
+		}
+	}
+	if r := req.RemovedRelease; r != "" {
+		if _, err := catalog.ParseRelease(r); err != nil {
+			t.Fatalf("removedRelease %q is not a release", r)
+		}
+	}
+	if s := req.Seen; s != nil {
+		if len(s.SourceIPs) > aggregate.MaxSourceIPs {
+			t.Fatalf("%d sourceIPs, over %d", len(s.SourceIPs), aggregate.MaxSourceIPs)
+		}
+		for _, ip := range s.SourceIPs {
+			if _, err := netip.ParseAddr(ip); err != nil {
+				t.Fatalf("sourceIPs holds %q", ip)
+			}
+		}
+	}
 }

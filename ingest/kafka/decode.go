@@ -273,7 +273,19 @@ func (d *decoder) located(value []byte, out decoded, at *fieldSpans) decoded {
 	case len(d.nodeField) > 0 || len(d.clusterField) > 0:
 		out.node, out.cluster = stringAt(value, d.nodeField), stringAt(value, d.clusterField)
 	}
+	// The aggregator keeps no more than these; a longer name, the
+	// shipper's or a sender's, is not held past the message.
+	out.node, out.cluster = cut(out.node, aggregate.MaxNodeBytes), cut(out.cluster, aggregate.MaxClusterBytes)
 	return out
+}
+
+// cut is aggregate.Truncate into a string of its own, so that a long
+// value's bytes are not kept alive by the part kept.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.Clone(aggregate.Truncate(s, n))
 }
 
 // span is where a value lies in a message; end is 0 when it is absent.

@@ -52,6 +52,13 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add([]byte(`{"message":` + quoted(line) + `,"host":"master-v","source_type":"file"}`))
 		f.Add([]byte(`{"category":"kube-audit","properties":{"log":` + quoted(line) + `}}`))
 	}
+	// Hostile lengths, as each shape carries them.
+	for _, ev := range ingesttest.HostileEvents() {
+		f.Add([]byte(ev))
+		f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + ev + `,` + ev + `]}`))
+		f.Add([]byte(`{"log":` + quoted([]byte(ev)) + `,"hostname":"` + strings.Repeat("h", 1000) + `"}`))
+		f.Add([]byte(`{"records":[{"category":"kube-audit","properties":{"log":` + quoted([]byte(ev)) + `}}]}`))
+	}
 	for _, poison := range []string{"not json at all", `{"hello":"world"}`, `{"log":"  "}`, `{"log":"{\"stage\": 12}"}`, `{"records":5}`, `[]`, `null`} {
 		f.Add([]byte(poison))
 	}
@@ -130,6 +137,10 @@ func FuzzDecodeMessage(f *testing.F) {
 			if ev.Stage == "" || ev.ID == "" {
 				t.Fatalf("event %d has no stage or ID: %+v", i, ev)
 			}
+			ingesttest.CheckBounds(t, ev)
+		}
+		if len(out.node) > aggregate.MaxNodeBytes || len(out.cluster) > aggregate.MaxClusterBytes {
+			t.Fatalf("node of %d bytes, cluster of %d", len(out.node), len(out.cluster))
 		}
 		// What the pre-filter set aside is what Ingest would have made of
 		// those events. (An item that encoding/json rejects for a type

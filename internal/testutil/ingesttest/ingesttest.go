@@ -1,7 +1,9 @@
 // Package ingesttest holds a hand fake of the small ingester interfaces
 // that ingest packages declare (IngestAt, CountInvalid, CountDecodeError, Cursor), for tests
-// of how they handle failed commits, and an aggregator over a real store
-// (Counter) for tests of what they commit.
+// of how they handle failed commits, an aggregator over a real store
+// (Counter) for tests of what they commit, and events of hostile lengths
+// with the bounds every decoder must hold them to (HostileEvents,
+// CheckBounds).
 package ingesttest
 
 import (
