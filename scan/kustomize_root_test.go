@@ -88,4 +88,3 @@ func TestKustomizeReadsOnlyUnderTheScannedRoot(t *testing.T) {
 		overlay + ": --kustomize-root " + filepath.Join(repo, "base") + " does not hold " + overlay + ": pass a directory that holds what is scanned",
 	}}, run(files, overlay))
 }
-
