@@ -132,7 +132,7 @@ func (r *run) template(root scan.Root, path string) {
 			case c.Method == convert.Refused:
 				r.skip(path, av.line, fmt.Sprintf("%s %s is not moved: %s", av.value, kind.value, c.Reason))
 			case c.Method != convert.SameFields:
-				r.skip(path, av.line, fmt.Sprintf("%s %s: moving it to %s changes fields (%s), which a template is not rewritten for; edit it by hand", av.value, kind.value, c.To, c.Reason))
+				r.skip(path, av.line, fmt.Sprintf("%s %s: moving it to %s is a move that changes fields or refuses some objects (%s), which a template is not rewritten for; check it and edit it by hand", av.value, kind.value, c.To, c.Reason))
 			case c.To.Kind != kind.value:
 				r.skip(path, av.line, fmt.Sprintf("%s %s: moving it to %s changes its kind, which a template is not rewritten for; edit it by hand", av.value, kind.value, c.To))
 			default:

@@ -43,7 +43,7 @@ func rewriteStream(data []byte, f Fixer, isJSON, patch bool) ([]byte, []Change, 
 	var problems []problem
 	for _, s := range splitDocuments(data) {
 		if len(s.data) > scan.MaxDocumentSize {
-			return data, nil, []problem{{0, fmt.Sprintf("too large: the YAML document at line %d is larger than %d MiB: not rewritten", s.line, scan.MaxDocumentSize>>20)}}
+			return data, nil, []problem{{0, fmt.Sprintf("too large: the YAML document at line %d is larger than %d MiB", s.line, scan.MaxDocumentSize>>20)}}
 		}
 		d := &document{seg: s, f: f, json: isJSON, patch: patch}
 		text, err := d.rewrite()
@@ -140,14 +140,14 @@ func (d *document) rewrite() ([]byte, error) {
 			n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
 			return "line " + strconv.Itoa(n+d.seg.line-1)
 		})
-		return nil, fmt.Errorf("not YAML or JSON, not rewritten: %s", msg)
+		return nil, fmt.Errorf("not YAML or JSON: %s", msg)
 	}
 	if len(doc.Content) == 0 {
 		return d.seg.data, nil
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("line %d: the document's end is not where the scan cuts it (a --- or ... line inside it?): not rewritten", d.seg.line)
+		return nil, fmt.Errorf("line %d: the document's end is not where the scan cuts it (a --- or ... line inside it?)", d.seg.line)
 	}
 	root := doc.Content[0]
 	objs := objectNodes(root)
@@ -163,7 +163,7 @@ func (d *document) rewrite() ([]byte, error) {
 	for i, o := range objs {
 		old, err := decode(o)
 		if err != nil {
-			d.problem(o, "%v: not rewritten", err)
+			d.problem(o, "%v", err)
 			return d.seg.data, nil
 		}
 		olds[i], wants[i] = old, old
@@ -187,7 +187,7 @@ func (d *document) rewrite() ([]byte, error) {
 	if err != nil {
 		// Every move of this document is undone: none of it is written.
 		d.problems = append(d.problems, problem{line: d.seg.line + root.Line - 1,
-			reason: fmt.Sprintf("the rewritten document would not be exactly the conversion (%v): not rewritten; convert it by hand", err)})
+			reason: fmt.Sprintf("the rewritten document would not be exactly the conversion (%v); convert it by hand", err)})
 		d.changes = nil
 		return d.seg.data, nil
 	}
@@ -240,7 +240,7 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 	var want map[string]any
 	if d.patch {
 		if c.Method != convert.SameFields {
-			d.problem(o, "a kustomize patch of %s %s: moving it to %s changes fields (%s), which a partial object cannot be converted by; move the patch by hand", av, kind, c.To, c.Reason)
+			d.problem(o, "a kustomize patch of %s %s: moving it to %s is a move that changes fields or refuses some objects (%s), which a partial object cannot be judged by; move the patch by hand", av, kind, c.To, c.Reason)
 			return nil, false
 		}
 		want = maps.Clone(old)
@@ -287,7 +287,7 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 			d.old, d.want = rest, want
 		}
 		if err := editNode(o, rest, want, ""); err != nil {
-			d.problem(o, "%s %s: %v: not rewritten; convert it by hand", av, kind, err)
+			d.problem(o, "%s %s: %v; convert it by hand", av, kind, err)
 			return nil, false
 		}
 		d.edited = true

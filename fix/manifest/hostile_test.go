@@ -40,9 +40,9 @@ func TestFixStaysInTheScannedDirectory(t *testing.T) {
 	rewritten, notRewritten := relative(dir, res)
 	require.Equal(t, []string{"a-real.yaml line 1: CronJob real batch/v1beta1 -> batch/v1"}, rewritten)
 	require.Equal(t, []string{
-		"../outside.yaml: outside the scanned directory: not rewritten; fix it from a directory that holds it",
-		"c-out.yaml: a symlink out of the scanned directory: not followed; not rewritten",
-		"d-pipe.yaml: a named pipe (FIFO), not a regular file: skipped; not rewritten",
+		"../outside.yaml: outside the scanned directory; fix it from a directory that holds it",
+		"c-out.yaml: a symlink out of the scanned directory: not followed",
+		"d-pipe.yaml: a named pipe (FIFO), not a regular file: skipped",
 		`kustomize/kustomization.yaml: names the remote resource "https://example.com/x.yaml": only local files are rewritten`,
 	}, notRewritten)
 
@@ -78,7 +78,7 @@ func TestRefusedObjectsAndBounds(t *testing.T) {
 	rewritten, notRewritten := relative(dir, res)
 	require.Equal(t, []string{"mixed.yaml line 11: CronJob kept batch/v1beta1 -> batch/v1"}, rewritten)
 	require.Equal(t, []string{
-		"huge.yaml: too large: the YAML document at line 1 is larger than 3 MiB: not rewritten",
+		"huge.yaml: too large: the YAML document at line 1 is larger than 3 MiB",
 		"mixed.yaml:1: extensions/v1beta1 Deployment is not moved to apps/v1 Deployment: spec.rollbackTo is set, and apps/v1 has no such field",
 	}, notRewritten)
 	b, err := os.ReadFile(filepath.Join(dir, "mixed.yaml"))

@@ -109,7 +109,7 @@ func (r *run) kustomizeFile(root scan.Root, dir, kpath, entry string, patch bool
 		return
 	}
 	if !within(root.Dir(), abs) {
-		r.skip(p, 0, "outside the scanned directory: not rewritten; fix it from a directory that holds it")
+		r.skip(p, 0, "outside the scanned directory; fix it from a directory that holds it")
 		return
 	}
 	real, info, err := root.Resolve(p)

@@ -230,7 +230,7 @@ func (r *run) read(root scan.Root, path string) (data []byte, real string, ok bo
 		data, err = root.ReadFile(path, scan.MaxFileSize)
 	}
 	if reason, skipped := scan.IsSkip(err); skipped {
-		r.skip(path, 0, reason+"; not rewritten")
+		r.skip(path, 0, reason)
 		return nil, "", false
 	}
 	if err != nil {
@@ -295,14 +295,14 @@ func writeAtomic(real string, before, after []byte) error {
 		return err
 	}
 	if !info.Mode().IsRegular() {
-		return errors.New("no longer a regular file: not rewritten")
+		return errors.New("no longer a regular file")
 	}
 	now, err := os.ReadFile(real)
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(now, before) {
-		return errors.New("changed while it was being fixed: not rewritten; run the fix again")
+		return errors.New("changed while it was being fixed; run the fix again")
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(real), "."+filepath.Base(real)+".sunset-*")
 	if err != nil {

@@ -108,10 +108,10 @@ var (
 		"spec.backend becomes spec.defaultBackend, and a path without pathType gets ImplementationSpecific, the old default"
 	wantNotRewritten = []string{
 		`chart/templates/ingress.yaml:1: the apiVersion of Ingress is templated ({{ if .Capabilities.APIVersions.Has "networking.k8s.io/v1/Ingress" }}networking.k8s.io/v1{{ else }}extensions/v1beta1{{ end }}): a template's logic is not rewritten; check what it renders for the target and edit it by hand`,
-		"chart/templates/pdb.yaml:1: policy/v1beta1 PodDisruptionBudget: moving it to policy/v1 PodDisruptionBudget changes fields (an empty spec.selector (no matchLabels and no matchExpressions) selects no pods in v1beta1 and every pod of the namespace in v1; such a budget is refused), which a template is not rewritten for; edit it by hand",
-		"kustomize/ingress-patch.yaml:1: a kustomize patch of networking.k8s.io/v1beta1 Ingress: moving it to networking.k8s.io/v1 Ingress changes fields (" + ingressFields + "), which a partial object cannot be converted by; move the patch by hand",
+		"chart/templates/pdb.yaml:1: policy/v1beta1 PodDisruptionBudget: moving it to policy/v1 PodDisruptionBudget is a move that changes fields or refuses some objects (an empty spec.selector (no matchLabels and no matchExpressions) selects no pods in v1beta1 and every pod of the namespace in v1; such a budget is refused), which a template is not rewritten for; check it and edit it by hand",
+		"kustomize/ingress-patch.yaml:1: a kustomize patch of networking.k8s.io/v1beta1 Ingress: moving it to networking.k8s.io/v1 Ingress is a move that changes fields or refuses some objects (" + ingressFields + "), which a partial object cannot be judged by; move the patch by hand",
 		"kustomize/kustomization.yaml: patches[2] targets batch/v1beta1 CronJob, which moves to batch/v1 CronJob: set the target's group and version to the replacement's by hand, or the patch matches nothing",
-		"manifests/broken.yaml: not YAML or JSON, not rewritten: yaml: line 2: did not find expected ',' or ']'",
+		"manifests/broken.yaml: not YAML or JSON: yaml: line 2: did not find expected ',' or ']'",
 		"manifests/ingress.json:1: a JSON manifest: moving extensions/v1beta1 Ingress to networking.k8s.io/v1 Ingress changes fields (" + ingressFields + "), and JSON is rewritten only where apiVersion alone changes; convert it by hand, or write it as YAML",
 		"manifests/psp.yaml:2: policy/v1beta1 PodSecurityPolicy is not moved: PodSecurityPolicy has no replacement; move its rules to Pod Security Admission or a policy engine",
 	}
