@@ -59,6 +59,14 @@ type eventShape struct {
 // when the JSON is not valid.
 func inspect(b []byte, i, depth int, sh *eventShape) int {
 	return scanObject(b, i, depth, func(key []byte, flags stringFlags, start int) int {
+		if flags.plain() && len(key) == 11 && start < len(b) && b[start] == '{' && equalFoldASCII(key, "annotations") {
+			// Read as it is validated, in one pass.
+			end := readAnnotations(b, start, depth+1, sh)
+			if end >= 0 {
+				once(b, &sh.annotations, start, end, sh)
+			}
+			return end
+		}
 		end := skipValue(b, start, depth)
 		if end < 0 {
 			return -1
@@ -88,11 +96,8 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 			}
 		case 11:
 			if equalFoldASCII(key, "annotations") {
+				// null: an object is read above.
 				once(b, &sh.annotations, start, end, sh)
-				if b[start] == '{' {
-					// Valid already: this reads the keys.
-					readAnnotations(b, start, depth+1, sh)
-				}
 			}
 		case 14:
 			if equalFoldASCII(key, "responsestatus") {
@@ -103,11 +108,12 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 	})
 }
 
-// readAnnotations reads the keys of the annotations object at b[start].
-// They are a map's keys: they match exactly, and only an escape can hide
-// one from the prefilter.
-func readAnnotations(b []byte, start, depth int, sh *eventShape) {
-	scanObject(b, start, depth, func(key []byte, flags stringFlags, start int) int {
+// readAnnotations reads the keys of the annotations object at b[start],
+// depth counting it and the containers around it, and returns the offset
+// after it, or -1 when it is not valid JSON. They are a map's keys: they
+// match exactly, and only an escape can hide one from the prefilter.
+func readAnnotations(b []byte, start, depth int, sh *eventShape) int {
+	return scanObject(b, start, depth, func(key []byte, flags stringFlags, start int) int {
 		if flags&flagEscaped != 0 {
 			sh.unsure = true
 		} else if string(key) == AnnotationDeprecated {
