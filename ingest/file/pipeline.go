@@ -1,7 +1,9 @@
 package file
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"runtime"
 	"sync"
@@ -14,15 +16,15 @@ import (
 // Replay runs in three stages at once, so that a slow commit does not stall
 // reading and one core does not bound scanning:
 //
-//   - the reader copies lines into chunks, in order;
-//   - scanners, one per core, set aside what cannot count and decode the
-//     rest, a chunk at a time;
+//   - the reader reads each input into chunks of whole lines, in order;
+//   - scanners, one per core, cut a chunk into lines, set aside what
+//     cannot count and decode the rest;
 //   - reorder puts the scanned chunks back in order (so batches and
 //     the invalid lines named come out as a one-goroutine read gives them)
 //     and hands batches to senders, up to the sink's InFlight at once.
 
-// chunkBytes is about how many bytes of lines a chunk holds; a longer line
-// makes a chunk of its own.
+// chunkBytes is how many bytes the reader reads into a chunk at once; a
+// longer line grows its chunk, up to MaxLineBytes.
 const chunkBytes = 512 << 10
 
 // ConcurrentSink is a Sink whose Send may run on several goroutines at once.
@@ -33,28 +35,24 @@ type ConcurrentSink interface {
 	InFlight() int
 }
 
-// chunk is lines read in a row.
+// chunk is lines read in a row, from one input.
 type chunk struct {
-	seq   int
-	buf   []byte
-	lines []chunkLine
-}
-
-type chunkLine struct {
-	input      string
-	number     int
-	start, end int
-	tooLong    bool
-}
-
-func (c *chunk) line(i int) Line {
-	l := c.lines[i]
-	return Line{Input: l.input, Number: l.number, Bytes: c.buf[l.start:l.end], TooLong: l.tooLong}
+	seq int
+	// input is the input's name and index among the inputs.
+	input  string
+	inputN int
+	// buf holds whole lines, each with its newline but an input's last.
+	buf []byte
+	// tooLong is a chunk of one line over MaxLineBytes, not kept.
+	tooLong bool
 }
 
 // scannedChunk is what a chunk's lines came to.
 type scannedChunk struct {
-	seq int
+	seq    int
+	inputN int
+	// lines is how many lines the chunk held, blank ones included.
+	lines int
 	// events decoded, and their lines (copied: the chunk is reused).
 	events []aggregate.Event
 	raw    [][]byte
@@ -62,7 +60,8 @@ type scannedChunk struct {
 	read    int64
 	skipped map[aggregate.Result]int64
 	invalid int64
-	// examples are the first invalid lines of the chunk.
+	// examples are the first invalid lines of the chunk, numbered from
+	// the chunk's first line: reorder numbers them in the input.
 	examples []InvalidLine
 }
 
@@ -71,57 +70,81 @@ type scannedChunk struct {
 // A chunk is sent only with a token, which reorder gives back once it has
 // taken the chunk in order: so one slow chunk (a line of many MiB) holds
 // back at most cap(tokens) chunks behind it.
-func readChunks(ctx context.Context, inputs []Input, stdin io.Reader, prog *Progress, free *sync.Pool, tokens chan<- struct{}, out chan<- *chunk) error {
+func readChunks(ctx context.Context, inputs []Input, stdin io.Reader, prog *Progress, lim limits, free *sync.Pool, tokens chan<- struct{}, out chan<- *chunk) error {
 	seq := 0
-	c := newChunk(free, seq)
-	send := func() error {
-		select {
-		case tokens <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	for n, in := range inputs {
+		r, closeInput, err := openChunks(in, stdin, &prog.Bytes, lim.line, lim.chunk)
+		if err != nil {
+			return err
 		}
-		select {
-		case out <- c:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		seq++
-		c = newChunk(free, seq)
-		return nil
-	}
-	for _, in := range inputs {
-		err := ReadLines(in, stdin, &prog.Bytes, func(l Line) error {
-			if len(c.lines) > 0 && len(c.buf)+len(l.Bytes) > chunkBytes {
-				if err := send(); err != nil {
-					return err
+		err = func() error {
+			defer closeInput()
+			for {
+				c := free.Get().(*chunk)
+				buf, tooLong, ok, err := r.next(c.buf)
+				c.seq, c.input, c.inputN, c.buf, c.tooLong = seq, in.Name, n, buf, tooLong
+				if err != nil {
+					return fmt.Errorf("%s: reading: %w", in.Name, err)
 				}
+				if !ok {
+					free.Put(c)
+					return nil
+				}
+				select {
+				case tokens <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				select {
+				case out <- c:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				seq++
 			}
-			start := len(c.buf)
-			c.buf = append(c.buf, l.Bytes...)
-			c.lines = append(c.lines, chunkLine{input: l.Input, number: l.Number, start: start, end: len(c.buf), tooLong: l.TooLong})
-			return nil
-		})
+		}()
 		if err != nil {
 			return err
 		}
 	}
-	if len(c.lines) > 0 {
-		return send()
-	}
 	return nil
 }
 
-func newChunk(free *sync.Pool, seq int) *chunk {
-	c := free.Get().(*chunk)
-	c.seq, c.buf, c.lines = seq, c.buf[:0], c.lines[:0]
-	return c
+// limits are MaxLineBytes and chunkBytes, smaller in tests.
+type limits struct{ line, chunk int }
+
+// eachLine calls fn for every line of c that is not blank, numbered from
+// the chunk's first, and returns how many lines c holds, blank ones
+// included: the lines ReadLines gives.
+func eachLine(c *chunk, limit int, fn func(Line)) int {
+	if c.tooLong {
+		fn(Line{Input: c.input, Number: 1, TooLong: true})
+		return 1
+	}
+	n := 0
+	for buf := c.buf; len(buf) > 0; {
+		line := buf
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			line, buf = buf[:i], buf[i+1:]
+		} else {
+			buf = nil
+		}
+		n++
+		l := Line{Input: c.input, Number: n}
+		if len(line) > limit {
+			l.TooLong = true
+		} else if l.Bytes = bytes.TrimSpace(line); len(l.Bytes) == 0 {
+			continue
+		}
+		fn(l)
+	}
+	return n
 }
 
 // scan judges a chunk's lines as a one-goroutine replay would.
-func scan(c *chunk, prefilter *auditjson.Prefilter, prog *Progress) *scannedChunk {
-	out := &scannedChunk{seq: c.seq}
-	for i := range c.lines {
-		l := c.line(i)
+func scan(c *chunk, prefilter *auditjson.Prefilter, limit int, prog *Progress) *scannedChunk {
+	out := &scannedChunk{seq: c.seq, inputN: c.inputN}
+	out.lines = eachLine(c, limit, func(l Line) {
 		if !l.TooLong {
 			if r, skip := prefilter.Skip(l.Bytes); skip {
 				out.read++
@@ -129,7 +152,7 @@ func scan(c *chunk, prefilter *auditjson.Prefilter, prog *Progress) *scannedChun
 					out.skipped = map[aggregate.Result]int64{}
 				}
 				out.skipped[r.Result]++
-				continue
+				return
 			}
 		}
 		ev, bad := DecodeLine(l)
@@ -138,14 +161,22 @@ func scan(c *chunk, prefilter *auditjson.Prefilter, prog *Progress) *scannedChun
 			if len(out.examples) < maxReportedInvalid {
 				out.examples = append(out.examples, InvalidLine{Input: l.Input, Line: l.Number, Reason: string(bad.Reason), Message: bad.Message})
 			}
-			continue
+			return
 		}
 		out.read++
 		out.events = append(out.events, ev)
 		out.raw = append(out.raw, append([]byte(nil), l.Bytes...))
-	}
+	})
 	prog.Events.Add(out.read)
 	return out
+}
+
+// release gives a scanned chunk's buffer back for reuse, unless a long
+// line grew it far past a chunk's size.
+func release(free *sync.Pool, c *chunk, lim limits) {
+	if cap(c.buf) <= 2*lim.chunk {
+		free.Put(c)
+	}
 }
 
 // sender hands batches to the sink, up to inFlight at once, and adds up
@@ -220,6 +251,8 @@ func (s *sender) wait() error {
 func reorder(ctx context.Context, in <-chan *scannedChunk, tokens <-chan struct{}, s *sender, sum *Summary) {
 	pending := map[int]*scannedChunk{}
 	next := 0
+	// The input being read, and how many of its lines came before.
+	inputN, before := 0, 0
 	var b batch
 	size := 0
 	flush := func() {
@@ -241,6 +274,9 @@ func reorder(ctx context.Context, in <-chan *scannedChunk, tokens <-chan struct{
 			if ctx.Err() != nil {
 				continue
 			}
+			if sc.inputN != inputN {
+				inputN, before = sc.inputN, 0
+			}
 			s.mu.Lock()
 			sum.Events += sc.read
 			for r, n := range sc.skipped {
@@ -249,10 +285,12 @@ func reorder(ctx context.Context, in <-chan *scannedChunk, tokens <-chan struct{
 			sum.Invalid += sc.invalid
 			for _, ex := range sc.examples {
 				if len(sum.Examples) < maxReportedInvalid {
+					ex.Line += before
 					sum.Examples = append(sum.Examples, ex)
 				}
 			}
 			s.mu.Unlock()
+			before += sc.lines
 			for i := range sc.events {
 				b.events = append(b.events, sc.events[i])
 				b.raw = append(b.raw, sc.raw[i])
@@ -271,6 +309,10 @@ func reorder(ctx context.Context, in <-chan *scannedChunk, tokens <-chan struct{
 // replay. A sink error does: what was sent before it is committed, and
 // replaying again is safe because requests are deduplicated.
 func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress) (Summary, error) {
+	return replay(ctx, inputs, stdin, sink, prog, limits{line: MaxLineBytes, chunk: chunkBytes})
+}
+
+func replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress, lim limits) (Summary, error) {
 	start := time.Now()
 	sum := Summary{Inputs: len(inputs)}
 	if prog == nil {
@@ -285,20 +327,20 @@ func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 	workers := runtime.GOMAXPROCS(0)
 	chunks := make(chan *chunk, workers)
 	scanned := make(chan *scannedChunk, 2*workers)
-	free := &sync.Pool{New: func() any { return &chunk{buf: make([]byte, 0, chunkBytes)} }}
+	free := &sync.Pool{New: func() any { return &chunk{} }}
 	tokens := make(chan struct{}, 4*workers)
 
 	var readErr error
 	var scanners sync.WaitGroup
 	scanners.Go(func() {
 		defer close(chunks)
-		readErr = readChunks(ctx, inputs, stdin, prog, free, tokens, chunks)
+		readErr = readChunks(ctx, inputs, stdin, prog, lim, free, tokens, chunks)
 	})
 	for range workers {
 		scanners.Go(func() {
 			for c := range chunks {
-				sc := scan(c, prefilter, prog)
-				free.Put(c)
+				sc := scan(c, prefilter, lim.line, prog)
+				release(free, c, lim)
 				scanned <- sc
 			}
 		})
