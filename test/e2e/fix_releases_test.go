@@ -94,8 +94,10 @@ spec:
 // runs (killed before its new revision, then before superseding the old
 // one), each leaving a release Helm reads as it was or as fixed, and a
 // third run finishes it. The backups hold the original records byte for
-// byte, the history is exact, and the fixer called only Secrets and
-// discovery, nothing deprecated.
+// byte; restored from its backup with kubectl, as the docs say, a release
+// is as it was, and fixing it again reuses the backup. The history is
+// exact, and the fixer called only Secrets and discovery, nothing
+// deprecated.
 func TestFixReleasesMovesStoredRevisionsOffRemovedAPIs(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	p := newPKI(t)
@@ -209,6 +211,19 @@ func TestFixReleasesMovesStoredRevisionsOffRemovedAPIs(t *testing.T) {
 	}
 	requireBackup(ctx, t, admin, "shop", "web", 1, oldWeb)
 	requireHistory(t, adminKubeconfig, "shop", "web", "1 superseded", "2 deployed")
+
+	// Restored as the docs say, with kubectl: revision 1 is its record as
+	// it was, byte for byte, and deployed again.
+	restoreFromBackup(ctx, t, adminKubeconfig, admin, "shop", "web", 1, 2, oldWeb)
+	requireHistory(t, adminKubeconfig, "shop", "web", "1 deployed")
+	// Fixed again: the backup, the same record, is kept as it is.
+	out, err = fix(nil, "web", "-n", "shop").Output()
+	must(t, "fix releases web after the restore: "+stderrOf(err), err)
+	if want := webChanges + "shop/web: revision 1 backed up as Secret sunset-backup.web.v1; revision 2 deployed with the replacements; revision 1 superseded\n"; string(out) != want {
+		t.Fatalf("fix releases web after the restore printed:\n%s\nwant:\n%s", out, want)
+	}
+	requireBackup(ctx, t, admin, "shop", "web", 1, oldWeb)
+	requireHistory(t, adminKubeconfig, "shop", "web", "1 superseded", "2 deployed")
 	must(t, "helm upgrade web after the fix", tryHelmUpgrade(ctx, t, adminKubeconfig, "shop", "web", map[string]any{}))
 	requireHistory(t, adminKubeconfig, "shop", "web", "1 superseded", "2 superseded", "3 deployed")
 
@@ -318,6 +333,31 @@ func allSecrets(ctx context.Context, t *testing.T, kube *kubernetes.Clientset) m
 	return out
 }
 
+// restoreFromBackup restores a release's revision from its backup, as
+// docs/fixing.md says: the revision the fix wrote is deleted, and the
+// backup's record put back on the old one, labelled deployed.
+func restoreFromBackup(ctx context.Context, t *testing.T, kubeconfig string, kube *kubernetes.Clientset, namespace, release string, revision, written int, want []byte) {
+	t.Helper()
+	record := fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision)
+	for _, args := range [][]string{
+		{"-n", namespace, "delete", "secret", fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, written)},
+		{"-n", namespace, "get", "secret", fmt.Sprintf("sunset-backup.%s.v%d", release, revision), "-o", "jsonpath={.data.release}"},
+	} {
+		stdout, stderr, err := kubectlOut(t, kubeconfig, args...)
+		must(t, "kubectl "+strings.Join(args, " ")+": "+stderr, err)
+		if args[2] == "get" {
+			patch := `{"data":{"release":"` + stdout + `"},"metadata":{"labels":{"status":"deployed"}}}`
+			_, stderr, err = kubectlOut(t, kubeconfig, "-n", namespace, "patch", "secret", record, "--type=merge", "-p", patch)
+			must(t, "kubectl patch secret "+record+": "+stderr, err)
+		}
+	}
+	s, err := kube.CoreV1().Secrets(namespace).Get(ctx, record, metav1.GetOptions{})
+	must(t, "reading "+record, err)
+	if string(s.Data["release"]) != string(want) {
+		t.Fatalf("%s after the restore holds %d bytes, not the %d of the record as it was", record, len(s.Data["release"]), len(want))
+	}
+}
+
 // killHeldFix starts a fix held before a write, waits for it to say so,
 // and kills it there.
 func killHeldFix(t *testing.T, cmd *exec.Cmd, want string) {
@@ -377,9 +417,9 @@ func checkReleaseFixerCalls(t *testing.T, auditLog string) {
 			other = append(other, ev.Verb+" "+ev.RequestURI)
 		}
 	})
-	// Creates: 2 backups, 2 new revisions; updates: 2 old revisions
-	// superseded.
-	if want := map[string]int{"create": 4, "update": 2}; !maps.Equal(writes, want) || len(other) > 0 || len(deprecated) > 0 {
+	// Creates: 2 backups, 3 new revisions (web's twice, the first before
+	// the restore); updates: 3 old revisions superseded.
+	if want := map[string]int{"create": 5, "update": 3}; !maps.Equal(writes, want) || len(other) > 0 || len(deprecated) > 0 {
 		t.Fatalf("audit log: %s wrote %v (want %v), called beside Secrets and discovery: %v, deprecated: %v", releaseFixer, writes, want, other, deprecated)
 	}
 }
