@@ -7,6 +7,7 @@
 package auditjson
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -48,6 +49,9 @@ const (
 	ReasonMalformedEvent  Reason = "malformed_event"
 	ReasonMissingStage    Reason = "missing_stage"
 	ReasonBadTimestamp    Reason = "bad_timestamp"
+	// ReasonTooLarge is an item of a streamed list over maxItemBytes, or
+	// a body over maxWholeBody that cannot be streamed.
+	ReasonTooLarge Reason = "too_large"
 )
 
 // Error is a rejected body or event: a bounded reason and a message that
@@ -180,20 +184,22 @@ type wireUser struct {
 // wireEvent is what the decoder reads of an event. Every field the event
 // keeps is bounded as it is read (bounded.go).
 type wireEvent struct {
-	Kind       string          `json:"kind"`
-	APIVersion string          `json:"apiVersion"`
-	AuditID    string          `json:"auditID"`
+	Kind       text[wordLimit] `json:"kind"`
+	APIVersion text[wordLimit] `json:"apiVersion"`
+	AuditID    auditID         `json:"auditID"`
 	Stage      text[wordLimit] `json:"stage"`
-	RequestURI string          `json:"requestURI"`
+	RequestURI text[uriLimit]  `json:"requestURI"`
 	Verb       text[wordLimit] `json:"verb"`
 	User       wireUser        `json:"user"`
 	// ImpersonatedUser is who the request was made as, when the caller
 	// impersonated someone (kubectl --as).
 	ImpersonatedUser *wireUser `json:"impersonatedUser"`
 	SourceIPs        sourceIPs `json:"sourceIPs"`
-	// RequestObject is kept raw, only for the dry-run flag of a DELETE and
-	// for field rules; it is never stored or logged.
-	RequestObject  json.RawMessage      `json:"requestObject"`
+	// RequestObject is the raw value where it lies in the input, not a
+	// copy: only the dry-run flag of a DELETE and field rules read it,
+	// and the caller copies it only for the events it keeps it for. It
+	// is never stored or logged.
+	RequestObject  rawValue             `json:"requestObject"`
 	UserAgent      text[userAgentLimit] `json:"userAgent"`
 	ObjectRef      *wireObjectRef       `json:"objectRef"`
 	ResponseStatus *struct {
@@ -202,13 +208,13 @@ type wireEvent struct {
 	// Only the two deprecation annotations are decoded; every other
 	// annotation is skipped where it lies.
 	Annotations              deprecationAnnotations `json:"annotations"`
-	RequestReceivedTimestamp string                 `json:"requestReceivedTimestamp"`
-	StageTimestamp           string                 `json:"stageTimestamp"`
+	RequestReceivedTimestamp text[timeLimit]        `json:"requestReceivedTimestamp"`
+	StageTimestamp           text[timeLimit]        `json:"stageTimestamp"`
 	// IdentityTimestamp is the requestReceivedTimestamp of the event as
 	// it first happened, which Shift keeps when it moves the event in
 	// time: the request's identity is made of it. kube-apiserver never
 	// writes it.
-	IdentityTimestamp string `json:"sunsetIdentityTimestamp"`
+	IdentityTimestamp text[timeLimit] `json:"sunsetIdentityTimestamp"`
 }
 
 // deprecationAnnotations reads the two deprecation annotations
@@ -313,6 +319,8 @@ func decodeBody[T any, P interface {
 		if err != nil {
 			return nil, Invalid{}, err
 		}
+		// The decoded list shares its request objects with body.
+		ev.RequestObject = bytes.Clone(ev.RequestObject)
 		events = append(events, ev)
 	}
 	return events, bad, nil
@@ -428,17 +436,34 @@ func envelopeError(kind, apiVersion string) *Error {
 
 // DecodeEvent decodes one audit event. The error, if any, is an *Error.
 func DecodeEvent(raw []byte) (aggregate.Event, error) {
+	ev, err := decodeInPlace(raw)
+	ev.RequestObject = bytes.Clone(ev.RequestObject)
+	return ev, err
+}
+
+// decodeInPlace is DecodeEvent with the event's RequestObject still a part
+// of raw: the caller copies it, if it keeps it at all.
+func decodeInPlace(raw []byte) (aggregate.Event, error) {
 	if admission.MayHave(raw) {
-		return decodeEvent[wireEventWithAdmission](raw)
+		return decodeEventInPlace[wireEventWithAdmission](raw)
 	}
 	var w wireEvent
 	if decodeWire(raw, &w) {
 		return convert(&w, raw)
 	}
-	return decodeEvent[wireEvent](raw)
+	return decodeEventInPlace[wireEvent](raw)
 }
 
 func decodeEvent[T any, P interface {
+	*T
+	wireItem
+}](raw []byte) (aggregate.Event, error) {
+	ev, err := decodeEventInPlace[T, P](raw)
+	ev.RequestObject = bytes.Clone(ev.RequestObject)
+	return ev, err
+}
+
+func decodeEventInPlace[T any, P interface {
 	*T
 	wireItem
 }](raw []byte) (aggregate.Event, error) {
@@ -460,11 +485,11 @@ const APIVersionV1beta1 = "audit.k8s.io/v1beta1"
 func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	// Items of an EventList carry no kind or apiVersion; a standalone event
 	// (a log line, a Kafka message) does.
-	if w.APIVersion != "" && w.APIVersion != APIVersion && w.APIVersion != APIVersionV1beta1 {
-		return aggregate.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q or %q", bounded(w.APIVersion), APIVersion, APIVersionV1beta1)}
+	if v := w.APIVersion.s; v != "" && v != APIVersion && v != APIVersionV1beta1 {
+		return aggregate.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q or %q", bounded(v), APIVersion, APIVersionV1beta1)}
 	}
-	if w.Kind != "" && w.Kind != KindEvent {
-		return aggregate.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(w.Kind), KindEvent)}
+	if k := w.Kind.s; k != "" && k != KindEvent {
+		return aggregate.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(k), KindEvent)}
 	}
 	if w.Stage.s == "" {
 		return aggregate.Event{}, &Error{ReasonMissingStage, "event has no stage"}
@@ -476,7 +501,7 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		as, impersonatedBy = w.ImpersonatedUser, w.User.Username.s
 	}
 	ev := aggregate.Event{
-		ID:             w.AuditID,
+		ID:             w.AuditID.s,
 		Stage:          w.Stage.s,
 		Verb:           w.Verb.s,
 		Username:       as.Username.s,
@@ -492,10 +517,10 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		ev.Dropped |= aggregate.DroppedSourceIP
 	}
 	if w.SourceIPs.cut || w.Stage.cut || w.Verb.cut || as.Username.cut || impersonatedBy != "" && w.User.Username.cut ||
-		w.UserAgent.cut || as.Extra.PodName.cut || as.Extra.NodeName.cut {
+		w.UserAgent.cut || as.Extra.PodName.cut || as.Extra.NodeName.cut || w.RequestURI.cut {
 		ev.Dropped |= aggregate.DroppedOverBound
 	}
-	ev.DryRun = dryRun(w.RequestURI, ev.Verb, w.RequestObject)
+	ev.DryRun = dryRun(boundedURI(w.RequestURI), ev.Verb, w.RequestObject)
 	if ev.ID == "" {
 		if raw == nil {
 			return aggregate.Event{}, errNeedRaw
@@ -519,13 +544,13 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	ev.Deprecated = w.Annotations.deprecated
 	ev.RemovedRelease = w.Annotations.removedRelease
 	var err error
-	if ev.RequestReceived, err = parseTime(w.RequestReceivedTimestamp); err != nil {
+	if ev.RequestReceived, err = parseBoundedTime(w.RequestReceivedTimestamp); err != nil {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}
 	}
-	if ev.StageTime, err = parseTime(w.StageTimestamp); err != nil {
+	if ev.StageTime, err = parseBoundedTime(w.StageTimestamp); err != nil {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
 	}
-	if ev.IdentityTime, err = parseTime(w.IdentityTimestamp); err != nil {
+	if ev.IdentityTime, err = parseBoundedTime(w.IdentityTimestamp); err != nil {
 		return aggregate.Event{}, &Error{ReasonBadTimestamp, fieldIdentity + " is not an RFC 3339 time"}
 	}
 	return ev, nil
@@ -540,7 +565,7 @@ func digestID(raw []byte) string {
 // dryRun reports a server-side dry run: dryRun=All in the request URI, or,
 // for a DELETE logged at Request level or above, in its DeleteOptions body.
 // A dry-run DELETE logged at Metadata level looks like a real one.
-func dryRun(uri, verb string, requestObject json.RawMessage) bool {
+func dryRun(uri, verb string, requestObject []byte) bool {
 	if _, query, ok := strings.Cut(uri, "?"); ok && strings.Contains(query, "dryRun") {
 		if v, err := url.ParseQuery(query); err == nil && slices.Contains(v["dryRun"], "All") {
 			return true
@@ -558,6 +583,17 @@ func dryRun(uri, verb string, requestObject json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// errLongTime is a timestamp over its bound, which no RFC 3339 time an
+// apiserver writes is.
+var errLongTime = errors.New("auditjson: timestamp over its bound")
+
+func parseBoundedTime(t text[timeLimit]) (time.Time, error) {
+	if t.cut {
+		return time.Time{}, errLongTime
+	}
+	return parseTime(t.s)
 }
 
 func parseTime(s string) (time.Time, error) {

@@ -1,10 +1,13 @@
 package auditjson
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/netip"
 	"reflect"
+	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -41,10 +44,20 @@ import (
 //	other annotations, user.groups,     not decoded at all
 //	other user.extra keys
 //
-// The auditID is kept whole: it is the request's identity, which cutting
-// could merge with another's (the store keeps a long one as its digest).
-// The request object is kept raw only for field rules, and is never more
-// than the body it came in.
+//	requestURI                         maxURIBytes (8 KiB), cut back to the
+//	                                    last whole query parameter: only its
+//	                                    dryRun parameter is read
+//	timestamps                           64 bytes; a longer one is no RFC 3339
+//	                                    time (bad_timestamp)
+//	kind, apiVersion of an event         63 bytes
+//	auditID                             aggregate.MaxIDBytes; a longer one is
+//	                                    its digest, as the store would keep
+//	                                    it (store.MarkID), hashed where it lies
+//
+// The auditID is never cut: it is the request's identity, which cutting
+// could merge with another's. The request object is read where it lies
+// and copied only for the events whose field rules read it, and only
+// from an item within the stream's item bound (maxItemBytes).
 //
 // What is left out is noted on the event (aggregate.Event.Dropped) and
 // counted once per event and reason by the aggregator.
@@ -72,7 +85,17 @@ const (
 // limit is the bound of a text field, as a type.
 type limit interface{ bytes() int }
 
+// maxURIBytes bounds a requestURI: far more than the path and the
+// dryRun query parameter take, which is all of it that is read.
+const maxURIBytes = 8 << 10
+
+// maxTimeBytes bounds a timestamp: an RFC 3339 time with nanoseconds and
+// an offset is 35 bytes.
+const maxTimeBytes = 64
+
 type (
+	uriLimit       struct{}
+	timeLimit      struct{}
 	usernameLimit  struct{}
 	userAgentLimit struct{}
 	wordLimit      struct{}
@@ -83,6 +106,8 @@ type (
 	subresLimit    struct{}
 )
 
+func (uriLimit) bytes() int       { return maxURIBytes }
+func (timeLimit) bytes() int      { return maxTimeBytes }
 func (usernameLimit) bytes() int  { return aggregate.MaxUsernameBytes }
 func (userAgentLimit) bytes() int { return aggregate.MaxUserAgentBytes }
 func (wordLimit) bytes() int      { return aggregate.MaxVerbBytes }
@@ -123,6 +148,75 @@ func (t *text[L]) read(b []byte, start int) int {
 		t.s, t.cut = s, cut
 	}
 	return end
+}
+
+// boundedURI is a requestURI as dryRun reads it: a URI cut at its bound
+// loses the query parameter it was cut in, which would otherwise be an
+// invalid escape or a different value, and so keeps the whole ones.
+func boundedURI(t text[uriLimit]) string {
+	if !t.cut {
+		return t.s
+	}
+	if q := strings.IndexByte(t.s, '?'); q >= 0 {
+		if amp := strings.LastIndexByte(t.s, '&'); amp > q {
+			return t.s[:amp]
+		}
+		return t.s[:q]
+	}
+	return t.s
+}
+
+// auditID is an event's auditID as its dedupe mark holds it: up to
+// aggregate.MaxIDBytes as it is, else its digest (store.MarkID), so that
+// an ID as long as the body is never copied. null leaves it as it was,
+// as with a string.
+type auditID struct {
+	s string
+}
+
+func (a *auditID) UnmarshalJSON(b []byte) error {
+	if b[0] != '"' && b[0] != 'n' {
+		return typeError(b, stringType)
+	}
+	return scanned(a.read(b, 0))
+}
+
+// read reads the string or null at b[start] and returns the offset after
+// it, or -1 for any other value.
+func (a *auditID) read(b []byte, start int) int {
+	if at(b, start) == 'n' {
+		return scanLiteral(b, start, "null")
+	}
+	s, end, cut := boundedString(b, start, aggregate.MaxIDBytes)
+	if end < 0 {
+		return -1
+	}
+	if !cut {
+		a.s = s
+		return end
+	}
+	raw := b[start+1 : end-1]
+	h := sha256.New()
+	if _, flags := scanString(b, start); flags&flagEscaped == 0 && (flags&flagNonASCII == 0 || utf8.Valid(raw)) {
+		h.Write(raw)
+	} else {
+		// Escaped: its value, decoded once and dropped. An invalid
+		// byte decodes to three.
+		v, _ := unquote(make([]byte, 0, len(raw)), raw, 3*len(raw))
+		h.Write(v)
+	}
+	a.s = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return end
+}
+
+// rawValue is a JSON value where it lies in the input, kept without a
+// copy: the caller copies what it keeps (json.RawMessage would copy every
+// one, up to the size of the body).
+type rawValue []byte
+
+func (r *rawValue) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
 }
 
 // firstText is a JSON array of strings of which only the first is kept,

@@ -36,25 +36,25 @@ func decodeWire(raw []byte, w *wireEvent) bool {
 		}
 		switch f {
 		case keyKind:
-			return readString(raw, start, &w.Kind)
+			return w.Kind.read(raw, start)
 		case keyAPIVersion:
-			return readString(raw, start, &w.APIVersion)
+			return w.APIVersion.read(raw, start)
 		case keyAuditID:
-			return readString(raw, start, &w.AuditID)
+			return w.AuditID.read(raw, start)
 		case keyStage:
 			return w.Stage.read(raw, start)
 		case keyRequestURI:
-			return readString(raw, start, &w.RequestURI)
+			return w.RequestURI.read(raw, start)
 		case keyVerb:
 			return w.Verb.read(raw, start)
 		case keyUserAgent:
 			return w.UserAgent.read(raw, start)
 		case keyRequestReceived:
-			return readString(raw, start, &w.RequestReceivedTimestamp)
+			return w.RequestReceivedTimestamp.read(raw, start)
 		case keyStageTimestamp:
-			return readString(raw, start, &w.StageTimestamp)
+			return w.StageTimestamp.read(raw, start)
 		case keyIdentityTimestamp:
-			return readString(raw, start, &w.IdentityTimestamp)
+			return w.IdentityTimestamp.read(raw, start)
 		case keySourceIPs:
 			end, _ := w.SourceIPs.read(raw, start, 2)
 			return end
@@ -68,10 +68,11 @@ func decodeWire(raw []byte, w *wireEvent) bool {
 			w.ImpersonatedUser = new(wireUser)
 			return readUser(raw, start, w.ImpersonatedUser)
 		case keyRequestObject:
+			// Skipped where it lies, as rawValue takes it from
+			// encoding/json: null included, and never copied here.
 			end := skipValue(raw, start, 1)
 			if end >= 0 {
-				// encoding/json copies a RawMessage, null included.
-				w.RequestObject = append([]byte(nil), raw[start:end]...)
+				w.RequestObject = raw[start:end:end]
 			}
 			return end
 		case keyObjectRef:

@@ -84,6 +84,17 @@ var eventDecoders = []struct {
 	{"DecodeStreamFiltered", list, func(t testing.TB, body []byte) aggregate.Event {
 		events, bad, _, err := DecodeStreamFiltered(bytes.NewReader(body), nil, NewPrefilter(aggregate.Interest{AllCompleted: true}))
 		require.NoError(t, err)
+		if len(body) > maxItemBytes {
+			// Streamed, an event this large is skipped unread and
+			// refused alone; what the others keep of it is checked on
+			// the whole body.
+			require.Equal(t, Invalid{Count: 1, ByReason: map[Reason]int{ReasonTooLarge: 1},
+				Samples: []ItemError{{Index: 0, Err: errItemTooLarge}}}, bad)
+			require.Empty(t, events)
+			events, _, err = DecodeBody(body)
+			require.NoError(t, err)
+			return events[0]
+		}
 		require.Zero(t, bad.Count)
 		require.Len(t, events, 1)
 		return events[0]
@@ -320,6 +331,9 @@ func checkBounds(t testing.TB, ev aggregate.Event) {
 			t.Fatalf("%s is %d bytes, over %d", s.name, len(s.value), s.max)
 		}
 	}
+	if len(ev.ID) > aggregate.MaxIDBytes {
+		t.Fatalf("auditID is %d bytes, over %d", len(ev.ID), aggregate.MaxIDBytes)
+	}
 	if r := ev.RemovedRelease; r != "" {
 		if _, err := catalog.ParseRelease(r); err != nil {
 			t.Fatalf("removedRelease %q is not a release", r)
@@ -368,6 +382,10 @@ func hostileSeeds() [][]byte {
 			`"k8s.io/removed-release":"banana"}}`,
 		`{"auditID":"h6","stage":"ResponseComplete","annotations":{` + many(`"failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"w",`, 2000) + `}}`,
 		`{"auditID":"h7","stage":"ResponseComplete","userAgent":"` + strings.Repeat("\\u00e9", 1000) + `","verb":"` + strings.Repeat("v", 100) + `"}`,
+		`{"auditID":"` + strings.Repeat("i", 3000) + `","stage":"ResponseComplete","requestURI":"/api?dryRun=All&x=` + strings.Repeat("a", 9000) + `"}`,
+		`{"auditID":"` + strings.Repeat("\\u0069", 300) + `","stage":"ResponseComplete","requestReceivedTimestamp":"2026-11-24T10:00:00.` + strings.Repeat("0", 100) + `Z"}`,
+		`{"auditID":"h10","stage":"ResponseComplete","kind":"` + strings.Repeat("k", 3000) + `","apiVersion":"` + strings.Repeat("v", 3000) + `"}`,
+		`{"auditID":"h11","stage":"ResponseComplete","verb":"delete","requestObject":{"kind":"DeleteOptions","dryRun":["All"],"x":"` + strings.Repeat("o", 5000) + `"}}`,
 	}
 	out := make([][]byte, 0, len(events)+1)
 	for _, e := range events {

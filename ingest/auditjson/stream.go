@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 )
 
@@ -19,31 +18,66 @@ import (
 // goes. The items of an EventList whose kind and apiVersion come first, as
 // kube-apiserver sends them, are decoded one at a time, so that a large
 // batch is never held whole: only its events are, each without its request
-// object unless keep asks for it (nil keeps none). Any other body is read
-// whole and handed to DecodeBody.
+// object unless keep asks for it (nil keeps none), and an item over
+// maxItemBytes is skipped unread and tallied in bad (ReasonTooLarge). Any
+// other body is read whole, up to maxWholeBody, and handed to DecodeBody;
+// a longer one is refused (ReasonTooLarge).
 //
 // A *Error means the body is unusable; any other error is r's, such as
 // *http.MaxBytesError.
 func DecodeStream(r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, error) {
-	rec := &recorder{r: r}
+	return decodeStream(nil, r, keep)
+}
+
+func decodeStream(acct *Account, r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, error) {
+	rec := &recorder{r: r, acct: acct}
 	dec := json.NewDecoder(rec)
-	events, bad, streamed, err := streamList(dec, rec, keep)
+	events, bad, streamed, err := streamList(dec, rec, keep, acct)
 	if streamed {
 		return events, bad, err
 	}
 	// Not a list that can be streamed: read the rest, and decode the whole.
-	// rec keeps what it reads.
+	// rec keeps what it reads, up to maxWholeBody.
 	if _, err := io.Copy(io.Discard, rec); err != nil {
+		if errors.Is(err, errNotStreamable) {
+			return nil, Invalid{}, errBodyNotStreamable
+		}
 		return nil, Invalid{}, err
 	}
 	if events, bad, err = DecodeBody(rec.buf); err != nil {
 		return nil, Invalid{}, err
 	}
-	for i := range events {
-		dropRequestObject(&events[i], keep)
+	if err := keepAndCharge(events, keep, acct); err != nil {
+		return nil, Invalid{}, err
 	}
 	return events, bad, nil
 }
+
+// keepAndCharge drops the request objects keep does not ask for, and
+// charges the events to acct.
+func keepAndCharge(events []aggregate.Event, keep func(*aggregate.Event) bool, acct *Account) error {
+	for i := range events {
+		dropRequestObject(&events[i], keep)
+		if err := acct.take(eventCost(&events[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxItemBytes is the largest item of a streamed list that is decoded, with
+// the space and comma before it: twice kube-apiserver's largest object
+// (etcd's 1.5 MiB) in a RequestResponse event, request and response, with
+// room. A longer item is skipped as it streams by, never held, and
+// counted (ReasonTooLarge); the rest of its list counts.
+const maxItemBytes = 8 << 20
+
+// errNotStreamable is the recorder's error past maxWholeBody.
+var errNotStreamable = errors.New("auditjson: body too large to read whole")
+
+// errBodyNotStreamable refuses a body over maxWholeBody that is not a list
+// to stream.
+var errBodyNotStreamable = &Error{ReasonTooLarge, fmt.Sprintf("body is over %d bytes and not an EventList whose kind and apiVersion come before its items, as kube-apiserver sends it; only such a list is read as it arrives", maxWholeBody)}
 
 // maxWholeBody is the largest body DecodeStreamFiltered reads whole, for
 // the prefilter: a batch of 400 Metadata events is about half a megabyte.
@@ -60,8 +94,17 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 // streamed by DecodeStream, without the prefilter. A nil p sets nothing
 // aside.
 func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
+	return DecodeStreamWithin(nil, r, keep, p)
+}
+
+// DecodeStreamWithin is DecodeStreamFiltered with what the body holds
+// (its buffers, the request objects kept and the events) drawn from acct's
+// Budget as it grows: past it, the decode stops with ErrOverBudget or
+// ErrBodyOverBudget. The events stay charged until acct is closed. A nil
+// acct limits nothing.
+func DecodeStreamWithin(acct *Account, r io.Reader, keep func(*aggregate.Event) bool, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
 	if p == nil {
-		events, bad, err = DecodeStream(r, keep)
+		events, bad, err = decodeStream(acct, r, keep)
 		return events, bad, skipped, err
 	}
 	buf := bodies.Get().(*[]byte)
@@ -70,33 +113,40 @@ func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Pref
 			bodies.Put(buf)
 		}
 	}()
-	body, whole, err := readAtMost((*buf)[:0], r, maxWholeBody)
+	if err := acct.take(int64(cap(*buf))); err != nil {
+		return nil, Invalid{}, skipped, err
+	}
+	body, whole, err := readAtMost((*buf)[:0], r, maxWholeBody, acct)
 	*buf = body
 	if err != nil {
 		return nil, Invalid{}, skipped, err
 	}
 	if !whole {
-		events, bad, err = DecodeStream(io.MultiReader(bytes.NewReader(body), r), keep)
+		events, bad, err = decodeStream(acct, io.MultiReader(bytes.NewReader(body), r), keep)
 		return events, bad, skipped, err
 	}
 	// Decoded events share nothing with body, which is reused.
 	if events, bad, skipped, err = DecodeBodyFiltered(body, p); err != nil {
 		return nil, Invalid{}, skipped, err
 	}
-	for i := range events {
-		dropRequestObject(&events[i], keep)
+	if err := keepAndCharge(events, keep, acct); err != nil {
+		return nil, Invalid{}, skipped, err
 	}
 	return events, bad, skipped, nil
 }
 
 // readAtMost appends r's content to b until EOF (whole) or until b holds
-// limit bytes, whichever comes first.
-func readAtMost(b []byte, r io.Reader, limit int) (_ []byte, whole bool, err error) {
+// limit bytes, whichever comes first; acct pays for b's growth.
+func readAtMost(b []byte, r io.Reader, limit int, acct *Account) (_ []byte, whole bool, err error) {
 	for len(b) < limit {
 		if len(b) == cap(b) {
 			// Doubling: append's smaller steps for large slices would
 			// allocate five times the body on the way.
+			old := cap(b)
 			b = slices.Grow(b, max(len(b), bytes.MinRead))
+			if err := acct.take(int64(cap(b) - old)); err != nil {
+				return b, false, err
+			}
 		}
 		n, err := r.Read(b[len(b):min(cap(b), limit)])
 		b = b[:len(b)+n]
@@ -119,7 +169,7 @@ func dropRequestObject(ev *aggregate.Event, keep func(*aggregate.Event) bool) {
 // streamList reads an EventList's envelope up to its items and streams them.
 // streamed is false, with rec still recording, when the body is anything
 // else or goes wrong before the items: DecodeBody then says what.
-func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bool) (events []aggregate.Event, bad Invalid, streamed bool, err error) {
+func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bool, acct *Account) (events []aggregate.Event, bad Invalid, streamed bool, err error) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, Invalid{}, false, nil
 	}
@@ -149,10 +199,9 @@ func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bo
 				return nil, Invalid{}, false, nil
 			}
 			// From here on nothing is kept but the events.
-			// From here on nothing is kept but the events.
 			streamed = true
 			var tail *json.Decoder
-			if events, bad, tail, shift, err = splitItems(dec, rec.r, keep); err != nil {
+			if events, bad, tail, shift, err = splitItems(dec, rec.r, keep, acct); err != nil {
 				return nil, Invalid{}, true, err
 			}
 			dec = tail
@@ -223,19 +272,29 @@ func isEnvelopeKey(key string) bool {
 // reading what dec has buffered and then src. Items are split by the
 // scanner, not by dec, so that an item that is not an object (junk, that
 // encoding/json would allocate an error for) costs nothing: it is counted
-// and never decoded. Objects are decoded one at a time, and only the
-// events are kept. It returns a decoder of the rest of the envelope, as if
-// the items had been an empty value of an empty key, and the body offset
-// of what that decoder reads.
-func splitItems(dec *json.Decoder, src io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, *json.Decoder, int64, error) {
-	s := &splitter{src: io.MultiReader(dec.Buffered(), src), base: dec.InputOffset()}
+// and never decoded; nor does an item over maxItemBytes, which is skipped
+// as it streams by. Objects are decoded one at a time where they lie in
+// the splitter's buffer, and only the events are kept, with a copy of
+// their request object when keep asks for it. It returns a decoder of the
+// rest of the envelope, as if the items had been an empty value of an
+// empty key, and the body offset of what that decoder reads.
+func splitItems(dec *json.Decoder, src io.Reader, keep func(*aggregate.Event) bool, acct *Account) ([]aggregate.Event, Invalid, *json.Decoder, int64, error) {
+	s := &splitter{src: io.MultiReader(dec.Buffered(), src), base: dec.InputOffset(), maxItem: maxItemBytes, acct: acct}
 	var events []aggregate.Event
 	var bad Invalid
-	var w wireEvent
 	for i := 0; ; i++ {
-		start, end, done, err := s.item(i)
+		start, end, done, tooLarge, err := s.item(i)
 		if err != nil {
 			return nil, Invalid{}, nil, 0, err
+		}
+		if tooLarge {
+			if done, err = s.skip(i); err != nil {
+				return nil, Invalid{}, nil, 0, err
+			}
+			if !done {
+				bad.add(i, errItemTooLarge)
+				continue
+			}
 		}
 		if done {
 			break
@@ -246,37 +305,54 @@ func splitItems(dec *json.Decoder, src io.Reader, keep func(*aggregate.Event) bo
 			bad.addNonObject(i, raw)
 			continue
 		}
-		w = wireEvent{}
-		var ev aggregate.Event
-		switch err = json.Unmarshal(raw, &w); {
-		case err != nil:
-			// Decoded again on its own, for the same message as an
-			// item of a list decoded whole.
-			_, err = DecodeEvent(raw)
-		case admission.MayHave(raw):
-			// Only events with admission webhook annotations pay for
-			// reading them, as in DecodeBody.
-			ev, err = DecodeEvent(raw)
-		default:
-			ev, err = convert(&w, raw)
-		}
+		ev, err := decodeInPlace(raw)
 		if err != nil {
 			var e *Error
 			errors.As(err, &e)
 			bad.add(i, e)
 			continue
 		}
+		// The request object lies in the splitter's buffer, which the
+		// next item overwrites.
+		if keep != nil && len(ev.RequestObject) > 0 && keep(&ev) {
+			ev.RequestObject = bytes.Clone(ev.RequestObject)
+		} else {
+			ev.RequestObject = nil
+		}
+		if err := acct.take(eventCost(&ev)); err != nil {
+			return nil, Invalid{}, nil, 0, err
+		}
 		events = append(events, ev)
-		dropRequestObject(&events[len(events)-1], keep)
 	}
 	// The rest of the envelope, after an empty member standing in for
-	// the items.
+	// the items. kube-apiserver sends only the closing brace; more than
+	// maxWholeBody of it is refused, rather than held by the decoder.
 	const stand = `{"":0`
-	tail := json.NewDecoder(io.MultiReader(strings.NewReader(stand), bytes.NewReader(s.buf[s.pos:]), s.src))
+	rest := &capReader{r: io.MultiReader(bytes.NewReader(s.buf[s.pos:]), s.src), left: maxWholeBody}
+	tail := json.NewDecoder(io.MultiReader(strings.NewReader(stand), rest))
 	if _, err := tail.Token(); err != nil {
 		return nil, Invalid{}, nil, 0, streamError(tail, "after the items", err)
 	}
 	return events, bad, tail, s.base + int64(s.pos) - int64(len(stand)), nil
+}
+
+// errItemTooLarge is an item skipped for its size.
+var errItemTooLarge = &Error{ReasonTooLarge, fmt.Sprintf("event is over %d bytes; it was skipped unread", maxItemBytes)}
+
+// capReader fails with errBodyNotStreamable once more than left bytes are
+// read.
+type capReader struct {
+	r    io.Reader
+	left int
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errBodyNotStreamable
+	}
+	n, err := c.r.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, err
 }
 
 // splitter splits the items of a list as they are read.
@@ -288,22 +364,30 @@ type splitter struct {
 	// base is the body offset of buf[0].
 	base int64
 	eof  bool
+	// maxItem bounds an item with the space before it; acct pays for
+	// buf's growth.
+	maxItem int
+	acct    *Account
 }
 
 // item finds item i: from pos, the comma before it (for all but the
 // first) and the item itself, at buf[start:end]; or the closing bracket
-// (done, with pos after it). It reads more as needed.
-func (s *splitter) item(i int) (start, end int, done bool, err error) {
+// (done, with pos after it). It reads more as needed, up to maxItem bytes
+// from pos: past that, tooLarge, and skip takes over.
+func (s *splitter) item(i int) (start, end int, done, tooLarge bool, err error) {
 	for {
 		start, end, done, ok := s.scan(i)
 		if ok {
-			return start, end, done, nil
+			return start, end, done, false, nil
 		}
 		if s.eof {
-			return 0, 0, false, s.syntaxError(i)
+			return 0, 0, false, false, s.syntaxError(i)
+		}
+		if len(s.buf)-s.pos > s.maxItem {
+			return 0, 0, false, true, nil
 		}
 		if err := s.fill(); err != nil {
-			return 0, 0, false, err
+			return 0, 0, false, false, err
 		}
 	}
 }
@@ -343,10 +427,17 @@ func (s *splitter) fill() error {
 		n := copy(s.buf, s.buf[s.pos:])
 		s.buf, s.base, s.pos = s.buf[:n], s.base+int64(s.pos), 0
 	}
-	target := len(s.buf) + max(len(s.buf), 4096)
+	// Never more than an item's bound and one byte: that byte tells
+	// that the item is over it.
+	target := min(len(s.buf)+max(len(s.buf), 4096), s.maxItem+1)
+	old := cap(s.buf)
 	s.buf = slices.Grow(s.buf, target-len(s.buf))
+	if err := s.acct.take(int64(cap(s.buf) - old)); err != nil {
+		return err
+	}
+	limit := min(cap(s.buf), s.maxItem+1)
 	for len(s.buf) < target {
-		n, err := s.src.Read(s.buf[len(s.buf):cap(s.buf)])
+		n, err := s.src.Read(s.buf[len(s.buf):limit])
 		s.buf = s.buf[:len(s.buf)+n]
 		if err == io.EOF {
 			s.eof = true
@@ -357,6 +448,135 @@ func (s *splitter) fill() error {
 		}
 	}
 	return nil
+}
+
+// skip passes over item i, from pos, as it streams by: the comma before
+// it, the item and nothing after it, reading into buf without growing it.
+// done is the list's closing bracket coming instead of an item. The item
+// is checked only as far as a skip needs: its strings and brackets.
+func (s *splitter) skip(i int) (done bool, err error) {
+	st := skipper{needComma: i > 0}
+	for {
+		n, fin, done, bad := st.feed(s.buf[s.pos:])
+		s.pos += n
+		switch {
+		case bad:
+			return false, &Error{ReasonMalformedJSON, fmt.Sprintf("body is not valid JSON in item %d", i)}
+		case fin:
+			return done, nil
+		case s.eof:
+			return false, &Error{ReasonMalformedJSON, fmt.Sprintf("body is not valid JSON in item %d: unexpected end of JSON input", i)}
+		}
+		s.base += int64(s.pos)
+		s.buf, s.pos = s.buf[:0], 0
+		for !s.eof && len(s.buf) == 0 {
+			n, err := s.src.Read(s.buf[:cap(s.buf)])
+			s.buf = s.buf[:n]
+			if err == io.EOF {
+				s.eof = true
+			} else if err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
+// skipper walks a JSON value a piece at a time, keeping only how deep it
+// is.
+type skipper struct {
+	// needComma: the comma before the item is still to come.
+	needComma, sawComma bool
+	started             bool
+	stack               []byte
+	inString, escape    bool
+	hex                 int
+	scalar              bool
+}
+
+// feed walks b: n is what it consumed, fin that the item (or, done, the
+// list) ended, bad that b cannot be JSON.
+func (st *skipper) feed(b []byte) (n int, fin, done, bad bool) {
+	for ; n < len(b); n++ {
+		c := b[n]
+		if st.inString {
+			switch {
+			case st.hex > 0:
+				if !isHex(c) {
+					return n, false, false, true
+				}
+				st.hex--
+			case st.escape:
+				st.escape = false
+				switch c {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				case 'u':
+					st.hex = 4
+				default:
+					return n, false, false, true
+				}
+			case c == '\\':
+				st.escape = true
+			case c == '"':
+				st.inString = false
+				if len(st.stack) == 0 {
+					return n + 1, true, false, false
+				}
+			case c < 0x20:
+				return n, false, false, true
+			}
+			continue
+		}
+		if !st.started {
+			switch {
+			case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+				continue
+			case c == ',' && st.needComma:
+				st.needComma, st.sawComma = false, true
+				continue
+			case c == ']' && !st.sawComma:
+				return n + 1, true, true, false
+			case st.needComma:
+				return n, false, false, true
+			}
+			st.started = true
+		}
+		switch c {
+		case '"':
+			if st.scalar {
+				return n, false, false, true
+			}
+			st.inString = true
+		case '{', '[':
+			if st.scalar || len(st.stack) >= maxScanDepth {
+				return n, false, false, true
+			}
+			st.stack = append(st.stack, c)
+		case '}', ']':
+			if len(st.stack) == 0 {
+				// After a top-level number or literal: the list's end.
+				return n, st.scalar, false, !st.scalar
+			}
+			if open := st.stack[len(st.stack)-1]; (c == '}') != (open == '{') {
+				return n, false, false, true
+			}
+			st.stack = st.stack[:len(st.stack)-1]
+			if len(st.stack) == 0 {
+				return n + 1, true, false, false
+			}
+		case ' ', '\t', '\n', '\r', ',', ':':
+			if len(st.stack) == 0 {
+				return n, st.scalar, false, !st.scalar
+			}
+		default:
+			if !isDigit(c) && !strings.ContainsRune("-+.eEtrufalsn", rune(c)) {
+				return n, false, false, true
+			}
+			if len(st.stack) == 0 {
+				st.scalar = true
+			}
+		}
+	}
+	return n, false, false, false
 }
 
 // syntaxError says what is wrong at item i, the body read to its end:
@@ -408,19 +628,34 @@ func streamError(dec *json.Decoder, where string, err error) error {
 	}
 }
 
-// recorder keeps what is read through it, so that a body that is not a
-// list to stream can be handed to DecodeBody whole. A list's items are
-// read from r directly, and not kept.
+// recorder keeps what is read through it, up to maxWholeBody, so that a
+// body that is not a list to stream can be handed to DecodeBody whole;
+// past that it fails with errNotStreamable. A list's items are read from
+// r directly, and not kept.
 type recorder struct {
-	r   io.Reader
-	buf []byte
+	r    io.Reader
+	buf  []byte
+	acct *Account
+	err  error
 }
 
 func (c *recorder) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p[:min(len(p), maxWholeBody+1-len(c.buf))])
+	if len(c.buf)+n > maxWholeBody {
+		c.err = errNotStreamable
+		return 0, c.err
+	}
 	if len(c.buf)+n > cap(c.buf) {
-		// Doubling, as in readAtMost.
-		c.buf = slices.Grow(c.buf, max(n, len(c.buf)))
+		// Doubling, as in readAtMost, up to the bound.
+		old := cap(c.buf)
+		c.buf = slices.Grow(c.buf, min(max(n, len(c.buf)), maxWholeBody-len(c.buf)))
+		if e := c.acct.take(int64(cap(c.buf) - old)); e != nil {
+			c.err = e
+			return 0, e
+		}
 	}
 	c.buf = append(c.buf, p[:n]...)
 	return n, err
