@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -57,6 +58,77 @@ func BenchmarkReplay(b *testing.B) {
 	}
 }
 
+// besideGrepLines is the size of the log replayed beside `grep -c`: about
+// 1.2 GB, so that start-up and close weigh little beside the scan.
+const besideGrepLines = 1_000_000
+
+// BenchmarkReplayBesideGrep replays a log of 1,000,000 lines, 3 %
+// deprecated, with `sunset replay` into a fresh data directory, and runs
+// `grep -c k8s.io/deprecated` on the same file just before, both processes
+// timed: grep searches the whole buffer for one needle and looks for line
+// boundaries only around a match, the floor of any line-oriented reader.
+// Each iteration runs both; the benchmark reports both speeds and their
+// ratio (sunset/grep), the CPU each process spent a line (user and system,
+// rusage: a shared machine slows the clock more than the CPU), and the
+// load average when the run ended. grep must find, and Sunset count,
+// exactly the deprecated lines.
+func BenchmarkReplayBesideGrep(b *testing.B) {
+	grep, err := exec.LookPath("grep")
+	if err != nil {
+		b.Skip("grep is not installed")
+	}
+	dir := b.TempDir()
+	bin := buildSunset(b, dir)
+	gen := auditgen.Options{Prefix: "replay-grep", DeprecatedEvery: 33, At: time.Now().UTC().Add(-time.Hour)}
+	log := writeLog(b, filepath.Join(dir, "deprecated-3pct.log"), besideGrepLines, gen.Append)
+	want := gen.CountDeprecated(0, besideGrepLines)
+	// The page cache holds the file for both from the first iteration.
+	grepOnce(b, grep, log, want)
+	var grepTime, sunsetTime, grepCPU, sunsetCPU time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		grepCPU += grepOnce(b, grep, log, want)
+		grepTime += time.Since(start)
+		start = time.Now()
+		sunsetCPU += replayOnceOf(b, bin, log, besideGrepLines, want)
+		sunsetTime += time.Since(start)
+	}
+	b.StopTimer()
+	lines := float64(besideGrepLines * b.N)
+	grepRate, sunsetRate := lines/grepTime.Seconds(), lines/sunsetTime.Seconds()
+	b.ReportMetric(sunsetRate, "lines/s")
+	b.ReportMetric(grepRate, "grep-lines/s")
+	b.ReportMetric(sunsetRate/grepRate, "sunset/grep")
+	b.ReportMetric(float64(sunsetCPU.Nanoseconds())/1e3/lines, "cpu-us/line")
+	b.ReportMetric(float64(grepCPU.Nanoseconds())/1e3/lines, "grep-cpu-us/line")
+	if avg, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if one, err := strconv.ParseFloat(string(bytes.Fields(avg)[0]), 64); err == nil {
+			b.ReportMetric(one, "loadavg-1m")
+		}
+	}
+}
+
+// cpu is the user and system time a finished process spent.
+func cpu(c *exec.Cmd) time.Duration {
+	return c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+}
+
+// grepOnce runs `grep -c k8s.io/deprecated` on log, into a pipe (GNU grep
+// stops at the first match when its output is /dev/null), and fails unless
+// it finds want lines. It returns the CPU grep spent.
+func grepOnce(b *testing.B, grep, log string, want int) time.Duration {
+	c := exec.Command(grep, "-c", "k8s.io/deprecated", log)
+	out, err := c.Output()
+	if err != nil {
+		b.Fatalf("grep: %v", err)
+	}
+	if n, _ := strconv.Atoi(string(bytes.TrimSpace(out))); n != want {
+		b.Fatalf("grep found %d lines; the file has %d deprecated", n, want)
+	}
+	return cpu(c)
+}
+
 // buildSunset builds the sunset binary into dir.
 func buildSunset(b *testing.B, dir string) string {
 	bin := filepath.Join(dir, "sunset")
@@ -109,7 +181,14 @@ func readAndDecode(b *testing.B, log string) {
 // replayOnce runs `sunset replay` of log into a fresh data directory and
 // fails unless its summary counts exactly want of replayLines events.
 func replayOnce(b *testing.B, bin, log string, want int) {
-	out, err := exec.Command(bin, "replay", "--data-dir", b.TempDir(), "--node", "n1", log).CombinedOutput()
+	replayOnceOf(b, bin, log, replayLines, want)
+}
+
+// replayOnceOf is replayOnce of a log of lines events. It returns the CPU
+// the process spent.
+func replayOnceOf(b *testing.B, bin, log string, lines, want int) time.Duration {
+	c := exec.Command(bin, "replay", "--data-dir", b.TempDir(), "--node", "n1", log)
+	out, err := c.CombinedOutput()
 	if err != nil {
 		b.Fatalf("replay: %v\n%s", err, out)
 	}
@@ -120,7 +199,8 @@ func replayOnce(b *testing.B, bin, log string, want int) {
 	}
 	events, _ := strconv.Atoi(string(m[1]))
 	counted, _ := strconv.Atoi(string(m[2]))
-	if counted != want || events != replayLines {
-		b.Fatalf("replay counted %d of %d events; the file has %d deprecated of %d", counted, events, want, replayLines)
+	if counted != want || events != lines {
+		b.Fatalf("replay counted %d of %d events; the file has %d deprecated of %d", counted, events, want, lines)
 	}
+	return cpu(c)
 }
