@@ -151,6 +151,10 @@ type ScanRequest struct {
 	Output           string
 	WarningsAsErrors bool
 	Version          string
+	// Fix rewrites the files of Paths to the replacement APIs instead of
+	// reporting them (--fix); DryRun prints the rewrite as a diff and
+	// writes nothing (--dry-run).
+	Fix, DryRun bool
 
 	target catalog.Release
 }
@@ -168,7 +172,18 @@ func (s *ScanRequest) Validate() error {
 	if !slices.Contains(report.Formats, s.Output) {
 		errs = append(errs, fmt.Errorf("-o %q is not one of %s", s.Output, strings.Join(report.Formats, ", ")))
 	}
-	if !s.wanted() {
+	switch {
+	case s.DryRun && !s.Fix:
+		errs = append(errs, errors.New("--dry-run goes with --fix: sunset scan --fix --dry-run prints the rewrite and writes nothing"))
+	case s.Fix && s.cluster():
+		errs = append(errs, errors.New("--fix rewrites files, not a cluster: drop --kubeconfig and --context"))
+	case s.Fix && slices.Contains(s.Paths, "-"):
+		errs = append(errs, errors.New("--fix rewrites files in place, and standard input is not one: give the files or directories"))
+	case s.Fix && len(s.Paths) == 0:
+		errs = append(errs, errors.New("--fix rewrites files: give the directories or files to fix"))
+	case s.Fix && s.Output != "table":
+		errs = append(errs, fmt.Errorf("--fix prints what it changes as text; -o %s is for the scan's findings", s.Output))
+	case !s.wanted():
 		errs = append(errs, errors.New("give paths to scan (a directory, files, or - for standard input), or --kubeconfig/--context to scan a cluster"))
 	}
 	return errors.Join(errs...)
@@ -178,6 +193,9 @@ func (s *ScanRequest) Validate() error {
 // since -o sarif or junit may go to a file. A verdict other than safe is
 // an ExitCodeError.
 func (s *ScanRequest) Run(ctx context.Context, out Output) error {
+	if s.Fix {
+		return s.fix(ctx, out)
+	}
 	res, err := s.run(ctx, s.target)
 	if err != nil {
 		return err

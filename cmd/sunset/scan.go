@@ -22,6 +22,8 @@ func newScanCommand(env console) *cobra.Command {
 	fs.StringVarP(&req.Output, "output", "o", "table", "table, wide, json, yaml, markdown, sarif or junit")
 	fs.BoolVar(&req.WarningsAsErrors, "warnings-as-errors", true, "exit 2 when deprecated (not yet removed) APIs are used; =false to exit 0")
 	fs.StringVar(&configFile, "config", "", "a server config file, for its catalog.extra and field-rules")
+	fs.BoolVar(&req.Fix, "fix", false, "rewrite the files given to the replacement APIs, in place (manifests, a kustomization's files, literal apiVersion lines of chart templates), and list what is left as it was; exits 1 if anything is left")
+	fs.BoolVar(&req.DryRun, "dry-run", false, "with --fix: print the rewrite as a unified diff and write nothing")
 	addScanFlags(fs, &req.ScanOptions)
 	fs.StringVar(&req.Kubeconfig, "kubeconfig", "", "scan the cluster this kubeconfig reaches (Helm releases, CRDs, APIServices)")
 	fs.StringVar(&req.Context, "context", "", "the kubeconfig context to scan; alone, the kubeconfig comes from KUBECONFIG or ~/.kube/config")

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/convert"
+	"github.com/kube-sunset/sunset/fieldrule"
+	"github.com/kube-sunset/sunset/fix/manifest"
+	"github.com/kube-sunset/sunset/scan"
+	"github.com/kube-sunset/sunset/scan/report"
+)
+
+// fix is `sunset scan --fix`: it moves every object the scan would report
+// as deprecated or removed at the target to the replacement the scan
+// names, in the files themselves, and lists what it left. Anything left
+// makes it exit 1; a person has to decide about it.
+func (s *ScanRequest) fix(ctx context.Context, out Output) error {
+	cat, err := catalog.New(s.Catalog)
+	if err != nil {
+		return err
+	}
+	rules, err := fieldrule.New(s.FieldRules)
+	if err != nil {
+		return err
+	}
+	table := convert.New(cat)
+	j := scan.Judge{Catalog: cat, Fields: rules, Target: s.target, Current: s.current, Conversions: table}
+	f := manifest.Fixer{Conversions: table, DryRun: s.DryRun, Moves: func(apiVersion, kind string) bool {
+		for _, finding := range j.Judge(scan.Object{APIVersion: apiVersion, Kind: kind}, report.Origin{}) {
+			if finding.Rule == report.RuleDeprecatedAPI || finding.Rule == report.RuleRemovedAPI {
+				return true
+			}
+		}
+		return false
+	}}
+	res := f.Fix(ctx, s.Paths)
+	objects := 0
+	for _, file := range res.Rewritten {
+		objects += len(file.Changes)
+		if s.DryRun {
+			d, err := file.Diff()
+			if err != nil {
+				return err
+			}
+			writeDiff(out.Out, d)
+			continue
+		}
+		fmt.Fprintln(out.Out, "rewrote", Terminal(file.Path))
+		for _, c := range file.Changes {
+			fmt.Fprintln(out.Out, "  "+Terminal(c.String()))
+		}
+	}
+	for _, n := range res.NotRewritten {
+		fmt.Fprintln(out.Out, "not rewritten:", Terminal(n.String()))
+	}
+	fmt.Fprintln(out.Out, fixSummary(res, objects, s.DryRun))
+	if len(res.NotRewritten) > 0 {
+		return &ExitCodeError{Code: ExitError, Err: fmt.Errorf("%d files or objects not rewritten", len(res.NotRewritten))}
+	}
+	return nil
+}
+
+func fixSummary(res manifest.Result, objects int, dryRun bool) string {
+	var line string
+	switch {
+	case objects == 0:
+		line = fmt.Sprintf("Nothing to rewrite in %s read.", count(res.Files, "file"))
+	case dryRun:
+		line = fmt.Sprintf("Dry run: %s would move in %s; nothing was written.", count(objects, "object"), count(len(res.Rewritten), "file"))
+	default:
+		line = fmt.Sprintf("%s moved in %s.", count(objects, "object"), count(len(res.Rewritten), "file"))
+	}
+	if n := len(res.NotRewritten); n > 0 {
+		line += fmt.Sprintf(" %d not rewritten, listed above.", n)
+	}
+	return line
+}
+
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// writeDiff prints a unified diff as it is, so that it applies with
+// patch, except a line holding a control character other than a tab (a
+// chart template is not parsed, and may): that line is escaped as
+// Terminal does.
+func writeDiff(w io.Writer, d string) {
+	for _, l := range strings.SplitAfter(d, "\n") {
+		body := strings.TrimRight(l, "\r\n")
+		if strings.ContainsFunc(body, func(r rune) bool {
+			return r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Bidi_Control, r) || r == unicode.ReplacementChar)
+		}) {
+			l = Terminal(body) + l[len(body):]
+		}
+		_, _ = io.WriteString(w, l) // as fmt.Fprint: output errors surface when the command exits
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/internal/testutil/golden"
+)
+
+const fixTree = "../../fix/manifest/testdata/tree"
+
+// copyFixTree copies the fix fixtures to tree/ in a new working
+// directory, so that the output names them by a short relative path.
+// It returns the fixtures' directory.
+func copyFixTree(t *testing.T) string {
+	t.Helper()
+	src, err := filepath.Abs(fixTree)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dir, "tree", rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "tree", rel), b, 0o644)
+	}))
+	return src
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// `sunset scan --fix --dry-run` prints the diff, what it leaves and why,
+// writes nothing and exits 1 for what it leaves; `--fix` writes the
+// goldens of package fix/manifest and says what moved; a second `--fix`
+// moves nothing and says so.
+func TestScanFix(t *testing.T) {
+	goldenDir, err := filepath.Abs("testdata")
+	require.NoError(t, err)
+	manifestGoldens, err := filepath.Abs("../../fix/manifest/testdata/golden")
+	require.NoError(t, err)
+	src := copyFixTree(t)
+	psp := readFile(t, "tree/manifests/psp.yaml")
+
+	stdout, stderr, code := runCLI("scan", "--target-version", "1.37", "--fix", "--dry-run", "tree")
+	require.Equal(t, 1, code, stderr)
+	require.Empty(t, stderr)
+	golden.Assert(t, filepath.Join(goldenDir, "scan-fix-dry-run.golden"), []byte(stdout))
+	require.Equal(t, readFile(t, filepath.Join(src, "manifests/commented.yaml")), readFile(t, "tree/manifests/commented.yaml"), "a dry run writes nothing")
+
+	stdout, stderr, code = runCLI("scan", "--target-version", "1.37", "--fix", "tree")
+	require.Equal(t, 1, code, stderr)
+	require.Empty(t, stderr)
+	golden.Assert(t, filepath.Join(goldenDir, "scan-fix.golden"), []byte(stdout))
+	for _, rel := range []string{"manifests/commented.yaml", "manifests/crlf.yaml", "manifests/list.yaml", "kustomize/ingress.yaml", "chart/templates/cronjob.yaml"} {
+		require.Equal(t, readFile(t, filepath.Join(manifestGoldens, rel)), readFile(t, filepath.Join("tree", rel)), rel)
+	}
+	require.Equal(t, psp, readFile(t, "tree/manifests/psp.yaml"), "a refused PodSecurityPolicy stays as it was")
+
+	stdout, stderr, code = runCLI("scan", "--target-version", "1.37", "--fix", "tree")
+	require.Equal(t, 1, code, stderr)
+	require.Empty(t, stderr)
+	golden.Assert(t, filepath.Join(goldenDir, "scan-fix-again.golden"), []byte(stdout))
+
+	// Once what is left is removed, the fixed tree is clean: exit 0.
+	for _, rel := range []string{"manifests/psp.yaml", "manifests/broken.yaml", "manifests/ingress.json", "kustomize", "chart"} {
+		require.NoError(t, os.RemoveAll(filepath.Join("tree", rel)))
+	}
+	stdout, stderr, code = runCLI("scan", "--target-version", "1.37", "--fix", "tree")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "Nothing to rewrite in 5 files read.\n", stdout)
+	stdout, _, code = runCLI("scan", "--target-version", "1.37", "tree")
+	require.Equal(t, 0, code)
+	require.Equal(t, "No deprecated or removed APIs found in 5 files (9 objects).\nSafe to upgrade to 1.37: no object uses a deprecated API.\n", stdout)
+}
+
+func TestScanFixFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--dry-run", "tree"}, "Error: --dry-run goes with --fix: sunset scan --fix --dry-run prints the rewrite and writes nothing\n"},
+		{[]string{"--fix", "-"}, "Error: --fix rewrites files in place, and standard input is not one: give the files or directories\n"},
+		{[]string{"--fix"}, "Error: --fix rewrites files: give the directories or files to fix\n"},
+		{[]string{"--fix", "-o", "json", "tree"}, "Error: --fix prints what it changes as text; -o json is for the scan's findings\n"},
+		{[]string{"--fix", "--context", "prod", "tree"}, "Error: --fix rewrites files, not a cluster: drop --kubeconfig and --context\n"},
+	} {
+		t.Run(tc.wantErr, func(t *testing.T) {
+			stdout, stderr, code := runCLI(append([]string{"scan", "--target-version", "1.37"}, tc.args...)...)
+			require.Equal(t, 1, code)
+			require.Empty(t, stdout)
+			require.Equal(t, tc.wantErr, stderr)
+		})
+	}
+}
