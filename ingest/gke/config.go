@@ -20,6 +20,16 @@ const DefaultMaxOutstanding = 1000
 // MaxMessageBytes, and they are all held until their commit.
 const maxMaxOutstanding = 100000
 
+// DefaultMaxOutstandingBytes bounds the bytes of the messages held at once
+// by default: 64 of the largest messages, where the client's own default
+// (1 GB) is twice the shipped pod's memory. Decoding a message takes about
+// twice its size again while its callback runs.
+const DefaultMaxOutstandingBytes = 64 << 20
+
+// maxMaxOutstandingBytes is the client's own default, the most it can
+// usefully be given.
+const maxMaxOutstandingBytes = 1 << 30
+
 // Config is one GKE input: a Pub/Sub subscription that a Log Router sink
 // feeds with a cluster's Kubernetes audit LogEntries. Defaults are filled
 // by WithDefaults, so that a config file that leaves a key out and a zero
@@ -28,13 +38,19 @@ type Config struct {
 	Cluster        string `mapstructure:"cluster" help:"Sunset cluster the subscription's requests are counted under (required)."`
 	Subscription   string `mapstructure:"subscription" help:"Pub/Sub subscription a Log Router sink of the cluster's audit logs feeds, as projects/<project>/subscriptions/<name> (required). Sunset needs roles/pubsub.subscriber on it, through Workload Identity or Application Default Credentials."`
 	MaxOutstanding int    `mapstructure:"maxOutstanding" help:"Messages received but not yet committed and acknowledged, at most; Pub/Sub holds back the rest. Each is acknowledged only once its counts are on disk."`
-	Endpoint       string `mapstructure:"endpoint" help:"Pub/Sub endpoint as host:port, for a regional or private endpoint; empty means the global one (or PUBSUB_EMULATOR_HOST's emulator when that is set)."`
+	// MaxOutstandingBytes bounds the same messages by their size, so that
+	// what a sink may send cannot outgrow the pod's memory.
+	MaxOutstandingBytes int    `mapstructure:"maxOutstandingBytes" help:"Bytes of the messages received but not yet committed and acknowledged, at most (at least 1 MiB, the largest message read); Pub/Sub holds back the rest. Decoding one takes about twice its size again, so Sunset's memory for a subscription is about three times this."`
+	Endpoint            string `mapstructure:"endpoint" help:"Pub/Sub endpoint as host:port, for a regional or private endpoint; empty means the global one (or PUBSUB_EMULATOR_HOST's emulator when that is set)."`
 }
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
 	if c.MaxOutstanding == 0 {
 		c.MaxOutstanding = DefaultMaxOutstanding
+	}
+	if c.MaxOutstandingBytes == 0 {
+		c.MaxOutstandingBytes = DefaultMaxOutstandingBytes
 	}
 	return c
 }
@@ -79,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxOutstanding < 1 || c.MaxOutstanding > maxMaxOutstanding {
 		bad("maxOutstanding", "must be between 1 and %d, got %d", maxMaxOutstanding, c.MaxOutstanding)
+	}
+	if c.MaxOutstandingBytes < MaxMessageBytes || c.MaxOutstandingBytes > maxMaxOutstandingBytes {
+		bad("maxOutstandingBytes", "must be between %d (the largest message read) and %d, got %d", MaxMessageBytes, maxMaxOutstandingBytes, c.MaxOutstandingBytes)
 	}
 	if c.Endpoint != "" {
 		if host, port, err := net.SplitHostPort(c.Endpoint); err != nil || host == "" || port == "" {

@@ -11,6 +11,7 @@ import (
 func TestConfigDefaultsAndValidation(t *testing.T) {
 	good := Config{Cluster: "prod", Subscription: "projects/acme-prod/subscriptions/sunset-gke-audit"}.WithDefaults()
 	require.Equal(t, DefaultMaxOutstanding, good.MaxOutstanding)
+	require.Equal(t, 64<<20, good.MaxOutstandingBytes)
 	require.NoError(t, good.Validate())
 	require.Equal(t, "acme-prod", good.project())
 	require.Equal(t, 5, Config{MaxOutstanding: 5}.WithDefaults().MaxOutstanding, "a set value stays")
@@ -34,6 +35,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{func(c *Config) { c.Subscription = "projects/acme-prod/subscriptions/google-x" }, "subscription: names starting with goog are reserved by Pub/Sub"},
 		{func(c *Config) { c.MaxOutstanding = -1 }, "maxOutstanding: must be between 1 and 100000, got -1"},
 		{func(c *Config) { c.MaxOutstanding = 100001 }, "maxOutstanding: must be between 1 and 100000, got 100001"},
+		{func(c *Config) { c.MaxOutstandingBytes = MaxMessageBytes - 1 }, "maxOutstandingBytes: must be between 1048576 (the largest message read) and 1073741824, got 1048575"},
+		{func(c *Config) { c.MaxOutstandingBytes = 1<<30 + 1 }, "maxOutstandingBytes: must be between 1048576 (the largest message read) and 1073741824, got 1073741825"},
 		{func(c *Config) { c.Endpoint = "pubsub.googleapis.com" }, `endpoint: "pubsub.googleapis.com" is not host:port`},
 	} {
 		c := good
@@ -47,6 +50,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	err := Config{MaxOutstanding: -2}.Validate()
 	require.EqualError(t, err, "cluster: is required: the name the cluster's requests are counted under, e.g. prod-gke\n"+
 		"maxOutstanding: must be between 1 and 100000, got -2\n"+
+		"maxOutstandingBytes: must be between 1048576 (the largest message read) and 1073741824, got 0\n"+
 		"subscription: is required: the Pub/Sub subscription of the Log Router sink's topic, e.g. projects/my-project/subscriptions/sunset-gke-audit")
 
 	_, err = New(context.Background(), Options{Config: good})

@@ -87,10 +87,13 @@ const (
 
 // logEntry is the part of a LogEntry the mapping reads.
 type logEntry struct {
-	InsertID  string            `json:"insertId"`
-	Timestamp string            `json:"timestamp"`
-	Labels    map[string]string `json:"labels"`
-	Resource  struct {
+	InsertID  string `json:"insertId"`
+	Timestamp string `json:"timestamp"`
+	// Labels are the event's annotations, passed on as they lie: the
+	// event's decoder bounds how many it reads and how long each is,
+	// where a map would hold every one, and sort them to write them.
+	Labels   json.RawMessage `json:"labels"`
+	Resource struct {
 		Labels struct {
 			Location string `json:"location"`
 		} `json:"labels"`
@@ -125,20 +128,20 @@ type auditLog struct {
 // auditEvent is the audit.k8s.io/v1 Event an entry stands for, as much of
 // it as the entry tells.
 type auditEvent struct {
-	Kind           string            `json:"kind"`
-	APIVersion     string            `json:"apiVersion"`
-	AuditID        string            `json:"auditID,omitempty"`
-	Stage          string            `json:"stage"`
-	Verb           string            `json:"verb"`
-	User           user              `json:"user"`
-	SourceIPs      []string          `json:"sourceIPs,omitempty"`
-	UserAgent      string            `json:"userAgent,omitempty"`
-	ObjectRef      *objectRef        `json:"objectRef,omitempty"`
-	ResponseStatus responseStatus    `json:"responseStatus"`
-	RequestObject  json.RawMessage   `json:"requestObject,omitempty"`
-	Received       string            `json:"requestReceivedTimestamp"`
-	StageTime      string            `json:"stageTimestamp"`
-	Annotations    map[string]string `json:"annotations,omitempty"`
+	Kind           string          `json:"kind"`
+	APIVersion     string          `json:"apiVersion"`
+	AuditID        string          `json:"auditID,omitempty"`
+	Stage          string          `json:"stage"`
+	Verb           string          `json:"verb"`
+	User           user            `json:"user"`
+	SourceIPs      []string        `json:"sourceIPs,omitempty"`
+	UserAgent      string          `json:"userAgent,omitempty"`
+	ObjectRef      *objectRef      `json:"objectRef,omitempty"`
+	ResponseStatus responseStatus  `json:"responseStatus"`
+	RequestObject  json.RawMessage `json:"requestObject,omitempty"`
+	Received       string          `json:"requestReceivedTimestamp"`
+	StageTime      string          `json:"stageTimestamp"`
+	Annotations    json.RawMessage `json:"annotations,omitempty"`
 }
 
 type user struct {
@@ -224,7 +227,13 @@ func toEvent(data []byte) (event []byte, node string, err error) {
 		ResponseStatus: responseStatus{Code: http200},
 		Received:       e.Timestamp,
 		StageTime:      e.Timestamp,
-		Annotations:    e.Labels,
+	}
+	switch l := bytes.TrimLeft(e.Labels, " \t\r\n"); {
+	case len(l) == 0 || bytes.Equal(l, []byte("null")):
+	case l[0] == '{':
+		ev.Annotations = e.Labels
+	default:
+		return nil, "", &entryError{ReasonMalformedEntry, "entry field labels is not an object"}
 	}
 	if op := e.Operation; op != nil {
 		if op.ID != "" {
@@ -279,10 +288,14 @@ func decodeFiltered(data []byte, p *auditjson.Prefilter) (ev aggregate.Event, no
 	}
 	ev, err = auditjson.DecodeEvent(raw)
 	if err != nil {
-		// toEvent checked what auditjson checks; keep its reason should
-		// the two ever disagree.
+		// toEvent checked what auditjson checks, but for the labels,
+		// which it passes on unread: a label that is not a string makes
+		// the entry malformed, as any other field of the wrong type.
 		var ae *auditjson.Error
 		if errors.As(err, &ae) {
+			if ae.Reason == auditjson.ReasonMalformedEvent {
+				return aggregate.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry field labels: " + ae.Message}
+			}
 			return aggregate.Event{}, "", aside, &entryError{Reason(ae.Reason), ae.Message}
 		}
 		return aggregate.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry is not an audit event"}

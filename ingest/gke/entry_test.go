@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -315,4 +317,25 @@ func TestCapturedEventsRoundTrip(t *testing.T) {
 		require.Equal(t, want, got, "%s", line)
 	}
 	require.Greater(t, n, 200)
+}
+
+// A message of the largest size made of labels takes about its own size
+// again to decode: the labels are read by the event's decoder, within its
+// bounds, where a map of them took 21 MiB for this one.
+func TestManyLabelsDecodeWithinTheirSize(t *testing.T) {
+	data := entryWith(t, func(e map[string]any) {
+		labels := e["labels"].(map[string]any)
+		for i := range 100_000 {
+			labels[strconv.FormatInt(int64(i), 16)] = ""
+		}
+	})
+	require.Less(t, len(data), MaxMessageBytes)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ev, _, err := decode(data)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.True(t, ev.Deprecated, "the deprecated label is read among the others")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(3*len(data)), "bytes allocated decoding a %d-byte message", len(data))
 }

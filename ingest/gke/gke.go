@@ -116,11 +116,11 @@ func New(ctx context.Context, o Options) (*Source, error) {
 	}
 	sub := client.Subscriber(cfg.Subscription)
 	sub.ReceiveSettings.MaxOutstandingMessages = cfg.MaxOutstanding
+	sub.ReceiveSettings.MaxOutstandingBytes = cfg.MaxOutstandingBytes
 	// Flow control counts a message until its callback returns, and the
-	// callback waits for the commit: MaxOutstanding bounds the messages
-	// held, committed or not (the client's default of 1 GB bounds their
-	// bytes). The client extends the lease of a message held over a slow
-	// commit.
+	// callback waits for the commit: MaxOutstanding and
+	// MaxOutstandingBytes bound the messages held, committed or not. The
+	// client extends the lease of a message held over a slow commit.
 	log := o.Logger.With().Str("component", "gke").Str("cluster", cfg.Cluster).Str("subscription", cfg.Subscription).Logger()
 	s := &Source{
 		cfg:        cfg,
