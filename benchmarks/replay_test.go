@@ -86,13 +86,17 @@ func BenchmarkReplayBesideGrep(b *testing.B) {
 	grepOnce(b, grep, log, want)
 	var grepTime, sunsetTime, grepCPU, sunsetCPU time.Duration
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		start := time.Now()
-		grepCPU += grepOnce(b, grep, log, want)
-		grepTime += time.Since(start)
+		gc := grepOnce(b, grep, log, want)
+		gt := time.Since(start)
 		start = time.Now()
-		sunsetCPU += replayOnceOf(b, bin, log, besideGrepLines, want)
-		sunsetTime += time.Since(start)
+		sc := replayOnceOf(b, bin, log, besideGrepLines, want)
+		st := time.Since(start)
+		grepTime, grepCPU, sunsetTime, sunsetCPU = grepTime+gt, grepCPU+gc, sunsetTime+st, sunsetCPU+sc
+		// Each run on its own, with -v: runs differ with the load.
+		b.Logf("run %d: sunset %.0f lines/s (%.2f cpu-us/line), grep %.0f lines/s (%.2f cpu-us/line), sunset/grep %.3f, load average %.2f",
+			i+1, besideGrepLines/st.Seconds(), perLine(sc, 1), besideGrepLines/gt.Seconds(), perLine(gc, 1), gt.Seconds()/st.Seconds(), loadAverage())
 	}
 	b.StopTimer()
 	lines := float64(besideGrepLines * b.N)
@@ -100,13 +104,25 @@ func BenchmarkReplayBesideGrep(b *testing.B) {
 	b.ReportMetric(sunsetRate, "lines/s")
 	b.ReportMetric(grepRate, "grep-lines/s")
 	b.ReportMetric(sunsetRate/grepRate, "sunset/grep")
-	b.ReportMetric(float64(sunsetCPU.Nanoseconds())/1e3/lines, "cpu-us/line")
-	b.ReportMetric(float64(grepCPU.Nanoseconds())/1e3/lines, "grep-cpu-us/line")
-	if avg, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if one, err := strconv.ParseFloat(string(bytes.Fields(avg)[0]), 64); err == nil {
-			b.ReportMetric(one, "loadavg-1m")
-		}
+	b.ReportMetric(perLine(sunsetCPU, b.N), "cpu-us/line")
+	b.ReportMetric(perLine(grepCPU, b.N), "grep-cpu-us/line")
+	b.ReportMetric(loadAverage(), "loadavg-1m")
+}
+
+// perLine is the CPU of runs replays of the log beside grep, a line.
+func perLine(cpu time.Duration, runs int) float64 {
+	return float64(cpu.Nanoseconds()) / 1e3 / float64(besideGrepLines*runs)
+}
+
+// loadAverage is the machine's load average over the last minute, 0 where
+// /proc does not say.
+func loadAverage() float64 {
+	avg, err := os.ReadFile("/proc/loadavg")
+	if err != nil || len(bytes.Fields(avg)) == 0 {
+		return 0
 	}
+	one, _ := strconv.ParseFloat(string(bytes.Fields(avg)[0]), 64)
+	return one
 }
 
 // cpu is the user and system time a finished process spent.
