@@ -78,6 +78,18 @@ func FuzzWebhookBody(f *testing.F) {
 	f.Add(gzipped(f, junkList(1000)))
 	f.Add(gzipped(f, []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`+strings.Repeat(" ", 5<<20)+`]}`)))
 	f.Add(gzipped(f, []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1beta1","items":[]}`)))
+	// Hostile lengths, compressed: an item over the item bound among good
+	// ones, a body over the whole-body bound with its items before its
+	// kind, and an auditID, requestURI and timestamp each as long as a
+	// large event.
+	good := `{"auditID":"g","stage":"ResponseComplete","verb":"list","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true"}}`
+	f.Add(gzipped(f, []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`+good+`,{"auditID":"big","stage":"ResponseComplete","requestObject":{"d":"`+
+		strings.Repeat("x", 9<<20)+`"}},`+good+`]}`)))
+	f.Add(gzipped(f, []byte(`{"items":[`+good+`,{"auditID":"big","stage":"ResponseComplete","requestObject":"`+strings.Repeat("x", 5<<20)+
+		`"}],"kind":"EventList","apiVersion":"audit.k8s.io/v1"}`)))
+	f.Add(gzipped(f, []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"`+strings.Repeat("i", 1<<20)+
+		`","stage":"ResponseComplete","requestURI":"/api/v1/endpoints?dryRun=All&l=`+strings.Repeat("a", 1<<20)+
+		`","requestReceivedTimestamp":"`+strings.Repeat("2", 1<<20)+`"}]}`)))
 	f.Add(gzipped(f, []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"stage":7,"note":"`+secretMarker+`"}]}`)))
 	f.Add(gzipped(f, []byte("not json "+secretMarker)))
 	f.Add(gzipMagic)

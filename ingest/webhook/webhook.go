@@ -46,6 +46,12 @@ const DefaultMaxBodyBytes = 64 << 20
 // DefaultMaxInFlight bounds concurrent batches; beyond it senders get a 429.
 const DefaultMaxInFlight = 16
 
+// DefaultDecodeBudget is the memory the batches being decoded at once may
+// hold between them (auditjson.Budget): their buffers, the request objects
+// kept for field rules and the decoded events. A batch that would pass it
+// gets 429, like one over max-inflight-batches.
+const DefaultDecodeBudget = 128 << 20
+
 // maxNameBytes bounds cluster and node names taken from the path, like a
 // Kubernetes object name.
 const maxNameBytes = 253
@@ -80,6 +86,9 @@ type Options struct {
 	// MaxInFlight is how many batches are handled at once. Zero means
 	// DefaultMaxInFlight.
 	MaxInFlight int
+	// DecodeBudget is what the batches being decoded at once may hold
+	// between them. Zero means DefaultDecodeBudget.
+	DecodeBudget int64
 	// MaxInFlightPerCredential is how many of those one credential may
 	// hold at once (see pace.go); past it, its batches get 429 while
 	// others still get slots. Zero means half of MaxInFlight (at least 1).
@@ -124,6 +133,7 @@ type Handler struct {
 	defaultCluster string
 	maxBody        int64
 	slots          chan struct{}
+	budget         *auditjson.Budget
 	shares         *shares
 	metrics        *metrics
 	keep           func(*aggregate.Event) bool
@@ -153,6 +163,9 @@ func New(opts Options) *Handler {
 	if opts.DefaultCluster == "" {
 		opts.DefaultCluster = "default"
 	}
+	if opts.DecodeBudget <= 0 {
+		opts.DecodeBudget = DefaultDecodeBudget
+	}
 	if opts.KeepRequestObject == nil {
 		opts.KeepRequestObject = func(*aggregate.Event) bool { return true }
 	}
@@ -171,6 +184,7 @@ func New(opts Options) *Handler {
 		defaultCluster: opts.DefaultCluster,
 		maxBody:        opts.MaxBodyBytes,
 		slots:          make(chan struct{}, opts.MaxInFlight),
+		budget:         auditjson.NewBudget(opts.DecodeBudget),
 		shares:         newShares(opts.MaxInFlightPerCredential, opts.MaxInFlight),
 		token:          []byte(opts.Token),
 		tokens:         opts.Tokens,
@@ -331,12 +345,23 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 		// of every event.
 		keep, prefilter = nil, nil
 	}
-	events, bad, skipped, err := auditjson.DecodeStreamFiltered(body, keep, prefilter)
+	// What the batch holds is given back once it is answered.
+	acct := h.budget.Open()
+	defer acct.Close()
+	events, bad, skipped, err := auditjson.DecodeStreamWithin(acct, body, keep, prefilter)
 	if err != nil {
 		var de *auditjson.Error
-		if errors.As(err, &de) {
+		switch {
+		case errors.As(err, &de):
 			h.ingester.CountDecodeError(Source, string(de.Reason), 1)
 			return fail(http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
+		case errors.Is(err, auditjson.ErrOverBudget):
+			h.metrics.overloaded.Inc()
+			return fail(http.StatusTooManyRequests, httpjson.ReasonTooManyRequests,
+				fmt.Sprintf("the batches being decoded hold the decode budget of %d bytes; retry later", h.budget.Total())).with("Retry-After", "1")
+		case errors.Is(err, auditjson.ErrBodyOverBudget):
+			return fail(http.StatusRequestEntityTooLarge, httpjson.ReasonRequestEntityTooLong,
+				fmt.Sprintf("decoding the body takes more than the whole decode budget of %d bytes; send smaller batches", h.budget.Total()))
 		}
 		return h.readFailed(err)
 	}
