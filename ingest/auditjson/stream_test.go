@@ -80,7 +80,9 @@ func streamBodies(t testing.TB) map[string][]byte {
 // sameAsDecodeBody checks that streaming gives what decoding the whole body
 // gives: the same events and bad items, or an error of the same reason.
 // Only a body with its items twice, or its kind changed to Event after its
-// items, differs: streaming refuses it.
+// items, differs: streaming refuses it. So do bodies past the stream's
+// bounds (an item over maxItemBytes, a body over maxWholeBody that cannot
+// be streamed), which TestOneHugeItemIsSkippedWithinBoundedMemory covers.
 func sameAsDecodeBody(t *testing.T, body []byte, r io.Reader) {
 	t.Helper()
 	wantEvents, wantBad, wantErr := DecodeBody(body)
