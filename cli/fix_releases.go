@@ -32,9 +32,14 @@ type FixReleasesRequest struct {
 	// default) or configmap.
 	Driver string
 	DryRun bool
-	// BeforeWrite, if set, runs before each write; a test holds the fix
+	// Records reads and writes Helm's records: package helmstore's, which
+	// the command passes in, so that this package does not link the Helm
+	// SDK.
+	Records helmrelease.Records
+	// BeforeWrite, if set, runs before each write (step backup, revision
+	// or supersede) of a release ("namespace/name"); a test holds the fix
 	// there to interrupt it at a known point.
-	BeforeWrite func(ctx context.Context, r helmrelease.Release, step helmrelease.Step, object string) error
+	BeforeWrite func(ctx context.Context, release, step, object string) error
 
 	target catalog.Release
 }
@@ -85,7 +90,12 @@ func (r *FixReleasesRequest) run(ctx context.Context, out Output, kube kubernete
 	if err != nil {
 		return err
 	}
-	f := &helmrelease.Fixer{Kube: kube, Catalog: cat, Table: convert.New(cat), Target: r.target, Driver: r.Driver, DryRun: r.DryRun, BeforeWrite: r.BeforeWrite}
+	f := &helmrelease.Fixer{Kube: kube, Records: r.Records, Catalog: cat, Table: convert.New(cat), Target: r.target, Driver: r.Driver, DryRun: r.DryRun}
+	if r.BeforeWrite != nil {
+		f.BeforeWrite = func(ctx context.Context, rel helmrelease.Release, step helmrelease.Step, object string) error {
+			return r.BeforeWrite(ctx, rel.String(), string(step), object)
+		}
+	}
 	releases, err := f.Find(ctx, namespace, r.Release)
 	if err != nil {
 		return err

@@ -13,6 +13,8 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+
+	"github.com/kube-sunset/sunset/fix/helmrelease/helmstore"
 )
 
 func TestFixReleasesRequestValidate(t *testing.T) {
@@ -61,6 +63,7 @@ func TestFixReleasesPrintsEachRelease(t *testing.T) {
 
 	run := func(req FixReleasesRequest, namespace string) (stdout, stderr string, err error) {
 		var o, e bytes.Buffer
+		req.Records = helmstore.Records{}
 		require.NoError(t, req.Validate())
 		err = req.run(t.Context(), Output{Out: &o, Err: &e}, kube, namespace)
 		return o.String(), e.String(), err

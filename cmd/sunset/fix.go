@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-sunset/sunset/cli"
-	"github.com/kube-sunset/sunset/fix/helmrelease"
+	"github.com/kube-sunset/sunset/fix/helmrelease/helmstore"
 )
 
 // holdEnv, set to anything, holds `fix crd` after its first page's
@@ -53,7 +53,8 @@ func newFixCRDCommand(env console) *cobra.Command {
 }
 
 func newFixReleasesCommand(env console) *cobra.Command {
-	req := cli.FixReleasesRequest{}
+	// The Helm SDK's records, which only the binary links.
+	req := cli.FixReleasesRequest{Records: helmstore.Records{}}
 	cmd := withHelp(&cobra.Command{Use: "releases [RELEASE]", Args: cobra.MaximumNArgs(1),
 		Short: "Move Helm releases' deployed revisions off removed APIs, as a new revision"}, "fix-releases")
 	fs := cmd.Flags()
@@ -70,12 +71,12 @@ func newFixReleasesCommand(env console) *cobra.Command {
 		if env.getenv != nil {
 			// Helm's own setting: the records are where Helm keeps them.
 			req.Driver = env.getenv("HELM_DRIVER")
-			if hold := helmrelease.Step(env.getenv(holdReleasesEnv)); hold != "" {
-				req.BeforeWrite = func(ctx context.Context, r helmrelease.Release, step helmrelease.Step, object string) error {
+			if hold := env.getenv(holdReleasesEnv); hold != "" {
+				req.BeforeWrite = func(ctx context.Context, release, step, object string) error {
 					if step != hold {
 						return nil
 					}
-					fmt.Fprintf(env.stderr, "holding %s before its %s write (%s)\n", r, step, object)
+					fmt.Fprintf(env.stderr, "holding %s before its %s write (%s)\n", release, step, object)
 					<-ctx.Done()
 					return ctx.Err()
 				}

@@ -23,6 +23,10 @@
 // finishes: a fixed release is left alone, and an older revision still
 // marked deployed whose backup Sunset wrote is marked superseded.
 //
+// The Helm SDK is package helmstore's, which reads and writes the
+// records (Records): this package links none of it, so that the CLI does
+// not either.
+//
 // It calls only core/v1 Secrets and ConfigMaps and the discovery
 // endpoints, never a deprecated API. Which revision Helm will read next,
 // and the objects of the cluster themselves, are left to Helm: the fix
@@ -35,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -45,10 +50,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
-
-	rcommon "helm.sh/helm/v4/pkg/release/common"
-	rspb "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/convert"
@@ -68,9 +69,68 @@ const (
 	StepSupersede Step = "supersede"
 )
 
+// Records decodes and writes release records in Helm's own format, with
+// Helm's release type and storage drivers. Package helmstore's is the Helm
+// SDK's; the command passes it in, as it passes the chart renderer, so
+// that this package and the CLI do not link the SDK.
+type Records interface {
+	// Decode reads a release, as JSON.
+	Decode(r io.Reader) (Revision, error)
+	// Create writes rev as the new record key in the store of kind
+	// (Secret or ConfigMap) in namespace, as Helm's storage does; it is
+	// ErrExists when the record is there already.
+	Create(kube kubernetes.Interface, kind, namespace, key string, rev Revision) error
+	// Update replaces the record key with rev, as Helm's storage does.
+	Update(kube kubernetes.Interface, kind, namespace, key string, rev Revision) error
+}
+
+// ErrExists is Records.Create's error for a record that exists.
+var ErrExists = errors.New("the release record exists")
+
+// Revision is a decoded release record: the fields the fix reads and
+// changes, over the release Records decoded.
+type Revision struct {
+	Name    string
+	Version int
+	// Status is Helm's: deployed, superseded, failed, pending-upgrade...
+	Status string
+	// Description and LastDeployed, when set, replace the release's; a
+	// LastDeployed makes a new revision, not a rollback.
+	Description  string
+	LastDeployed time.Time
+	Manifest     string
+	// Hooks are the release's hooks, in order.
+	Hooks []Hook
+	// Labels are the record's custom labels (not SystemLabels).
+	Labels map[string]string
+	// Release is Records' own value of the whole release, written back
+	// with the fields above; nothing else of it changes.
+	Release any
+}
+
+// Hook is one of a release's hooks.
+type Hook struct {
+	// Path is the hook's template.
+	Path     string
+	Manifest string
+}
+
+// Helm's statuses of a revision the fix writes.
+const (
+	StatusDeployed   = "deployed"
+	StatusSuperseded = "superseded"
+)
+
+// SystemLabels are the labels Helm's storage sets on a record itself,
+// which it does not carry from a revision to the next.
+var SystemLabels = []string{"name", "owner", "status", "version", "createdAt", "modifiedAt"}
+
 // Fixer moves Helm releases' deployed revisions off removed APIs.
 type Fixer struct {
-	Kube    kubernetes.Interface
+	Kube kubernetes.Interface
+	// Records reads and writes records in Helm's format: package
+	// helmstore's.
+	Records Records
 	Catalog *catalog.Catalog
 	Table   *convert.Table
 	// Target is the release being upgraded to: an API the catalog
@@ -175,7 +235,7 @@ func (f *Fixer) Find(ctx context.Context, namespace, name string) ([]Release, er
 				byKey[key] = &Release{Namespace: r.namespace, Name: r.labels["name"], Store: s.kind(), store: s, revisions: map[int]string{}, deployed: map[int]record{}}
 			}
 			byKey[key].revisions[revision] = r.labels["status"]
-			if r.labels["status"] == rcommon.StatusDeployed.String() {
+			if r.labels["status"] == StatusDeployed {
 				byKey[key].deployed[revision] = r
 			}
 		}
@@ -210,6 +270,9 @@ func (f *Fixer) store() (store, error) {
 // as it was or as fixed, which running again finishes.
 func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 	res := Result{Release: r}
+	if f.Records == nil {
+		return res, errors.New("helmrelease: a Fixer needs Records to read and write Helm's records (package helmstore's)")
+	}
 	if len(r.deployed) == 0 {
 		return res, fmt.Errorf("%s: no revision is deployed (%s); Helm upgrades from the last one, so there is nothing to fix", r, r.statuses())
 	}
@@ -225,17 +288,15 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 		return res, err
 	}
 	w := &rewriter{table: f.Table, mustMove: moveIf, served: f.served.serves}
-	fixed := *rel
+	fixed := rel
 	fixed.Manifest = w.manifest(rel.Manifest)
-	fixed.Hooks = make([]*rspb.Hook, len(rel.Hooks))
+	fixed.Hooks = make([]Hook, len(rel.Hooks))
 	for i, h := range rel.Hooks {
-		hook := *h
 		before := len(w.changes)
-		hook.Manifest = w.manifest(h.Manifest)
+		fixed.Hooks[i] = Hook{Path: h.Path, Manifest: w.manifest(h.Manifest)}
 		for j := before; j < len(w.changes); j++ {
 			w.changes[j].Template = h.Path
 		}
-		fixed.Hooks[i] = &hook
 	}
 	res.Changes = w.changes
 	if len(w.refused) > 0 {
@@ -250,7 +311,7 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 		return res, f.supersede(ctx, r, stale, &res)
 	}
 	last := slices.Max(slices.Collect(maps.Keys(r.revisions)))
-	if status := rcommon.Status(r.revisions[last]); status.IsPending() {
+	if status := r.revisions[last]; strings.HasPrefix(status, "pending-") {
 		return res, fmt.Errorf("%s: revision %d is %s: a helm install, upgrade or rollback is in progress, or was stopped. Wait for it, or settle it with helm rollback, then run the fix again", r, last, status)
 	}
 	res.Backup, res.NewRevision = BackupName(r.Name, latest), last+1
@@ -261,16 +322,13 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 	if err := f.backup(ctx, r, latest); err != nil {
 		return res, err
 	}
-	fixed.Version = res.NewRevision
+	fixed.Version, fixed.Status, fixed.Description, fixed.LastDeployed = res.NewRevision, StatusDeployed, Description, f.now()
 	fixed.Labels = customLabels(r.deployed[latest].labels)
-	info := *rel.Info
-	info.Status, info.Description, info.LastDeployed, info.RollbackRevision = rcommon.StatusDeployed, Description, f.now(), 0
-	fixed.Info = &info
 	if err := f.before(ctx, r, StepRevision, recordName(r.Name, res.NewRevision)); err != nil {
 		return res, err
 	}
-	if err := r.store.driver(r.Namespace).Create(recordName(r.Name, res.NewRevision), &fixed); err != nil {
-		if errors.Is(err, driver.ErrReleaseExists) {
+	if err := f.Records.Create(f.Kube, r.Store, r.Namespace, recordName(r.Name, res.NewRevision), fixed); err != nil {
+		if errors.Is(err, ErrExists) {
 			return res, fmt.Errorf("%s: revision %d was written meanwhile (a helm upgrade?); nothing of the release was changed but its backup %s. Run the fix again", r, res.NewRevision, res.Backup)
 		}
 		return res, explain(err, "create", r.Store, r.Namespace, fmt.Sprintf("%s: writing revision %d (nothing of the release was changed but its backup %s)", r, res.NewRevision, res.Backup))
@@ -305,14 +363,14 @@ func (r Release) statuses() string {
 
 // decode reads a deployed revision's record and checks it is the one its
 // labels say.
-func (f *Fixer) decode(r Release, revision int) (*rspb.Release, error) {
+func (f *Fixer) decode(r Release, revision int) (Revision, error) {
 	rec := r.deployed[revision]
-	rel, err := decodeRecord(rec.data)
+	rel, err := f.decodeRecord(rec.data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s %s: %w", r, r.Store, rec.name, err)
+		return rel, fmt.Errorf("%s: %s %s: %w", r, r.Store, rec.name, err)
 	}
 	if rel.Name != r.Name || rel.Version != revision {
-		return nil, fmt.Errorf("%s: %s %s holds release %s revision %d, not what its labels say (%s revision %d); it was not written by Helm: leaving the release as it is",
+		return rel, fmt.Errorf("%s: %s %s holds release %s revision %d, not what its labels say (%s revision %d); it was not written by Helm: leaving the release as it is",
 			r, r.Store, rec.name, rel.Name, rel.Version, r.Name, revision)
 	}
 	rel.Labels = rec.labels
@@ -324,7 +382,7 @@ func (f *Fixer) decode(r Release, revision int) (*rspb.Release, error) {
 func customLabels(labels map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range labels {
-		if !slices.Contains(driver.GetSystemLabels(), k) {
+		if !slices.Contains(SystemLabels, k) {
 			out[k] = v
 		}
 	}
@@ -392,12 +450,12 @@ func (f *Fixer) supersede(ctx context.Context, r Release, revisions []int, res *
 		if err != nil {
 			return err
 		}
-		rel.Info.Status = rcommon.StatusSuperseded
+		rel.Status = StatusSuperseded
 		name := r.deployed[v].name
 		if err := f.before(ctx, r, StepSupersede, name); err != nil {
 			return err
 		}
-		if err := r.store.driver(r.Namespace).Update(name, rel); err != nil {
+		if err := f.Records.Update(f.Kube, r.Store, r.Namespace, name, rel); err != nil {
 			return explain(err, "update", r.Store, r.Namespace,
 				fmt.Sprintf("%s: marking revision %d superseded (Helm reads the fixed revision already; run the fix again to finish)", r, v))
 		}

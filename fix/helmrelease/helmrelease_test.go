@@ -1,4 +1,4 @@
-package helmrelease
+package helmrelease_test
 
 import (
 	"bytes"
@@ -26,7 +26,14 @@ import (
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/convert"
+	"github.com/kube-sunset/sunset/fix/helmrelease"
+	"github.com/kube-sunset/sunset/fix/helmrelease/helmstore"
 )
+
+// recordName is the key Helm's storage gives a revision's record.
+func recordName(release string, revision int) string {
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision)
+}
 
 const ns = "shop"
 
@@ -138,7 +145,7 @@ spec:
     name: web
 `
 
-var wantChanges = []Change{
+var wantChanges = []helmrelease.Change{
 	{Template: "web/templates/pdb.yaml", Kind: "PodDisruptionBudget", Name: "web", From: "policy/v1beta1", To: "policy/v1"},
 	{Template: "web/templates/ingress.yaml", Kind: "Ingress", Name: "web", From: "networking.k8s.io/v1beta1", To: "networking.k8s.io/v1", Fields: []string{
 		"spec.rules[0].http.paths[0].backend.service added",
@@ -166,11 +173,11 @@ func cluster(t *testing.T) *fake.Clientset {
 	return kube
 }
 
-func fixer(t *testing.T, kube *fake.Clientset) *Fixer {
+func fixer(t *testing.T, kube *fake.Clientset) *helmrelease.Fixer {
 	t.Helper()
 	cat, err := catalog.New(nil)
 	require.NoError(t, err)
-	return &Fixer{Kube: kube, Catalog: cat, Table: convert.New(cat), Now: func() time.Time { return fixedAt }}
+	return &helmrelease.Fixer{Kube: kube, Records: helmstore.Records{}, Catalog: cat, Table: convert.New(cat), Now: func() time.Time { return fixedAt }}
 }
 
 // revision is a release record as Helm writes it.
@@ -229,7 +236,7 @@ func helmReads(t *testing.T, kube *fake.Clientset) (deployed *rspb.Release, hist
 	return d.(*rspb.Release), history
 }
 
-func findOne(t *testing.T, f *Fixer) Release {
+func findOne(t *testing.T, f *helmrelease.Fixer) helmrelease.Release {
 	t.Helper()
 	releases, err := f.Find(t.Context(), ns, "")
 	require.NoError(t, err)
@@ -261,8 +268,8 @@ func TestFixWritesANewRevisionTheWayHelmDoes(t *testing.T) {
 	res, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
 	end := time.Now()
 	require.NoError(t, err)
-	res.Release = Release{}
-	require.Equal(t, Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}, res)
+	res.Release = helmrelease.Release{}
+	require.Equal(t, helmrelease.Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}, res)
 
 	after := secretsOf(t, kube)
 	require.Len(t, after, 4)
@@ -280,7 +287,7 @@ func TestFixWritesANewRevisionTheWayHelmDoes(t *testing.T) {
 
 	// Revision 3, as Helm's driver reads it back.
 	want := revision(3, rcommon.StatusDeployed, newManifest, hook(newHook))
-	want.Info.LastDeployed, want.Info.Description = fixedAt, Description
+	want.Info.LastDeployed, want.Info.Description = fixedAt, helmrelease.Description
 	got, err := driver.NewSecrets(kube.CoreV1().Secrets(ns)).Get(recordName("web", 3))
 	require.NoError(t, err)
 	require.Equal(t, want, got)
@@ -302,8 +309,8 @@ func TestFixWritesANewRevisionTheWayHelmDoes(t *testing.T) {
 	// Again: nothing to do, nothing written.
 	res, err = fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
 	require.NoError(t, err)
-	res.Release = Release{}
-	require.Equal(t, Result{Revision: 3, UpToDate: true}, res)
+	res.Release = helmrelease.Release{}
+	require.Equal(t, helmrelease.Result{Revision: 3, UpToDate: true}, res)
 	require.Equal(t, after, secretsOf(t, kube))
 }
 
@@ -315,8 +322,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 	f.DryRun = true
 	res, err := f.Fix(t.Context(), findOne(t, f))
 	require.NoError(t, err)
-	res.Release = Release{}
-	require.Equal(t, Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}, res)
+	res.Release = helmrelease.Release{}
+	require.Equal(t, helmrelease.Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}, res)
 	require.Equal(t, before, secretsOf(t, kube))
 }
 
@@ -334,7 +341,7 @@ func TestTargetMovesWhatItRemoves(t *testing.T) {
 	f.Target = catalog.MustParseRelease("1.37")
 	res, err = f.Fix(t.Context(), findOne(t, f))
 	require.NoError(t, err)
-	require.Equal(t, []Change{{Template: "web/templates/class.yaml", Kind: "VolumeAttributesClass", Name: "fast", From: "storage.k8s.io/v1beta1", To: "storage.k8s.io/v1"}}, res.Changes)
+	require.Equal(t, []helmrelease.Change{{Template: "web/templates/class.yaml", Kind: "VolumeAttributesClass", Name: "fast", From: "storage.k8s.io/v1beta1", To: "storage.k8s.io/v1"}}, res.Changes)
 	deployed, _ := helmReads(t, kube)
 	// A converted object is written with its keys in order, as
 	// sigs.k8s.io/yaml writes them.
@@ -349,7 +356,7 @@ func TestRefusedReleaseIsLeftAsItIs(t *testing.T) {
 	install(t, kube, manifest, hook(oldHook))
 	before := secretsOf(t, kube)
 	_, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
-	var refused *RefusedError
+	var refused *helmrelease.RefusedError
 	require.ErrorAs(t, err, &refused)
 	require.EqualError(t, err, "shop/web: revision 2 not fixed, 2 objects cannot move to a served API; the release is left as it is")
 	var lines []string
@@ -370,27 +377,27 @@ func TestRefusedReleaseIsLeftAsItIs(t *testing.T) {
 func TestInterruptedFixLeavesTheReleaseAsItWasOrFixed(t *testing.T) {
 	stop := errors.New("stopped")
 	for _, tc := range []struct {
-		step Step
+		step helmrelease.Step
 		// wantDeployed is the revision Helm reads as deployed after the
 		// stop; wantHistory every revision's status.
 		wantDeployed int
 		wantHistory  map[int]rcommon.Status
 		// wantAgain is the second run's result.
-		wantAgain Result
+		wantAgain helmrelease.Result
 	}{
-		{StepBackup, 2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
-			Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}},
-		{StepRevision, 2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
-			Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}},
-		{StepSupersede, 3, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed, 3: rcommon.StatusDeployed},
-			Result{Revision: 3, UpToDate: true, Superseded: []int{2}}},
+		{helmrelease.StepBackup, 2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
+			helmrelease.Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}},
+		{helmrelease.StepRevision, 2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
+			helmrelease.Result{Revision: 2, NewRevision: 3, Changes: wantChanges, Backup: "sunset-backup.web.v2", Superseded: []int{2}}},
+		{helmrelease.StepSupersede, 3, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed, 3: rcommon.StatusDeployed},
+			helmrelease.Result{Revision: 3, UpToDate: true, Superseded: []int{2}}},
 	} {
 		t.Run(string(tc.step), func(t *testing.T) {
 			kube := cluster(t)
 			install(t, kube, oldManifest, hook(oldHook))
 			f := fixer(t, kube)
 			var writes []string
-			f.BeforeWrite = func(_ context.Context, r Release, step Step, object string) error {
+			f.BeforeWrite = func(_ context.Context, r helmrelease.Release, step helmrelease.Step, object string) error {
 				writes = append(writes, fmt.Sprintf("%s %s %s", r, step, object))
 				if step == tc.step {
 					return stop
@@ -407,7 +414,7 @@ func TestInterruptedFixLeavesTheReleaseAsItWasOrFixed(t *testing.T) {
 			f.BeforeWrite = nil
 			res, err := f.Fix(t.Context(), findOne(t, f))
 			require.NoError(t, err)
-			res.Release = Release{}
+			res.Release = helmrelease.Release{}
 			require.Equal(t, tc.wantAgain, res)
 			deployed, history = helmReads(t, kube)
 			require.Equal(t, 3, deployed.Version)
@@ -423,7 +430,7 @@ func TestEveryWriteInOrder(t *testing.T) {
 	install(t, kube, oldManifest, hook(oldHook))
 	f := fixer(t, kube)
 	var writes []string
-	f.BeforeWrite = func(_ context.Context, r Release, step Step, object string) error {
+	f.BeforeWrite = func(_ context.Context, r helmrelease.Release, step helmrelease.Step, object string) error {
 		writes = append(writes, fmt.Sprintf("%s %s %s", r, step, object))
 		return nil
 	}
@@ -479,6 +486,8 @@ func TestConfigMapStore(t *testing.T) {
 	kube := cluster(t)
 	d := driver.NewConfigMaps(kube.CoreV1().ConfigMaps(ns))
 	require.NoError(t, d.Create(recordName("web", 1), revision(1, rcommon.StatusDeployed, oldManifest)))
+	before, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), recordName("web", 1), metav1.GetOptions{})
+	require.NoError(t, err)
 	f := fixer(t, kube)
 	releases, err := f.Find(t.Context(), ns, "")
 	require.NoError(t, err)
@@ -495,22 +504,24 @@ func TestConfigMapStore(t *testing.T) {
 	require.Equal(t, newManifest, got.(*rspb.Release).Manifest)
 	backup, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "sunset-backup.web.v1", metav1.GetOptions{})
 	require.NoError(t, err)
-	orig, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "sh.helm.release.v1.web.v1", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotEqual(t, orig.Data, backup.Data, "revision 1 is superseded since")
-	rel, err := decodeRecord([]byte(backup.Data["release"]))
-	require.NoError(t, err)
-	require.Equal(t, oldManifest, rel.Manifest)
-	require.Equal(t, rcommon.StatusDeployed, rel.Info.Status)
+	require.Equal(t, before.Data, backup.Data)
 }
 
-// A record that inflates past the scan's bound is not read.
+// A record that inflates past the scan's bound is not read: the release
+// is reported, and left as it is.
 func TestGzipBombIsRefused(t *testing.T) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	_, err := zw.Write([]byte(`{"name":"` + strings.Repeat("a", maxReleaseSize) + `"}`))
+	_, err := zw.Write([]byte(`{"name":"` + strings.Repeat("a", 32<<20) + `"}`))
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
-	_, err = decodeRecord([]byte(base64.StdEncoding.EncodeToString(buf.Bytes())))
-	require.EqualError(t, err, "too large: the release record, decompressed, is larger than 32 MiB")
+	kube := cluster(t)
+	_, err = kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: recordName("web", 1), Namespace: ns, Labels: map[string]string{"owner": "helm", "name": "web", "version": "1", "status": "deployed"}},
+		Type:       "helm.sh/release.v1", Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	before := secretsOf(t, kube)
+	_, err = fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.EqualError(t, err, "shop/web: Secret sh.helm.release.v1.web.v1: too large: the release record, decompressed, is larger than 32 MiB")
+	require.Equal(t, before, secretsOf(t, kube))
 }

@@ -5,18 +5,13 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	rspb "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/kube-sunset/sunset/scan"
 )
@@ -66,14 +61,7 @@ type store interface {
 	list(ctx context.Context, namespace string, o metav1.ListOptions) ([]record, string, error)
 	get(ctx context.Context, namespace, name string) (record, error)
 	createBackup(ctx context.Context, namespace string, of record, name string, labels, annotations map[string]string) error
-	// driver is Helm's own driver for namespace, which writes revisions
-	// in the format Helm reads.
-	driver(namespace string) driver.Driver
 }
-
-// quietHandler drops the driver's debug logs: it logs through slog's
-// default logger unless told otherwise.
-var quietHandler = slog.DiscardHandler
 
 type secrets struct{ kube kubernetes.Interface }
 
@@ -109,12 +97,6 @@ func (s secrets) createBackup(ctx context.Context, namespace string, of record, 
 		Type: orig.Type, Data: maps.Clone(orig.Data)}
 	_, err := s.kube.CoreV1().Secrets(namespace).Create(ctx, b, metav1.CreateOptions{})
 	return err
-}
-
-func (s secrets) driver(namespace string) driver.Driver {
-	d := driver.NewSecrets(s.kube.CoreV1().Secrets(namespace))
-	d.SetLogger(quietHandler)
-	return d
 }
 
 type configMaps struct{ kube kubernetes.Interface }
@@ -153,12 +135,6 @@ func (c configMaps) createBackup(ctx context.Context, namespace string, of recor
 	return err
 }
 
-func (c configMaps) driver(namespace string) driver.Driver {
-	d := driver.NewConfigMaps(c.kube.CoreV1().ConfigMaps(namespace))
-	d.SetLogger(quietHandler)
-	return d
-}
-
 // sameContent reports whether a backup holds the record of: the same
 // data, byte for byte.
 func sameContent(backup, of record) bool {
@@ -174,35 +150,31 @@ func sameContent(backup, of record) bool {
 }
 
 // decodeRecord reads a release record as Helm's drivers write it, base64
-// of gzipped JSON (plain JSON too, as Helm accepts), into Helm's own
-// release type, within the scan's bounds: Helm's driver inflates without
-// a bound.
-func decodeRecord(data []byte) (*rspb.Release, error) {
+// of gzipped JSON (plain JSON too, as Helm accepts), within the scan's
+// bounds: Helm's driver inflates without a bound.
+func (f *Fixer) decodeRecord(data []byte) (Revision, error) {
 	if len(data) > maxRecordSize {
-		return nil, &scan.TooLargeError{What: "the release record", Limit: maxRecordSize}
+		return Revision{}, &scan.TooLargeError{What: "the release record", Limit: maxRecordSize}
 	}
 	b, err := base64.StdEncoding.DecodeString(string(data))
 	if err != nil {
-		return nil, fmt.Errorf("the release record is not base64: %w", err)
+		return Revision{}, fmt.Errorf("the release record is not base64: %w", err)
 	}
 	var r io.Reader = bytes.NewReader(b)
 	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return nil, fmt.Errorf("the release record: %w", err)
+			return Revision{}, fmt.Errorf("the release record: %w", err)
 		}
 		r = zr
 	}
 	bounded := scan.NewBoundedReader(r, maxReleaseSize)
-	var rel rspb.Release
-	if err := json.NewDecoder(bounded).Decode(&rel); err != nil {
+	rev, err := f.Records.Decode(bounded)
+	if err != nil {
 		if bounded.Over() {
-			return nil, &scan.TooLargeError{What: "the release record, decompressed,", Limit: maxReleaseSize}
+			return Revision{}, &scan.TooLargeError{What: "the release record, decompressed,", Limit: maxReleaseSize}
 		}
-		return nil, fmt.Errorf("the release record is not a Helm release: %w", err)
+		return Revision{}, fmt.Errorf("the release record is not a Helm release: %w", err)
 	}
-	if rel.Info == nil {
-		return nil, fmt.Errorf("the release record is not a Helm release: it has no info")
-	}
-	return &rel, nil
+	return rev, nil
 }
