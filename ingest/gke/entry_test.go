@@ -17,6 +17,7 @@ import (
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
+	"github.com/kube-sunset/sunset/store"
 )
 
 func readEntry(t *testing.T, name string) []byte {
@@ -221,14 +222,14 @@ func TestMessagesThatAreNotEvents(t *testing.T) {
 }
 
 // Hostile entries that are still audit entries decode, and are bounded
-// where a bound applies: a 1 MB operation.id is the request's ID (the
-// store keeps a digest of it), thousands of labels are annotations, and a
+// where a bound applies: a 1 MB operation.id is the request's ID, held as
+// the digest the store keeps of it, thousands of labels are annotations, and a
 // location that is no location is not a node.
 func TestHostileEntriesThatStillDecode(t *testing.T) {
 	longID := strings.Repeat("a", 1_000_000)
 	ev, _, err := decode(entryWith(t, func(e map[string]any) { e["operation"].(map[string]any)["id"] = longID }))
 	require.NoError(t, err)
-	require.Equal(t, longID, ev.ID)
+	require.Equal(t, store.MarkID(longID), ev.ID, "a long ID is held as its digest, as the store marks it")
 	require.True(t, ev.Deprecated)
 
 	ev, _, err = decode(entryWith(t, func(e map[string]any) {

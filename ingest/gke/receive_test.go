@@ -19,6 +19,7 @@ import (
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
+	"github.com/kube-sunset/sunset/store"
 )
 
 // captured is the captured kube-apiserver events (and the public samples)
@@ -262,7 +263,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 	msgs := []msg{
 		{withID("good-1", nil), "good-1"},
 		{[]byte("not json"), ""},
-		{withID(longID, nil), longID},
+		{withID(longID, nil), store.MarkID(longID)},
 		{readEntry(t, "not-audit"), ""},
 		{withID("good-2", nil), "good-2"},
 		{readEntry(t, "json-payload"), ""},
@@ -271,7 +272,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 		{withID("bad-time", func(e map[string]any) { e["timestamp"] = "soon" }), ""},
 		{[]byte(`{"protoPayload":{"@type":"type.googleapis.com/google.cloud.audit.AuditLog","serviceName":"k8s.io","methodName":7}}`), ""},
 		{withID("good-3", nil), "good-3"},
-		{withID(longID, nil), longID}, // the same request again
+		{withID(longID, nil), store.MarkID(longID)}, // the same request again
 	}
 	var data [][]byte
 	var events []string
