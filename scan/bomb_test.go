@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kube-sunset/sunset/catalog"
 )
@@ -97,8 +96,12 @@ func TestHelmReleaseBombIsTooLarge(t *testing.T) {
 	half := helmSecret(t, "evil", "half", map[string]string{
 		"manifest": removed + "---\n# Source: app/templates/big.yaml\napiVersion: v1\nkind: ConfigMap\ndata:\n" + strings.Repeat("  a: b\n", 24<<20/7),
 	})
-	c := &Cluster{Judge: testJudge(t), Kube: fake.NewSimpleClientset(bomb, good, half)}
-	bomb, good, half = nil, nil, nil //nolint:ineffassign // Drops the test's copies, so that only the clientset's are live.
+	var records []helmRecord
+	for _, s := range []*corev1.Secret{bomb, good, half} {
+		records = append(records, helmRecord{namespace: s.Namespace, name: s.Labels["name"], revision: 1, data: func() []byte { return s.Data["release"] }})
+	}
+	c, err := NewCluster((&apiserver{t: t, records: records}).config(), testJudge(t))
+	require.NoError(t, err)
 
 	var errs []string
 	var findings []string

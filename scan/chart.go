@@ -96,7 +96,9 @@ func SplitManifest(m string) []Manifest {
 		if !ok {
 			template, body = "", part
 		}
-		out = append(out, Manifest{Template: template, Text: body})
+		// A copy: findings keep the template's name, which must not
+		// keep the whole manifest (megabytes, for a release) alive.
+		out = append(out, Manifest{Template: strings.Clone(template), Text: body})
 	}
 	return out
 }

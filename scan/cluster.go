@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-sunset/sunset/catalog"
@@ -21,18 +22,19 @@ import (
 )
 
 // PageSize is how many objects one list request asks for, so that memory
-// stays flat however big the cluster. Helm release records are up to 1 MiB
-// each, hence the small pages.
-const (
-	PageSize        = 500
-	releasePageSize = 20
-)
+// stays flat however big the cluster. Helm's release records are listed
+// without their data (metadata only), so they page the same.
+const PageSize = 500
 
 // Cluster scans a live cluster: its Helm releases, CRDs and APIServices.
 type Cluster struct {
-	Judge    Judge
-	Kube     kubernetes.Interface
-	Dynamic  dynamic.Interface
+	Judge   Judge
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Metadata lists Helm's release records without their data: a record
+	// is up to 1.5 MiB, and anyone who may create Secrets in a namespace
+	// can label hundreds of them as deployed releases.
+	Metadata metadata.Interface
 	Progress func(what, path string)
 }
 
@@ -46,7 +48,11 @@ func NewCluster(cfg *rest.Config, j Judge) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Judge: j, Kube: kube, Dynamic: dyn}, nil
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Judge: j, Kube: kube, Dynamic: dyn, Metadata: meta}, nil
 }
 
 // Scan reads the cluster. What the credentials may not list is reported in
@@ -274,6 +280,12 @@ func (c *Cluster) groupVersionRemovals() map[string]catalog.Entry {
 // whichever storage driver (Secrets, the default, or ConfigMaps) keeps it.
 // Older revisions are history: the next upgrade starts from the deployed
 // one, so findings in them would be false alarms.
+//
+// The records are listed without their data, which keeps a few hundred
+// bytes per release however many there are and however large; then each
+// release's latest deployed record is read and judged alone, so the scan
+// holds one record (at most maxRecordSize, maxReleaseSize inflated) at a
+// time.
 func (c *Cluster) helmReleases(ctx context.Context) report.Result {
 	var res report.Result
 	for _, store := range []releaseStore{secretStore{c.Kube}, configMapStore{c.Kube}} {
@@ -287,7 +299,16 @@ func (c *Cluster) helmReleases(ctx context.Context) report.Result {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			res.Merge(c.judgeRelease(latest[k]))
+			r := latest[k]
+			data, found, err := store.read(ctx, r.namespace, r.object)
+			switch {
+			case err != nil:
+				res.NotScanned = append(res.NotScanned, notScanned(store.resource(), r.namespace, err))
+			case found:
+				// Gone or superseded since it was listed: an upgrade
+				// in between, whose record the next scan reads.
+				res.Merge(c.judgeRelease(r, data))
+			}
 		}
 	}
 	return res
@@ -327,27 +348,34 @@ func (c *Cluster) listReleases(ctx context.Context, store releaseStore, latest m
 	return gaps
 }
 
+// releaseSelector picks Helm's records of the revision in force: Helm
+// labels each record with its status, and "deployed" is on the one
+// revision of a release in force, also after a failed upgrade.
+const releaseSelector = "owner=helm,status=deployed"
+
 func (c *Cluster) listReleasesIn(ctx context.Context, store releaseStore, namespace string, latest map[string]storedRelease) error {
-	return listPages(ctx, releasePageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		// Helm labels each record with its status; "deployed" is on the one
-		// revision of a release in force, also after a failed upgrade.
-		o.LabelSelector = "owner=helm,status=deployed"
-		records, next, err := store.list(ctx, namespace, o)
-		for _, r := range records {
+	return listPages(ctx, PageSize, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		o.LabelSelector = releaseSelector
+		l, err := c.Metadata.Resource(store.gvr()).Namespace(namespace).List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for _, item := range l.Items {
+			r := recordOf(item.ObjectMeta)
 			key := r.namespace + "/" + r.name
 			if old, ok := latest[key]; !ok || old.revision < r.revision {
 				latest[key] = r
 			}
 		}
-		return next, err
+		return l.Continue, nil
 	})
 }
 
-func (c *Cluster) judgeRelease(r storedRelease) report.Result {
+func (c *Cluster) judgeRelease(r storedRelease, data string) report.Result {
 	res := report.Result{Scanned: report.Scanned{HelmReleases: 1}}
 	origin := report.Origin{Release: r.namespace + "/" + r.name, Revision: r.revision}
 	where := "helm release " + origin.Release
-	rel, err := decodeRelease(r.data)
+	rel, err := decodeRelease(data)
 	if err != nil {
 		res.Errors = append(res.Errors, report.InputError{Path: where, Err: err.Error()})
 		return res
@@ -386,52 +414,66 @@ func tooLarge(err error) bool {
 	return errors.As(err, &t) || errors.Is(err, errTooManyObjects)
 }
 
-// storedRelease is one release record, as its labels describe it.
+// storedRelease is one release record, as its labels describe it: what
+// the scan keeps of each until it reads the record.
 type storedRelease struct {
 	namespace, name string
 	revision        int
-	data            string
+	// object is the Secret's or ConfigMap's name.
+	object string
 }
 
 // releaseStore is one of Helm's storage drivers.
 type releaseStore interface {
 	resource() string
-	list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error)
+	gvr() schema.GroupVersionResource
+	// read returns one record's data, if it is still a deployed release.
+	read(ctx context.Context, namespace, object string) (string, bool, error)
+}
+
+// recordSelector lists one record by name, with what listing takes
+// (verb list; a scan is granted no get), and only while it is deployed.
+func recordSelector(object string) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: releaseSelector, FieldSelector: "metadata.name=" + object}
 }
 
 type secretStore struct{ kube kubernetes.Interface }
 
-func (s secretStore) resource() string { return resourceName(secretGVR) }
+func (s secretStore) resource() string                 { return resourceName(secretGVR) }
+func (s secretStore) gvr() schema.GroupVersionResource { return secretGVR }
 
-func (s secretStore) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error) {
-	l, err := s.kube.CoreV1().Secrets(namespace).List(ctx, o)
+func (s secretStore) read(ctx context.Context, namespace, object string) (string, bool, error) {
+	l, err := s.kube.CoreV1().Secrets(namespace).List(ctx, recordSelector(object))
 	if err != nil {
-		return nil, "", err
+		return "", false, err
 	}
-	out := make([]storedRelease, 0, len(l.Items))
 	for _, item := range l.Items {
-		out = append(out, recordOf(item.ObjectMeta, string(item.Data["release"])))
+		if item.Name == object {
+			return string(item.Data["release"]), true, nil
+		}
 	}
-	return out, l.Continue, nil
+	return "", false, nil
 }
 
 type configMapStore struct{ kube kubernetes.Interface }
 
-func (s configMapStore) resource() string { return resourceName(configMapGVR) }
+func (s configMapStore) resource() string                 { return resourceName(configMapGVR) }
+func (s configMapStore) gvr() schema.GroupVersionResource { return configMapGVR }
 
-func (s configMapStore) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]storedRelease, string, error) {
-	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, o)
+func (s configMapStore) read(ctx context.Context, namespace, object string) (string, bool, error) {
+	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, recordSelector(object))
 	if err != nil {
-		return nil, "", err
+		return "", false, err
 	}
-	out := make([]storedRelease, 0, len(l.Items))
 	for _, item := range l.Items {
-		out = append(out, recordOf(item.ObjectMeta, item.Data["release"]))
+		if item.Name == object {
+			return item.Data["release"], true, nil
+		}
 	}
-	return out, l.Continue, nil
+	return "", false, nil
 }
 
-func recordOf(m metav1.ObjectMeta, data string) storedRelease {
+func recordOf(m metav1.ObjectMeta) storedRelease {
 	rev, _ := strconv.Atoi(m.Labels["version"])
 	name := m.Labels["name"]
 	if name == "" {
@@ -441,7 +483,7 @@ func recordOf(m metav1.ObjectMeta, data string) storedRelease {
 			name = name[:i]
 		}
 	}
-	return storedRelease{namespace: m.Namespace, name: name, revision: rev, data: data}
+	return storedRelease{namespace: m.Namespace, name: name, revision: rev, object: m.Name}
 }
 
 // resourceName is a resource as kubectl names it: "secrets",
