@@ -45,33 +45,52 @@ func (j Judge) readObjects(data []byte) ([]Object, error) {
 		if len(doc) > MaxDocumentSize {
 			return &TooLargeError{What: fmt.Sprintf("the YAML document at line %d", line), Limit: MaxDocumentSize}
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(doc))
-		for {
-			var n yaml.Node
-			err := dec.Decode(&n)
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("not YAML or JSON: %w", shiftLines(err, line-1))
-			}
-			if len(n.Content) == 0 {
-				continue
-			}
-			objs, err := j.objectsIn(n.Content[0])
-			for i := range objs {
-				objs[i].Line += line - 1
-			}
-			out = append(out, objs...)
-			if err != nil {
-				return shiftLines(err, line-1)
-			}
-			if len(out) > MaxObjects {
-				return errTooManyObjects
-			}
+		read := j.treeObjects
+		if len(doc) > treeDocumentSize {
+			read = j.skimObjects
 		}
+		objs, err := read(doc, line)
+		out = append(out, objs...)
+		if err != nil {
+			return err
+		}
+		if len(out) > MaxObjects {
+			return errTooManyObjects
+		}
+		return nil
 	})
 	return out, err
+}
+
+// treeObjects reads one document, which starts at line of its stream,
+// parsed whole into a node tree.
+func (j Judge) treeObjects(doc []byte, line int) ([]Object, error) {
+	var out []Object
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("not YAML or JSON: %w", shiftLines(err, line-1))
+		}
+		if len(n.Content) == 0 {
+			continue
+		}
+		objs, err := j.objectsIn(n.Content[0])
+		for i := range objs {
+			objs[i].Line += line - 1
+		}
+		out = append(out, objs...)
+		if err != nil {
+			return out, shiftLines(err, line-1)
+		}
+		if len(out) > MaxObjects {
+			return out, errTooManyObjects
+		}
+	}
 }
 
 // checkDocuments fails on a document of data over MaxDocumentSize.

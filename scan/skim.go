@@ -1,0 +1,510 @@
+package scan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// A YAML document parsed whole becomes a node tree of up to about 95
+// times its bytes (286 MiB for 3 MiB of "a: b" lines, measured), and a
+// Helm release record is data anyone who may write Secrets controls. So a
+// document over treeDocumentSize is skimmed instead: its lines are lexed
+// once, without building anything, to find where its top-level entries
+// start, and only the entries that say what the object is (apiVersion,
+// kind, metadata's name and namespace, a List's items) are parsed, each
+// alone. A field rule that reads the whole object still needs it parsed
+// whole, up to bodyDocumentSize.
+const (
+	treeDocumentSize = 256 << 10
+	bodyDocumentSize = 1 << 20
+	// entrySize bounds one entry parsed alone (apiVersion: v1, a
+	// metadata block): annotations, the largest part of metadata, are
+	// under 256 KiB in kube-apiserver.
+	entrySize = 512 << 10
+)
+
+// skimLine is one line of a skimmed document.
+//
+// Offsets are 32 bits, as a document is at most MaxDocumentSize: a line
+// takes 16 bytes, so the lines of a document of short ones take about
+// twice its size, where its node tree would take ninety times.
+type skimLine struct {
+	start, end uint32 // offsets of the line in the document, without its newline
+	indent     uint32
+	// clean is true for a line that starts outside any scalar or flow
+	// collection begun on an earlier line: only such a line can start
+	// an entry.
+	clean bool
+	// content is true for a line with more than spaces and a comment.
+	content bool
+}
+
+var errNotPlainBlock = errors.New("not plain block YAML")
+
+// skimLines lexes doc line by line. It fails on what would make a line's
+// place in the document depend on more than its indentation: a quoted
+// scalar or flow collection still open at the end.
+func skimLines(doc []byte) ([]skimLine, error) {
+	var lines []skimLine
+	var quote byte
+	flow := 0
+	block := -1 // the parent column of a block scalar being read, or -1
+	for i := 0; i < len(doc); {
+		end := bytes.IndexByte(doc[i:], '\n')
+		next := len(doc)
+		if end < 0 {
+			end = len(doc)
+		} else {
+			end += i
+			next = end + 1
+		}
+		l := doc[i:end]
+		indent := 0
+		for indent < len(l) && l[indent] == ' ' {
+			indent++
+		}
+		blank := indent == len(l) || l[indent] == '\r'
+		line := skimLine{start: uint32(i), end: uint32(end), indent: uint32(indent)}
+		i = next
+		if block >= 0 {
+			if blank || indent > block {
+				lines = append(lines, line)
+				continue
+			}
+			block = -1
+		}
+		line.clean = quote == 0 && flow == 0
+		line.content = !blank && (!line.clean || l[indent] != '#')
+		if line.clean && indent == 0 && (isMarker(l) || l[0] == '%') {
+			// The document's start marker, or a directive before it.
+			if len(bytes.TrimSpace(l)) > 3 && l[0] != '%' {
+				return nil, errNotPlainBlock
+			}
+			line.content = false
+			blank = true
+		}
+		lines = append(lines, line)
+		if blank {
+			continue
+		}
+		var err error
+		quote, flow, block, err = lexLine(l, indent, quote, flow)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if quote != 0 || flow != 0 {
+		return nil, errNotPlainBlock
+	}
+	return lines, nil
+}
+
+// lexLine reads one line from pos in the state an earlier line left, and
+// returns the state it leaves: an open quote, the flow depth, and the
+// parent column of a block scalar that starts on it (or -1).
+func lexLine(l []byte, pos int, quote byte, flow int) (byte, int, int, error) {
+	nodeStart := true
+	nodeCol := pos
+	for pos < len(l) {
+		c := l[pos]
+		if quote != 0 {
+			j := pos
+			for ; j < len(l); j++ {
+				if quote == '"' && l[j] == '\\' {
+					j++
+					continue
+				}
+				if l[j] == quote {
+					if quote == '\'' && j+1 < len(l) && l[j+1] == '\'' {
+						j++
+						continue
+					}
+					break
+				}
+			}
+			if j >= len(l) {
+				return quote, flow, -1, nil
+			}
+			quote, pos, nodeStart = 0, j+1, false
+			continue
+		}
+		spaceBefore := pos == 0 || l[pos-1] == ' ' || l[pos-1] == '\t'
+		switch {
+		case c == ' ' || c == '\t' || c == '\r':
+			pos++
+			continue
+		case c == '#' && spaceBefore:
+			return 0, flow, -1, nil
+		case (c == '"' || c == '\'') && nodeStart:
+			if flow == 0 {
+				nodeCol = pos
+			}
+			quote = c
+			pos++
+			continue
+		case flow > 0:
+			switch c {
+			case '[', '{':
+				flow++
+				nodeStart = true
+			case ']', '}':
+				flow--
+				nodeStart = false
+			case ',', ':':
+				nodeStart = true
+			default:
+				nodeStart = false
+			}
+			pos++
+			continue
+		case nodeStart && (c == '[' || c == '{'):
+			flow = 1
+			pos++
+			continue
+		case nodeStart && (c == '|' || c == '>'):
+			return 0, 0, nodeCol, nil
+		case nodeStart && c == '-' && (pos+1 == len(l) || l[pos+1] == ' '):
+			nodeCol = pos
+			pos++
+			continue
+		case nodeStart && c == '?' && (pos+1 == len(l) || l[pos+1] == ' '):
+			return 0, 0, -1, errNotPlainBlock
+		case nodeStart && (c == '&' || c == '!'):
+			for pos < len(l) && l[pos] != ' ' {
+				pos++
+			}
+			continue
+		case c == ':' && (pos+1 == len(l) || l[pos+1] == ' ' || l[pos+1] == '\r'):
+			nodeStart = true
+			pos++
+			continue
+		}
+		// A plain scalar: to a key's colon, a comment or the end.
+		if nodeStart {
+			nodeCol = pos
+		}
+		nodeStart = false
+		for pos < len(l) {
+			if l[pos] == ':' && (pos+1 == len(l) || l[pos+1] == ' ' || l[pos+1] == '\r') {
+				break
+			}
+			if l[pos] == '#' && (l[pos-1] == ' ' || l[pos-1] == '\t') {
+				return 0, 0, -1, nil
+			}
+			pos++
+		}
+	}
+	return quote, flow, -1, nil
+}
+
+// plainKey is a block mapping key the skim reads: a plain one, not a
+// merge key.
+var plainKey = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9_.\-/]*):(?:[ \t]|\r?$)`)
+
+// skimmer reads the identity of the objects of one large document.
+type skimmer struct {
+	j     Judge
+	doc   []byte
+	lines []skimLine
+	line  int // the document's first line in its stream
+}
+
+// entries are the keys of the block mapping whose entries start at
+// column indent in lines [from, to), the first of which starts at
+// column first: where each entry's lines start, and its key's offset.
+func (s *skimmer) entries(from, to, first, indent int) (map[string][2]int, []string, error) {
+	out := map[string][2]int{}
+	var order []string
+	for i := from; i < to; i++ {
+		l := s.lines[i]
+		col := int(l.indent)
+		if i == from {
+			col = first
+		}
+		if !l.clean || !l.content || i != from && (col > indent || col == indent && s.seqItem(l)) {
+			// Deeper, or a sequence at the mapping's column: a value.
+			continue
+		}
+		if col != indent {
+			return nil, nil, fmt.Errorf("line %d: %w", s.line+i, errNotPlainBlock)
+		}
+		m := plainKey.FindSubmatch(s.doc[int(l.start)+col : int(l.end)])
+		if m == nil || string(m[1]) == "<<" {
+			return nil, nil, fmt.Errorf("line %d: %w", s.line+i, errNotPlainBlock)
+		}
+		key := string(m[1])
+		if _, dup := out[key]; dup {
+			return nil, nil, fmt.Errorf("line %d: mapping key %q already defined", s.line+i, key)
+		}
+		out[key] = [2]int{i, int(l.start) + col}
+		order = append(order, key)
+	}
+	return out, order, nil
+}
+
+// seqItem reports whether l starts a block sequence's item.
+func (s *skimmer) seqItem(l skimLine) bool {
+	r := s.doc[int(l.start)+int(l.indent) : int(l.end)]
+	return len(r) > 0 && r[0] == '-' && (len(r) == 1 || r[1] == ' ' || r[1] == '\r')
+}
+
+// entryEnd is the line after the entry starting at line i of a mapping
+// at indent: the next line that starts an entry at that column or less.
+func (s *skimmer) entryEnd(i, to, indent int) int {
+	for i++; i < to; i++ {
+		if l := s.lines[i]; l.clean && l.content && (int(l.indent) < indent || int(l.indent) == indent && !s.seqItem(l)) {
+			return i
+		}
+	}
+	return to
+}
+
+// value parses one entry (from its key's offset to the end of its lines)
+// alone and returns its value.
+func (s *skimmer) value(key string, at [2]int, to, indent int) (*yaml.Node, error) {
+	end := s.entryEnd(at[0], to, indent)
+	text := s.doc[at[1]:int(s.lines[end-1].end)]
+	if len(text) > entrySize {
+		return nil, &TooLargeError{What: fmt.Sprintf("%s at line %d", key, s.line+at[0]), Limit: entrySize}
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(text, &n); err != nil {
+		return nil, fmt.Errorf("not YAML or JSON: %w", shiftLines(err, s.line+at[0]-1))
+	}
+	if len(n.Content) == 0 {
+		return nil, nil
+	}
+	return mapValue(n.Content[0], key), nil
+}
+
+// object reads the object whose mapping's entries start at column indent
+// in lines [from, to), the first at column first.
+func (s *skimmer) object(from, to, first, indent int) ([]Object, error) {
+	keys, order, err := s.entries(from, to, first, indent)
+	if err != nil || len(order) == 0 {
+		return nil, err
+	}
+	str := func(key string) (string, error) {
+		at, ok := keys[key]
+		if !ok {
+			return "", nil
+		}
+		n, err := s.value(key, at, to, indent)
+		return scalar(n), err
+	}
+	apiVersion, err := str("apiVersion")
+	if err != nil {
+		return nil, err
+	}
+	kind, err := str("kind")
+	if err != nil || apiVersion == "" || kind == "" {
+		return nil, err
+	}
+	obj := Object{APIVersion: apiVersion, Kind: kind, Line: s.line + keys[order[0]][0]}
+	if at, ok := keys["metadata"]; ok {
+		if obj.Name, obj.Namespace, err = s.metadata(at, to, indent); err != nil {
+			return nil, err
+		}
+	}
+	at, ok := keys["items"]
+	if !ok || len(kind) < 4 || kind[len(kind)-4:] != "List" {
+		return []Object{obj}, nil
+	}
+	return s.items(at, s.entryEnd(at[0], to, indent), indent)
+}
+
+// metadata reads metadata's name and namespace, skimming metadata too
+// when it is large.
+func (s *skimmer) metadata(at [2]int, to, indent int) (string, string, error) {
+	end := s.entryEnd(at[0], to, indent)
+	if int(s.lines[end-1].end)-at[1] <= entrySize {
+		n, err := s.value("metadata", at, to, indent)
+		return scalar(mapValue(n, "name")), scalar(mapValue(n, "namespace")), err
+	}
+	child := -1
+	for i := at[0] + 1; i < end; i++ {
+		if l := s.lines[i]; l.clean && l.content {
+			child = int(l.indent)
+			break
+		}
+	}
+	if child <= indent {
+		return "", "", fmt.Errorf("line %d: %w", s.line+at[0], errNotPlainBlock)
+	}
+	keys, _, err := s.entries(at[0]+1, end, child, child)
+	if err != nil {
+		return "", "", err
+	}
+	var out [2]string
+	for i, key := range []string{"name", "namespace"} {
+		if k, ok := keys[key]; ok {
+			n, err := s.value(key, k, end, child)
+			if err != nil {
+				return "", "", err
+			}
+			out[i] = scalar(n)
+		}
+	}
+	return out[0], out[1], nil
+}
+
+// items reads the objects of a List's items, the entry at (line, key
+// offset) of the mapping at indent, which ends at line to.
+func (s *skimmer) items(at [2]int, to, indent int) ([]Object, error) {
+	if rest := bytes.TrimSpace(s.doc[at[1]+len("items:") : s.lines[at[0]].end]); len(rest) > 0 && rest[0] != '#' {
+		// items: [] or another flow sequence: small, or not skimmed.
+		n, err := s.value("items", at, to, indent)
+		if err != nil || n == nil || n.Kind != yaml.SequenceNode {
+			return nil, err
+		}
+		var out []Object
+		for _, item := range n.Content {
+			o, ok, err := s.j.object(item)
+			if err != nil {
+				return out, err
+			}
+			if ok {
+				o.Line += s.line + at[0] - 1
+				out = append(out, o)
+			}
+		}
+		return out, nil
+	}
+	var out []Object
+	dash, start := -1, -1
+	flush := func(end int) error {
+		if start < 0 {
+			return nil
+		}
+		l := s.lines[start]
+		col := dash + 1
+		for int(l.start)+col < int(l.end) && s.doc[int(l.start)+col] == ' ' {
+			col++
+		}
+		from := start
+		if int(l.start)+col >= int(l.end) || s.doc[int(l.start)+col] == '\r' || s.doc[int(l.start)+col] == '#' {
+			// "-" alone: the item's mapping starts on the next line.
+			for from++; from < end && !(s.lines[from].clean && s.lines[from].content); from++ {
+			}
+			if from == end {
+				return nil
+			}
+			col = int(s.lines[from].indent)
+		}
+		objs, err := s.object(from, end, col, col)
+		out = append(out, objs...)
+		if len(out) > MaxObjects {
+			return errTooManyObjects
+		}
+		return err
+	}
+	for i := at[0] + 1; i < to; i++ {
+		l := s.lines[i]
+		if !l.clean || !l.content {
+			continue
+		}
+		if dash < 0 {
+			dash = int(l.indent)
+		}
+		if int(l.indent) > dash {
+			continue
+		}
+		rest := s.doc[int(l.start)+int(l.indent) : int(l.end)]
+		if int(l.indent) < dash || rest[0] != '-' || len(rest) > 1 && rest[1] != ' ' && rest[1] != '\r' {
+			return out, fmt.Errorf("line %d: %w", s.line+i, errNotPlainBlock)
+		}
+		if err := flush(i); err != nil {
+			return out, err
+		}
+		start = i
+	}
+	return out, flush(to)
+}
+
+// skimObjects reads the objects of a document over treeDocumentSize:
+// JSON with a streaming decoder, YAML by its lines.
+func (j Judge) skimObjects(doc []byte, line int) ([]Object, error) {
+	var out []Object
+	var err error
+	if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		out, err = jsonObjects(doc, line)
+	} else {
+		s := &skimmer{j: j, doc: doc, line: line}
+		if s.lines, err = skimLines(doc); err == nil {
+			first := 0
+			for first < len(s.lines) && !(s.lines[first].clean && s.lines[first].content) {
+				first++
+			}
+			if first < len(s.lines) {
+				out, err = s.object(first, len(s.lines), int(s.lines[first].indent), int(s.lines[first].indent))
+			}
+		}
+	}
+	if errors.Is(err, errNotPlainBlock) {
+		return nil, &TooLargeError{What: fmt.Sprintf("the YAML document at line %d, not plain block YAML,", line), Limit: treeDocumentSize}
+	}
+	if err != nil {
+		return out, err
+	}
+	for _, o := range out {
+		if j.WantsBody(o.APIVersion, o.Kind) {
+			// A field rule reads the object whole: parsed whole.
+			if len(doc) > bodyDocumentSize {
+				return nil, &TooLargeError{What: fmt.Sprintf("the YAML document at line %d, which a field rule reads whole,", line), Limit: bodyDocumentSize}
+			}
+			return j.treeObjects(doc, line)
+		}
+	}
+	return out, nil
+}
+
+// jsonObjects reads a JSON document's object, or a List's items, keeping
+// of each only its identity.
+func jsonObjects(doc []byte, line int) ([]Object, error) {
+	var top struct {
+		APIVersion, Kind json.RawMessage
+		Metadata         struct{ Name, Namespace json.RawMessage }
+		Items            json.RawMessage
+	}
+	if err := json.Unmarshal(doc, &top); err != nil {
+		return nil, fmt.Errorf("line %d: %w", line, errNotPlainBlock)
+	}
+	str := func(m json.RawMessage) string {
+		var s string
+		_ = json.Unmarshal(m, &s) // not a string: not an object
+		return s
+	}
+	obj := Object{APIVersion: str(top.APIVersion), Kind: str(top.Kind), Name: str(top.Metadata.Name), Namespace: str(top.Metadata.Namespace),
+		Line: line + bytes.Count(doc[:len(doc)-len(bytes.TrimLeft(doc, " \t\r\n"))], []byte("\n"))}
+	if obj.APIVersion == "" || obj.Kind == "" {
+		return nil, nil
+	}
+	if len(obj.Kind) < 4 || obj.Kind[len(obj.Kind)-4:] != "List" || len(top.Items) == 0 || top.Items[0] != '[' {
+		return []Object{obj}, nil
+	}
+	var out []Object
+	dec := json.NewDecoder(bytes.NewReader(top.Items))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	for dec.More() {
+		var item json.RawMessage
+		if err := dec.Decode(&item); err != nil {
+			return out, err
+		}
+		objs, err := jsonObjects(item, obj.Line)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, objs...)
+		if len(out) > MaxObjects {
+			return out, errTooManyObjects
+		}
+	}
+	return out, nil
+}
