@@ -81,8 +81,9 @@ func relative(dir string, res Result) (rewritten []string, notRewritten []string
 		}
 	}
 	for _, n := range res.NotRewritten {
-		rel, _ := filepath.Rel(dir, n.Path)
-		n.Path = filepath.ToSlash(rel)
+		if rel, err := filepath.Rel(dir, n.Path); err == nil {
+			n.Path = filepath.ToSlash(rel)
+		}
 		notRewritten = append(notRewritten, n.String())
 	}
 	return rewritten, notRewritten
@@ -184,4 +185,38 @@ func TestSecondFixChangesNothing(t *testing.T) {
 	require.Empty(t, rewritten)
 	require.Equal(t, wantNotRewritten, notRewritten)
 	require.Equal(t, fixed, readTree(t, dir))
+}
+
+// A file given is fixed under its own directory: a manifest alone, a
+// kustomization.yaml as its kustomization, a Chart.yaml as its chart; a
+// packed chart and standard input are listed.
+func TestFixPathsGiven(t *testing.T) {
+	dir := copyTree(t)
+	res := fixer(t, true).Fix(context.Background(), []string{
+		filepath.Join(dir, "manifests", "crlf.yaml"),
+		filepath.Join(dir, "kustomize", "kustomization.yaml"),
+		filepath.Join(dir, "chart", "Chart.yaml"),
+		filepath.Join(dir, "chart.tgz"),
+		"-",
+	})
+	rewritten, notRewritten := relative(dir, res)
+	require.Equal(t, []string{
+		"chart/templates/cronjob.yaml line 1: CronJob batch/v1beta1 -> batch/v1",
+		"kustomize/cronjob-patch.yaml line 1: CronJob nightly batch/v1beta1 -> batch/v1",
+		"kustomize/cronjob.yaml line 1: CronJob nightly batch/v1beta1 -> batch/v1",
+		"kustomize/ingress.yaml line 1: Ingress admin networking.k8s.io/v1beta1 -> networking.k8s.io/v1",
+		"kustomize/rbac.yaml line 2: ClusterRole shop-reader rbac.authorization.k8s.io/v1beta1 -> rbac.authorization.k8s.io/v1",
+		"manifests/crlf.yaml line 2: Deployment worker apps/v1beta1 -> apps/v1",
+		"manifests/crlf.yaml line 19: HorizontalPodAutoscaler worker autoscaling/v2beta2 -> autoscaling/v2",
+	}, rewritten)
+	require.Equal(t, []string{
+		"-: standard input is not a file to rewrite: give the files or directories",
+		"chart.tgz: stat " + filepath.Join(dir, "chart.tgz") + ": no such file or directory",
+		wantNotRewritten[0], wantNotRewritten[1], wantNotRewritten[2], wantNotRewritten[3],
+	}, notRewritten)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "chart.tgz"), []byte("packed"), 0o644))
+	res = fixer(t, true).Fix(context.Background(), []string{filepath.Join(dir, "chart.tgz")})
+	_, notRewritten = relative(dir, res)
+	require.Equal(t, []string{"chart.tgz: a packed chart is not rewritten: unpack it, fix the directory and package it again"}, notRewritten)
 }
