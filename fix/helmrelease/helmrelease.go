@@ -28,9 +28,9 @@
 // not either.
 //
 // It calls only core/v1 Secrets and ConfigMaps and the discovery
-// endpoints, never a deprecated API. Which revision Helm will read next,
-// and the objects of the cluster themselves, are left to Helm: the fix
-// changes only records.
+// endpoints, never a deprecated API, and changes only records: the
+// cluster's objects are stored at their replacement already, and the next
+// helm upgrade applies the chart to them.
 package helmrelease
 
 import (
