@@ -45,6 +45,9 @@ type ScanOptions struct {
 	// AllowRemote lets kustomizations fetch remote resources and bases
 	// (--allow-remote); see scan.Files.
 	AllowRemote bool
+	// KustomizeRoot lets kustomizations read under this directory, which
+	// holds every path scanned (--kustomize-root); see scan.Files.
+	KustomizeRoot string
 	// APIVersions are added to what charts see as
 	// .Capabilities.APIVersions (--api-versions), beside the target's
 	// built-in APIs and, with a cluster, its CRDs and aggregated APIs.
@@ -127,7 +130,7 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.R
 		}
 	}
 	if len(o.Paths) > 0 {
-		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress, AllowRemote: o.AllowRemote, APIVersions: apiVersions}.Scan(ctx, o.Paths))
+		res.Merge(scan.Files{Judge: j, Stdin: o.Stdin, Charts: o.Charts, Progress: o.Progress, AllowRemote: o.AllowRemote, KustomizeRoot: o.KustomizeRoot, APIVersions: apiVersions}.Scan(ctx, o.Paths))
 	}
 	if o.cluster() {
 		c, err := scan.NewCluster(cfg, j)

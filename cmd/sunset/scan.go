@@ -59,6 +59,7 @@ func addScanFlags(fs *pflag.FlagSet, o *cli.ScanOptions) {
 	fs.StringVar(&charts.KubeVersion, "kube-version", "", "the release charts see as .Capabilities.KubeVersion (default: the target version)")
 	fs.StringArrayVar(&o.APIVersions, "api-versions", nil, "an API version charts see in .Capabilities.APIVersions beside the target's, e.g. example.com/v1 or example.com/v1/Widget, as helm template -a (repeatable)")
 	fs.StringVar(&charts.ReleaseName, "release-name", "release-name", "the release name charts are rendered with")
+	fs.StringVar(&o.KustomizeRoot, "kustomize-root", "", "a directory holding the paths scanned that kustomizations may read under too (a repository root, for an overlay whose base is at ../../base); off, they read only under the path given")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "let kustomizations fetch their remote resources and bases (http(s) URLs, git repositories); off, such a kustomization is an error and nothing is fetched")
 }
 
