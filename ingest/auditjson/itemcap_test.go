@@ -190,3 +190,39 @@ func TestLongIdentifiersAreBoundedOnEveryPath(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSkipper holds the streaming skip of an item over the bound to the
+// scanner: on any valid JSON value, fed whole or a byte at a time, it ends
+// the item where skipValue does, and leaves the list's bracket after it.
+func FuzzSkipper(f *testing.F) {
+	for _, b := range streamBodies(f) {
+		f.Add(b)
+	}
+	for _, b := range hostileSeeds() {
+		f.Add(b)
+	}
+	f.Add([]byte(`-12.5e3`))
+	f.Add([]byte(`"a\"\\\u00e9"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		start := skipSpace(b, 0)
+		end := skipValue(b, start, 2)
+		if end < 0 || skipSpace(b, end) != len(b) {
+			return
+		}
+		in := append(append([]byte{}, b[:end]...), ']')
+		whole := skipper{}
+		n, fin, done, bad := whole.feed(in)
+		require.Equal(t, []any{end, true, false, false}, []any{n, fin, done, bad})
+		byByte := skipper{}
+		for i := range in {
+			n, fin, done, bad = byByte.feed(in[i : i+1])
+			require.False(t, bad)
+			require.False(t, done)
+			if fin {
+				require.Equal(t, end, i+n, "byte at a time")
+				return
+			}
+		}
+		t.Fatal("the item never ended")
+	})
+}
