@@ -25,7 +25,14 @@ import (
 type problem struct {
 	line   int
 	reason string
+	// api is the object's "apiVersion kind" when it is an object left at
+	// an API that moves.
+	api string
 }
+
+// anyAPI is the api of a problem that leaves a whole file, whatever
+// objects it holds.
+const anyAPI = "*"
 
 // segment is one document of a stream with what precedes it (its "---"
 // line, comments), as the bytes of the file; line is its first line.
@@ -43,12 +50,12 @@ func rewriteStream(data []byte, f Fixer, isJSON, patch bool) ([]byte, []Change, 
 	var problems []problem
 	for _, s := range splitDocuments(data) {
 		if len(s.data) > scan.MaxDocumentSize {
-			return data, nil, []problem{{0, fmt.Sprintf("too large: the YAML document at line %d is larger than %d MiB", s.line, scan.MaxDocumentSize>>20)}}
+			return data, nil, []problem{{line: 0, reason: fmt.Sprintf("too large: the YAML document at line %d is larger than %d MiB", s.line, scan.MaxDocumentSize>>20), api: anyAPI}}
 		}
 		d := &document{seg: s, f: f, json: isJSON, patch: patch}
 		text, err := d.rewrite()
 		if err != nil {
-			return data, nil, []problem{{0, err.Error()}}
+			return data, nil, []problem{{line: 0, reason: err.Error(), api: anyAPI}}
 		}
 		out.Write(text)
 		changes = append(changes, d.changes...)
@@ -123,7 +130,8 @@ type textEdit struct {
 }
 
 func (d *document) problem(n *yaml.Node, format string, args ...any) {
-	d.problems = append(d.problems, problem{line: d.seg.line + n.Line - 1, reason: fmt.Sprintf(format, args...)})
+	api := scalar(mapValue(n, "apiVersion")) + " " + scalar(mapValue(n, "kind"))
+	d.problems = append(d.problems, problem{line: d.seg.line + n.Line - 1, reason: fmt.Sprintf(format, args...), api: api})
 }
 
 var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
@@ -239,12 +247,21 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 	}
 	var want map[string]any
 	if d.patch {
-		if c.Method != convert.SameFields {
-			d.problem(o, "a kustomize patch of %s %s: moving it to %s is a move that changes fields or refuses some objects (%s), which a partial object cannot be judged by; move the patch by hand", av, kind, c.To, c.Reason)
-			return nil, false
-		}
+		// A patch is part of an object: it moves only where it holds none
+		// of the fields the conversion would change or refuse, so that
+		// the object it patches, moved, means what it meant patched.
 		want = maps.Clone(old)
 		want["apiVersion"], want["kind"] = c.To.APIVersion(), c.To.Kind
+		if c.Method != convert.SameFields {
+			conv, err := d.f.Conversions.Convert(old)
+			if err == nil {
+				conv, err = normalize(conv)
+			}
+			if err != nil || !reflect.DeepEqual(conv, want) {
+				d.problem(o, "a kustomize patch of %s %s: moving it to %s changes fields it holds, or is refused for it (%s); move the patch by hand", av, kind, c.To, c.Reason)
+				return nil, false
+			}
+		}
 	} else {
 		conv, err := d.f.Conversions.Convert(old)
 		var refused *convert.RefusedError
@@ -346,14 +363,15 @@ func scalarSpan(data []byte, n *yaml.Node) (start, end int, ok bool) {
 	return off, off + len(token), true
 }
 
-// applyTexts replaces the scalars of d.texts in data.
-func (d *document) applyTexts(data []byte) ([]byte, error) {
+// applyTexts replaces the scalars of texts in data, the text they were
+// parsed from.
+func applyTexts(data []byte, texts []textEdit) ([]byte, error) {
 	type span struct {
 		start, end int
 		text       string
 	}
 	var spans []span
-	for _, t := range d.texts {
+	for _, t := range texts {
 		start, end, ok := scalarSpan(data, t.node)
 		if !ok {
 			return nil, fmt.Errorf("line %d: %q is not where it was parsed", t.node.Line, t.node.Value)
@@ -379,7 +397,7 @@ func (d *document) applyTexts(data []byte) ([]byte, error) {
 // mapping the conversion changed, the keys that changed encoded anew in
 // place of their lines; every other line stays.
 func (d *document) splice(root *yaml.Node) ([]byte, error) {
-	text, err := d.applyTexts(d.seg.data)
+	text, err := applyTexts(d.seg.data, d.texts)
 	if err != nil {
 		return nil, err
 	}

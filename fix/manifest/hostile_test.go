@@ -88,3 +88,50 @@ func TestRefusedObjectsAndBounds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, huge, string(b))
 }
+
+// In a kustomization, a patch holding fields the conversion changes is
+// listed, as is an inline patch of an API that moves; a patch target
+// stays where an object of its API was left, and the kustomization with
+// it.
+func TestKustomizationLeftTogether(t *testing.T) {
+	dir := t.TempDir()
+	kustomization := `resources:
+- deploy.yaml
+patches:
+- path: patch.yaml
+- target:
+    group: extensions
+    version: v1beta1
+    kind: Deployment
+  patch: |-
+    - op: replace
+      path: /spec/replicas
+      value: 3
+- patch: |-
+    apiVersion: batch/v1beta1
+    kind: CronJob
+    metadata: {name: nightly}
+    spec: {suspend: true}
+`
+	write(t, filepath.Join(dir, "kustomization.yaml"), kustomization, 0o644)
+	deploy := "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata:\n  name: rolled\nspec:\n  rollbackTo: {revision: 2}\n" +
+		"  template:\n    metadata:\n      labels: {app: x}\n"
+	write(t, filepath.Join(dir, "deploy.yaml"), deploy, 0o644)
+	patch := "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata:\n  name: rolled\nspec:\n  template:\n    metadata:\n      labels: {tier: web}\n"
+	write(t, filepath.Join(dir, "patch.yaml"), patch, 0o644)
+
+	res := fixer(t, false).Fix(context.Background(), []string{dir})
+	rewritten, notRewritten := relative(dir, res)
+	require.Empty(t, rewritten)
+	require.Equal(t, []string{
+		"deploy.yaml:1: extensions/v1beta1 Deployment is not moved to apps/v1 Deployment: spec.rollbackTo is set, and apps/v1 has no such field",
+		"kustomization.yaml: the inline patch patches[2] is of batch/v1beta1 CronJob, which moves: a patch written in the kustomization is not rewritten; move it by hand",
+		"kustomization.yaml:6: patches[1] targets extensions/v1beta1 Deployment, which moves to apps/v1 Deployment, but not every object of it here was moved (see the list): the target is left; move them and it together by hand",
+		"patch.yaml:1: a kustomize patch of extensions/v1beta1 Deployment: moving it to apps/v1 Deployment changes fields it holds, or is refused for it (apps/v1 requires spec.selector, which gets the template's labels as the old API defaulted it; the old defaults are written out where unset: spec.revisionHistoryLimit 2147483647, spec.progressDeadlineSeconds 2147483647, spec.strategy.rollingUpdate maxSurge 1 and maxUnavailable 1; an object setting spec.rollbackTo, which apps/v1 removed, is refused); move the patch by hand",
+	}, notRewritten)
+	for name, want := range map[string]string{"kustomization.yaml": kustomization, "deploy.yaml": deploy, "patch.yaml": patch} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, want, string(b), name)
+	}
+}

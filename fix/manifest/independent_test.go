@@ -32,7 +32,7 @@ func TestGoldensAreTheConversion(t *testing.T) {
 	checked := 0
 	for _, rel := range []string{
 		"manifests/commented.yaml", "manifests/crlf.yaml", "manifests/cronjob.json", "manifests/list.yaml",
-		"kustomize/cronjob.yaml", "kustomize/cronjob-patch.yaml", "kustomize/ingress.yaml", "kustomize/rbac.yaml",
+		"kustomize/cronjob.yaml", "kustomize/cronjob-patch.yaml", "kustomize/ingress.yaml", "kustomize/ingress-patch.yaml", "kustomize/rbac.yaml",
 	} {
 		orig := objectsOf(t, filepath.Join("testdata", "tree", rel))
 		got := objectsOf(t, filepath.Join("testdata", "golden", rel))
@@ -50,7 +50,7 @@ func TestGoldensAreTheConversion(t *testing.T) {
 			require.Equal(t, want, got[i], "%s object %d", rel, i+1)
 		}
 	}
-	require.Equal(t, 10, checked)
+	require.Equal(t, 11, checked)
 }
 
 // objectsOf reads every object of a manifest file, a List's items one by

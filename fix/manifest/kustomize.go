@@ -8,6 +8,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kube-sunset/sunset/convert"
 	"github.com/kube-sunset/sunset/scan"
 )
 
@@ -34,13 +35,14 @@ type kustomizePatch struct {
 
 // kustomization rewrites the local files a kustomization lists: its
 // resources (a directory among them is a kustomization itself), bases and
-// components, and the patches in files, which move only where no field
-// changes, since a patch is a partial object. A patch written inline, and
-// a patch target naming an API that moves, are listed: kustomize would no
-// longer apply them to the moved objects.
-func (r *run) kustomization(root scan.Root, dir string) {
+// components, and the patches in files, which move only where they hold
+// no field the conversion changes, since a patch is a partial object. A
+// patch target that names an API that moves is moved with the objects,
+// unless some of them were left; a patch written inline is listed. It
+// returns the files it read, its own and its bases'.
+func (r *run) kustomization(root scan.Root, dir string) []string {
 	if !r.firstDir(dir) {
-		return
+		return nil
 	}
 	var kpath string
 	for _, n := range kustomizationFiles {
@@ -49,18 +51,19 @@ func (r *run) kustomization(root scan.Root, dir string) {
 			break
 		}
 	}
-	data, _, ok := r.read(root, kpath)
+	data, real, ok := r.read(root, kpath)
 	if !ok {
-		return
+		return nil
 	}
 	var k kustomizationFile
 	if err := sigsyaml.Unmarshal(data, &k); err != nil {
 		r.skip(kpath, 0, fmt.Sprintf("does not parse (%v): its files are not rewritten", err))
-		return
+		return nil
 	}
+	var files []string
 	for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
 		for _, e := range list {
-			r.kustomizeFile(root, dir, kpath, e, false)
+			files = append(files, r.kustomizeFile(root, dir, kpath, e, false)...)
 		}
 	}
 	for _, p := range k.PatchesStrategicMerge {
@@ -68,68 +71,140 @@ func (r *run) kustomization(root scan.Root, dir string) {
 			r.inlinePatch(kpath, "patchesStrategicMerge", p)
 			continue
 		}
-		r.kustomizeFile(root, dir, kpath, p, true)
+		files = append(files, r.kustomizeFile(root, dir, kpath, p, true)...)
 	}
-	for _, group := range []struct {
-		field   string
-		patches []kustomizePatch
-	}{{"patches", k.Patches}, {"patchesJson6902", k.PatchesJSON6902}} {
-		field := group.field
-		for i, p := range group.patches {
-			if p.Path != "" && field == "patches" {
-				r.kustomizeFile(root, dir, kpath, p.Path, true)
+	for i, p := range k.Patches {
+		if p.Path != "" {
+			files = append(files, r.kustomizeFile(root, dir, kpath, p.Path, true)...)
+		}
+		if p.Patch != "" {
+			r.inlinePatch(kpath, fmt.Sprintf("patches[%d]", i), p.Patch)
+		}
+	}
+	out, changes := r.targets(kpath, data, files)
+	r.keep(kpath, real, data, out, changes)
+	return files
+}
+
+// targets moves the patch targets of a kustomization that name an API
+// that moves, by its version (and group and kind, where written and
+// changed), when every object of that API in files moved; otherwise it
+// lists them.
+func (r *run) targets(kpath string, data []byte, files []string) ([]byte, []Change) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return data, nil
+	}
+	var texts []textEdit
+	var changes []Change
+	for _, field := range []string{"patches", "patchesJson6902"} {
+		list := mapValue(doc.Content[0], field)
+		if list == nil || list.Kind != yaml.SequenceNode {
+			continue
+		}
+		for i, p := range list.Content {
+			target := mapValue(p, "target")
+			groupNode, versionNode, kindNode := mapValue(target, "group"), mapValue(target, "version"), mapValue(target, "kind")
+			group, version, kind := scalar(groupNode), scalar(versionNode), scalar(kindNode)
+			if version == "" || kind == "" {
+				continue
 			}
-			if p.Patch != "" && field == "patches" {
-				r.inlinePatch(kpath, fmt.Sprintf("patches[%d]", i), p.Patch)
+			av := version
+			if group != "" {
+				av = group + "/" + version
 			}
-			if t := p.Target; t != nil && t.Version != "" && t.Kind != "" {
-				av := t.Version
-				if t.Group != "" {
-					av = t.Group + "/" + t.Version
+			c, ok := r.f.Conversions.Lookup(group, version, kind)
+			if !ok || !c.HasReplacement() || !r.f.Moves(av, kind) {
+				continue
+			}
+			what := fmt.Sprintf("%s[%d] targets %s %s, which moves to %s", field, i, av, kind, c.To)
+			if c.Method == convert.Refused || r.leftAt(files, av+" "+kind) {
+				r.skip(kpath, target.Line, what+", but not every object of it here was moved (see the list): the target is left; move them and it together by hand")
+				continue
+			}
+			edits := []textEdit{{node: versionNode, value: c.To.Version}}
+			if groupNode != nil && group != c.To.Group {
+				edits = append(edits, textEdit{node: groupNode, value: c.To.Group})
+			}
+			if kind != c.To.Kind {
+				edits = append(edits, textEdit{node: kindNode, value: c.To.Kind})
+			}
+			fits := groupNode != nil || c.To.Group == group
+			for _, e := range edits {
+				if _, _, ok := scalarSpan(data, e.node); !ok {
+					fits = false
 				}
-				if c, ok := r.f.Conversions.Lookup(t.Group, t.Version, t.Kind); ok && c.HasReplacement() && r.f.Moves(av, t.Kind) {
-					r.skip(kpath, 0, fmt.Sprintf("%s[%d] targets %s %s, which moves to %s: set the target's group and version to the replacement's by hand, or the patch matches nothing", field, i, av, t.Kind, c.To))
-				}
+			}
+			if !fits {
+				r.skip(kpath, target.Line, what+": set the target's group and version to the replacement's by hand, or the patch matches nothing")
+				continue
+			}
+			texts = append(texts, edits...)
+			changes = append(changes, Change{Kind: kind, Name: fmt.Sprintf("(the target of %s[%d])", field, i), Line: target.Line, From: av, To: c.To.APIVersion()})
+		}
+	}
+	if len(texts) == 0 {
+		return data, nil
+	}
+	out, err := applyTexts(data, texts)
+	if err != nil {
+		r.skip(kpath, 0, err.Error())
+		return data, nil
+	}
+	return out, changes
+}
+
+// leftAt reports whether a file of files left an object of api (or
+// every object it holds) where it was.
+func (r *run) leftAt(files []string, api string) bool {
+	for _, f := range files {
+		for _, a := range r.left[f] {
+			if a == api || a == anyAPI {
+				return true
 			}
 		}
 	}
+	return false
 }
 
 // kustomizeFile rewrites one file or kustomization directory a
-// kustomization names, when it is local and inside the scanned root.
-func (r *run) kustomizeFile(root scan.Root, dir, kpath, entry string, patch bool) {
+// kustomization names, when it is local and inside the scanned root, and
+// returns the files it read; one it cannot read counts as leaving every
+// object it holds.
+func (r *run) kustomizeFile(root scan.Root, dir, kpath, entry string, patch bool) []string {
 	if isRemote(entry) {
 		r.skip(kpath, 0, fmt.Sprintf("names the remote resource %q: only local files are rewritten", entry))
-		return
+		r.left[entry] = []string{anyAPI}
+		return []string{entry}
 	}
 	p := filepath.Join(dir, entry)
+	left := func(reason string) []string {
+		r.skip(p, 0, reason)
+		r.left[p] = []string{anyAPI}
+		return []string{p}
+	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		r.skip(p, 0, err.Error())
-		return
+		return left(err.Error())
 	}
 	if !within(root.Dir(), abs) {
-		r.skip(p, 0, "outside the scanned directory; fix it from a directory that holds it")
-		return
+		return left("outside the scanned directory; fix it from a directory that holds it")
 	}
 	real, info, err := root.Resolve(p)
 	if reason, skipped := scan.IsSkip(err); skipped {
-		r.skip(p, 0, reason)
-		return
+		return left(reason)
 	}
 	if err != nil {
-		r.skip(p, 0, err.Error())
-		return
+		return left(err.Error())
 	}
 	if info.IsDir() {
-		if hasFile(real, kustomizationFiles...) {
-			r.kustomization(root, p)
-		} else {
-			r.skip(p, 0, "a directory without a kustomization: kustomize cannot build it")
+		if !hasFile(real, kustomizationFiles...) {
+			return left("a directory without a kustomization: kustomize cannot build it")
 		}
-		return
+		return r.kustomization(root, p)
 	}
 	r.manifest(root, p, patch)
+	return []string{p}
 }
 
 // inlinePatch lists a patch written in the kustomization if it is of an

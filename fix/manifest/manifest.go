@@ -101,9 +101,13 @@ type Result struct {
 // run is one fix: what was read, so that a file reached twice (two
 // kustomizations listing it, a symlink) is rewritten once.
 type run struct {
-	f       Fixer
-	ctx     context.Context
-	seen    map[string]bool
+	f    Fixer
+	ctx  context.Context
+	seen map[string]bool
+	// left are the APIs ("apiVersion kind", or anyAPI) of the objects
+	// each file left where they were, which a kustomize patch target must
+	// go on naming.
+	left    map[string][]string
 	res     Result
 	pending []pending
 }
@@ -116,7 +120,7 @@ type pending struct {
 // Fix rewrites the paths, each a manifest file, a kustomization or chart
 // directory, or a directory walked as a scan walks it.
 func (f Fixer) Fix(ctx context.Context, paths []string) Result {
-	r := &run{f: f, ctx: ctx, seen: map[string]bool{}}
+	r := &run{f: f, ctx: ctx, seen: map[string]bool{}, left: map[string][]string{}}
 	for _, p := range paths {
 		if ctx.Err() != nil {
 			r.skip(p, 0, ctx.Err().Error())
@@ -252,6 +256,7 @@ func (r *run) manifest(root scan.Root, path string, patch bool) {
 	out, changes, problems := rewriteStream(data, r.f, json, patch)
 	for _, p := range problems {
 		r.skip(path, p.line, p.reason)
+		r.left[path] = append(r.left[path], p.api)
 	}
 	r.keep(path, real, data, out, changes)
 }
