@@ -14,9 +14,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
@@ -524,4 +528,60 @@ func TestGzipBombIsRefused(t *testing.T) {
 	_, err = fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
 	require.EqualError(t, err, "shop/web: Secret sh.helm.release.v1.web.v1: too large: the release record, decompressed, is larger than 32 MiB")
 	require.Equal(t, before, secretsOf(t, kube))
+}
+
+// A write the apiserver refuses stops the release there, naming what to
+// grant; Helm reads it as it was (the new revision refused) or as fixed
+// (the old one's status refused), and a run with the grant finishes.
+func TestRefusedWriteSaysWhatToGrant(t *testing.T) {
+	for _, tc := range []struct {
+		verb, name   string
+		want         string
+		wantDeployed int
+		wantHistory  map[int]rcommon.Status
+	}{
+		{"create", "sh.helm.release.v1.web.v3",
+			`shop/web: writing revision 3 (nothing of the release was changed but its backup sunset-backup.web.v2): create: failed to create: ` +
+				`secrets "sh.helm.release.v1.web.v3" is forbidden: User "carol" cannot create resource "secrets" in API group "" in the namespace "shop". ` +
+				`Grant create on secrets, e.g. a Role rule in namespace shop {apiGroups: [""], resources: ["secrets"], verbs: ["create"]}`,
+			2, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed}},
+		{"update", "sh.helm.release.v1.web.v2",
+			`shop/web: marking revision 2 superseded (Helm reads the fixed revision already; run the fix again to finish): update: failed to update: ` +
+				`secrets "sh.helm.release.v1.web.v2" is forbidden: User "carol" cannot update resource "secrets" in API group "" in the namespace "shop". ` +
+				`Grant update on secrets, e.g. a Role rule in namespace shop {apiGroups: [""], resources: ["secrets"], verbs: ["update"]}`,
+			3, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed, 3: rcommon.StatusDeployed}},
+	} {
+		t.Run(tc.verb, func(t *testing.T) {
+			kube := cluster(t)
+			install(t, kube, oldManifest, hook(oldHook))
+			refuse := true
+			kube.PrependReactor(tc.verb, "secrets", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				var name string
+				switch a := action.(type) {
+				case k8stesting.CreateAction:
+					name = a.GetObject().(*corev1.Secret).Name
+				case k8stesting.UpdateAction:
+					name = a.GetObject().(*corev1.Secret).Name
+				}
+				if !refuse || name != tc.name {
+					return false, nil, nil
+				}
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name,
+					fmt.Errorf(`User "carol" cannot %s resource "secrets" in API group "" in the namespace "shop"`, tc.verb))
+			})
+			_, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+			require.EqualError(t, err, tc.want)
+			deployed, history := helmReads(t, kube)
+			require.Equal(t, tc.wantDeployed, deployed.Version)
+			require.Equal(t, tc.wantHistory, history)
+
+			refuse = false
+			_, err = fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+			require.NoError(t, err)
+			deployed, history = helmReads(t, kube)
+			require.Equal(t, 3, deployed.Version)
+			require.Equal(t, newManifest, deployed.Manifest)
+			require.Equal(t, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusDeployed}, history)
+		})
+	}
 }
