@@ -106,6 +106,11 @@ func (r *FixReleasesRequest) run(ctx context.Context, out Output, kube kubernete
 	}
 	failed := 0
 	for _, rel := range releases {
+		if err := ctx.Err(); err != nil {
+			// Interrupted: each release fixed so far is, and the rest
+			// are as they were.
+			return err
+		}
 		res, err := f.Fix(ctx, rel)
 		if err != nil {
 			failed++
