@@ -39,9 +39,9 @@ func (s *ScanRequest) fix(ctx context.Context, out Output) error {
 		return false
 	}}
 	res := f.Fix(ctx, s.Paths)
-	objects := 0
+	changes := 0
 	for _, file := range res.Rewritten {
-		objects += len(file.Changes)
+		changes += len(file.Changes)
 		if s.DryRun {
 			d, err := file.Diff()
 			if err != nil {
@@ -58,22 +58,22 @@ func (s *ScanRequest) fix(ctx context.Context, out Output) error {
 	for _, n := range res.NotRewritten {
 		fmt.Fprintln(out.Out, "not rewritten:", Terminal(n.String()))
 	}
-	fmt.Fprintln(out.Out, fixSummary(res, objects, s.DryRun))
+	fmt.Fprintln(out.Out, fixSummary(res, changes, s.DryRun))
 	if len(res.NotRewritten) > 0 {
 		return &ExitCodeError{Code: ExitError, Err: fmt.Errorf("%d files or objects not rewritten", len(res.NotRewritten))}
 	}
 	return nil
 }
 
-func fixSummary(res manifest.Result, objects int, dryRun bool) string {
+func fixSummary(res manifest.Result, changes int, dryRun bool) string {
 	var line string
 	switch {
-	case objects == 0:
+	case changes == 0:
 		line = fmt.Sprintf("Nothing to rewrite in %s read.", count(res.Files, "file"))
 	case dryRun:
-		line = fmt.Sprintf("Dry run: %s would move in %s; nothing was written.", count(objects, "object"), count(len(res.Rewritten), "file"))
+		line = fmt.Sprintf("Dry run: %s to %s; nothing was written.", count(changes, "change"), count(len(res.Rewritten), "file"))
 	default:
-		line = fmt.Sprintf("%s moved in %s.", count(objects, "object"), count(len(res.Rewritten), "file"))
+		line = fmt.Sprintf("%s written to %s.", count(changes, "change"), count(len(res.Rewritten), "file"))
 	}
 	if n := len(res.NotRewritten); n > 0 {
 		line += fmt.Sprintf(" %d not rewritten, listed above.", n)
