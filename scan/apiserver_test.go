@@ -67,17 +67,17 @@ func (a *apiserver) serve(w http.ResponseWriter, r *http.Request) {
 		reply(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{}, "items": []any{}})
 	}
 	p := r.URL.Path
-	switch {
-	case p == "/version":
+	switch p {
+	case "/version":
 		reply(map[string]string{"major": "1", "minor": "36", "gitVersion": "v1.36.3"})
 		return
-	case p == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions":
+	case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions":
 		empty("apiextensions.k8s.io/v1", "CustomResourceDefinitionList")
 		return
-	case p == "/apis/apiregistration.k8s.io/v1/apiservices":
+	case "/apis/apiregistration.k8s.io/v1/apiservices":
 		empty("apiregistration.k8s.io/v1", "APIServiceList")
 		return
-	case p == "/api/v1/configmaps":
+	case "/api/v1/configmaps":
 		empty("v1", "ConfigMapList")
 		return
 	}

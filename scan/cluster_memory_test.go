@@ -34,19 +34,18 @@ func gzipped(t *testing.T, s []byte) []byte {
 // read one at a time, they are all judged in a few MiB.
 func TestManyLargeReleaseRecordsAreReadOneAtATime(t *testing.T) {
 	const releases = 300
-	random := make([]byte, 1<<20+47<<10)
-	rng := rand.NewChaCha8([32]byte{7})
-	_, _ = rng.Read(random)
-	blob := gzipped(t, []byte(base64.StdEncoding.EncodeToString(random)))
-	random = nil //nolint:ineffassign // Only the compressed blob is kept.
-	_ = random
+	blob := func() []byte {
+		random := make([]byte, 1<<20+47<<10)
+		_, _ = rand.NewChaCha8([32]byte{7}).Read(random)
+		return gzipped(t, []byte(base64.StdEncoding.EncodeToString(random)))
+	}()
 	end := gzipped(t, []byte(`\n"}`))
 	record := func(name string) []byte {
 		head := gzipped(t, []byte(`{"manifest":"---\n# Source: app/templates/cron.yaml\napiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: `+name+
 			`\n---\n# Source: app/templates/blob.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blob\ndata:\n  blob: `))
 		return []byte(base64.StdEncoding.EncodeToString(slices.Concat(head, blob, end)))
 	}
-	require.Equal(t, 1_468_756, len(record("rel-000")), "a record of about 1.4 MiB, under the 1.5 MiB an object may take")
+	require.Len(t, record("rel-000"), 1_468_756, "a record of about 1.4 MiB, under the 1.5 MiB an object may take")
 
 	a := &apiserver{t: t}
 	var want []string

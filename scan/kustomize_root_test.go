@@ -10,8 +10,6 @@ import (
 	"github.com/kube-sunset/sunset/scan"
 )
 
-const cronJob = "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: %s}\n"
-
 // A kustomization reads only under what was given to scan: an overlay
 // naming a directory elsewhere on the machine (any that holds a
 // kustomization) must not have it built. An overlay scanned without its

@@ -247,6 +247,9 @@ func (s *skimmer) entries(from, to, first, indent int) (map[string][2]int, []str
 	return out, order, nil
 }
 
+// starts reports whether line i can start an entry or item.
+func (s *skimmer) starts(i int) bool { return s.lines[i].clean && s.lines[i].content }
+
 // seqItem reports whether l starts a block sequence's item.
 func (s *skimmer) seqItem(l skimLine) bool {
 	r := s.doc[int(l.start)+int(l.indent) : int(l.end)]
@@ -389,7 +392,7 @@ func (s *skimmer) items(at [2]int, to, indent int) ([]Object, error) {
 		from := start
 		if int(l.start)+col >= int(l.end) || s.doc[int(l.start)+col] == '\r' || s.doc[int(l.start)+col] == '#' {
 			// "-" alone: the item's mapping starts on the next line.
-			for from++; from < end && !(s.lines[from].clean && s.lines[from].content); from++ {
+			for from++; from < end && !s.starts(from); from++ {
 			}
 			if from == end {
 				return nil
@@ -437,7 +440,7 @@ func (j Judge) skimObjects(doc []byte, line int) ([]Object, error) {
 		s := &skimmer{j: j, doc: doc, line: line}
 		if s.lines, err = skimLines(doc); err == nil {
 			first := 0
-			for first < len(s.lines) && !(s.lines[first].clean && s.lines[first].content) {
+			for first < len(s.lines) && !s.starts(first) {
 				first++
 			}
 			if first < len(s.lines) {
