@@ -22,8 +22,8 @@ const maxMaxOutstanding = 100000
 
 // DefaultMaxOutstandingBytes bounds the bytes of the messages held at once
 // by default: 64 of the largest messages, where the client's own default
-// (1 GB) is twice the shipped pod's memory. Decoding a message takes about
-// twice its size again while its callback runs.
+// (1 GB) is twice the shipped pod's memory. Decoding a message takes two
+// to three times its size while its callback runs.
 const DefaultMaxOutstandingBytes = 64 << 20
 
 // maxMaxOutstandingBytes is the client's own default, the most it can
@@ -40,7 +40,7 @@ type Config struct {
 	MaxOutstanding int    `mapstructure:"maxOutstanding" help:"Messages received but not yet committed and acknowledged, at most; Pub/Sub holds back the rest. Each is acknowledged only once its counts are on disk."`
 	// MaxOutstandingBytes bounds the same messages by their size, so that
 	// what a sink may send cannot outgrow the pod's memory.
-	MaxOutstandingBytes int    `mapstructure:"maxOutstandingBytes" help:"Bytes of the messages received but not yet committed and acknowledged, at most (at least 1 MiB, the largest message read); Pub/Sub holds back the rest. Decoding one takes about twice its size again, so Sunset's memory for a subscription is about three times this."`
+	MaxOutstandingBytes int    `mapstructure:"maxOutstandingBytes" help:"Bytes of the messages received but not yet committed and acknowledged, at most (at least 1 MiB, the largest message read); Pub/Sub holds back the rest. Decoding one takes two to three times its size, so Sunset's memory for a subscription is at most about four times this."`
 	Endpoint            string `mapstructure:"endpoint" help:"Pub/Sub endpoint as host:port, for a regional or private endpoint; empty means the global one (or PUBSUB_EMULATOR_HOST's emulator when that is set)."`
 }
 
