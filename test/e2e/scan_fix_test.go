@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,8 +30,10 @@ const fixTree = "../../fix/manifest/testdata/tree"
 // `sunset scan --fix` moves the fixtures' objects off APIs that
 // kube-apiserver 1.36 no longer serves, and a real kube-apiserver v1.36
 // accepts every object of every manifest it rewrote, by a server-side
-// dry-run create that validates each against its schema; the originals'
-// APIs it does not serve at all. A second --fix moves nothing.
+// dry-run create that validates each against its schema, and so every
+// object the fixed kustomization builds, its patches and patch target
+// moved with its objects; the originals' APIs it does not serve at all. A
+// second --fix moves nothing.
 func TestScanFixOutputIsAcceptedByKubeAPIServer(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	p := newPKI(t)
@@ -51,7 +54,7 @@ func TestScanFixOutputIsAcceptedByKubeAPIServer(t *testing.T) {
 		t.Fatalf("sunset scan --fix: exit code %d (%v), want 1 for the files it leaves; stdout:\n%s\nstderr:\n%s", code, err, out, stderrOf(err))
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if last := lines[len(lines)-1]; last != "11 objects moved in 9 files. 7 not rewritten, listed above." {
+	if last := lines[len(lines)-1]; last != "13 changes written to 11 files. 5 not rewritten, listed above." {
 		t.Fatalf("sunset scan --fix ends with %q; stdout:\n%s", last, out)
 	}
 	var rewritten []string
@@ -63,19 +66,20 @@ func TestScanFixOutputIsAcceptedByKubeAPIServer(t *testing.T) {
 		}
 	}
 	wantRewritten := []string{
-		"chart/templates/cronjob.yaml", "kustomize/cronjob-patch.yaml", "kustomize/cronjob.yaml", "kustomize/ingress.yaml",
-		"kustomize/rbac.yaml", "manifests/commented.yaml", "manifests/crlf.yaml", "manifests/cronjob.json", "manifests/list.yaml",
+		"chart/templates/cronjob.yaml", "kustomize/cronjob-patch.yaml", "kustomize/cronjob.yaml", "kustomize/ingress-patch.yaml",
+		"kustomize/ingress.yaml", "kustomize/kustomization.yaml", "kustomize/rbac.yaml", "manifests/commented.yaml", "manifests/crlf.yaml", "manifests/cronjob.json", "manifests/list.yaml",
 	}
 	if !slices.Equal(rewritten, wantRewritten) {
 		t.Fatalf("rewrote %v, want %v", rewritten, wantRewritten)
 	}
 
-	// A chart template is not YAML until rendered, and a kustomize patch
-	// is part of an object: every other rewritten file is whole objects.
+	// A chart template is not YAML until rendered, a kustomize patch is
+	// part of an object and a kustomization no object: every other
+	// rewritten file is whole objects.
 	accepted := 0
 	var movedFrom []string
 	for _, rel := range wantRewritten {
-		if strings.HasPrefix(rel, "chart/") || strings.HasSuffix(rel, "-patch.yaml") {
+		if strings.HasPrefix(rel, "chart/") || strings.HasSuffix(rel, "-patch.yaml") || strings.HasSuffix(rel, "/kustomization.yaml") {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join(dir, rel))
@@ -92,6 +96,26 @@ func TestScanFixOutputIsAcceptedByKubeAPIServer(t *testing.T) {
 	}
 	if accepted != 11 {
 		t.Fatalf("kube-apiserver accepted %d objects, want the 11 of the 7 rewritten manifests", accepted)
+	}
+
+	// The fixed kustomization builds, its patches and its patch target
+	// applied to the moved objects, and what it builds is accepted too.
+	built := map[string]*unstructured.Unstructured{}
+	for _, obj := range kustomizeBuild(t, filepath.Join(dir, "kustomize")) {
+		dryRunCreate(ctx, t, dyn, mapper, "kustomize build", obj)
+		built[obj.GetAPIVersion()+" "+obj.GetKind()] = obj
+	}
+	if len(built) != 3 {
+		t.Fatalf("kustomize build made %d objects, want the ClusterRole, CronJob and Ingress: %v", len(built), built)
+	}
+	cron, ingress := built["batch/v1 CronJob"], built["networking.k8s.io/v1 Ingress"]
+	if cron == nil || ingress == nil || built["rbac.authorization.k8s.io/v1 ClusterRole"] == nil {
+		t.Fatalf("kustomize build made %v, want them at their replacement APIs", slices.Collect(maps.Keys(built)))
+	}
+	schedule, _, _ := unstructured.NestedString(cron.Object, "spec", "schedule")
+	suspend, _, _ := unstructured.NestedBool(cron.Object, "spec", "suspend")
+	if schedule != "0 4 * * *" || !suspend || ingress.GetAnnotations()["example.com/owner"] != "ops" {
+		t.Fatalf("the patches did not apply to the moved objects: schedule %q, suspend %v, annotations %v", schedule, suspend, ingress.GetAnnotations())
 	}
 
 	// The APIs the objects were written at are not served: without the
@@ -117,7 +141,7 @@ func TestScanFixOutputIsAcceptedByKubeAPIServer(t *testing.T) {
 	if code := exitCode(err); code != 1 {
 		t.Fatalf("a second sunset scan --fix: exit code %d (%v); stdout:\n%s\nstderr:\n%s", code, err, out, stderrOf(err))
 	}
-	if !strings.HasSuffix(string(out), "\nNothing to rewrite in 17 files read. 7 not rewritten, listed above.\n") {
+	if !strings.HasSuffix(string(out), "\nNothing to rewrite in 17 files read. 5 not rewritten, listed above.\n") {
 		t.Fatalf("a second sunset scan --fix rewrote something:\n%s", out)
 	}
 }
