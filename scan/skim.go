@@ -443,7 +443,8 @@ func (j Judge) skimObjects(doc []byte, line int) ([]Object, error) {
 			for first < len(s.lines) && !s.starts(first) {
 				first++
 			}
-			if first < len(s.lines) {
+			// A sequence at the top is not an object, as parsed whole.
+			if first < len(s.lines) && !s.seqItem(s.lines[first]) {
 				out, err = s.object(first, len(s.lines), int(s.lines[first].indent), int(s.lines[first].indent))
 			}
 		}

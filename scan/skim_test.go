@@ -34,6 +34,7 @@ func TestSkimReadsWhatTheTreeReads(t *testing.T) {
 		"json list": "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [{\"apiVersion\": \"batch/v1beta1\", \"kind\": \"CronJob\", \"metadata\": {\"name\": \"one\"}}, " +
 			`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "two"}, "data": {"a": "` + strings.Repeat("b", 300<<10) + `"}}]}`,
 		"not an object": "replicas: 3\n" + big,
+		"a sequence":    "- apiVersion: v1\n  kind: ConfigMap\n- " + big,
 		// Quoted scalars and flow collections that run on at column 0.
 		"quote at column 0": "apiVersion: v1\nnote: \"a\nkind: Evil\"\nkind: ConfigMap\nother: 'b\nkind: Evil'\n" + big,
 		"flow at column 0":  "apiVersion: v1\nnote: [a,\nkind: Evil]\nkind: ConfigMap\nmetadata: {\nname: cm}\n" + big,
