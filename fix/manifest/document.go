@@ -159,7 +159,6 @@ func (d *document) rewrite() ([]byte, error) {
 	}
 	root := doc.Content[0]
 	objs := objectNodes(root)
-	olds := make([]map[string]any, len(objs))
 	wants := make([]map[string]any, len(objs))
 	// Keys' lines are taken before any edit, for the splice.
 	spliceable := len(objs) == 1 && objs[0] == root
@@ -171,10 +170,13 @@ func (d *document) rewrite() ([]byte, error) {
 	for i, o := range objs {
 		old, err := decode(o)
 		if err != nil {
-			d.problem(o, "%v", err)
+			// The document stays as it was, the objects moved before
+			// this one too.
+			d.changes = nil
+			d.problems = append(d.problems, problem{line: d.seg.line + o.Line - 1, reason: err.Error(), api: anyAPI})
 			return d.seg.data, nil
 		}
-		olds[i], wants[i] = old, old
+		wants[i] = old
 		if want, ok := d.object(o, old, o == root && spliceable); ok {
 			wants[i] = want
 		}
@@ -194,7 +196,7 @@ func (d *document) rewrite() ([]byte, error) {
 	}
 	if err != nil {
 		// Every move of this document is undone: none of it is written.
-		d.problems = append(d.problems, problem{line: d.seg.line + root.Line - 1,
+		d.problems = append(d.problems, problem{line: d.seg.line + root.Line - 1, api: anyAPI,
 			reason: fmt.Sprintf("the rewritten document would not be exactly the conversion (%v); convert it by hand", err)})
 		d.changes = nil
 		return d.seg.data, nil
@@ -305,6 +307,9 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 		}
 		if err := editNode(o, rest, want, ""); err != nil {
 			d.problem(o, "%s %s: %v; convert it by hand", av, kind, err)
+			// Its node may be edited in part: should another object of
+			// the document be written, the check of the whole leaves it.
+			d.texts = slices.DeleteFunc(d.texts, func(t textEdit) bool { return t.node == avNode || t.node == kindNode })
 			return nil, false
 		}
 		d.edited = true

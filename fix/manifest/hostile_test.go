@@ -135,3 +135,41 @@ patches:
 		require.Equal(t, want, string(b), name)
 	}
 }
+
+// An object whose changed fields are YAML anchors or aliases is listed
+// and left, since editing the one would change the others; in a List,
+// the check of the rewritten document leaves the whole document.
+func TestAnchorsAreLeft(t *testing.T) {
+	dir := t.TempDir()
+	anchored := `apiVersion: extensions/v1beta1
+kind: Ingress
+metadata: {name: anchored}
+spec:
+  backend: &b
+    serviceName: web
+    servicePort: 80
+  rules:
+  - http:
+      paths:
+      - path: /
+        backend: *b
+`
+	write(t, filepath.Join(dir, "anchored.yaml"), anchored, 0o644)
+	list := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(anchored, "\n"), "\n", "\n  ") + "\n" +
+		"- apiVersion: networking.k8s.io/v1beta1\n  kind: Ingress\n  metadata: {name: plain}\n  spec:\n    backend: {serviceName: web, servicePort: 80}\n"
+	write(t, filepath.Join(dir, "list.yaml"), list, 0o644)
+
+	res := fixer(t, false).Fix(context.Background(), []string{dir})
+	rewritten, notRewritten := relative(dir, res)
+	require.Empty(t, rewritten)
+	require.Equal(t, []string{
+		"anchored.yaml:1: extensions/v1beta1 Ingress: spec.rules[0].http.paths[0].backend uses a YAML anchor or alias, which a rewrite could change; convert it by hand",
+		"list.yaml:1: the rewritten document would not be exactly the conversion (yaml: unknown anchor 'b' referenced); convert it by hand",
+		"list.yaml:4: extensions/v1beta1 Ingress: spec.rules[0].http.paths[0].backend uses a YAML anchor or alias, which a rewrite could change; convert it by hand",
+	}, notRewritten)
+	for name, want := range map[string]string{"anchored.yaml": anchored, "list.yaml": list} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, want, string(b), name)
+	}
+}
