@@ -556,13 +556,8 @@ func TestRefusedWriteSaysWhatToGrant(t *testing.T) {
 			install(t, kube, oldManifest, hook(oldHook))
 			refuse := true
 			kube.PrependReactor(tc.verb, "secrets", func(action k8stesting.Action) (bool, runtime.Object, error) {
-				var name string
-				switch a := action.(type) {
-				case k8stesting.CreateAction:
-					name = a.GetObject().(*corev1.Secret).Name
-				case k8stesting.UpdateAction:
-					name = a.GetObject().(*corev1.Secret).Name
-				}
+				// A create's and an update's action both carry the Secret.
+				name := action.(k8stesting.CreateAction).GetObject().(*corev1.Secret).Name
 				if !refuse || name != tc.name {
 					return false, nil, nil
 				}
