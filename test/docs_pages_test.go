@@ -274,7 +274,7 @@ func TestDocsNameFlagsThatExist(t *testing.T) {
 		require.NoError(t, err, "sunset %s --help: %s", strings.Join(args, " "), out)
 		return string(out)
 	}
-	commands := [][]string{{}, {"store", "verify"}, {"report", "webhooks"}, {"fix", "crd"}}
+	commands := [][]string{{}, {"store", "verify"}, {"report", "webhooks"}, {"fix", "crd"}, {"fix", "releases"}}
 	_, list, ok := strings.Cut(help(), "Available Commands:\n")
 	require.True(t, ok, "sunset --help lists no commands")
 	list, _, _ = strings.Cut(list, "\n\n")
