@@ -1,0 +1,6 @@
+//go:build !race
+
+package auditjson
+
+// raceSlack is nothing without the race detector.
+const raceSlack = 0
