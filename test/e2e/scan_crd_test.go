@@ -22,7 +22,8 @@ import (
 // no longer served. `sunset scan --kubeconfig` of manifests written at
 // those versions judges them by the cluster's CRDs, which the catalog
 // knows nothing of: the sprocket removed, the widget deprecated with the
-// CRD's warning, the v1 widget clean, each with source crd.
+// CRD's warning, the v1 widget clean, each with source crd. The scan calls
+// no API the apiserver marks deprecated.
 func TestScanJudgesManifestsByTheClustersCRDs(t *testing.T) {
 	sunsetBin, apiserverBin, etcdBin := peerBinaries(t)
 	p := newPKI(t)
@@ -85,5 +86,24 @@ metadata: {name: gone, namespace: shop}
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The scan's own requests (admin's, without the setup's user agent)
+	// read the CRDs and call nothing the apiserver marks deprecated.
+	var crdLists int
+	var deprecated []string
+	eachCompleted(t, a.auditLog, func(ev *auditEvent) {
+		if ev.User.Username != "admin" || ev.UserAgent == "e2e-setup/1.0" {
+			return
+		}
+		if ev.Verb == "list" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "customresourcedefinitions" {
+			crdLists++
+		}
+		if _, ok := ev.Annotations["k8s.io/deprecated"]; ok {
+			deprecated = append(deprecated, ev.Verb+" "+ev.RequestURI)
+		}
+	})
+	if crdLists == 0 || len(deprecated) > 0 {
+		t.Fatalf("audit log: the scan listed CRDs %d times (want at least once), deprecated calls: %v", crdLists, deprecated)
 	}
 }
