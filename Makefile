@@ -176,7 +176,10 @@ format: ## Format the code.
 #     TestDuplicateDeliveryCountsOnceAcrossRestart, TestWebhookCountsThroughTheServer);
 #   cmd/sunset/testdata/*  report, check and replay output (TestReportFormatsGolden,
 #     TestCheckExitCodes, TestReportWebhooksGolden, TestReplayThirdPartySamplesAndHugeLines,
-#     TestReplayThroughServerAndDryRuns);
+#     TestReplayThroughServerAndDryRuns); cmd/sunset/testdata/scanfix/*  scan --fix's output
+#     (TestScanFix);
+#   fix/manifest/testdata/golden/**  the fixture tree as scan --fix rewrites it, and its
+#     diff (TestFixGoldens);
 #   ingest/gke/testdata/entries/*.event.json  the audit event of each hand-written GKE
 #     LogEntry (TestEntriesMapToTheirEvents);
 #   deploy/kubernetes/base/prometheusrule.yaml  from deploy/prometheus/sunset-rules.yaml
@@ -187,8 +190,8 @@ format: ## Format the code.
 #     needs chromium, skipped without it).
 # Only these packages define -update, so they are named, not ./... .
 update-golden: ## Rewrite the golden files, the generated PrometheusRule and the page's screenshots after an intended change; review the diff.
-	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./ingest/gke/ ./scan/ ./test/ ./web/ -update -run \
-		'^(TestEntriesMapToTheirEvents|TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestHelmChartRulesAreTheShippedRules|TestOutputGoldens|TestPageInBrowser)$$'
+	$(GO) test -count=1 ./app/ ./cmd/sunset/ ./fix/manifest/ ./ingest/gke/ ./scan/ ./test/ ./web/ -update -run \
+		'^(TestEntriesMapToTheirEvents|TestFixGoldens|TestScanFix|TestReplayCapturedBodies|TestDuplicateDeliveryCountsOnceAcrossRestart|TestWebhookCountsThroughTheServer|TestReportFormatsGolden|TestCheckExitCodes|TestReportWebhooksGolden|TestReplayThirdPartySamplesAndHugeLines|TestReplayThroughServerAndDryRuns|TestPrometheusRuleMatchesRulesFile|TestHelmChartRulesAreTheShippedRules|TestOutputGoldens|TestPageInBrowser)$$'
 
 clean:
 	rm -rf bin
