@@ -487,15 +487,15 @@ func BenchmarkScale(b *testing.B) {
 	bin := buildSunset(b, b.TempDir())
 	limit := scaleMax(b)
 	var results []*scaleResult
-	total := 0
+	allSteps := 0
 	for _, dim := range scaleDims {
 		base := dim.steps[0]
 		for _, v := range dim.steps {
+			allSteps++
 			factor := float64(v) / float64(base)
 			if factor > limit {
 				continue
 			}
-			total++
 			shape := scaleBase
 			dim.set(&shape, v)
 			name := fmt.Sprintf("%s=%d", dim.name, v)
@@ -544,20 +544,22 @@ func BenchmarkScale(b *testing.B) {
 	if len(results) == 0 {
 		return
 	}
-	b.Logf("scale curve, Markdown:\n%s", scaleTable(results))
+	// To stderr, as the query benchmarks' corpus line: a benchmark that
+	// only runs others prints no log of its own when it passes.
+	fmt.Fprintf(os.Stderr, "scale curve, Markdown:\n%s", scaleTable(results))
 	svg := os.Getenv("SUNSET_BENCH_SCALE_SVG")
-	if svg == "" && len(results) == 16 && days == steadyDays && len(steady) == days {
+	if svg == "" && len(results) == allSteps && days == steadyDays && len(steady) == days {
 		svg = "scale.svg"
 	}
 	if svg == "" {
-		b.Logf("not the whole curve (%d of 16 steps, %d steady days): set SUNSET_BENCH_SCALE_SVG to draw it", len(results), len(steady))
+		fmt.Fprintf(os.Stderr, "scale curve: not the whole curve (%d of %d steps, %d steady days): set SUNSET_BENCH_SCALE_SVG to draw it\n", len(results), allSteps, len(steady))
 		return
 	}
 	if err := writeCharts(svg, "Sunset: cost as each dimension grows from the base (10 users, 3 apiservers, 1 cluster, 1 day)",
 		scaleCharts(results, steady), 3); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("wrote %s", svg)
+	fmt.Fprintf(os.Stderr, "scale curve: wrote %s\n", svg)
 }
 
 // steadyRun counts shape's hourly load for days simulated days, each hour
@@ -654,7 +656,10 @@ func steadyRun(b *testing.B, shape scaleShape, days int) []int64 {
 	b.ReportMetric(float64(disk[retentionDays-1])/float64(int64(retentionDays*24)*shape.perHour()), "B/request-full")
 	b.ReportMetric(float64(late)/float64(liveHours*shape.perHour()), "peak-B/live-request")
 	b.ReportMetric(0, "ns/op")
-	if peakGrowth > steadyPeakGrowth {
+	// A shorter run (SUNSET_BENCH_SCALE_STEADY_DAYS) ends while the disk
+	// still climbs: at this load the sawtooth begins about 20 days after
+	// the retention period.
+	if days >= steadyDays && peakGrowth > steadyPeakGrowth {
 		b.Errorf("the disk's peak over days %d-%d is %d bytes, %.1f%% above its peak over days %d-%d, %d: still rising, not level within %.0f%%",
 			days-window+1, days, late, 100*peakGrowth, days-2*window+1, days-window, early, 100*steadyPeakGrowth)
 	}
