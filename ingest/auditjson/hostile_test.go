@@ -2,17 +2,14 @@ package auditjson
 
 import (
 	"bytes"
-	"net/netip"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
 // bombEntries is how many empty strings the array bomb's list holds: 54
@@ -311,82 +308,12 @@ func TestStringsAreBoundedAsRead(t *testing.T) {
 }
 
 // checkBounds fails t when ev holds anything over the decoder's bounds.
-func checkBounds(t testing.TB, ev aggregate.Event) {
-	t.Helper()
-	for _, s := range []struct {
-		name  string
-		value string
-		max   int
-	}{
-		{"stage", ev.Stage, aggregate.MaxVerbBytes},
-		{"verb", ev.Verb, aggregate.MaxVerbBytes},
-		{"username", ev.Username, aggregate.MaxUsernameBytes},
-		{"impersonatedBy", ev.ImpersonatedBy, aggregate.MaxUsernameBytes},
-		{"userAgent", ev.UserAgent, aggregate.MaxUserAgentBytes},
-		{"podName", ev.PodName, aggregate.MaxNodeBytes},
-		{"podNode", ev.PodNode, aggregate.MaxNodeBytes},
-		{"removedRelease", ev.RemovedRelease, aggregate.MaxReleaseBytes},
-	} {
-		if len(s.value) > s.max {
-			t.Fatalf("%s is %d bytes, over %d", s.name, len(s.value), s.max)
-		}
-	}
-	if len(ev.ID) > aggregate.MaxIDBytes {
-		t.Fatalf("auditID is %d bytes, over %d", len(ev.ID), aggregate.MaxIDBytes)
-	}
-	if r := ev.RemovedRelease; r != "" {
-		if _, err := catalog.ParseRelease(r); err != nil {
-			t.Fatalf("removedRelease %q is not a release", r)
-		}
-	}
-	if len(ev.SourceIPs) > aggregate.MaxSourceIPs {
-		t.Fatalf("%d sourceIPs, over %d", len(ev.SourceIPs), aggregate.MaxSourceIPs)
-	}
-	for _, ip := range ev.SourceIPs {
-		if _, err := netip.ParseAddr(ip); err != nil || len(ip) > maxIPBytes {
-			t.Fatalf("sourceIPs holds %q", ip)
-		}
-	}
-	if ref := ev.ObjectRef; ref != nil {
-		for _, s := range []struct {
-			value string
-			max   int
-		}{
-			{ref.Group, aggregate.MaxGroupBytes}, {ref.Version, aggregate.MaxVersionBytes},
-			{ref.Resource, aggregate.MaxResourceBytes}, {ref.Subresource, aggregate.MaxSubresourceBytes},
-		} {
-			if len(s.value) > s.max+utf8.UTFMax {
-				t.Fatalf("an objectRef part is %d bytes", len(s.value))
-			}
-		}
-	}
-	if f := ev.Admission; f != nil {
-		if len(f.Calls) > admission.MaxCallsPerRequest || len(f.Certificates) > admission.MaxHostsPerRequest {
-			t.Fatalf("%d webhook calls, %d hosts", len(f.Calls), len(f.Certificates))
-		}
-	}
-}
+func checkBounds(t testing.TB, ev aggregate.Event) { t.Helper(); ingesttest.CheckBounds(t, ev) }
 
 // hostileSeeds are fuzz seeds of hostile lengths: long lists, long
 // values, many annotations.
 func hostileSeeds() [][]byte {
-	many := func(entry string, n int) string { return strings.TrimSuffix(strings.Repeat(entry, n), ",") }
-	events := []string{
-		`{"auditID":"h1","stage":"ResponseComplete","sourceIPs":["10.0.0.1",` + many(`"",`, 5000) + `,"192.0.2.7"]}`,
-		`{"auditID":"h2","stage":"ResponseComplete","sourceIPs":[` + many(`"10.0.0.1",`, 50) + `,"x"]}`,
-		`{"auditID":"h3","stage":"ResponseComplete","user":{"username":"` + strings.Repeat("u", 3000) + `","groups":[` + many(`"g",`, 5000) + `],` +
-			`"extra":{"authentication.kubernetes.io/pod-name":[` + many(`"p",`, 3000) + `]}}}`,
-		`{"auditID":"h4","stage":"ResponseComplete","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true",` +
-			`"k8s.io/removed-release":"` + strings.Repeat("1", 100) + `.37"}}`,
-		`{"auditID":"h5","stage":"ResponseComplete","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true",` +
-			`"k8s.io/removed-release":"banana"}}`,
-		`{"auditID":"h6","stage":"ResponseComplete","annotations":{` + many(`"failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"w",`, 2000) + `}}`,
-		`{"auditID":"h7","stage":"ResponseComplete","userAgent":"` + strings.Repeat("\\u00e9", 1000) + `","verb":"` + strings.Repeat("v", 100) + `"}`,
-		`{"auditID":"` + strings.Repeat("i", 3000) + `","stage":"ResponseComplete","requestURI":"/api?dryRun=All&x=` + strings.Repeat("a", 9000) + `"}`,
-		`{"auditID":"` + strings.Repeat("\\u0069", 300) + `","stage":"ResponseComplete","requestReceivedTimestamp":"2026-11-24T10:00:00.` + strings.Repeat("0", 100) + `Z"}`,
-		`{"auditID":"h10","stage":"ResponseComplete","kind":"` + strings.Repeat("k", 3000) + `","apiVersion":"` + strings.Repeat("v", 3000) + `"}`,
-		`{"auditID":"h11","stage":"ResponseComplete","verb":"delete","requestObject":{"kind":"DeleteOptions","dryRun":["All"],"x":"` + strings.Repeat("o", 5000) + `"}}`,
-	}
+	events := ingesttest.HostileEvents()
 	out := make([][]byte, 0, len(events)+1)
 	for _, e := range events {
 		out = append(out, []byte(e))

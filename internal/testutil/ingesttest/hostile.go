@@ -31,6 +31,10 @@ func HostileEvents() []string {
 			`"k8s.io/removed-release":"banana"}}`,
 		`{"auditID":"h6","stage":"ResponseComplete","annotations":{` + many(`"failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"w",`, 2000) + `}}`,
 		`{"auditID":"h7","stage":"ResponseComplete","userAgent":"` + strings.Repeat("\\u00e9", 1000) + `","verb":"` + strings.Repeat("v", 100) + `"}`,
+		`{"auditID":"` + strings.Repeat("i", 3000) + `","stage":"ResponseComplete","requestURI":"/api?dryRun=All&x=` + strings.Repeat("a", 9000) + `"}`,
+		`{"auditID":"` + strings.Repeat("\\u0069", 300) + `","stage":"ResponseComplete","requestReceivedTimestamp":"2026-11-24T10:00:00.` + strings.Repeat("0", 100) + `Z"}`,
+		`{"auditID":"h10","stage":"ResponseComplete","kind":"` + strings.Repeat("k", 3000) + `","apiVersion":"` + strings.Repeat("v", 3000) + `"}`,
+		`{"auditID":"h11","stage":"ResponseComplete","verb":"delete","requestObject":{"kind":"DeleteOptions","dryRun":["All"],"x":"` + strings.Repeat("o", 5000) + `"}}`,
 	}
 }
 
@@ -55,6 +59,9 @@ func CheckBounds(t testing.TB, ev aggregate.Event) {
 		if len(s.value) > s.max {
 			t.Fatalf("%s is %d bytes, over %d", s.name, len(s.value), s.max)
 		}
+	}
+	if len(ev.ID) > aggregate.MaxIDBytes {
+		t.Fatalf("auditID is %d bytes, over %d", len(ev.ID), aggregate.MaxIDBytes)
 	}
 	if r := ev.RemovedRelease; r != "" {
 		if _, err := catalog.ParseRelease(r); err != nil {
