@@ -184,6 +184,15 @@ func GroupVersion(group, version string) string {
 	return group + "/" + version
 }
 
+// SplitAPIVersion is GroupVersion's inverse: "apps/v1" is ("apps", "v1"),
+// and "v1", the core group's, is ("", "v1").
+func SplitAPIVersion(apiVersion string) (group, version string) {
+	if g, v, ok := strings.Cut(apiVersion, "/"); ok {
+		return g, v
+	}
+	return "", apiVersion
+}
+
 // Warning is the text kube-apiserver sends in its Warning header for a
 // request to this API, e.g. "batch/v1beta1 CronJob is deprecated in v1.21+,
 // unavailable in v1.25+; use batch/v1 CronJob".

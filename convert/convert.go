@@ -245,7 +245,7 @@ func (t *Table) Convert(obj map[string]any) (map[string]any, error) {
 	if apiVersion == "" || kind == "" {
 		return nil, errors.New("convert: the object has no apiVersion or kind")
 	}
-	group, version := splitAPIVersion(apiVersion)
+	group, version := catalog.SplitAPIVersion(apiVersion)
 	c, ok := t.Lookup(group, version, kind)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s %s", ErrNotDeprecated, apiVersion, kind)
@@ -265,15 +265,6 @@ func (t *Table) Convert(obj map[string]any) (map[string]any, error) {
 	}
 	out["apiVersion"], out["kind"] = c.To.APIVersion(), c.To.Kind
 	return out, nil
-}
-
-func splitAPIVersion(apiVersion string) (group, version string) {
-	for i := range len(apiVersion) {
-		if apiVersion[i] == '/' {
-			return apiVersion[:i], apiVersion[i+1:]
-		}
-	}
-	return "", apiVersion
 }
 
 // deepCopy copies the maps and slices of a decoded object; scalars are

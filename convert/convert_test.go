@@ -179,7 +179,7 @@ func TestEveryEntryIsCovered(t *testing.T) {
 	table := builtinTable(t)
 	seen := map[GVK]string{}
 	mark := func(apiVersion, kind, where string) {
-		g, v := splitAPIVersion(apiVersion)
+		g, v := catalog.SplitAPIVersion(apiVersion)
 		k := GVK{g, v, kind}
 		if old, ok := seen[k]; ok && old != where {
 			t.Errorf("%s is in both %s and %s", k, old, where)

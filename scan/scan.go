@@ -19,8 +19,6 @@
 package scan
 
 import (
-	"strings"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -62,7 +60,7 @@ type Object struct {
 
 // Judge returns the findings for one object, with origin set.
 func (j Judge) Judge(obj Object, origin report.Origin) []report.Finding {
-	group, version := splitAPIVersion(obj.APIVersion)
+	group, version := catalog.SplitAPIVersion(obj.APIVersion)
 	var out []report.Finding
 	base := report.Finding{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Name, Namespace: obj.Namespace, Origin: origin}
 	if f, known, found := j.CRDs.finding(group, version, obj.Kind, base); known {
@@ -95,7 +93,7 @@ func (j Judge) WantsBody(apiVersion, kind string) bool {
 	if j.Fields == nil {
 		return false
 	}
-	group, version := splitAPIVersion(apiVersion)
+	group, version := catalog.SplitAPIVersion(apiVersion)
 	return j.Fields.Selects(group, version, j.resource(group, version, kind), "", "create")
 }
 
@@ -136,13 +134,6 @@ func (j Judge) apiFinding(e catalog.Entry, f report.Finding) (report.Finding, bo
 // severity is report.Severity at the judge's target.
 func (j Judge) severity(deprecatedIn, removedIn string) string {
 	return report.Severity(j.Target, deprecatedIn, removedIn)
-}
-
-func splitAPIVersion(apiVersion string) (group, version string) {
-	if g, v, ok := strings.Cut(apiVersion, "/"); ok {
-		return g, v
-	}
-	return "", apiVersion
 }
 
 // entrySource is where a catalog entry comes from: the built-in catalog

@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/convert"
 )
 
@@ -104,7 +105,7 @@ func (w *rewriter) document(template, body string) (string, bool) {
 	if apiVersion == "" || kind == "" {
 		return "", false
 	}
-	group, version := splitAPIVersion(apiVersion)
+	group, version := catalog.SplitAPIVersion(apiVersion)
 	why := w.mustMove(group, version, kind)
 	if why == "" {
 		return "", false
@@ -120,7 +121,7 @@ func (w *rewriter) document(template, body string) (string, bool) {
 		return "", false
 	}
 	to, _ := out["apiVersion"].(string)
-	if g, v := splitAPIVersion(to); !w.served(g, v, kind) {
+	if g, v := catalog.SplitAPIVersion(to); !w.served(g, v, kind) {
 		err := fmt.Errorf("its replacement %s is not served by the cluster yet: upgrade the cluster to a release serving it first", to)
 		w.refused = append(w.refused, Refusal{Template: template, Kind: kind, Name: name, APIVersion: apiVersion, Why: why, Err: err})
 		return "", false
@@ -135,13 +136,6 @@ func (w *rewriter) document(template, body string) (string, bool) {
 	// where it did.
 	trail := body[len(strings.TrimRight(body, "\n")):]
 	return strings.TrimRight(string(b), "\n") + trail, true
-}
-
-func splitAPIVersion(apiVersion string) (group, version string) {
-	if g, v, ok := strings.Cut(apiVersion, "/"); ok {
-		return g, v
-	}
-	return "", apiVersion
 }
 
 // fieldChanges names what differs between an object and its conversion,

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/convert"
 	"github.com/kube-sunset/sunset/scan"
 )
@@ -124,7 +125,7 @@ func (r *run) template(root scan.Root, path string) {
 				r.skip(path, av.line, fmt.Sprintf("the kind of %s is templated (%s): a template's logic is not rewritten; check what it renders for the target and edit it by hand", av.value, kind.value))
 			}
 		case !av.templated && !kind.templated && r.f.Moves(av.value, kind.value):
-			group, version := splitAPIVersion(av.value)
+			group, version := catalog.SplitAPIVersion(av.value)
 			c, ok := r.f.Conversions.Lookup(group, version, kind.value)
 			switch {
 			case !ok:

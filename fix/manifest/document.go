@@ -17,6 +17,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/convert"
 	"github.com/kube-sunset/sunset/scan"
 )
@@ -237,7 +238,7 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 	if av == "" || kind == "" || !d.f.Moves(av, kind) {
 		return nil, false
 	}
-	group, version := splitAPIVersion(av)
+	group, version := catalog.SplitAPIVersion(av)
 	c, ok := d.f.Conversions.Lookup(group, version, kind)
 	if !ok {
 		d.problem(o, "%s %s: Sunset knows no replacement to move it to", av, kind)
@@ -725,11 +726,4 @@ func scalar(n *yaml.Node) string {
 		return ""
 	}
 	return n.Value
-}
-
-func splitAPIVersion(apiVersion string) (group, version string) {
-	if g, v, ok := strings.Cut(apiVersion, "/"); ok {
-		return g, v
-	}
-	return "", apiVersion
 }
