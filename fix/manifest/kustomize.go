@@ -41,9 +41,24 @@ type kustomizePatch struct {
 // unless some of them were left; a patch written inline is listed. It
 // returns the files it read, its own and its bases'.
 func (r *run) kustomization(root scan.Root, dir string) []string {
-	if !r.firstDir(dir) {
-		return nil
+	// A base two overlays share (or one the walk reached first) is
+	// rewritten once, but each overlay must still learn which of its
+	// files left objects, or it would move a patch target away from an
+	// object the base left.
+	key := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		key = real
 	}
+	if files, ok := r.kdirs[key]; ok {
+		return files
+	}
+	r.kdirs[key] = nil // a kustomization that includes itself reads nothing more
+	files := r.kustomizationFiles(root, dir)
+	r.kdirs[key] = files
+	return files
+}
+
+func (r *run) kustomizationFiles(root scan.Root, dir string) []string {
 	var kpath string
 	for _, n := range kustomizationFiles {
 		if hasFile(dir, n) {

@@ -107,7 +107,10 @@ type run struct {
 	// left are the APIs ("apiVersion kind", or anyAPI) of the objects
 	// each file left where they were, which a kustomize patch target must
 	// go on naming.
-	left    map[string][]string
+	left map[string][]string
+	// kdirs are the files each kustomization directory read, by its
+	// resolved path, and returned again on a later visit.
+	kdirs   map[string][]string
 	res     Result
 	pending []pending
 }
@@ -120,7 +123,7 @@ type pending struct {
 // Fix rewrites the paths, each a manifest file, a kustomization or chart
 // directory, or a directory walked as a scan walks it.
 func (f Fixer) Fix(ctx context.Context, paths []string) Result {
-	r := &run{f: f, ctx: ctx, seen: map[string]bool{}, left: map[string][]string{}}
+	r := &run{f: f, ctx: ctx, seen: map[string]bool{}, left: map[string][]string{}, kdirs: map[string][]string{}}
 	for _, p := range paths {
 		if ctx.Err() != nil {
 			r.skip(p, 0, ctx.Err().Error())
