@@ -63,7 +63,7 @@ type Conversion struct {
 	// apply rewrites the fields of a copy of the object; nil for
 	// SameFields and Refused. It returns a *RefusedError when this object
 	// cannot be converted without loss.
-	apply func(obj map[string]any) error
+	apply func(obj map[string]any, o options) error
 }
 
 // HasReplacement reports whether the conversion names an API to move to.
@@ -173,7 +173,7 @@ func (t *Table) chain(c Conversion) Conversion {
 	}
 	out := Conversion{From: c.From, To: steps[len(steps)-1].To, Method: SameFields}
 	var reasons []string
-	var applies []func(map[string]any) error
+	var applies []func(map[string]any, options) error
 	for _, s := range steps {
 		if s.Method == Fields {
 			out.Method = Fields
@@ -185,9 +185,9 @@ func (t *Table) chain(c Conversion) Conversion {
 	}
 	if out.Method == Fields {
 		out.Reason = strings.Join(reasons, "; then, ")
-		out.apply = func(obj map[string]any) error {
+		out.apply = func(obj map[string]any, o options) error {
 			for _, apply := range applies {
-				if err := apply(obj); err != nil {
+				if err := apply(obj, o); err != nil {
 					return err
 				}
 			}
@@ -235,11 +235,34 @@ func cmpStrings(pairs ...string) int {
 	return 0
 }
 
+// An Option changes what Convert writes.
+type Option func(*options)
+
+type options struct {
+	omitOldDefaults bool
+}
+
+// OmitOldDefaults leaves out the old API's defaults that Convert otherwise
+// writes where the object leaves a field unset (a Deployment's
+// revisionHistoryLimit, a DaemonSet's updateStrategy, a webhook's
+// failurePolicy...): only what the replacement requires is written, the
+// apiVersion, the fields it requires and the renamed ones. It is for a
+// record of an object the apiserver stored through the old API, which
+// holds those defaults already: written into the record, a later
+// three-way merge from a manifest without them would delete them from the
+// object, which then gets the replacement's defaults. A manifest applied
+// afresh needs them written, else it gets the replacement's defaults.
+func OmitOldDefaults() Option { return func(o *options) { o.omitOldDefaults = true } }
+
 // Convert returns obj moved to its replacement API, as a new object; obj
 // is not changed. It returns ErrNotDeprecated for an API the table does
 // not have, and a *RefusedError when this object cannot be moved without
 // changing what it means.
-func (t *Table) Convert(obj map[string]any) (map[string]any, error) {
+func (t *Table) Convert(obj map[string]any, opts ...Option) (map[string]any, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	apiVersion, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
 	if apiVersion == "" || kind == "" {
@@ -255,7 +278,7 @@ func (t *Table) Convert(obj map[string]any) (map[string]any, error) {
 	}
 	out := deepCopy(obj)
 	if c.apply != nil {
-		if err := c.apply(out); err != nil {
+		if err := c.apply(out, o); err != nil {
 			var refused *RefusedError
 			if errors.As(err, &refused) {
 				refused.From = c.From

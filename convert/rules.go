@@ -21,7 +21,7 @@ var rules = func() map[GVK]Conversion {
 	ingressV1 := GVK{"networking.k8s.io", "v1", "Ingress"}
 	for _, from := range []GVK{{"extensions", "v1beta1", "Ingress"}, {"networking.k8s.io", "v1beta1", "Ingress"}} {
 		add(Conversion{
-			From: from, To: ingressV1, Method: Fields, apply: ingress,
+			From: from, To: ingressV1, Method: Fields, apply: plain(ingress),
 			Reason: "backend serviceName and servicePort become service.name and service.port.number or .name, " +
 				"spec.backend becomes spec.defaultBackend, and a path without pathType gets ImplementationSpecific, the old default",
 		})
@@ -29,14 +29,14 @@ var rules = func() map[GVK]Conversion {
 
 	add(Conversion{
 		From: GVK{"certificates.k8s.io", "v1beta1", "CertificateSigningRequest"}, To: GVK{"certificates.k8s.io", "v1", "CertificateSigningRequest"},
-		Method: Fields, apply: certificateSigningRequest,
+		Method: Fields, apply: plain(certificateSigningRequest),
 		Reason: "v1 requires spec.signerName, which v1beta1 defaulted (the request is refused unless it names one other than " +
 			"kubernetes.io/legacy-unknown), and spec.usages, which gets v1beta1's default when missing, null or empty",
 	})
 
 	add(Conversion{
 		From: GVK{"policy", "v1beta1", "PodDisruptionBudget"}, To: GVK{"policy", "v1", "PodDisruptionBudget"},
-		Method: Fields, apply: podDisruptionBudget,
+		Method: Fields, apply: plain(podDisruptionBudget),
 		Reason: "an empty spec.selector (no matchLabels and no matchExpressions) selects no pods in v1beta1 and every pod of the " +
 			"namespace in v1; such a budget is refused",
 	})
@@ -62,7 +62,7 @@ var rules = func() map[GVK]Conversion {
 	for _, kind := range []string{"SubjectAccessReview", "LocalSubjectAccessReview"} {
 		add(Conversion{
 			From: GVK{"authorization.k8s.io", "v1beta1", kind}, To: GVK{"authorization.k8s.io", "v1", kind},
-			Method: Fields, apply: subjectAccessReview,
+			Method: Fields, apply: plain(subjectAccessReview),
 			Reason: "spec.group is renamed spec.groups",
 		})
 	}
@@ -88,14 +88,14 @@ var rules = func() map[GVK]Conversion {
 
 	add(Conversion{
 		From: GVK{"discovery.k8s.io", "v1beta1", "EndpointSlice"}, To: GVK{"discovery.k8s.io", "v1", "EndpointSlice"},
-		Method: Fields, apply: endpointSlice,
+		Method: Fields, apply: plain(endpointSlice),
 		Reason: "endpoints[*].topology[\"kubernetes.io/hostname\"] becomes nodeName and topology[\"topology.kubernetes.io/zone\"] zone; " +
 			"any other topology key is refused, since v1 cannot write deprecatedTopology",
 	})
 
 	add(Conversion{
 		From: GVK{"autoscaling", "v2beta1", "HorizontalPodAutoscaler"}, To: GVK{"autoscaling", "v2", "HorizontalPodAutoscaler"},
-		Method: Fields, apply: hpaV2beta1,
+		Method: Fields, apply: plain(hpaV2beta1),
 		Reason: "each metric's targetAverageUtilization, targetAverageValue and targetValue become a target of type Utilization, " +
 			"AverageValue or Value, and metricName, selector and metricSelector become metric.name and metric.selector",
 	})
@@ -107,26 +107,26 @@ var rules = func() map[GVK]Conversion {
 	} {
 		add(Conversion{
 			From: from, To: GVK{"flowcontrol.apiserver.k8s.io", "v1beta3", "PriorityLevelConfiguration"},
-			Method: Fields, apply: priorityLevelToV1beta3,
+			Method: Fields, apply: plain(priorityLevelToV1beta3),
 			Reason: "spec.limited.assuredConcurrencyShares is renamed spec.limited.nominalConcurrencyShares, and a missing or 0 value, which meant 30, is written as 30",
 		})
 	}
 	add(Conversion{
 		From: GVK{"flowcontrol.apiserver.k8s.io", "v1beta3", "PriorityLevelConfiguration"},
-		To:   GVK{"flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration"}, Method: Fields, apply: priorityLevelToV1,
+		To:   GVK{"flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration"}, Method: Fields, apply: plain(priorityLevelToV1),
 		Reason: "an explicit spec.limited.nominalConcurrencyShares of 0 meant 30 in v1beta3 and means 0 in v1, so it is written as 30, " +
 			"unless the annotation " + preserveZeroShares + " says 0 is meant: then 0 is kept (a missing value written as 0) and the annotation dropped",
 	})
 
 	add(Conversion{
 		From: GVK{"certificates.k8s.io", "v1beta1", "PodCertificateRequest"}, To: GVK{"certificates.k8s.io", "v1", "PodCertificateRequest"},
-		Method: Fields, apply: podCertificateRequest,
+		Method: Fields, apply: plain(podCertificateRequest),
 		Reason: "certificates.k8s.io/v1 has no spec.pkixPublicKey or spec.proofOfPossession; a request setting either is refused",
 	})
 
 	add(Conversion{
 		From: GVK{"events.k8s.io", "v1beta1", "Event"}, To: GVK{"events.k8s.io", "v1", "Event"},
-		Method: Fields, apply: eventV1,
+		Method: Fields, apply: plain(eventV1),
 		Reason: "the fields are the same, but events.k8s.io/v1 creates only an event with eventTime, type Normal or Warning, " +
 			"no deprecatedSource, deprecatedFirstTimestamp, deprecatedLastTimestamp or deprecatedCount, and a series (if any) " +
 			"of count 2 or more with lastObservedTime; any other event is refused",
@@ -137,6 +137,12 @@ var rules = func() map[GVK]Conversion {
 			"change the readers and writers of Endpoints instead")
 	return m
 }()
+
+// plain is a field conversion that writes no old default, which
+// OmitOldDefaults would leave out.
+func plain(apply func(obj map[string]any) error) func(map[string]any, options) error {
+	return func(obj map[string]any, _ options) error { return apply(obj) }
+}
 
 func refused(format string, args ...any) error {
 	return &RefusedError{Reason: fmt.Sprintf(format, args...)}
@@ -323,7 +329,7 @@ func empty(v any) bool {
 	return false
 }
 
-func webhookConfiguration(obj map[string]any) error {
+func webhookConfiguration(obj map[string]any, o options) error {
 	seen := map[string]bool{}
 	for i, w := range objects(obj["webhooks"]) {
 		name, _ := w["name"].(string)
@@ -339,10 +345,14 @@ func webhookConfiguration(obj map[string]any) error {
 		default:
 			return refused("webhooks[%d].sideEffects is %s, which v1 does not allow; only None and NoneOnDryRun are", i, se)
 		}
+		// v1 requires admissionReviewVersions, whatever the options.
+		setDefault(w, "admissionReviewVersions", []any{"v1beta1"})
+		if o.omitOldDefaults {
+			continue
+		}
 		setDefault(w, "failurePolicy", "Ignore")
 		setDefault(w, "matchPolicy", "Exact")
 		setDefault(w, "timeoutSeconds", int64(30))
-		setDefault(w, "admissionReviewVersions", []any{"v1beta1"})
 	}
 	return nil
 }
@@ -407,7 +417,7 @@ func (d workloadDefaults) reason() string {
 	return s
 }
 
-func (d workloadDefaults) apply(obj map[string]any) error {
+func (d workloadDefaults) apply(obj map[string]any, o options) error {
 	spec := path(obj, false, "spec")
 	if spec == nil {
 		return refused("spec is missing")
@@ -426,6 +436,9 @@ func (d workloadDefaults) apply(obj map[string]any) error {
 			return refused("spec.selector is missing and the pod template has no labels to take it from")
 		}
 		spec["selector"] = map[string]any{"matchLabels": deepCopy(labels)}
+	}
+	if o.omitOldDefaults {
+		return nil
 	}
 	if d.updateStrategyOnDelete {
 		// The old API defaulted an empty type, not a missing

@@ -173,6 +173,7 @@ func cluster(t *testing.T) *fake.Clientset {
 		{GroupVersion: "storage.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "volumeattributesclasses", Kind: "VolumeAttributesClass"}}},
 		{GroupVersion: "storage.k8s.io/v1beta1", APIResources: []metav1.APIResource{{Name: "volumeattributesclasses", Kind: "VolumeAttributesClass"}}},
 		{GroupVersion: "autoscaling/v2", APIResources: []metav1.APIResource{{Name: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler"}}},
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment"}, {Name: "daemonsets", Kind: "DaemonSet"}}},
 	}
 	return kube
 }
@@ -579,4 +580,28 @@ func TestRefusedWriteSaysWhatToGrant(t *testing.T) {
 			require.Equal(t, map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusDeployed}, history)
 		})
 	}
+}
+
+// The record of a workload created through extensions/v1beta1 gets only
+// what apps/v1 requires, the selector: the live object holds the old
+// defaults already, and written into the record, the next helm upgrade's
+// three-way merge would delete them from it.
+func TestRecordGetsNoOldDefaults(t *testing.T) {
+	manifest := "---\n# Source: web/templates/deploy.yaml\napiVersion: extensions/v1beta1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n" +
+		"  template:\n    metadata:\n      labels:\n        app: web\n" +
+		"---\n# Source: web/templates/agent.yaml\napiVersion: extensions/v1beta1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n" +
+		"  template:\n    metadata:\n      labels:\n        app: agent\n"
+	kube := cluster(t)
+	install(t, kube, manifest)
+	res, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.NoError(t, err)
+	require.Equal(t, []helmrelease.Change{
+		{Template: "web/templates/deploy.yaml", Kind: "Deployment", Name: "web", From: "extensions/v1beta1", To: "apps/v1", Fields: []string{"spec.selector added"}},
+		{Template: "web/templates/agent.yaml", Kind: "DaemonSet", Name: "agent", From: "extensions/v1beta1", To: "apps/v1", Fields: []string{"spec.selector added"}},
+	}, res.Changes)
+	deployed, _ := helmReads(t, kube)
+	require.Equal(t, "---\n# Source: web/templates/deploy.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n"+
+		"  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n"+
+		"---\n# Source: web/templates/agent.yaml\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n"+
+		"  selector:\n    matchLabels:\n      app: agent\n  template:\n    metadata:\n      labels:\n        app: agent\n", deployed.Manifest)
 }

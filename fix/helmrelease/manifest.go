@@ -112,7 +112,10 @@ func (w *rewriter) document(template, body string) (string, bool) {
 	}
 	meta, _ := obj["metadata"].(map[string]any)
 	name, _ := meta["name"].(string)
-	out, err := w.table.Convert(obj)
+	// The cluster's object was stored through the old API and holds its
+	// defaults; in the record, which the next upgrade's three-way merge
+	// takes as the original, they would be deleted from it.
+	out, err := w.table.Convert(obj, convert.OmitOldDefaults())
 	if err != nil {
 		if errors.Is(err, convert.ErrNotDeprecated) {
 			err = errors.New("the catalog names no replacement for it")
