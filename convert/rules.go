@@ -232,12 +232,11 @@ func ingressBackend(b map[string]any, at string) error {
 	portField := map[string]any{}
 	switch p := port.(type) {
 	case string:
-		// An IntOrString written as a quoted number is still a number.
-		if n, ok := parseInt(p); ok {
-			portField["number"] = n
-		} else {
-			portField["name"] = p
-		}
+		// servicePort is an IntOrString, which JSON decodes by its type:
+		// a quoted "8080" is a string, and the apiserver's conversion
+		// (pkg/apis/networking/v1beta1 Convert_v1beta1_IngressBackend_To_networking_IngressBackend)
+		// makes any string the port's name, digits or not.
+		portField["name"] = p
 	case int, int64, float64:
 		n, ok := toInt(p)
 		if !ok {
@@ -251,20 +250,6 @@ func ingressBackend(b map[string]any, at string) error {
 	delete(b, "servicePort")
 	b["service"] = map[string]any{"name": ns, "port": portField}
 	return nil
-}
-
-func parseInt(s string) (int64, bool) {
-	if s == "" || len(s) > 9 {
-		return 0, false
-	}
-	var n int64
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(r-'0')
-	}
-	return n, true
 }
 
 func toInt(v any) (int64, bool) {
