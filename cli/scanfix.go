@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"unicode"
 
@@ -38,7 +39,14 @@ func (s *ScanRequest) fix(ctx context.Context, out Output) error {
 		}
 		return false
 	}}
+	// The scan reads the files before they are rewritten, so that every
+	// object it reports is either moved by the fix or listed.
+	scanned, err := s.run(ctx, s.target)
+	if err != nil {
+		return err
+	}
 	res := f.Fix(ctx, s.Paths)
+	res.CheckFound(foundFiles(scanned))
 	changes := 0
 	for _, file := range res.Rewritten {
 		changes += len(file.Changes)
@@ -63,6 +71,31 @@ func (s *ScanRequest) fix(ctx context.Context, out Output) error {
 		return &ExitCodeError{Code: ExitError, Err: fmt.Errorf("%d files or objects not rewritten", len(res.NotRewritten))}
 	}
 	return nil
+}
+
+// foundFiles are the files of the objects a scan reports as ones to move.
+func foundFiles(res report.Result) []manifest.Found {
+	var found []manifest.Found
+	for _, f := range res.Findings {
+		if f.Rule != report.RuleDeprecatedAPI && f.Rule != report.RuleRemovedAPI {
+			continue
+		}
+		o := f.Origin
+		path, line := o.Path, o.Line
+		switch {
+		case path == "" || path == "-":
+			continue
+		case o.Template != "":
+			// "chart/templates/x.yaml", named from the chart's
+			// own name rather than its directory's.
+			_, rel, _ := strings.Cut(filepath.ToSlash(o.Template), "/")
+			path, line = filepath.Join(path, filepath.FromSlash(rel)), 0
+		case o.File != "":
+			path = filepath.Join(path, o.File)
+		}
+		found = append(found, manifest.Found{Path: path, Line: line, APIVersion: f.APIVersion, Kind: f.Kind})
+	}
+	return found
 }
 
 func fixSummary(res manifest.Result, changes int, dryRun bool) string {

@@ -15,39 +15,30 @@ import (
 	"github.com/kube-sunset/sunset/scan"
 )
 
-// chart rewrites the templates of a chart directory, and of the unpacked
-// subcharts under its charts/. A template is text for Helm's template
-// engine, not YAML, so only a line is ever changed: a top-level
+// chart rewrites the files of a chart directory a render reads, and of
+// the unpacked subcharts under its charts/: every template (a file under
+// templates/ but partials, named _*, and NOTES.txt, whatever its
+// extension) and every CRD under crds/. A template is text for Helm's
+// template engine, not YAML, so only a line is ever changed: a top-level
 // `apiVersion: <literal>` whose document's kind is literal too, when the
 // move changes no field. A templated apiVersion or kind, and a move that
-// changes fields, are listed for a person.
+// changes fields, are listed for a person. A file under crds/ is not
+// templated: it is rewritten as a manifest.
 func (r *run) chart(root scan.Root, dir string) {
 	if !r.firstDir(dir) {
 		return
 	}
-	templates := filepath.Join(dir, "templates")
-	err := filepath.WalkDir(templates, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == templates {
-				return nil
-			}
-			r.skip(p, 0, err.Error())
-			return nil
-		}
-		if d.IsDir() {
-			if p != templates && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if ext := filepath.Ext(p); (ext == ".yaml" || ext == ".yml") && !strings.HasPrefix(d.Name(), "_") {
+	r.chartFiles(filepath.Join(dir, "templates"), func(p, name string) {
+		if !strings.HasPrefix(name, "_") && name != "NOTES.txt" {
 			r.template(root, p)
 		}
-		return nil
 	})
-	if err != nil {
-		r.skip(templates, 0, err.Error())
-	}
+	r.chartFiles(filepath.Join(dir, "crds"), func(p, name string) {
+		// Helm installs only these from crds/.
+		if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" || ext == ".json" {
+			r.manifest(root, p, false)
+		}
+	})
 	subcharts := filepath.Join(dir, "charts")
 	entries, err := os.ReadDir(subcharts)
 	if err != nil {
@@ -61,6 +52,33 @@ func (r *run) chart(root scan.Root, dir string) {
 		case strings.HasSuffix(e.Name(), ".tgz"):
 			r.skip(p, 0, "a packed subchart is not rewritten: fix the chart it was packed from")
 		}
+	}
+}
+
+// chartFiles calls visit with each file under dir, as Helm loads a chart:
+// hidden files and directories left out.
+func (r *run) chartFiles(dir string, visit func(path, name string)) {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == dir {
+				return nil
+			}
+			r.skip(p, 0, err.Error())
+			return nil
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			visit(p, d.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		r.skip(dir, 0, err.Error())
 	}
 }
 
