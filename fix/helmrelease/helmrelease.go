@@ -80,12 +80,18 @@ type Records interface {
 	// (Secret or ConfigMap) in namespace, as Helm's storage does; it is
 	// ErrExists when the record is there already.
 	Create(kube kubernetes.Interface, kind, namespace, key string, rev Revision) error
-	// Update replaces the record key with rev, as Helm's storage does.
-	Update(kube kubernetes.Interface, kind, namespace, key string, rev Revision) error
+	// Update replaces the record key with rev, as Helm's storage does,
+	// provided the record is still at resourceVersion: it is ErrChanged
+	// when it is not.
+	Update(kube kubernetes.Interface, kind, namespace, key, resourceVersion string, rev Revision) error
 }
 
 // ErrExists is Records.Create's error for a record that exists.
 var ErrExists = errors.New("the release record exists")
+
+// ErrChanged is Records.Update's error for a record written since it was
+// read.
+var ErrChanged = errors.New("the release record was changed since it was read")
 
 // Revision is a decoded release record: the fields the fix reads and
 // changes, over the release Records decoded.
@@ -160,8 +166,10 @@ type Release struct {
 	store store
 	// revisions are the statuses by revision number, every record's.
 	revisions map[int]string
-	// deployed are the records labelled deployed, by revision.
-	deployed map[int]record
+	// deployed are the names of the records labelled deployed, by
+	// revision. Only names are kept from the listing, which holds every
+	// record's data: Fix reads the records it needs again.
+	deployed map[int]string
 }
 
 // String is "namespace/name", as Helm's commands name a release.
@@ -232,11 +240,11 @@ func (f *Fixer) Find(ctx context.Context, namespace, name string) ([]Release, er
 			}
 			key := r.namespace + "/" + r.labels["name"]
 			if byKey[key] == nil {
-				byKey[key] = &Release{Namespace: r.namespace, Name: r.labels["name"], Store: s.kind(), store: s, revisions: map[int]string{}, deployed: map[int]record{}}
+				byKey[key] = &Release{Namespace: r.namespace, Name: r.labels["name"], Store: s.kind(), store: s, revisions: map[int]string{}, deployed: map[int]string{}}
 			}
 			byKey[key].revisions[revision] = r.labels["status"]
 			if r.labels["status"] == StatusDeployed {
-				byKey[key].deployed[revision] = r
+				byKey[key].deployed[revision] = r.name
 			}
 		}
 		if o.Continue = next; next == "" {
@@ -279,7 +287,11 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 	revisions := slices.Sorted(maps.Keys(r.deployed))
 	latest := revisions[len(revisions)-1]
 	res.Revision = latest
-	rel, err := f.decode(r, latest)
+	rec, err := f.read(ctx, r, latest)
+	if err != nil {
+		return res, err
+	}
+	rel, err := f.decode(r, rec, latest)
 	if err != nil {
 		return res, err
 	}
@@ -308,7 +320,7 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 	}
 	if len(w.changes) == 0 {
 		res.UpToDate = true
-		return res, f.supersede(ctx, r, stale, &res)
+		return res, f.supersede(ctx, r, nil, stale, &res)
 	}
 	last := slices.Max(slices.Collect(maps.Keys(r.revisions)))
 	if status := r.revisions[last]; strings.HasPrefix(status, "pending-") {
@@ -319,11 +331,11 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 		res.Superseded = append([]int{latest}, stale...)
 		return res, nil
 	}
-	if err := f.backup(ctx, r, latest); err != nil {
+	if err := f.backup(ctx, r, rec, latest); err != nil {
 		return res, err
 	}
 	fixed.Version, fixed.Status, fixed.Description, fixed.LastDeployed = res.NewRevision, StatusDeployed, Description, f.now()
-	fixed.Labels = customLabels(r.deployed[latest].labels)
+	fixed.Labels = customLabels(rec.labels)
 	if err := f.before(ctx, r, StepRevision, recordName(r.Name, res.NewRevision)); err != nil {
 		return res, err
 	}
@@ -333,7 +345,7 @@ func (f *Fixer) Fix(ctx context.Context, r Release) (Result, error) {
 		}
 		return res, explain(err, "create", r.Store, r.Namespace, fmt.Sprintf("%s: writing revision %d (nothing of the release was changed but its backup %s)", r, res.NewRevision, res.Backup))
 	}
-	return res, f.supersede(ctx, r, append([]int{latest}, stale...), &res)
+	return res, f.supersede(ctx, r, map[int]record{latest: rec}, append([]int{latest}, stale...), &res)
 }
 
 func (f *Fixer) now() time.Time {
@@ -361,10 +373,24 @@ func (r Release) statuses() string {
 	return strings.Join(s, ", ")
 }
 
+// read gets a deployed revision's record again, as it is now, and checks
+// it is still the deployed revision Find listed.
+func (f *Fixer) read(ctx context.Context, r Release, revision int) (record, error) {
+	name := r.deployed[revision]
+	rec, err := r.store.get(ctx, r.Namespace, name)
+	if err != nil {
+		return rec, explain(err, "get", r.Store, r.Namespace, fmt.Sprintf("%s: reading revision %d's record %s", r, revision, name))
+	}
+	if l := rec.labels; l["owner"] != "helm" || l["name"] != r.Name || l["version"] != strconv.Itoa(revision) || l["status"] != StatusDeployed {
+		return rec, fmt.Errorf("%s: %s %s is no longer revision %d deployed (labels %v): the release changed since it was listed (a helm operation?); run the fix again",
+			r, r.Store, name, revision, l)
+	}
+	return rec, nil
+}
+
 // decode reads a deployed revision's record and checks it is the one its
 // labels say.
-func (f *Fixer) decode(r Release, revision int) (Revision, error) {
-	rec := r.deployed[revision]
+func (f *Fixer) decode(r Release, rec record, revision int) (Revision, error) {
 	rel, err := f.decodeRecord(rec.data)
 	if err != nil {
 		return rel, fmt.Errorf("%s: %s %s: %w", r, r.Store, rec.name, err)
@@ -391,8 +417,7 @@ func customLabels(labels map[string]string) map[string]string {
 
 // backup copies the deployed revision's record, unless a copy of the same
 // record is there from an interrupted run.
-func (f *Fixer) backup(ctx context.Context, r Release, revision int) error {
-	rec := r.deployed[revision]
+func (f *Fixer) backup(ctx context.Context, r Release, rec record, revision int) error {
 	name := BackupName(r.Name, revision)
 	existing, err := r.store.get(ctx, r.Namespace, name)
 	switch {
@@ -439,23 +464,35 @@ func (f *Fixer) stale(ctx context.Context, r Release, older []int) ([]int, error
 }
 
 // supersede marks revisions superseded, as `helm upgrade` marks the
-// revision it replaced: only the status changes.
-func (f *Fixer) supersede(ctx context.Context, r Release, revisions []int, res *Result) error {
+// revision it replaced: only the status changes. read are records read
+// already; the others are read now. Each is written only if it is still
+// as read, so that a helm operation meanwhile is not overwritten.
+func (f *Fixer) supersede(ctx context.Context, r Release, read map[int]record, revisions []int, res *Result) error {
 	for _, v := range revisions {
 		if f.DryRun {
 			res.Superseded = append(res.Superseded, v)
 			continue
 		}
-		rel, err := f.decode(r, v)
+		rec, ok := read[v]
+		if !ok {
+			var err error
+			if rec, err = f.read(ctx, r, v); err != nil {
+				return err
+			}
+		}
+		rel, err := f.decode(r, rec, v)
 		if err != nil {
 			return err
 		}
 		rel.Status = StatusSuperseded
-		name := r.deployed[v].name
-		if err := f.before(ctx, r, StepSupersede, name); err != nil {
+		if err := f.before(ctx, r, StepSupersede, rec.name); err != nil {
 			return err
 		}
-		if err := f.Records.Update(f.Kube, r.Store, r.Namespace, name, rel); err != nil {
+		if err := f.Records.Update(f.Kube, r.Store, r.Namespace, rec.name, rec.resourceVersion, rel); err != nil {
+			if errors.Is(err, ErrChanged) {
+				return fmt.Errorf("%s: %s %s changed since it was read (a helm operation?), so revision %d was not marked superseded; Helm reads the fixed revision already. Run the fix again to finish",
+					r, r.Store, rec.name, v)
+			}
 			return explain(err, "update", r.Store, r.Namespace,
 				fmt.Sprintf("%s: marking revision %d superseded (Helm reads the fixed revision already; run the fix again to finish)", r, v))
 		}

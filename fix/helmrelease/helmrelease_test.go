@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -175,7 +177,57 @@ func cluster(t *testing.T) *fake.Clientset {
 		{GroupVersion: "autoscaling/v2", APIResources: []metav1.APIResource{{Name: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler"}}},
 		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment"}, {Name: "daemonsets", Kind: "DaemonSet"}}},
 	}
+	versioned(kube, "secrets")
+	versioned(kube, "configmaps")
 	return kube
+}
+
+// versioned makes the fake clientset keep resourceVersions of resource as
+// the apiserver does: each write sets a new one, and an update naming
+// another than the stored one is a conflict.
+func versioned(kube *fake.Clientset, resource string) {
+	var last int
+	next := func(obj runtime.Object) metav1.Object {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			panic(err)
+		}
+		last++
+		m.SetResourceVersion(strconv.Itoa(last))
+		return m
+	}
+	gvr := corev1.SchemeGroupVersion.WithResource(resource)
+	kube.PrependReactor("create", resource, func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj := action.(k8stesting.CreateAction).GetObject().DeepCopyObject()
+		next(obj)
+		if err := kube.Tracker().Create(gvr, obj, action.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
+	kube.PrependReactor("update", resource, func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj := action.(k8stesting.UpdateAction).GetObject().DeepCopyObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		stored, err := kube.Tracker().Get(gvr, action.GetNamespace(), m.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		sm, err := meta.Accessor(stored)
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := m.GetResourceVersion(); rv != "" && rv != sm.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), m.GetName(), errors.New("the object has been modified"))
+		}
+		next(obj)
+		if err := kube.Tracker().Update(gvr, obj, action.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
 }
 
 func fixer(t *testing.T, kube *fake.Clientset) *helmrelease.Fixer {
@@ -604,4 +656,62 @@ func TestRecordGetsNoOldDefaults(t *testing.T) {
 		"  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n"+
 		"---\n# Source: web/templates/agent.yaml\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n"+
 		"  selector:\n    matchLabels:\n      app: agent\n  template:\n    metadata:\n      labels:\n        app: agent\n", deployed.Manifest)
+}
+
+// A record written between the fix's read and its supersede (by a helm
+// operation) is not overwritten: the update is made at the
+// resourceVersion read, and the conflict is reported.
+func TestSupersedeDoesNotOverwriteAConcurrentWrite(t *testing.T) {
+	kube := cluster(t)
+	install(t, kube, oldManifest, hook(oldHook))
+	f := fixer(t, kube)
+	f.BeforeWrite = func(ctx context.Context, _ helmrelease.Release, step helmrelease.Step, object string) error {
+		if step != helmrelease.StepSupersede {
+			return nil
+		}
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, object, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Labels["team"] = "checkout"
+		_, err = kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	}
+	_, err := f.Fix(t.Context(), findOne(t, f))
+	require.EqualError(t, err, "shop/web: Secret sh.helm.release.v1.web.v2 changed since it was read (a helm operation?), so revision 2 was not marked superseded; "+
+		"Helm reads the fixed revision already. Run the fix again to finish")
+	s, err := kube.CoreV1().Secrets(ns).Get(t.Context(), recordName("web", 2), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "checkout", s.Labels["team"])
+	require.Equal(t, "deployed", s.Labels["status"])
+}
+
+// Find keeps only the names of the records it lists, not their data: what
+// it returns for 40 records of 512 KiB each (20 MiB listed) stays under
+// 1 MiB.
+func TestFindKeepsNoRecordData(t *testing.T) {
+	kube := cluster(t)
+	data := bytes.Repeat([]byte("x"), 512<<10)
+	for i := range 20 {
+		name := fmt.Sprintf("app%d", i)
+		for v, status := range []string{"superseded", "deployed"} {
+			_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: recordName(name, v+1), Namespace: ns,
+					Labels: map[string]string{"owner": "helm", "name": name, "version": strconv.Itoa(v + 1), "status": status}},
+				Type: "helm.sh/release.v1", Data: map[string][]byte{"release": data}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	f := fixer(t, kube)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	releases, err := f.Find(t.Context(), ns, "")
+	require.NoError(t, err)
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	require.Len(t, releases, 20)
+	kept := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, kept, int64(1<<20), "bytes kept by Find's result")
+	goruntime.KeepAlive(releases)
 }

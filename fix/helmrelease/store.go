@@ -45,6 +45,8 @@ const (
 // record is one stored object of a release store: a revision, or a backup.
 type record struct {
 	namespace, name string
+	// resourceVersion is the object's, as read.
+	resourceVersion string
 	labels          map[string]string
 	// data is the value of the "release" key, as stored (base64 of gzip
 	// of JSON).
@@ -68,7 +70,7 @@ type secrets struct{ kube kubernetes.Interface }
 func (secrets) kind() string { return "Secret" }
 
 func secretRecord(s *corev1.Secret) record {
-	return record{namespace: s.Namespace, name: s.Name, labels: s.Labels, data: s.Data["release"], raw: s}
+	return record{namespace: s.Namespace, name: s.Name, resourceVersion: s.ResourceVersion, labels: s.Labels, data: s.Data["release"], raw: s}
 }
 
 func (s secrets) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]record, string, error) {
@@ -104,7 +106,7 @@ type configMaps struct{ kube kubernetes.Interface }
 func (configMaps) kind() string { return "ConfigMap" }
 
 func configMapRecord(c *corev1.ConfigMap) record {
-	return record{namespace: c.Namespace, name: c.Name, labels: c.Labels, data: []byte(c.Data["release"]), raw: c}
+	return record{namespace: c.Namespace, name: c.Name, resourceVersion: c.ResourceVersion, labels: c.Labels, data: []byte(c.Data["release"]), raw: c}
 }
 
 func (c configMaps) list(ctx context.Context, namespace string, o metav1.ListOptions) ([]record, string, error) {

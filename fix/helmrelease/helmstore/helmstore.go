@@ -7,6 +7,7 @@
 package helmstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,11 @@ import (
 	"log/slog"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
@@ -59,13 +64,71 @@ func (Records) Create(kube kubernetes.Interface, kind, namespace, key string, re
 	return nil
 }
 
-// Update replaces a record, as Helm's storage updates one.
-func (Records) Update(kube kubernetes.Interface, kind, namespace, key string, rev helmrelease.Revision) error {
-	d, rel, err := prepare(kube, kind, namespace, rev)
+// Update replaces a record, as Helm's storage updates one, provided it is
+// still at resourceVersion. Helm's driver updates unconditionally; the
+// client it is given sets the resourceVersion on its update, so the
+// apiserver refuses it when the record was written meanwhile.
+func (Records) Update(kube kubernetes.Interface, kind, namespace, key, resourceVersion string, rev helmrelease.Revision) error {
+	if resourceVersion == "" {
+		return errors.New("helmstore: an update needs the resourceVersion the record was read at")
+	}
+	d, rel, err := prepare(conditional{Interface: kube, resourceVersion: resourceVersion}, kind, namespace, rev)
 	if err != nil {
 		return err
 	}
-	return d.Update(key, rel)
+	if err := d.Update(key, rel); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %w", helmrelease.ErrChanged, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// conditional is a clientset whose Secret and ConfigMap updates are made
+// at resourceVersion.
+type conditional struct {
+	kubernetes.Interface
+	resourceVersion string
+}
+
+func (c conditional) CoreV1() typedcorev1.CoreV1Interface {
+	return conditionalCore{CoreV1Interface: c.Interface.CoreV1(), resourceVersion: c.resourceVersion}
+}
+
+type conditionalCore struct {
+	typedcorev1.CoreV1Interface
+	resourceVersion string
+}
+
+func (c conditionalCore) Secrets(namespace string) typedcorev1.SecretInterface {
+	return conditionalSecrets{SecretInterface: c.CoreV1Interface.Secrets(namespace), resourceVersion: c.resourceVersion}
+}
+
+func (c conditionalCore) ConfigMaps(namespace string) typedcorev1.ConfigMapInterface {
+	return conditionalConfigMaps{ConfigMapInterface: c.CoreV1Interface.ConfigMaps(namespace), resourceVersion: c.resourceVersion}
+}
+
+type conditionalSecrets struct {
+	typedcorev1.SecretInterface
+	resourceVersion string
+}
+
+func (c conditionalSecrets) Update(ctx context.Context, s *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	s = s.DeepCopy()
+	s.ResourceVersion = c.resourceVersion
+	return c.SecretInterface.Update(ctx, s, o)
+}
+
+type conditionalConfigMaps struct {
+	typedcorev1.ConfigMapInterface
+	resourceVersion string
+}
+
+func (c conditionalConfigMaps) Update(ctx context.Context, m *corev1.ConfigMap, o metav1.UpdateOptions) (*corev1.ConfigMap, error) {
+	m = m.DeepCopy()
+	m.ResourceVersion = c.resourceVersion
+	return c.ConfigMapInterface.Update(ctx, m, o)
 }
 
 // prepare is a copy of the release rev was decoded from, with rev's
