@@ -113,7 +113,21 @@ func (s *Store) sweepChunk(from []byte) (int, []byte, error) {
 	}
 	it.Close()
 	for _, k := range expired {
-		if err := txn.Delete(k); err != nil {
+		err := txn.Delete(k)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			// Long keys (one API's many clients in one hour lie side
+			// by side) fill a transaction before sweepChunk keys do:
+			// commit what it holds and go on in a new one, else the
+			// same chunk would fail at every sweep and nothing after
+			// it would ever be deleted. applyMu is still held.
+			if err := txn.Commit(); err != nil {
+				return 0, nil, s.spaceError(fmt.Errorf("store: deleting expired records: %w", err))
+			}
+			txn = s.db.NewTransaction(true)
+			defer txn.Discard()
+			err = txn.Delete(k)
+		}
+		if err != nil {
 			return 0, nil, fmt.Errorf("store: deleting expired records: %w", err)
 		}
 	}

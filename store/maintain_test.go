@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -170,4 +171,40 @@ func mibs(b []int64) []string {
 		out[i] = strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64)
 	}
 	return out
+}
+
+// An hour whose expired keys overfill one badger transaction before
+// sweepChunk of them are read (one API's clients, each with a long user
+// agent, lie side by side) is still swept whole, over several commits;
+// it used to fail with ErrTxnTooBig at every sweep and block the rest.
+func TestSweepDeletesMoreThanOneTransactionHolds(t *testing.T) {
+	c := &clock{t: nextWeek.Add(30 * time.Minute)}
+	s, err := Open(Options{Dir: t.TempDir(), Retention: 24 * time.Hour, Logger: zerolog.Nop(), Now: c.now})
+	require.NoError(t, err)
+	defer s.Close()
+	agent := strings.Repeat("a", 200)
+	var reqs []Request
+	for node := range 5 {
+		for _, verb := range []string{"get", "list", "watch", "update"} {
+			for user := range 400 {
+				reqs = append(reqs, Request{ID: fmt.Sprintf("%08x-0000-4000-8000-%012x", len(reqs), user), Key: CountKey{
+					Cluster: "c", API: "a.v1",
+					Cell: Cell{Hour: nextWeek, Node: fmt.Sprintf("n%d", node), Username: fmt.Sprintf("user-%03d-%s", user, strings.Repeat("u", 100)),
+						UserAgent: agent, Verb: verb},
+				}})
+			}
+		}
+	}
+	for start := 0; start < len(reqs); start += 400 {
+		_, err := s.Apply(reqs[start:min(start+400, len(reqs))])
+		require.NoError(t, err)
+	}
+	before := keysByKind(t, s)
+	require.Equal(t, 8000, before[prefixMark])
+
+	c.t = nextWeek.Add(26 * time.Hour)
+	n, err := s.Sweep()
+	require.NoError(t, err)
+	require.Equal(t, before[prefixCount]+before[prefixMark]+before[prefixMeta], n, "every count, mark and the API's metadata")
+	require.Empty(t, keysByKind(t, s))
 }
