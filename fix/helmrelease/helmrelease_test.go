@@ -715,3 +715,22 @@ func TestFindKeepsNoRecordData(t *testing.T) {
 	require.Less(t, kept, int64(1<<20), "bytes kept by Find's result")
 	goruntime.KeepAlive(releases)
 }
+
+// A List's items move one by one, as Helm applies them; the List itself,
+// which discovery does not serve, is never judged.
+func TestListItemsMoveOneByOne(t *testing.T) {
+	manifest := "---\n# Source: web/templates/list.yaml\napiVersion: v1\nkind: List\nitems:\n" +
+		"- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: web\n" +
+		"- apiVersion: policy/v1beta1\n  kind: PodDisruptionBudget\n  metadata:\n    name: web\n  spec:\n    minAvailable: 1\n    selector:\n      matchLabels:\n        app: web\n" +
+		"---\n# Source: web/templates/roles.yaml\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: other\n"
+	kube := cluster(t)
+	install(t, kube, manifest)
+	res, err := fixer(t, kube).Fix(t.Context(), findOne(t, fixer(t, kube)))
+	require.NoError(t, err)
+	require.Equal(t, []helmrelease.Change{{Template: "web/templates/list.yaml", Kind: "PodDisruptionBudget", Name: "web", From: "policy/v1beta1", To: "policy/v1"}}, res.Changes)
+	deployed, _ := helmReads(t, kube)
+	require.Equal(t, "---\n# Source: web/templates/list.yaml\napiVersion: v1\nitems:\n"+
+		"- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: web\n"+
+		"- apiVersion: policy/v1\n  kind: PodDisruptionBudget\n  metadata:\n    name: web\n  spec:\n    minAvailable: 1\n    selector:\n      matchLabels:\n        app: web\nkind: List\n"+
+		"---\n# Source: web/templates/roles.yaml\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: other\n", deployed.Manifest)
+}

@@ -3,6 +3,7 @@ package helmrelease
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -89,8 +90,8 @@ func (w *rewriter) manifest(m string) string {
 	return strings.TrimPrefix(strings.Join(parts, "\n---\n"), "\n")
 }
 
-// document converts one YAML document if its object must move; ok is false
-// when it is left as it is.
+// document converts one YAML document if its object, or an item of its
+// List, must move; ok is false when it is left as it is.
 func (w *rewriter) document(template, body string) (string, bool) {
 	if strings.TrimSpace(body) == "" {
 		return "", false
@@ -100,15 +101,70 @@ func (w *rewriter) document(template, body string) (string, bool) {
 		// Not an object Helm could have applied either; leave it.
 		return "", false
 	}
+	var out map[string]any
+	if items, ok := listItems(obj); ok {
+		// Helm flattens a List (v1 List, or any *List) and applies its
+		// items one by one; the List's own apiVersion is no API anything
+		// is stored at, and discovery does not serve it, so only its items
+		// are judged.
+		var moved []any
+		for i, item := range items {
+			m, isObject := item.(map[string]any)
+			if !isObject {
+				continue
+			}
+			if conv, ok := w.object(template, m); ok {
+				if moved == nil {
+					moved = slices.Clone(items)
+				}
+				moved[i] = conv
+			}
+		}
+		if moved == nil {
+			return "", false
+		}
+		out = maps.Clone(obj)
+		out["items"] = moved
+	} else {
+		conv, ok := w.object(template, obj)
+		if !ok {
+			return "", false
+		}
+		out = conv
+	}
+	b, err := yaml.Marshal(out)
+	if err != nil {
+		apiVersion, _ := obj["apiVersion"].(string)
+		kind, _ := obj["kind"].(string)
+		w.refused = append(w.refused, Refusal{Template: template, Kind: kind, APIVersion: apiVersion, Why: "its objects must move", Err: err})
+		return "", false
+	}
+	// Keep the document's own line ends, so that the next one starts
+	// where it did.
+	trail := body[len(strings.TrimRight(body, "\n")):]
+	return strings.TrimRight(string(b), "\n") + trail, true
+}
+
+// listItems returns the items of a List document: a kind ending in List
+// with an items list, as Helm's builder flattens it.
+func listItems(obj map[string]any) ([]any, bool) {
+	kind, _ := obj["kind"].(string)
+	items, ok := obj["items"].([]any)
+	return items, ok && strings.HasSuffix(kind, "List")
+}
+
+// object converts one object if it must move, recording the change or the
+// refusal; ok is false when it is left as it is.
+func (w *rewriter) object(template string, obj map[string]any) (map[string]any, bool) {
 	apiVersion, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
 	if apiVersion == "" || kind == "" {
-		return "", false
+		return nil, false
 	}
 	group, version := catalog.SplitAPIVersion(apiVersion)
 	why := w.mustMove(group, version, kind)
 	if why == "" {
-		return "", false
+		return nil, false
 	}
 	meta, _ := obj["metadata"].(map[string]any)
 	name, _ := meta["name"].(string)
@@ -121,24 +177,16 @@ func (w *rewriter) document(template, body string) (string, bool) {
 			err = errors.New("the catalog names no replacement for it")
 		}
 		w.refused = append(w.refused, Refusal{Template: template, Kind: kind, Name: name, APIVersion: apiVersion, Why: why, Err: err})
-		return "", false
+		return nil, false
 	}
 	to, _ := out["apiVersion"].(string)
 	if g, v := catalog.SplitAPIVersion(to); !w.served(g, v, kind) {
 		err := fmt.Errorf("its replacement %s is not served by the cluster yet: upgrade the cluster to a release serving it first", to)
 		w.refused = append(w.refused, Refusal{Template: template, Kind: kind, Name: name, APIVersion: apiVersion, Why: why, Err: err})
-		return "", false
-	}
-	b, err := yaml.Marshal(out)
-	if err != nil {
-		w.refused = append(w.refused, Refusal{Template: template, Kind: kind, Name: name, APIVersion: apiVersion, Why: why, Err: err})
-		return "", false
+		return nil, false
 	}
 	w.changes = append(w.changes, Change{Template: template, Kind: kind, Name: name, From: apiVersion, To: to, Fields: fieldChanges(obj, out)})
-	// Keep the document's own line ends, so that the next one starts
-	// where it did.
-	trail := body[len(strings.TrimRight(body, "\n")):]
-	return strings.TrimRight(string(b), "\n") + trail, true
+	return out, true
 }
 
 // fieldChanges names what differs between an object and its conversion,
