@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,7 +111,10 @@ type run struct {
 	left map[string][]string
 	// kdirs are the files each kustomization directory read, by its
 	// resolved path, and returned again on a later visit.
-	kdirs   map[string][]string
+	kdirs map[string][]string
+	// hold are the APIs ("apiVersion kind") each file (by samePath) keeps
+	// where they are, with its kustomization.
+	hold    map[string]map[string]held
 	res     Result
 	pending []pending
 }
@@ -123,13 +127,25 @@ type pending struct {
 // Fix rewrites the paths, each a manifest file, a kustomization or chart
 // directory, or a directory walked as a scan walks it.
 func (f Fixer) Fix(ctx context.Context, paths []string) Result {
-	r := &run{f: f, ctx: ctx, seen: map[string]bool{}, left: map[string][]string{}, kdirs: map[string][]string{}}
-	for _, p := range paths {
-		if ctx.Err() != nil {
-			r.skip(p, 0, ctx.Err().Error())
+	// A kustomization builds only if each patch and the objects it
+	// patches are on the same API, so it is one unit per API: when any of
+	// its files leaves an object or patch of an API, every file of it
+	// holds that API too. What is held makes more left, so the fix is
+	// computed again until nothing new is held; nothing is written before.
+	hold := map[string]map[string]held{}
+	var r *run
+	for {
+		r = &run{f: f, ctx: ctx, seen: map[string]bool{}, left: map[string][]string{}, kdirs: map[string][]string{}, hold: hold}
+		for _, p := range paths {
+			if ctx.Err() != nil {
+				r.skip(p, 0, ctx.Err().Error())
+				break
+			}
+			r.path(p)
+		}
+		if !r.holdUnits() {
 			break
 		}
-		r.path(p)
 	}
 	for _, p := range r.pending {
 		if !f.DryRun {
@@ -251,12 +267,74 @@ func (r *run) manifest(root scan.Root, path string, patch bool) {
 		return
 	}
 	json := strings.EqualFold(filepath.Ext(path), ".json") || startsJSON(data)
-	out, changes, problems := rewriteStream(data, r.f, json, patch)
+	f := r.f
+	if held := r.hold[samePath(path)]; held != nil {
+		f.Moves = func(apiVersion, kind string) bool {
+			return !held[apiVersion+" "+kind].held && r.f.Moves(apiVersion, kind)
+		}
+		for _, api := range slices.Sorted(maps.Keys(held)) {
+			for _, line := range held[api].lines {
+				r.skip(path, line, fmt.Sprintf("%s is left with the rest of its kustomization, where an object or patch of it is left (see the list): kustomize matches a patch only to objects of its own API; move them together by hand", api))
+			}
+			r.left[path] = append(r.left[path], api)
+		}
+	}
+	out, changes, problems := rewriteStream(data, f, json, patch)
 	for _, p := range problems {
 		r.skip(path, p.line, p.reason)
 		r.left[path] = append(r.left[path], p.api)
 	}
 	r.keep(path, real, data, out, changes)
+}
+
+// held is an API a file keeps with its kustomization, and the lines of
+// its objects there.
+type held struct {
+	held  bool
+	lines []int
+}
+
+// holdUnits holds, in each file of a kustomization, the APIs some file of
+// it left; it reports whether anything new is held.
+func (r *run) holdUnits() bool {
+	changed := map[string][]Change{}
+	for _, p := range r.pending {
+		changed[samePath(p.file.Path)] = p.file.Changes
+	}
+	more := false
+	for _, files := range r.kdirs {
+		left := map[string]bool{}
+		for _, f := range files {
+			for _, api := range r.left[f] {
+				left[api] = true
+			}
+		}
+		if len(left) == 0 {
+			continue
+		}
+		for _, f := range files {
+			key := samePath(f)
+			for _, c := range changed[key] {
+				api := c.From + " " + c.Kind
+				if !left[api] && !left[anyAPI] || strings.HasPrefix(c.Name, "(the target of ") {
+					continue
+				}
+				if r.hold[key] == nil {
+					r.hold[key] = map[string]held{}
+				}
+				h := r.hold[key][api]
+				if slices.Contains(h.lines, c.Line) {
+					continue // a base of two overlays
+				}
+				h.held = true
+				h.lines = append(h.lines, c.Line)
+				slices.Sort(h.lines)
+				r.hold[key][api] = h
+				more = true
+			}
+		}
+	}
+	return more
 }
 
 // keep records a rewritten file, to be written once everything was read.
