@@ -734,3 +734,50 @@ func TestListItemsMoveOneByOne(t *testing.T) {
 		"- apiVersion: policy/v1\n  kind: PodDisruptionBudget\n  metadata:\n    name: web\n  spec:\n    minAvailable: 1\n    selector:\n      matchLabels:\n        app: web\nkind: List\n"+
 		"---\n# Source: web/templates/roles.yaml\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: other\n", deployed.Manifest)
 }
+
+// A record Helm's driver does not read (JSON with trailing data, which
+// json.Unmarshal rejects) is refused as Helm skips it, and nothing is
+// written; one Helm reads is read the same.
+func TestRecordsAreReadAsHelmReadsThem(t *testing.T) {
+	valid := `{"name":"web","version":1,"info":{"status":"deployed"},"manifest":"---\n# Source: web/templates/pdb.yaml\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\nspec:\n  minAvailable: 1\n"}`
+	gz := func(s string) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, err := zw.Write([]byte(s))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return buf.Bytes()
+	}
+	for _, tc := range []struct {
+		name    string
+		record  []byte
+		wantErr string
+	}{
+		{"trailing data", []byte(valid + ` {}`), "shop/web: Secret sh.helm.release.v1.web.v1: the release record is not a Helm release: invalid character '{' after top-level value"},
+		{"gzipped trailing data", gz(valid + `x`), "shop/web: Secret sh.helm.release.v1.web.v1: the release record is not a Helm release: invalid character 'x' after top-level value"},
+		{"plain", []byte(valid), ""},
+		{"gzipped", gz(valid), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := cluster(t)
+			data := []byte(base64.StdEncoding.EncodeToString(tc.record))
+			_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: recordName("web", 1), Namespace: ns, Labels: map[string]string{"owner": "helm", "name": "web", "version": "1", "status": "deployed"}},
+				Type:       "helm.sh/release.v1", Data: map[string][]byte{"release": data}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, helmErr := driver.NewSecrets(kube.CoreV1().Secrets(ns)).Get(recordName("web", 1))
+			before := secretsOf(t, kube)
+			f := fixer(t, kube)
+			f.DryRun = true
+			_, err = f.Fix(t.Context(), findOne(t, f))
+			if tc.wantErr == "" {
+				require.NoError(t, helmErr)
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, helmErr, "Helm's driver does not read it either")
+			require.EqualError(t, err, tc.wantErr)
+			require.Equal(t, before, secretsOf(t, kube))
+		})
+	}
+}

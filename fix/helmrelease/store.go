@@ -25,6 +25,10 @@ const (
 	maxReleaseSize = 32 << 20
 )
 
+// gzipMagic is the start of a record Helm's driver inflates: gzip's
+// magic and its deflate method.
+var gzipMagic = []byte{0x1f, 0x8b, 0x08}
+
 // listPageSize is how many records one list request asks for: records are
 // up to 1 MiB each.
 const listPageSize = 20
@@ -163,7 +167,10 @@ func (f *Fixer) decodeRecord(data []byte) (Revision, error) {
 		return Revision{}, fmt.Errorf("the release record is not base64: %w", err)
 	}
 	var r io.Reader = bytes.NewReader(b)
-	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+	// Helm's driver (pkg/storage/driver decodeRelease) inflates only what
+	// is longer than its 3-byte gzip magic and starts with it; anything
+	// else it reads as JSON.
+	if len(b) > len(gzipMagic) && bytes.HasPrefix(b, gzipMagic) {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return Revision{}, fmt.Errorf("the release record: %w", err)

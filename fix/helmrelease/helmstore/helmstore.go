@@ -33,10 +33,16 @@ type Records struct{}
 
 var _ helmrelease.Records = Records{}
 
-// Decode reads a release's JSON into Helm's release type.
+// Decode reads a release's JSON into Helm's release type, as Helm's
+// drivers do: the whole of it by json.Unmarshal, which refuses trailing
+// data, so that a record Helm skips is not read here either.
 func (Records) Decode(r io.Reader) (helmrelease.Revision, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return helmrelease.Revision{}, err
+	}
 	var rel rspb.Release
-	if err := json.NewDecoder(r).Decode(&rel); err != nil {
+	if err := json.Unmarshal(b, &rel); err != nil {
 		return helmrelease.Revision{}, err
 	}
 	if rel.Info == nil {
