@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-sunset/sunset/catalog"
@@ -25,6 +27,10 @@ type FixReleasesRequest struct {
 	AllNamespaces bool
 	// Kubeconfig and Context choose the cluster, as kubectl's flags do.
 	Kubeconfig, Context string
+	// HelmNamespace and HelmKubeContext are the environment's
+	// HELM_NAMESPACE and HELM_KUBECONTEXT, which stand for -n and
+	// --context when those are not given, as they do for helm.
+	HelmNamespace, HelmKubeContext string
 	// TargetVersion is the release being upgraded to: what it removes
 	// moves too, beside what the cluster does not serve.
 	TargetVersion string
@@ -64,24 +70,40 @@ func (r *FixReleasesRequest) Validate() error {
 // cannot be fixed is reported and the others are still fixed; any such
 // release makes the command exit 1.
 func (r *FixReleasesRequest) Run(ctx context.Context, out Output) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = r.Kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: r.Context})
-	cfg, err := loader.ClientConfig()
+	cfg, namespace, err := r.clientConfig()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	namespace := r.Namespace
-	if namespace == "" && !r.AllNamespaces {
-		if namespace, _, err = loader.Namespace(); err != nil {
-			return fmt.Errorf("loading the kubeconfig's namespace: %w", err)
-		}
+		return err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	return r.run(ctx, out, kube, namespace)
+}
+
+// clientConfig loads the kubeconfig at the context chosen, and names the
+// namespace to fix ("" for every namespace): flags first, then Helm's
+// environment, then the kubeconfig context's, as helm chooses.
+func (r *FixReleasesRequest) clientConfig() (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = r.Kubeconfig
+	kubeContext := cmp.Or(r.Context, r.HelmKubeContext)
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	if r.AllNamespaces {
+		return cfg, "", nil
+	}
+	if namespace := cmp.Or(r.Namespace, r.HelmNamespace); namespace != "" {
+		return cfg, namespace, nil
+	}
+	namespace, _, err := loader.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading the kubeconfig's namespace: %w", err)
+	}
+	return cfg, namespace, nil
 }
 
 // run fixes the releases of namespace ("" for every namespace).

@@ -2,12 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
@@ -55,6 +60,12 @@ func TestFixReleasesPrintsEachRelease(t *testing.T) {
 		{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{{Name: "poddisruptionbudgets", Kind: "PodDisruptionBudget"}}},
 		{GroupVersion: "networking.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "ingresses", Kind: "Ingress"}}},
 	}
+	// The apiserver gives every object a resourceVersion, at which the fix
+	// updates a record; the fake clientset gives none.
+	kube.PrependReactor("create", "secrets", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		action.(k8stesting.CreateAction).GetObject().(*corev1.Secret).ResourceVersion = "1"
+		return false, nil, nil
+	})
 	storeRelease(t, kube, "shop", "web", 1, "---\n# Source: web/templates/pdb.yaml\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\nspec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app: web\n"+
 		"---\n# Source: web/templates/ingress.yaml\napiVersion: networking.k8s.io/v1beta1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  backend:\n    serviceName: web\n    servicePort: http\n")
 	storeRelease(t, kube, "shop", "db", 2, "---\n# Source: db/templates/config.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\n")
@@ -99,4 +110,50 @@ func TestFixReleasesPrintsEachRelease(t *testing.T) {
 	stdout, _, err = run(FixReleasesRequest{Release: "api"}, "shop")
 	require.NoError(t, err)
 	require.Equal(t, "no Helm release named api in namespace shop\n", stdout)
+}
+
+// HELM_NAMESPACE and HELM_KUBECONTEXT stand for -n and --context when
+// those are not given, as for helm; the kubeconfig context's namespace
+// comes last, and --all-namespaces takes none.
+func TestFixReleasesHonoursHelmsEnvironment(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: dev
+  cluster: {server: "https://dev.example.com"}
+- name: prod
+  cluster: {server: "https://prod.example.com"}
+users:
+- name: me
+  user: {token: t}
+contexts:
+- name: dev
+  context: {cluster: dev, user: me, namespace: dev-ns}
+- name: prod
+  context: {cluster: prod, user: me, namespace: prod-ns}
+current-context: dev
+`), 0o600))
+	for _, tc := range []struct {
+		name                string
+		req                 FixReleasesRequest
+		wantHost, wantSpace string
+	}{
+		{"kubeconfig", FixReleasesRequest{}, "https://dev.example.com", "dev-ns"},
+		{"HELM_KUBECONTEXT", FixReleasesRequest{HelmKubeContext: "prod"}, "https://prod.example.com", "prod-ns"},
+		{"--context wins", FixReleasesRequest{Context: "dev", HelmKubeContext: "prod"}, "https://dev.example.com", "dev-ns"},
+		{"HELM_NAMESPACE", FixReleasesRequest{HelmNamespace: "shop"}, "https://dev.example.com", "shop"},
+		{"-n wins", FixReleasesRequest{Namespace: "web", HelmNamespace: "shop"}, "https://dev.example.com", "web"},
+		{"all namespaces", FixReleasesRequest{AllNamespaces: true, HelmNamespace: "shop"}, "https://dev.example.com", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Kubeconfig = kubeconfig
+			require.NoError(t, req.Validate())
+			cfg, namespace, err := req.clientConfig()
+			require.NoError(t, err)
+			require.Equal(t, tc.wantHost, cfg.Host)
+			require.Equal(t, tc.wantSpace, namespace)
+		})
+	}
 }

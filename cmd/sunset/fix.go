@@ -71,6 +71,7 @@ func newFixReleasesCommand(env console) *cobra.Command {
 		if env.getenv != nil {
 			// Helm's own setting: the records are where Helm keeps them.
 			req.Driver = env.getenv("HELM_DRIVER")
+			req.HelmNamespace, req.HelmKubeContext = env.getenv("HELM_NAMESPACE"), env.getenv("HELM_KUBECONTEXT")
 			if hold := env.getenv(holdReleasesEnv); hold != "" {
 				req.BeforeWrite = func(ctx context.Context, release, step, object string) error {
 					if step != hold {
