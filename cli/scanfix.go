@@ -45,6 +45,9 @@ func (s *ScanRequest) fix(ctx context.Context, out Output) error {
 	if err != nil {
 		return err
 	}
+	if !s.current.IsZero() {
+		f.NotServed = notServed(cat, s.current)
+	}
 	res := f.Fix(ctx, s.Paths)
 	res.CheckFound(foundFiles(scanned))
 	changes := 0
@@ -71,6 +74,30 @@ func (s *ScanRequest) fix(ctx context.Context, out Output) error {
 		return &ExitCodeError{Code: ExitError, Err: fmt.Errorf("%d files or objects not rewritten", len(res.NotRewritten))}
 	}
 	return nil
+}
+
+// notServed says why a replacement cannot be moved to at current, the
+// cluster's release: the release that introduced it is later. That is
+// the catalog's introducedIn for an API it lists, else, for an API never
+// deprecated, the latest release that deprecated an API in its favour
+// (Kubernetes deprecates an API once its replacement is served).
+func notServed(cat *catalog.Catalog, current catalog.Release) func(convert.GVK) string {
+	return func(to convert.GVK) string {
+		var since catalog.Release
+		if e, ok := cat.LookupKind(to.Group, to.Version, to.Kind); ok && e.IntroducedIn != "" {
+			since, _ = catalog.ParseRelease(e.IntroducedIn)
+		} else {
+			for _, e := range cat.Entries() {
+				if r := e.Replacement; r != nil && r.Group == to.Group && r.Version == to.Version && r.Kind == to.Kind && since.Less(e.Deprecated()) {
+					since = e.Deprecated()
+				}
+			}
+		}
+		if since.IsZero() || !current.Less(since) {
+			return ""
+		}
+		return fmt.Sprintf("its replacement %s is not served by %s (it is from %s); upgrade first, or drop --current-version", to, current, since)
+	}
 }
 
 // foundFiles are the files of the objects a scan reports as ones to move.

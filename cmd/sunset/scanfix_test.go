@@ -140,3 +140,22 @@ func TestScanFixChartFilesScanned(t *testing.T) {
 		"2 changes written to 2 files. 1 not rewritten, listed above.\n", stdout)
 	require.Equal(t, strings.Replace(cronJob, "batch/v1beta1", "batch/v1", 1), readFile(t, "c/crds/cj.yaml"))
 }
+
+// With --current-version, an object is not moved to a replacement the
+// cluster does not serve yet: flowcontrol v1 is from 1.29, so at 1.27 the
+// v1beta3 FlowSchema is listed and left, and at 1.29 it moves.
+func TestScanFixCurrentVersion(t *testing.T) {
+	t.Chdir(t.TempDir())
+	flowSchema := "apiVersion: flowcontrol.apiserver.k8s.io/v1beta3\nkind: FlowSchema\nmetadata: {name: f}\nspec:\n  priorityLevelConfiguration: {name: p}\n"
+	require.NoError(t, os.WriteFile("fs.yaml", []byte(flowSchema), 0o644))
+	stdout, stderr, code := runCLI("scan", "--target-version", "1.37", "--current-version", "1.27", "--fix", "fs.yaml")
+	require.Equal(t, 1, code, stderr)
+	require.Empty(t, stderr)
+	require.Equal(t, "not rewritten: fs.yaml:1: flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is not moved: its replacement flowcontrol.apiserver.k8s.io/v1 FlowSchema is not served by 1.27 (it is from 1.29); upgrade first, or drop --current-version\n"+
+		"Nothing to rewrite in 1 file read. 1 not rewritten, listed above.\n", stdout)
+	require.Equal(t, flowSchema, readFile(t, "fs.yaml"))
+
+	stdout, stderr, code = runCLI("scan", "--target-version", "1.37", "--current-version", "1.29", "--fix", "fs.yaml")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "rewrote fs.yaml\n  line 1: FlowSchema f flowcontrol.apiserver.k8s.io/v1beta3 -> flowcontrol.apiserver.k8s.io/v1\n1 change written to 1 file.\n", stdout)
+}

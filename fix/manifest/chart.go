@@ -144,7 +144,7 @@ func (r *run) template(root scan.Root, path string) {
 			}
 		case !av.templated && !kind.templated && r.f.Moves(av.value, kind.value):
 			group, version := catalog.SplitAPIVersion(av.value)
-			c, ok := r.f.Conversions.Lookup(group, version, kind.value)
+			c, ok := r.f.lookup(group, version, kind.value)
 			switch {
 			case !ok:
 				r.skip(path, av.line, fmt.Sprintf("%s %s: Sunset knows no replacement to move it to", av.value, kind.value))

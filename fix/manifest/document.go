@@ -239,7 +239,7 @@ func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[st
 		return nil, false
 	}
 	group, version := catalog.SplitAPIVersion(av)
-	c, ok := d.f.Conversions.Lookup(group, version, kind)
+	c, ok := d.f.lookup(group, version, kind)
 	if !ok {
 		d.problem(o, "%s %s: Sunset knows no replacement to move it to", av, kind)
 		return nil, false

@@ -128,7 +128,7 @@ func (r *run) targets(kpath string, data []byte, files []string) ([]byte, []Chan
 			if group != "" {
 				av = group + "/" + version
 			}
-			c, ok := r.f.Conversions.Lookup(group, version, kind)
+			c, ok := r.f.lookup(group, version, kind)
 			if !ok || !c.HasReplacement() || !r.f.Moves(av, kind) {
 				continue
 			}

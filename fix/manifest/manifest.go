@@ -50,6 +50,22 @@ type Fixer struct {
 	Moves func(apiVersion, kind string) bool
 	// DryRun computes every rewrite and writes nothing.
 	DryRun bool
+	// NotServed, if set, says why a replacement cannot be moved to yet
+	// (the cluster's current release does not serve it), or "" when it
+	// can. An object whose replacement is not served is listed.
+	NotServed func(to convert.GVK) string
+}
+
+// lookup is the conversion of an API, refused where its replacement is
+// not served yet.
+func (f Fixer) lookup(group, version, kind string) (convert.Conversion, bool) {
+	c, ok := f.Conversions.Lookup(group, version, kind)
+	if ok && c.Method != convert.Refused && c.HasReplacement() && f.NotServed != nil {
+		if why := f.NotServed(c.To); why != "" {
+			c.Method, c.Reason = convert.Refused, why
+		}
+	}
+	return c, ok
 }
 
 // Change is one object moved to its replacement.
