@@ -93,8 +93,10 @@ FUZZ_TARGETS := ./ingest/webhook:FuzzWebhookBody ./ingest/kafka:FuzzDecodeMessag
 	./ingest/kafka:FuzzUnquote ./ingest/kafka:FuzzBoundedCodecs \
 	./ingest/auditjson:FuzzDecodeBody ./ingest/auditjson:FuzzDecodeStream \
 	./ingest/auditjson:FuzzPrefilter ./ingest/auditjson:FuzzScanner \
-	./ingest/auditjson:FuzzDecodeWire ./ingest/fleet:FuzzReadRecord \
-	./ingest/file:FuzzReadLines ./ingest/gke:FuzzPrefilter \
+	./ingest/auditjson:FuzzDecodeWire ./ingest/auditjson:FuzzSkipper \
+	./ingest/fleet:FuzzReadRecord ./ingest/file:FuzzReadLines \
+	./ingest/file:FuzzChunksReadLikeReadLines \
+	./ingest/file:FuzzReplayChunksAgreeWithTheFullDecode ./ingest/gke:FuzzPrefilter \
 	./cmd/sunset:FuzzConfigFile ./api:FuzzQueryParameters
 FUZZTIME     ?= 30s
 FUZZMINIMIZE ?= 200x
