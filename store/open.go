@@ -12,7 +12,11 @@ import (
 )
 
 // Open opens or creates the store in opts.Dir.
-func Open(opts Options) (*Store, error) {
+func Open(opts Options) (*Store, error) { return open(opts, 0) }
+
+// open is Open, stopping the migration of dedupe marks after
+// migrateChunks transactions when positive.
+func open(opts Options, migrateChunks int) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("store: a data directory is required")
 	}
@@ -30,6 +34,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.MaxNodes <= 0 {
 		opts.MaxNodes = DefaultMaxNodes
+	}
+	if opts.MarkCacheBytes <= 0 {
+		opts.MarkCacheBytes = DefaultMarkCacheBytes
 	}
 	// Badger would start empty over a directory whose MANIFEST is gone, and
 	// delete the tables it does not list: look first.
@@ -60,7 +67,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, retention: opts.Retention, now: opts.Now,
 		readOnly: opts.ReadOnly, noSync: opts.NoSync, merge: opts.Merge.withDefaults(), meta: map[string]APIInfo{},
 		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: log,
-		topology: newTopology(opts.MaxClusters, opts.MaxNodes)}
+		topology: newTopology(opts.MaxClusters, opts.MaxNodes), marks: newMarkSets(opts.MarkCacheBytes), migrateChunks: migrateChunks}
 	if err := s.openSchema(); err != nil {
 		_ = db.Close()
 		return nil, err

@@ -32,7 +32,30 @@ func (s *Store) Cursor(name string) (value []byte, ok bool, err error) {
 // Seen reports, for each ID, whether a request with that ID was already
 // counted in the cluster. It only reads: dry runs use it.
 func (s *Store) Seen(cluster string, ids []string) ([]bool, error) {
-	return s.seen(ids, func(id string) []byte { return encodeMarkKey(prefixMark, cluster, id) })
+	out, err := s.seen(ids, func(id string) []byte { return encodeMarkKey(prefixMark, cluster, id) })
+	if err != nil {
+		return nil, err
+	}
+	// Read afresh rather than from the sets the commits keep: a set
+	// read here and kept could miss a commit that lands meanwhile.
+	sets := map[markScope]*markSet{}
+	now := uint64(s.now().Unix())
+	for i, id := range ids {
+		id = MarkID(id)
+		sc, ok := scopeOf(cluster, id)
+		if out[i] || !ok {
+			continue
+		}
+		set, ok := sets[sc]
+		if !ok {
+			if set, err = s.readMarkSet(sc, now); err != nil {
+				return nil, err
+			}
+			sets[sc] = set
+		}
+		_, out[i] = set.hashes[markHash(id)]
+	}
+	return out, nil
 }
 
 // seen reports, for each ID, whether its dedupe mark is in the store.

@@ -1,14 +1,15 @@
 // Package store keeps Sunset's exact hourly request counts in badger.
 //
-// It records three things: counts (one uint64 per CountKey), dedupe marks (one
-// per counted request, so a re-sent request is never counted twice) and a
-// small metadata record per API. Field rules, which count requests that set
-// a deprecated field, have counts and metadata of their own kind, in the
-// same layouts (fieldrule.go). A request's mark and its count are always
-// written in the same badger transaction, which is what makes counting exact
-// across crashes and retries. Everything expires after the retention period
-// through badger's TTL; Maintain deletes what expired, so that compactions
-// free its space.
+// It records three things: counts (one uint64 per CountKey), dedupe marks (an
+// 8-byte hash per counted request, in a segment per cluster, hour and commit,
+// so a re-sent request is never counted twice: marks.go) and a small metadata
+// record per API. Field rules, which count requests that set a deprecated
+// field, have counts and metadata of their own kind, in the same layouts
+// (fieldrule.go). A request's mark and its count are always written in the
+// same badger transaction, which is what makes counting exact across crashes
+// and retries. Everything expires after the retention period through
+// badger's TTL; Maintain deletes what expired, so that compactions free its
+// space.
 //
 // Before badger opens a directory the store checks it for damage (check.go),
 // and it stops writing while the filesystem is short of the room badger
@@ -27,10 +28,11 @@
 // clusters and MaxNodes apiservers per cluster (topology.go). Totals stay
 // exact.
 //
-// A request is identified by its cluster and its ID; the store does not
-// know what the ID is made of. The directory records the version of its
-// layout (schema.go), so that marks written before the ID changed are
-// still found.
+// A request is identified by its cluster and its ID. Of the ID the store
+// reads only the time it may start with (aggregate.RequestID), which
+// says the hour whose segments hold its mark. The directory records the
+// version of its layout (schema.go), so that marks written before the ID
+// or the marks changed are still found.
 //
 // The store knows nothing about audit events, HTTP or Kafka: callers hand it
 // Requests that are already classified.
@@ -85,6 +87,11 @@ type Options struct {
 	// Registerer receives the store's metrics (sunset_store_*); nil
 	// registers none.
 	Registerer prometheus.Registerer
+	// MarkCacheBytes bounds the memory the dedupe marks of the hours
+	// counted last take (marks.go): about 24 bytes a request. An hour's
+	// marks that do not fit are read again from the store when it is
+	// counted next. Zero means DefaultMarkCacheBytes.
+	MarkCacheBytes int64
 }
 
 // Merge holds the rules by which the store merges what a counted request
@@ -162,6 +169,14 @@ type Store struct {
 
 	// legacyMarksUntil is the last hour that may have marks of schema 1.
 	legacyMarksUntil time.Time
+	// marks keeps the sets of dedupe marks of the hours counted last;
+	// marksMigrated is false until Open has moved every mark of schema 2
+	// that a segment can hold into one (schema.go).
+	marks         *markSets
+	marksMigrated bool
+	// migrateChunks, when positive, stops Open's migration of marks after
+	// that many transactions, as a crash would: for tests.
+	migrateChunks int
 	// skipped logs skipped requests once per part.
 	skipped skipLog
 	// The caps on clusters and nodes, under applyMu.

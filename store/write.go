@@ -319,7 +319,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
-	w := &chunkWrite{txn: txn, deltas: map[string]uint64{}, expiry: map[string]uint64{}, meta: map[string]APIInfo{}}
+	w := &chunkWrite{txn: txn, deltas: map[string]uint64{}, expiry: map[string]uint64{}, meta: map[string]APIInfo{}, legacySeen: map[string]struct{}{}}
 	w.cc = newClientCap(s)
 	defer w.cc.close()
 	s.topology.prune(s)
@@ -340,6 +340,9 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error 
 		return err
 	}
 	if err := writeCursors(txn, cursors); err != nil {
+		return err
+	}
+	if err := w.segments.write(txn, s.marks); err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {
@@ -363,16 +366,18 @@ type chunkWrite struct {
 	// meta are the metadata records the chunk changes, by metadata key.
 	meta   map[string]APIInfo
 	capped []entry // entries with capped keys, copied once one changes
+	// segments are the marks of requests whose IDs carry a time
+	// (marks.go), legacySeen the keys of the marks of the others.
+	segments   segmentWrite
+	legacySeen map[string]struct{}
 }
 
 // markNew sets dup for the entries counted before and, for each other
 // one, caps its key, writes its dedupe mark and tallies what it adds to
 // its count and metadata.
 func (s *Store) markNew(w *chunkWrite, entries []entry, dup []bool) error {
-	seen := map[string]struct{}{}
 	for i, e := range entries {
-		mk := encodeMarkKey(prefixMark, e.Key.Cluster, e.ID)
-		d, err := s.counted(w.txn, mk, e, seen)
+		d, mark, err := s.counted(w, e)
 		if err != nil {
 			return err
 		}
@@ -383,7 +388,7 @@ func (s *Store) markNew(w *chunkWrite, entries []entry, dup []bool) error {
 			return err
 		}
 		exp := s.expiresAt(e.Key.Hour)
-		if err := setEntry(w.txn, expiringEntry(mk, nil, exp)); err != nil {
+		if err := mark(exp); err != nil {
 			return err
 		}
 		ck := string(e.sub.countKey(e.Key))
@@ -397,15 +402,40 @@ func (s *Store) markNew(w *chunkWrite, entries []entry, dup []bool) error {
 	return nil
 }
 
-// counted reports whether e, whose dedupe mark is mk, was counted before:
-// earlier in the batch (seen), or by the store under its mark or under
-// the legacy mark an older version may have written.
-func (s *Store) counted(txn *badger.Txn, mk []byte, e entry, seen map[string]struct{}) (bool, error) {
-	d, err := isDuplicate(txn, mk, seen)
-	if err != nil || d {
-		return d, err
+// counted reports whether e was counted before: earlier in the
+// transaction, or by the store under its mark (in a segment, or a record
+// of its own) or under the legacy mark an older version may have
+// written. For a request not counted before, mark writes its mark, which
+// expires at the time given.
+func (s *Store) counted(w *chunkWrite, e entry) (bool, func(expires uint64) error, error) {
+	id := MarkID(e.ID)
+	sc, ok := scopeOf(e.Key.Cluster, id)
+	if !ok {
+		mk := rawMarkKey(prefixMark, e.Key.Cluster, id)
+		d, err := isDuplicate(w.txn, mk, w.legacySeen)
+		if err == nil && !d {
+			d, err = hasMark(w.txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour))
+		}
+		return d, func(exp uint64) error { return setEntry(w.txn, expiringEntry(mk, nil, exp)) }, err
 	}
-	return hasMark(txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour))
+	ref := markRef{scope: sc, hash: markHash(id)}
+	if w.segments.pending(ref) {
+		return true, nil, nil
+	}
+	set, err := s.markSetOf(sc)
+	if err != nil {
+		return false, nil, err
+	}
+	d := s.marks.has(set, ref.hash)
+	if !d && !s.marksMigrated {
+		// Until Open has moved them into segments, marks of their own
+		// may still be stored for such IDs.
+		d, err = hasMark(w.txn, rawMarkKey(prefixMark, e.Key.Cluster, id))
+	}
+	if err == nil && !d {
+		d, err = hasMark(w.txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour))
+	}
+	return d, func(exp uint64) error { w.segments.mark(ref, exp); return nil }, err
 }
 
 // capKey returns entries[i], which is e, with its key as the caps count it.
@@ -491,6 +521,7 @@ func (s *Store) publishChunk(w *chunkWrite) {
 		}
 	}
 	s.publishFolds(w.tc)
+	w.segments.publish(s.marks)
 }
 
 // countValue reads the value of a count record.
