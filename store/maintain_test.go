@@ -52,8 +52,9 @@ func hourOfLoad(t *testing.T, s *Store, h time.Time, perHour, series int) {
 	reqs := make([]Request, 0, perHour)
 	for i := 0; i < perHour; i++ {
 		k := i % series
-		// Shaped like kube-apiserver's auditIDs: 36-byte UUIDs.
-		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Unix()/3600, i)
+		// Shaped like aggregate.RequestID of kube-apiserver's events:
+		// the received time, then a 36-byte UUID.
+		id := timedID(h.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Unix()/3600, i))
 		reqs = append(reqs, Request{ID: id, Key: CountKey{
 			Cluster: "c",
 			API:     fmt.Sprintf("a%d.v1", k%20),
@@ -81,7 +82,8 @@ func TestSweepDeletesExpiredHours(t *testing.T) {
 	}
 	_, err = s.Apply(nil, Cursor{Name: "file:/var/log/audit.log", Value: []byte("{}")})
 	require.NoError(t, err)
-	require.Equal(t, map[byte]int{prefixCount: 400, prefixMark: 1200, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
+	// One segment of marks per hour: each hour's 300 are one commit.
+	require.Equal(t, map[byte]int{prefixCount: 400, prefixMarkSegment: 4, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
 
 	n, err := s.Sweep()
 	require.NoError(t, err)
@@ -91,15 +93,15 @@ func TestSweepDeletesExpiredHours(t *testing.T) {
 	c.t = nextWeek.Add(26 * time.Hour)
 	n, err = s.Sweep()
 	require.NoError(t, err)
-	require.Equal(t, 2*(100+300), n, "the counts and marks of two hours")
-	require.Equal(t, uint64(800), s.Swept())
-	require.Equal(t, map[byte]int{prefixCount: 200, prefixMark: 600, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
+	require.Equal(t, 2*(100+1), n, "the counts and segments of two hours")
+	require.Equal(t, uint64(202), s.Swept())
+	require.Equal(t, map[byte]int{prefixCount: 200, prefixMarkSegment: 2, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
 	require.Len(t, s.APIs(), 20)
 
 	c.t = nextWeek.Add(28 * time.Hour)
 	n, err = s.Sweep()
 	require.NoError(t, err)
-	require.Equal(t, 2*(100+300)+20, n, "the last two hours, and the APIs' metadata")
+	require.Equal(t, 2*(100+1)+20, n, "the last two hours, and the APIs' metadata")
 	require.Equal(t, map[byte]int{prefixCursor: 1}, keysByKind(t, s), "input positions never expire")
 	require.Empty(t, s.APIs())
 }
@@ -154,7 +156,8 @@ func TestDiskUsagePlateausAtSteadyLoad(t *testing.T) {
 	// The hours not yet expired at the last one's end: retention + 1h
 	// after each hour's start, so 25 of them.
 	live := 25
-	require.Equal(t, map[byte]int{prefixCount: live * series, prefixMark: live * perHour, prefixMeta: 20}, keysByKind(t, s))
+	// 20,000 requests an hour, 400 a commit: 50 segments an hour.
+	require.Equal(t, map[byte]int{prefixCount: live * series, prefixMarkSegment: live * perHour / 400, prefixMeta: 20}, keysByKind(t, s))
 
 	day := 24
 	peak := func(from, to int) int64 { return slices.Max(usage[from:to]) }
