@@ -195,13 +195,15 @@ func (m *markSets) add(sc markScope, hashes []uint64, expires uint64) {
 	if !ok {
 		return
 	}
+	before := len(set.hashes)
 	for _, h := range hashes {
 		set.hashes[h] = struct{}{}
 	}
 	if set.expires == 0 || expires < set.expires {
 		set.expires = expires
 	}
-	m.bytes += markBytes * int64(len(hashes))
+	// A set read after the commit holds its hashes already.
+	m.bytes += markBytes * int64(len(set.hashes)-before)
 	m.evict()
 }
 

@@ -343,3 +343,21 @@ func TestDamagedSegmentSkipsItsHoursRequests(t *testing.T) {
 	require.Equal(t, []Skip{SkipUnstorable, ""}, d.Skipped.Requests)
 	require.Equal(t, uint64(1), countOf(t, s, "c", "a.v1"))
 }
+
+// The sets' bytes are what they hold: a hash counted twice, once read
+// with its segment and once added by its commit, is one.
+func TestMarkSetsCountEachHashOnce(t *testing.T) {
+	m := newMarkSets(1 << 20)
+	sc := markScope{cluster: "c", hour: hour19.Unix()}
+	m.keep(sc, &markSet{hashes: map[uint64]struct{}{1: {}, 2: {}}})
+	require.Equal(t, int64(setBytes+1+2*markBytes), m.bytes)
+	m.add(sc, []uint64{2, 3}, 100)
+	require.Equal(t, int64(setBytes+1+3*markBytes), m.bytes)
+	m.add(markScope{cluster: "c", hour: 0}, []uint64{4}, 100)
+	require.Equal(t, int64(setBytes+1+3*markBytes), m.bytes, "a set not kept is not grown")
+	_, ok := m.cached(sc, 99)
+	require.True(t, ok)
+	_, ok = m.cached(sc, 100)
+	require.False(t, ok, "expired")
+	require.Equal(t, int64(0), m.bytes)
+}
