@@ -361,3 +361,27 @@ func TestMarkSetsCountEachHashOnce(t *testing.T) {
 	require.False(t, ok, "expired")
 	require.Equal(t, int64(0), m.bytes)
 }
+
+// `sunset store verify` checks the files of a store with segments as of
+// any other: deep, every block of every table.
+func TestVerifyPassesAStoreWithSegments(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, hour19.Add(30*time.Minute))
+	var reqs []Request
+	for i := range 5000 {
+		reqs = append(reqs, Request{ID: timedID(hour19.Add(time.Duration(i)*time.Millisecond), "v"), Key: CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}})
+	}
+	_, err := s.Apply(reqs)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	r, err := Verify(dir, true)
+	require.NoError(t, err)
+	require.True(t, r.Healthy(), "%v", r.Problems)
+	require.Equal(t, 1, r.Tables, "the close flushed the memtable")
+
+	s = openTest(t, dir, hour19.Add(30*time.Minute))
+	defer s.Close()
+	dup, err := s.Apply(reqs[4999:])
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, dup)
+}
