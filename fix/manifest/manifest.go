@@ -7,10 +7,11 @@
 // A file is rewritten as little as the conversion needs. Where only
 // apiVersion changes, the one value is replaced in the text and every
 // other byte stays. Where fields change, the document's node tree is
-// edited at the paths the conversion changed, and only the top-level keys
-// that changed are written anew (with the file's indentation, sequence
-// style and line endings); every other key, comment and document is kept
-// as it was. Each rewritten document is parsed again and must equal the
+// edited at the paths the conversion changed: a changed map key by key,
+// and a changed list or value written anew as a whole (with the file's
+// indentation, sequence style and line endings); every key that did not
+// change, the comments outside what is written anew and the other
+// documents are kept as they were. Each rewritten document is parsed again and must equal the
 // conversion, else the file is left alone.
 //
 // What cannot be rewritten (a refused conversion, a templated apiVersion,
