@@ -167,8 +167,9 @@ func TestFixReleasesMovesStoredRevisionsOffRemovedAPIs(t *testing.T) {
 		t.Fatalf("Secrets after the dry run (name: resourceVersion): %v, want %v", after, before)
 	}
 
-	// api: fixed in one run; helm upgrade then succeeds.
-	out, err = fix(nil, "api", "-n", "edge").Output()
+	// api: fixed in one run; helm upgrade then succeeds. Its namespace
+	// comes from HELM_NAMESPACE, as for helm: the kubeconfig's is default.
+	out, err = fix([]string{"HELM_NAMESPACE=edge"}, "api").Output()
 	must(t, "fix releases api: "+stderrOf(err), err)
 	if want := apiChanges + "edge/api: revision 1 backed up as Secret sunset-backup.api.v1; revision 2 deployed with the replacements; revision 1 superseded\n"; string(out) != want {
 		t.Fatalf("fix releases api printed:\n%s\nwant:\n%s", out, want)
