@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -105,12 +106,18 @@ func TestRejoinsWhenPartitionsHaveNoConsumer(t *testing.T) {
 		}
 	}
 	orphaned := slices.DeleteFunc([]int{0, 1, 2, 3}, func(p int) bool { return slices.Contains(held, p) })
-	require.Equal(t, map[string][]int{topic: orphaned}, got.unconsumed)
+	// The survivor rejoins as soon as one orphaned partition has waited
+	// long enough: the other's wait may have started a check later (its
+	// last commit came with the rebalance), so it is there or not yet.
+	unconsumed := got.unconsumed[topic]
+	require.Equal(t, []string{topic}, slices.Collect(maps.Keys(got.unconsumed)))
+	require.NotEmpty(t, unconsumed)
+	require.Subset(t, orphaned, unconsumed, "only partitions the dead member holds")
 	require.NoError(t, got.membersErr)
 	require.Equal(t, []string{"killed-in-join", "sunset"}, got.members)
 	require.Equal(t, []string{fmt.Sprintf("kafka topic %s: partitions %s have had messages waiting for more than 10s that no member of group %s consumed (see inputs/kafka.md#partitions-no-member-consumes)",
-		topic, partitionList(orphaned), group)}, got.warnings)
-	require.Equal(t, 2.0, testutil.ToFloat64(c.metrics.unconsumed.WithLabelValues(topic)))
+		topic, partitionList(unconsumed), group)}, got.warnings)
+	require.Equal(t, float64(len(unconsumed)), testutil.ToFloat64(c.metrics.unconsumed.WithLabelValues(topic)))
 
 	require.Equal(t, []int{0, 1, 2, 3}, receive(t, generations, 30*time.Second), "alone in the group again")
 	kafkatest.WaitGroupCommitted(t, brokers, group, topic, 4, 30*time.Second)
