@@ -14,22 +14,17 @@
 package webhook
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
@@ -198,94 +193,11 @@ func New(opts Options) *Handler {
 	}
 }
 
-// Drain makes every new batch get 503 with Retry-After, so that its sender
-// retries it later. Shutdown calls it while the server still answers
-// /-/ready, then Wait.
-func (h *Handler) Drain() {
-	h.drainMu.Lock()
-	defer h.drainMu.Unlock()
-	h.draining = true
-}
-
-// Wait returns once the batches admitted before Drain are answered, or
-// when ctx is done.
-func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		h.inFlight.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// start admits a batch unless draining; finish must follow.
-func (h *Handler) start() bool {
-	h.drainMu.Lock()
-	defer h.drainMu.Unlock()
-	if h.draining {
-		return false
-	}
-	h.inFlight.Add(1)
-	return true
-}
-
 // Register adds the webhook routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/audit/webhook", h.serve)
 	mux.HandleFunc("/audit/webhook/{node}", h.serve)
 	mux.HandleFunc("/audit/webhook/{cluster}/{node}", h.serve)
-}
-
-// Response is the body of a 200 answer. kube-apiserver ignores it; it is
-// there for people testing their setup with curl.
-type Response struct {
-	Cluster string `json:"cluster"`
-	Node    string `json:"node"`
-	aggregate.Summary
-	Invalid int `json:"invalid"`
-	// Errors lists the first malformed items, by index in the list.
-	Errors []ItemError `json:"errors,omitempty"`
-}
-
-// DryRunResponse is the body of a 200 answer to ?dryRun=All: what each
-// event would have become. Nothing was stored.
-type DryRunResponse struct {
-	Response
-	DryRun bool           `json:"dryRun"`
-	Events []PlannedEvent `json:"events"`
-}
-
-// PlannedEvent is what one well-formed event would have become.
-type PlannedEvent struct {
-	AuditID string `json:"auditID"`
-	// Result is counted, duplicate, or why it is skipped: skipped_stage,
-	// not_deprecated, no_object_ref, expired, future.
-	Result         string `json:"result"`
-	API            string `json:"api,omitempty"`
-	Subresource    string `json:"subresource,omitempty"`
-	Hour           string `json:"hour,omitempty"`
-	Node           string `json:"node,omitempty"`
-	Username       string `json:"username,omitempty"`
-	UserAgent      string `json:"userAgent,omitempty"`
-	Verb           string `json:"verb,omitempty"`
-	RemovedRelease string `json:"removedRelease,omitempty"`
-	// AlreadyRemoved marks a request to an API that was already removed.
-	AlreadyRemoved bool `json:"alreadyRemoved,omitempty"`
-	// Admission is what the admission webhook counter would do: counted
-	// or duplicate; empty when the event has no webhook annotations.
-	Admission string `json:"admission,omitempty"`
-}
-
-// ItemError describes one malformed item without quoting it.
-type ItemError struct {
-	Index   int    `json:"index"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
@@ -399,60 +311,6 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ingestFailed is the answer to a batch the aggregator did not commit.
-func (h *Handler) ingestFailed(origin aggregate.Origin, err error) error {
-	switch {
-	case errors.Is(err, aggregate.ErrStopped):
-		return errShuttingDown
-	case errors.Is(err, aggregate.ErrNoSpace):
-		// Nothing was written; the apiserver retries the batch.
-		return fail(http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable,
-			"sunset's data directory is short of disk space; nothing of the batch was stored, retry later").with("Retry-After", "10")
-	}
-	h.log.Error().Err(err).Str("cluster", origin.Cluster).Str("node", origin.Node).Msg("batch not committed")
-	return fail(http.StatusInternalServerError, httpjson.ReasonInternalError, "the batch could not be stored; the sender should retry: "+err.Error())
-}
-
-// statusError is why a request is refused: the status it is answered
-// with, and the header that tells the sender what to do (Retry-After,
-// Allow, WWW-Authenticate), if any.
-type statusError struct {
-	code    int
-	reason  httpjson.Reason
-	message string
-	header  [2]string
-}
-
-func (e *statusError) Error() string { return e.message }
-
-// fail is a refusal with the given status.
-func fail(code int, reason httpjson.Reason, message string) *statusError {
-	return &statusError{code: code, reason: reason, message: message}
-}
-
-// with adds the header name: value to the answer.
-func (e *statusError) with(name, value string) *statusError {
-	e.header = [2]string{name, value}
-	return e
-}
-
-// errShuttingDown answers a batch that arrives while Sunset stops.
-var errShuttingDown = fail(http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable, "sunset is shutting down; retry later").
-	with("Retry-After", "10")
-
-// writeError answers err, a *statusError; anything else is a 500, which
-// handle never returns on purpose.
-func (h *Handler) writeError(w http.ResponseWriter, err error) {
-	var se *statusError
-	if !errors.As(err, &se) {
-		se = fail(http.StatusInternalServerError, httpjson.ReasonInternalError, err.Error())
-	}
-	if se.header[0] != "" {
-		w.Header().Set(se.header[0], se.header[1])
-	}
-	httpjson.Error(w, se.code, se.reason, se.message)
-}
-
 // dryRunParam reads ?dryRun= with the Kubernetes semantics: All, or absent.
 func dryRunParam(r *http.Request) (bool, error) {
 	v, ok := r.URL.Query()["dryRun"]
@@ -481,18 +339,6 @@ func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []
 	}
 	httpjson.Write(w, http.StatusOK, out)
 	return nil
-}
-
-// NewPlannedEvent describes what planning decided for one event.
-func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
-	pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result), Admission: string(p.Admission)}
-	if p.Result == aggregate.ResultCounted {
-		k := p.Key
-		pe.API, pe.Subresource, pe.Hour, pe.Node = k.API, k.Subresource, k.Hour.Format(time.RFC3339), k.Node
-		pe.Username, pe.UserAgent, pe.Verb = k.Username, k.UserAgent, k.Verb
-		pe.RemovedRelease, pe.AlreadyRemoved = p.RemovedRelease, k.Removed
-	}
-	return pe
 }
 
 // origin works out cluster and node from the path, else the credential (a
@@ -527,83 +373,6 @@ func (h *Handler) origin(r *http.Request, cred credential) (aggregate.Origin, er
 	return o, nil
 }
 
-func checkContentType(ct string) error {
-	var msg string
-	if ct == "" {
-		msg = "Content-Type is missing; send application/json (curl: -H 'Content-Type: application/json')"
-	} else if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		msg = fmt.Sprintf("Content-Type %q is not supported; send application/json (curl: -H 'Content-Type: application/json')", aggregate.Truncate(ct, 64))
-	} else {
-		return nil
-	}
-	return fail(http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia, msg)
-}
-
-// errTooLarge is returned by the body reader past max-body-bytes.
-var errTooLarge = errors.New("body too large")
-
-// openBody returns the body to decode, decompressed and limited to
-// max-body-bytes.
-func (h *Handler) openBody(w http.ResponseWriter, r *http.Request, raw io.Reader) (io.Reader, error) {
-	var src io.Reader = http.MaxBytesReader(w, io.NopCloser(raw), h.maxBody)
-	switch enc := r.Header.Get("Content-Encoding"); enc {
-	case "", "identity":
-	case "gzip":
-		zr, err := gzip.NewReader(src)
-		if err != nil {
-			return nil, fail(http.StatusBadRequest, httpjson.ReasonBadRequest, "body is not valid gzip")
-		}
-		// The decompressed size is what costs memory, so limit that too.
-		src = &limitedReader{r: zr, left: h.maxBody}
-	default:
-		return nil, fail(http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia,
-			fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", aggregate.Truncate(enc, 32)))
-	}
-	return src, nil
-}
-
-// tooLarge refuses a body over max-body-bytes.
-func (h *Handler) tooLarge() error {
-	return fail(http.StatusRequestEntityTooLarge, httpjson.ReasonRequestEntityTooLong,
-		fmt.Sprintf("body is larger than the limit of %d bytes; raise max-body-bytes if your events are this large", h.maxBody))
-}
-
-// readFailed is the answer to an error reading the body.
-func (h *Handler) readFailed(err error) error {
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe) || errors.Is(err, errTooLarge):
-		return h.tooLarge()
-	case errors.Is(err, errBodyTooSlow):
-		h.metrics.tooSlow.Inc()
-		return fail(http.StatusRequestTimeout, metav1.StatusReasonTimeout,
-			fmt.Sprintf("the body did not start within %s of the headers, or came slower than %d bytes per second after %s of slack; send it again",
-				h.bodyStart, h.minRate, h.slack))
-	}
-	return fail(http.StatusBadRequest, httpjson.ReasonBadRequest, "reading body: "+err.Error())
-}
-
-// limitedReader fails with errTooLarge once more than left bytes are read.
-type limitedReader struct {
-	r    io.Reader
-	left int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.left < 0 {
-		return 0, errTooLarge
-	}
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return n, errTooLarge
-	}
-	return n, err
-}
-
 // requestContext honours the ?timeout= that kube-apiserver adds to every
 // webhook call: past it, the apiserver has given up and will retry anyway.
 func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
@@ -611,34 +380,4 @@ func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
 		return context.WithTimeout(r.Context(), d)
 	}
 	return context.WithCancel(r.Context())
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection, for read
-// deadlines.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func codeLabel(code int) string {
-	if code == 0 {
-		code = http.StatusOK
-	}
-	return strconv.Itoa(code)
 }
