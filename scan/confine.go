@@ -195,3 +195,9 @@ func readAtMost(r io.Reader, max int64, what string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// tooLarge reports whether err is one of the scan's size bounds.
+func tooLarge(err error) bool {
+	var t *TooLargeError
+	return errors.As(err, &t) || errors.Is(err, errTooManyObjects)
+}
