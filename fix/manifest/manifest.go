@@ -28,7 +28,6 @@ package manifest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -36,7 +35,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/kube-sunset/sunset/convert"
 	"github.com/kube-sunset/sunset/scan"
@@ -307,56 +305,6 @@ func (r *run) manifest(root scan.Root, path string, patch bool) {
 	r.keep(path, real, data, out, changes)
 }
 
-// held is an API a file keeps with its kustomization, and the lines of
-// its objects there.
-type held struct {
-	held  bool
-	lines []int
-}
-
-// holdUnits holds, in each file of a kustomization, the APIs some file of
-// it left; it reports whether anything new is held.
-func (r *run) holdUnits() bool {
-	changed := map[string][]Change{}
-	for _, p := range r.pending {
-		changed[samePath(p.file.Path)] = p.file.Changes
-	}
-	more := false
-	for _, files := range r.kdirs {
-		left := map[string]bool{}
-		for _, f := range files {
-			for _, api := range r.left[f] {
-				left[api] = true
-			}
-		}
-		if len(left) == 0 {
-			continue
-		}
-		for _, f := range files {
-			key := samePath(f)
-			for _, c := range changed[key] {
-				api := c.From + " " + c.Kind
-				if !left[api] && !left[anyAPI] || strings.HasPrefix(c.Name, "(the target of ") {
-					continue
-				}
-				if r.hold[key] == nil {
-					r.hold[key] = map[string]held{}
-				}
-				h := r.hold[key][api]
-				if slices.Contains(h.lines, c.Line) {
-					continue // a base of two overlays
-				}
-				h.held = true
-				h.lines = append(h.lines, c.Line)
-				slices.Sort(h.lines)
-				r.hold[key][api] = h
-				more = true
-			}
-		}
-	}
-	return more
-}
-
 // keep records a rewritten file, to be written once everything was read.
 func (r *run) keep(path, real string, before, after []byte, changes []Change) {
 	if len(changes) == 0 || bytes.Equal(before, after) {
@@ -384,152 +332,6 @@ func hasFile(dir string, names ...string) bool {
 		}
 	}
 	return false
-}
-
-// writeAtomic replaces real, a regular file that held before, with after:
-// written to a temporary file in the same directory, with real's owner,
-// group and mode (setuid, setgid and sticky bits too), synced, then
-// renamed over it and the directory synced, so that a reader sees the
-// old file or the new one, never a part, and a crash keeps one of them.
-// A file changed since it was read is left alone, and so is one the
-// running user may not write (a rename would replace it anyway) or whose
-// owner cannot be kept.
-func writeAtomic(real string, before, after []byte) error {
-	info, err := os.Lstat(real)
-	if err != nil {
-		return err
-	}
-	if !info.Mode().IsRegular() {
-		return errors.New("no longer a regular file")
-	}
-	if readOnly(real, info) {
-		return fmt.Errorf("read-only (mode %s): not rewritten; make it writable and run the fix again, or move it by hand", info.Mode().Perm())
-	}
-	now, err := os.ReadFile(real)
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(now, before) {
-		return errors.New("changed while it was being fixed; run the fix again")
-	}
-	dir := filepath.Dir(real)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(real)+".sunset-*")
-	if err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = tmp.Close()           // already failed; the error said why
-			_ = os.Remove(tmp.Name()) // nothing else points at it
-		}
-	}()
-	if _, err := tmp.Write(after); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		tmpInfo, err := tmp.Stat()
-		if err != nil {
-			return fmt.Errorf("writing: %w", err)
-		}
-		mine, _ := tmpInfo.Sys().(*syscall.Stat_t)
-		if os.Geteuid() == 0 || mine == nil || mine.Uid != st.Uid || mine.Gid != st.Gid {
-			if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
-				return fmt.Errorf("its owner and group (%d:%d) cannot be kept (%w): not rewritten; run the fix as its owner, or move it by hand", st.Uid, st.Gid, err)
-			}
-		}
-	}
-	// After the chown, which clears setuid and setgid.
-	if err := tmp.Chmod(info.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), real); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	done = true
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir last through a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("rewritten, but syncing its directory: %w", err)
-	}
-	defer d.Close() //nolint:errcheck // read-only; Sync said whether it held
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("rewritten, but syncing its directory: %w", err)
-	}
-	return nil
-}
-
-// readOnly reports whether the running user may not write the file by
-// its mode: the owner's bit for its owner, the group's for a member, the
-// others' bit else; root, whom no mode stops, by any write bit at all.
-func readOnly(path string, info fs.FileInfo) bool {
-	perm := info.Mode().Perm()
-	st, ok := info.Sys().(*syscall.Stat_t)
-	switch {
-	case !ok:
-		return perm&0o222 == 0
-	case os.Geteuid() == 0:
-		return perm&0o222 == 0
-	case int(st.Uid) == os.Geteuid():
-		return perm&0o200 == 0
-	}
-	return syscall.Access(path, 2 /* W_OK */) != nil
-}
-
-// Found is an object the scan reports as one to move, in the file at
-// Path (Line 0 when the scan does not know it).
-type Found struct {
-	Path             string
-	Line             int
-	APIVersion, Kind string
-}
-
-// CheckFound lists each object found in a file the fix neither rewrote
-// nor listed, so that nothing the scan reports is dropped without a word:
-// a fix that reads fewer files than the scan, or reads one another way,
-// must not pass for a clean tree.
-func (res *Result) CheckFound(found []Found) {
-	handled := map[string]bool{}
-	for _, f := range res.Rewritten {
-		handled[samePath(f.Path)] = true
-	}
-	for _, n := range res.NotRewritten {
-		handled[samePath(n.Path)] = true
-	}
-	added := false
-	for _, f := range found {
-		if handled[samePath(f.Path)] {
-			continue
-		}
-		res.NotRewritten = append(res.NotRewritten, NotRewritten{Path: f.Path, Line: f.Line,
-			Reason: fmt.Sprintf("%s %s: not handled by --fix, though the scan reports it; move it by hand", f.APIVersion, f.Kind)})
-		added = true
-	}
-	if added {
-		sortNotRewritten(res.NotRewritten)
-	}
-}
-
-// samePath is path as a fix and a scan both name it: absolute, through
-// its symlinks where it resolves.
-func samePath(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	return path
 }
 
 func sortNotRewritten(list []NotRewritten) {
