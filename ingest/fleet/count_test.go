@@ -35,7 +35,7 @@ func records(prefix string, n int, hour time.Time) []kafkago.Message {
 // fleet's topic that inflates past it is skipped as too_large, and the
 // records before and after it count.
 func TestCounterSkipsABatchOverTheDecompressionBound(t *testing.T) {
-	t.Cleanup(func() { kafka.SetMaxDecompressedBytes(kafka.DefaultMaxDecompressedBytes) })
+	t.Cleanup(func() { kafka.InstallBoundedCodecs(kafka.DefaultMaxDecompressedBytes) })
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "fleet-bomb", 1)
 	hour := time.Now().UTC().Truncate(time.Hour)

@@ -112,7 +112,7 @@ func New(o Options) (*Fleet, error) {
 		// kafka.New does this for the filter role; the counter's and
 		// the forwarder's connections need it as much.
 		cfg.WarnInsecure(log)
-		kafka.SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
+		kafka.InstallBoundedCodecs(int64(cfg.MaxDecompressedBytes))
 	} else {
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg, DefaultCluster: o.DefaultCluster,
 			Ingester: &filter{tallies: tallies{o.Aggregator}, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,

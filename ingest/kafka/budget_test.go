@@ -62,7 +62,7 @@ func TestHeapStaysWithinTheMemoryBudget(t *testing.T) {
 	}
 	require.NoError(t, w.Close())
 	pad = nil
-	t.Cleanup(func() { SetMaxDecompressedBytes(DefaultMaxDecompressedBytes) })
+	t.Cleanup(func() { InstallBoundedCodecs(DefaultMaxDecompressedBytes) })
 
 	cfg := Config{Brokers: brokers, Topics: []string{topic}, GroupID: "budget-" + topic, SessionTimeout: 2 * time.Second,
 		// A batch waits long to fill: only batchBytes closes it.

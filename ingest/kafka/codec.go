@@ -25,42 +25,67 @@ const ReasonTooLarge = "too_large"
 // partitions fit kafka.memoryBudget (see budget.go).
 const DefaultMaxDecompressedBytes = 4 << 20
 
-// Decompression is bounded in kafka-go's own codec table.
+// InstallBoundedCodecs bounds decompression in kafka-go's own codec table
+// to limit bytes a record batch; zero or less means
+// DefaultMaxDecompressedBytes.
 //
 // kafka-go inflates a compressed record batch whole, into one buffer, with
 // the codec that compress.Codecs holds for the batch's compression: the
-// table is global and a reader cannot be given codecs of its own. Its
-// entries are replaced, once, by codecs that stop with
-// TooLargeError past the bound, so that a batch of a few kilobytes cannot
-// inflate to gigabytes. Every kafka-go reader in the process is bounded;
-// writers compress as before.
+// table is global and a reader cannot be given codecs of its own. The
+// first call replaces its entries by codecs that stop with TooLargeError
+// past the bound, so that a batch of a few kilobytes cannot inflate to
+// gigabytes; every call sets the bound, which is the process's: the last
+// call's holds for every kafka-go reader. Writers compress as before.
+//
+// New calls it with kafka.maxDecompressedBytes, and NewPartitionReader,
+// which builds every reader Sunset reads with, with its config's, so that
+// no reader is built before the table is bounded. Call it before kafka-go
+// reads or writes anything else in the process: the table is read without
+// a lock.
+func InstallBoundedCodecs(limit int64) {
+	if limit <= 0 {
+		limit = DefaultMaxDecompressedBytes
+	}
+	maxDecompressed.Store(limit)
+	installCodecs.Do(func() { compress.Codecs = boundedCodecs(&maxDecompressed) })
+}
+
+var (
+	// maxDecompressed is the bound of the codecs in kafka-go's table.
+	maxDecompressed atomic.Int64
+	installCodecs   sync.Once
+)
+
+// boundedCodecs is kafka-go's codec table with readers that stop past the
+// bound limit holds.
 //
 // Bounding the output is not enough for zstd and snappy, whose readers
 // allocate what the input declares before they output anything: a zstd
 // window of up to 512 MiB, a xerial snappy chunk of up to 4 GiB. Those two
 // read with decoders of their own, which refuse such input first.
-func init() {
-	for i, c := range compress.Codecs {
+func boundedCodecs(limit *atomic.Int64) [len(compress.Codecs)]compress.Codec {
+	// kafka-go's own codecs, which its table holds until it is bounded.
+	stock := [len(compress.Codecs)]compress.Codec{
+		compress.Gzip:   &compress.GzipCodec,
+		compress.Snappy: &compress.SnappyCodec,
+		compress.Lz4:    &compress.Lz4Codec,
+		compress.Zstd:   &compress.ZstdCodec,
+	}
+	var out [len(compress.Codecs)]compress.Codec
+	for i, c := range stock {
 		if c == nil {
 			continue
 		}
-		switch compress.Compression(c.Code()) {
+		switch compress.Compression(i) {
 		case compress.Zstd:
-			c = &zstdCodec{Codec: c}
+			c = &zstdCodec{Codec: c, limit: limit}
 		case compress.Snappy:
-			c = &snappyCodec{Codec: c}
+			c = &snappyCodec{Codec: c, limit: limit}
 		}
-		compress.Codecs[i] = &boundedCodec{Codec: c}
+		out[i] = &boundedCodec{Codec: c, limit: limit}
 	}
+	return out
 }
-
-// maxDecompressed is the bound in bytes; New sets it from the config.
-var maxDecompressed atomic.Int64
-
-func init() { maxDecompressed.Store(DefaultMaxDecompressedBytes) }
-
-// SetMaxDecompressedBytes sets the bound of every reader in the process.
-func SetMaxDecompressedBytes(n int64) { maxDecompressed.Store(n) }
 
 // TooLargeError is what reading a record batch that decompresses to more
 // than the bound returns.
@@ -87,10 +112,13 @@ func isTooLarge(err error) bool {
 }
 
 // boundedCodec is a codec whose readers stop past the bound.
-type boundedCodec struct{ compress.Codec }
+type boundedCodec struct {
+	compress.Codec
+	limit *atomic.Int64
+}
 
 func (c *boundedCodec) NewReader(r io.Reader) io.ReadCloser {
-	limit := maxDecompressed.Load()
+	limit := c.limit.Load()
 	return &boundedReader{rc: c.Codec.NewReader(r), left: limit, limit: limit}
 }
 
@@ -130,12 +158,15 @@ const zstdMinWindow = 8 << 20
 // zstdMinWindow if that is more, before they allocate it; writers are
 // kafka-go's. kafka-go's decoders allow 512 MiB, allocate it for a frame
 // of ten bytes, and keep it in their pool.
-type zstdCodec struct{ compress.Codec }
+type zstdCodec struct {
+	compress.Codec
+	limit *atomic.Int64
+}
 
 var zstdDecoders sync.Pool // *zstd.Decoder
 
 func (c *zstdCodec) NewReader(r io.Reader) io.ReadCloser {
-	limit := maxDecompressed.Load()
+	limit := c.limit.Load()
 	window := uint64(max(limit, zstdMinWindow))
 	window = min(window, 1<<41) // what WithDecoderMaxWindow takes
 	opts := []zstd.DOption{zstd.WithDecoderMaxWindow(window), zstd.WithDecoderMaxMemory(window)}
@@ -202,7 +233,10 @@ const snappyMaxChunk = 64 << 10
 // snappyCodec reads snappy without allocating more than the input holds
 // or the bound allows; writers are kafka-go's. kafka-go's reader allocates
 // the length a xerial chunk declares, up to 4 GiB, before reading it.
-type snappyCodec struct{ compress.Codec }
+type snappyCodec struct {
+	compress.Codec
+	limit *atomic.Int64
+}
 
 var snappyReaders sync.Pool // *snappyReader
 
@@ -211,7 +245,7 @@ func (c *snappyCodec) NewReader(r io.Reader) io.ReadCloser {
 	if s == nil {
 		s = new(snappyReader)
 	}
-	limit := maxDecompressed.Load()
+	limit := c.limit.Load()
 	s.r, s.limit, s.left = r, limit, limit
 	s.started, s.framed, s.last = false, false, false
 	s.in.Reset()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,30 +22,34 @@ import (
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
 
-// withBound sets the decompression bound for one test.
-func withBound(t *testing.T, n int64) {
-	before := maxDecompressed.Load()
-	SetMaxDecompressedBytes(n)
-	t.Cleanup(func() { SetMaxDecompressedBytes(before) })
+// boundedTo is kafka-go's codec table bounded to n bytes, apart from the
+// process's, so that tests of the codecs neither depend on
+// InstallBoundedCodecs having run nor change its bound, and run in parallel.
+func boundedTo(n int64) [len(compress.Codecs)]compress.Codec {
+	limit := new(atomic.Int64)
+	limit.Store(n)
+	return boundedCodecs(limit)
 }
 
 // Every codec kafka-go reads with stops one byte past the bound, and
 // reads a batch of exactly the bound whole.
 func TestCodecsStopAtTheBound(t *testing.T) {
+	t.Parallel()
 	const bound = 1 << 20
-	withBound(t, bound)
+	codecs := boundedTo(bound)
 	for _, c := range []compress.Compression{compress.Gzip, compress.Snappy, compress.Lz4, compress.Zstd} {
-		t.Run(c.String(), func(t *testing.T) {
+		t.Run(codecs[c].Name(), func(t *testing.T) {
+			t.Parallel()
 			for _, tc := range []struct {
 				size    int
 				tooLong bool
 			}{{bound, false}, {bound + 1, true}, {64 << 20, true}} {
 				var z bytes.Buffer
-				w := c.Codec().NewWriter(&z)
+				w := codecs[c].NewWriter(&z)
 				_, err := w.Write(make([]byte, tc.size))
 				require.NoError(t, err)
 				require.NoError(t, w.Close())
-				r := c.Codec().NewReader(&z)
+				r := codecs[c].NewReader(&z)
 				var out bytes.Buffer
 				n, err := out.ReadFrom(r)
 				require.NoError(t, r.Close())
@@ -63,9 +68,29 @@ func TestCodecsStopAtTheBound(t *testing.T) {
 		})
 	}
 	// Writers are kafka-go's own.
-	require.Equal(t, "gzip", compress.Gzip.String())
-	_, ok := compress.Codecs[compress.Gzip].NewWriter(io.Discard).(interface{ Flush() error })
+	require.Equal(t, "gzip", codecs[compress.Gzip].Name())
+	_, ok := codecs[compress.Gzip].NewWriter(io.Discard).(interface{ Flush() error })
 	require.True(t, ok)
+}
+
+// InstallBoundedCodecs puts the bounded codecs in kafka-go's table once,
+// around kafka-go's own, and every call sets their bound: zero is the
+// default.
+func TestInstallBoundedCodecs(t *testing.T) {
+	t.Cleanup(func() { InstallBoundedCodecs(DefaultMaxDecompressedBytes) })
+	for _, tc := range []struct{ n, want int64 }{{1 << 20, 1 << 20}, {2 << 20, 2 << 20}, {0, 4 << 20}} {
+		InstallBoundedCodecs(tc.n)
+		for c, want := range map[compress.Compression]compress.Codec{
+			compress.Gzip:   &compress.GzipCodec,
+			compress.Snappy: &snappyCodec{Codec: &compress.SnappyCodec, limit: &maxDecompressed},
+			compress.Lz4:    &compress.Lz4Codec,
+			compress.Zstd:   &zstdCodec{Codec: &compress.ZstdCodec, limit: &maxDecompressed},
+		} {
+			require.Equal(t, &boundedCodec{Codec: want, limit: &maxDecompressed}, compress.Codecs[c], "%s after InstallBoundedCodecs(%d)", c, tc.n)
+		}
+		require.Nil(t, compress.Codecs[compress.None])
+		require.Equal(t, tc.want, maxDecompressed.Load())
+	}
 }
 
 // bombMessages are n messages of size bytes each, which compress to
@@ -140,18 +165,16 @@ func FuzzBoundedCodecs(f *testing.F) {
 	f.Add([]byte{}, uint16(0), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, bound uint16, code uint8) {
 		c := compress.Compression(1 + code%4)
+		codecs := boundedTo(int64(bound))
 		var z bytes.Buffer
-		w := c.Codec().NewWriter(&z)
+		w := codecs[c].NewWriter(&z)
 		if _, err := w.Write(data); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		before := maxDecompressed.Load()
-		SetMaxDecompressedBytes(int64(bound))
-		defer SetMaxDecompressedBytes(before)
-		r := c.Codec().NewReader(&z)
+		r := codecs[c].NewReader(&z)
 		var out bytes.Buffer
 		_, err := out.ReadFrom(r)
 		_ = r.Close()

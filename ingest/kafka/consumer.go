@@ -89,7 +89,7 @@ func New(o Options) (*Consumer, error) {
 	}
 	log := o.Logger.With().Str("component", "kafka").Logger()
 	cfg.WarnInsecure(log)
-	SetMaxDecompressedBytes(int64(cfg.MaxDecompressedBytes))
+	InstallBoundedCodecs(int64(cfg.MaxDecompressedBytes))
 	age := agegauge.New(topicAgeDesc, time.Now)
 	for _, t := range cfg.Topics {
 		age.Expect(t)

@@ -263,8 +263,10 @@ func fetchBatch(ctx context.Context, r *kafkago.Reader, buf []kafkago.Message, s
 }
 
 // NewPartitionReader reads one partition, outside any group, with cfg's
-// fetch settings; call SetOffset before reading.
+// fetch settings and decompression bound (InstallBoundedCodecs); call
+// SetOffset before reading.
 func NewPartitionReader(cfg Config, d *kafkago.Dialer, topic string, partition int, log zerolog.Logger) *kafkago.Reader {
+	InstallBoundedCodecs(int64(cfg.MaxDecompressedBytes))
 	return kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers: cfg.Brokers, Topic: topic, Partition: partition, Dialer: d,
 		MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes, MaxWait: cfg.MaxWait, QueueCapacity: cfg.QueueCapacity,
