@@ -1,236 +1,178 @@
-// Package cli is the layer behind the sunset commands. It turns
-// APIRequestCounts into what administrators read before an upgrade:
-// kubectl-style tables, a per-API breakdown, the verdict of the upgrade
-// gate (`sunset check`, decided by verdict.Check) as text, and what to say
-// when a window is empty.
-//
-// Each read command is a Request (ListRequest, CheckRequest,
-// WebhooksRequest): Validate checks every flag at once, Run reads through
-// a Reader and prints. It works on API objects only, so it renders the
-// same whether they came from a running server or from a data directory.
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-	"text/tabwriter"
-	"time"
 
-	"sigs.k8s.io/yaml"
+	"k8s.io/cli-runtime/pkg/printers"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/verdict"
-	"github.com/kube-sunset/sunset/workload"
+	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/internal/plural"
 )
 
-// Format is an output format of `sunset report`.
-type Format string
+// ListRequest is `sunset report [NAME]`: the deprecated APIs requested in
+// the window, or, given Name, that API's breakdown.
+type ListRequest struct {
+	Filters
+	Name                     string
+	Output                   string
+	NoHeaders                bool
+	RemovedIn, RemovedBefore string
+	State                    string
 
-// Output formats, as kubectl's -o.
-const (
-	FormatTable Format = "table"
-	FormatWide  Format = "wide"
-	FormatJSON  Format = "json"
-	FormatYAML  Format = "yaml"
-)
+	query   sunsetv1.Query
+	format  Format
+	printer printers.ResourcePrinter
+}
 
-// ParseFormat checks an -o value.
-func ParseFormat(s string) (Format, error) {
-	switch f := Format(s); f {
-	case FormatTable, FormatWide, FormatJSON, FormatYAML:
-		return f, nil
-	case "":
-		return FormatTable, nil
+// Validate checks the flags and prepares the query.
+func (l *ListRequest) Validate() error {
+	var errs []error
+	printer, err := ObjectPrinter(l.Output, l.NoHeaders)
+	errs = append(errs, err)
+	l.printer, l.format = printer, FormatJSON
+	if err == nil && printer == nil {
+		l.format, err = ParseFormat(l.Output)
+		errs = append(errs, err)
 	}
-	return "", fmt.Errorf("-o %q is not one of table, wide, json, yaml", s)
-}
-
-// Options shape what a report counts.
-type Options struct {
-	// ExcludeSystem leaves system identities out of counts, top users and
-	// the rows of APIs only they call.
-	ExcludeSystem bool
-	// Since is the window the rows and top users cover.
-	Since time.Duration
-	// NoHeaders leaves out the header line of tables.
-	NoHeaders bool
-}
-
-// Row is one API as a table shows it.
-type Row struct {
-	Name           string
-	RemovedIn      string
-	Removed        bool
-	CurrentHour    int64
-	Last24h        int64
-	Window         int64
-	TopUser        string
-	TopUserAgent   string
-	Replacement    string
-	Nodes          []string
-	Workload       string
-	WindowClients  int
-	WindowUserList []string
-}
-
-// Rows computes the table rows of a list, leaving out APIs with no requests
-// in the window once system traffic is excluded (if it is).
-func Rows(list sunsetv1.APIRequestCountList, o Options) []Row {
-	var rows []Row
-	for _, obj := range list.Items {
-		st := obj.Status
-		r := Row{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, Removed: st.Removed,
-			CurrentHour: st.CurrentHour.RequestCount, Last24h: st.RequestCount}
-		if o.ExcludeSystem {
-			r.CurrentHour -= st.CurrentHour.SystemRequestCount
-			r.Last24h -= st.SystemRequestCount
-		}
-		var users []sunsetv1.WindowUser
-		r.Window, r.WindowClients, users = verdict.WindowUse(obj, o.ExcludeSystem)
-		for _, u := range users {
-			r.WindowUserList = append(r.WindowUserList, u.UserName)
-		}
-		if len(users) > 0 {
-			r.TopUser = users[0].UserName
-			if len(users[0].UserAgents) > 0 {
-				r.TopUserAgent = users[0].UserAgents[0]
-			}
-		}
-		if r.Window == 0 {
+	errs = append(errs, validateSince(l.Since))
+	l.query = l.Filters.query()
+	for _, release := range []struct {
+		flag, value string
+		dst         *catalog.Release
+	}{{"--removed-in", l.RemovedIn, &l.query.RemovedIn}, {"--removed-before", l.RemovedBefore, &l.query.RemovedBefore}} {
+		if release.value == "" {
 			continue
 		}
-		if rep := st.Replacement; rep != nil {
-			r.Replacement = groupVersion(rep.Group, rep.Version) + " " + rep.Kind
-		}
-		r.Nodes = nodes(obj)
-		r.Workload = Workload(r.TopUser)
-		rows = append(rows, r)
-	}
-	return rows
-}
-
-func groupVersion(group, version string) string {
-	if group == "" {
-		return version
-	}
-	return group + "/" + version
-}
-
-func nodes(obj sunsetv1.APIRequestCount) []string {
-	seen := map[string]bool{}
-	for _, h := range obj.Status.Last24h {
-		for _, n := range h.ByNode {
-			seen[n.NodeName] = true
+		if *release.dst, err = catalog.ParseRelease(release.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", release.flag, err))
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for n := range seen {
-		out = append(out, n)
+	if l.State != "" && l.State != sunsetv1.StateDeprecated && l.State != sunsetv1.StateRemoved {
+		errs = append(errs, fmt.Errorf("--state %q is not one of deprecated, removed", l.State))
 	}
-	sort.Strings(out)
-	return out
+	l.query.State = l.State
+	return errors.Join(errs...)
 }
 
-// Workload names the namespace and service account of a service-account
-// username ("system:serviceaccount:ci:deployer" → "ci/deployer"), or "".
-func Workload(username string) string {
-	ns, sa, ok := workload.ServiceAccount(username)
-	if !ok {
-		return ""
-	}
-	return ns + "/" + sa
+// objects reports whether the output is the API's objects rather than a
+// table: json, yaml or one of kubectl's printers.
+func (l *ListRequest) objects() bool {
+	return l.printer != nil || l.format == FormatJSON || l.format == FormatYAML
 }
 
-// FormatDuration writes whole-hour durations the way people say them:
-// 24h, 168h, 90m.
-func FormatDuration(d time.Duration) string { return verdict.FormatDuration(d) }
-
-// Dash is s, or "-" in place of an empty s, for a table's cell.
-func Dash(s string) string {
-	if s == "" {
-		return "-"
+func (l *ListRequest) writeObject(w io.Writer, obj any) error {
+	if l.printer != nil {
+		return PrintObject(w, l.printer, obj)
 	}
-	return s
+	return WriteObject(w, obj, l.format)
 }
 
-// WriteTable writes rows as kubectl does: aligned columns, upper-case
-// headers. Wide adds replacement, nodes and workload. Every cell is
-// escaped for the terminal: names and user agents come from audit data.
-func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := []string{"NAME", "REMOVED IN", RequestsHeader("CURRENT HOUR", o), RequestsHeader("24H", o)}
-	windowed := o.Since != 24*time.Hour
-	if windowed {
-		header = append(header, RequestsHeader(strings.ToUpper(FormatDuration(o.Since)), o))
-	}
-	header = append(header, "TOP USER", "TOP USER AGENT")
-	if wide {
-		header = append(header, "REPLACEMENT", "NODES", "WORKLOAD")
-	}
-	if !o.NoHeaders {
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
-	}
-	for _, r := range rows {
-		removed := Dash(r.RemovedIn)
-		if r.Removed {
-			removed += " (removed)"
+// Run reads the list, or the one API, and prints it.
+func (l *ListRequest) Run(r Reader, out Output) error {
+	o := l.options()
+	if l.Name != "" {
+		obj, err := r.Get(l.Name, l.query)
+		if errors.Is(err, sunsetv1.ErrNotFound) {
+			return l.notFound(r)
 		}
-		cols := []string{r.Name, removed, fmt.Sprint(r.CurrentHour), fmt.Sprint(r.Last24h)}
-		if windowed {
-			cols = append(cols, fmt.Sprint(r.Window))
+		if err != nil {
+			return err
 		}
-		cols = append(cols, Dash(r.TopUser), Dash(r.TopUserAgent))
-		if wide {
-			cols = append(cols, Dash(r.Replacement), Dash(strings.Join(r.Nodes, ",")), Dash(r.Workload))
+		if l.objects() {
+			return l.writeObject(out.Out, obj)
 		}
-		fmt.Fprintln(tw, strings.Join(terminalCells(cols), "\t"))
+		return Describe(out.Out, obj, out.Now(), o)
 	}
-	return tw.Flush()
-}
-
-// RequestsHeader is the header of a count column over span ("24H"). With
-// system identities excluded it says so: the objects of -o json and
-// jsonpath keep OpenShift's totals, every user included, so the table's
-// number is not their requestCount.
-func RequestsHeader(span string, o Options) string {
-	if o.ExcludeSystem {
-		return "NON-SYSTEM REQUESTS (" + span + ")"
-	}
-	return "REQUESTS (" + span + ")"
-}
-
-// WriteObject writes v as indented JSON or as YAML.
-func WriteObject(w io.Writer, v any, f Format) error {
-	var b []byte
-	var err error
-	switch f {
-	case FormatYAML:
-		b, err = yaml.Marshal(v)
-	default:
-		b, err = jsonIndent(v)
-	}
+	list, err := r.List(l.query)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(b)
-	return err
+	rows := Rows(list, o)
+	if l.objects() {
+		return l.writeObject(out.Out, Kept(list, rows))
+	}
+	if len(rows) == 0 {
+		msg, _ := l.noRequests(r, l.query, list)
+		if filtered := l.filteredOut(r, o); filtered != "" {
+			msg = filtered
+		}
+		fmt.Fprintln(out.Err, msg)
+		return nil
+	}
+	o.NoHeaders = l.NoHeaders
+	return WriteTable(out.Out, rows, o, l.format == FormatWide)
 }
 
-// Kept is list with only the APIs that rows show, for the outputs that
-// print objects rather than rows.
-func Kept(list sunsetv1.APIRequestCountList, rows []Row) sunsetv1.APIRequestCountList {
-	kept := make(map[string]bool, len(rows))
-	for _, r := range rows {
-		kept[r.Name] = true
-	}
-	filtered := list
-	filtered.Items = []sunsetv1.APIRequestCount{}
-	for _, it := range list.Items {
-		if kept[it.Metadata.Name] {
-			filtered.Items = append(filtered.Items, it)
+// notFound says why Name has nothing to show: --cluster left it out, or
+// the name is not one recorded, with the recorded names it may mean.
+func (l *ListRequest) notFound(r Reader) error {
+	q := l.query
+	q.Cluster = ""
+	if l.Cluster != "" {
+		if _, err := r.Get(l.Name, q); err == nil {
+			return fmt.Errorf("no deprecated requests to %s were recorded in cluster %q; other clusters have some: leave out --cluster", l.Name, l.Cluster)
 		}
 	}
-	return filtered
+	msg := fmt.Sprintf("no deprecated requests to %s were recorded", l.Name)
+	q.User, q.RemovedIn, q.RemovedBefore, q.State = "", catalog.Release{}, catalog.Release{}, ""
+	var like []string
+	if all, err := r.List(q); err == nil {
+		for _, it := range all.Items {
+			if name := it.Metadata.Name; strings.HasPrefix(name, l.Name+".") || strings.HasPrefix(l.Name, strings.SplitN(name, ".", 2)[0]+".") {
+				like = append(like, name)
+			}
+		}
+	}
+	if len(like) > 0 {
+		return fmt.Errorf("%s; recorded: %s", msg, strings.Join(like, ", "))
+	}
+	return fmt.Errorf("%s (names look like cronjobs.v1beta1.batch; `sunset report` lists them)", msg)
+}
+
+// filters are the list's filter flags that are set, as typed.
+func (l *ListRequest) filters() []string {
+	var set []string
+	for _, f := range []struct{ flag, value string }{
+		{"--cluster", l.Cluster}, {"--removed-in", l.RemovedIn}, {"--removed-before", l.RemovedBefore},
+		{"--state", l.State}, {"--user", l.User},
+	} {
+		if f.value != "" {
+			set = append(set, f.flag+" "+f.value)
+		}
+	}
+	return set
+}
+
+// filteredOut says which filters emptied the window, when without them it
+// would show APIs; "" when there are none, or none would be shown anyway.
+//
+//	No deprecated API requests in the last 24h match --state removed (6 APIs were requested; without that filter, `sunset report` shows them).
+func (l *ListRequest) filteredOut(r Reader, o Options) string {
+	set := l.filters()
+	if len(set) == 0 {
+		return ""
+	}
+	q := l.query
+	q.Cluster, q.User, q.RemovedIn, q.RemovedBefore, q.State = "", "", catalog.Release{}, catalog.Release{}, ""
+	all, err := r.List(q)
+	if err != nil {
+		return ""
+	}
+	n := len(Rows(all, o))
+	if n == 0 {
+		return ""
+	}
+	those, were, them := "that filter", "were", "them"
+	if len(set) > 1 {
+		those = "those filters"
+	}
+	if n == 1 {
+		were, them = "was", "it"
+	}
+	return fmt.Sprintf("No deprecated API requests in the last %s match %s (%d API%s %s requested; without %s, `sunset report` shows %s).",
+		FormatDuration(l.Since), strings.Join(set, ", "), n, plural.S(n), were, those, them)
 }

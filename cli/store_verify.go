@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -34,4 +35,28 @@ func WriteVerify(w io.Writer, r store.Report) {
 	if r.Healthy() {
 		fmt.Fprintln(w, "healthy")
 	}
+}
+
+// Exit codes of `sunset store verify`.
+const (
+	ExitVerifyHealthy = 0
+	ExitVerifyFailed  = 1
+	ExitVerifyDamaged = 2
+)
+
+// Verify is `sunset store verify`: it checks dataDir (every block's
+// checksum unless quick) and prints what it found. A failed or damaging
+// verdict is an ExitCodeError.
+func Verify(dataDir string, quick bool, out Output) error {
+	r, err := store.Verify(dataDir, !quick)
+	if err != nil {
+		fmt.Fprintln(out.Err, "Error:", err)
+		return &ExitCodeError{Code: ExitVerifyFailed, Err: err}
+	}
+	WriteVerify(out.Out, r)
+	if !r.Healthy() {
+		fmt.Fprintf(out.Err, "Error: %s is damaged; keep a copy of it and see \"Recovering a damaged store\" in docs/operations.md\n", dataDir)
+		return &ExitCodeError{Code: ExitVerifyDamaged, Err: errors.New("damaged")}
+	}
+	return nil
 }
