@@ -3,13 +3,9 @@ package convert
 import (
 	"encoding/json"
 	"os"
-	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/catalog"
@@ -219,84 +215,6 @@ func TestEveryEntryIsCovered(t *testing.T) {
 	require.Equal(t, map[Method]int{SameFields: 34, Fields: 25, Refused: 37}, counts)
 }
 
-// TestSameFieldsMatchTheGoTypes checks the same-fields entries against
-// k8s.io/api: where both versions' Go types are still in client-go's
-// scheme, their JSON shapes (field names and types, recursively) must be
-// the same.
-func TestSameFieldsMatchTheGoTypes(t *testing.T) {
-	checked := 0
-	for _, c := range sameFields {
-		from, okFrom := goType(c.apiVersion, c.kind)
-		to, okTo := goType(c.to, c.kind)
-		if !okFrom || !okTo {
-			continue
-		}
-		checked++
-		if a, b := jsonShape(from, 0), jsonShape(to, 0); a != b {
-			t.Errorf("%s %s and %s %s differ:\n%s\n%s", c.apiVersion, c.kind, c.to, c.kind, a, b)
-		}
-	}
-	// autoscaling/v2beta2, flowcontrol v1alpha1 and apiregistration.k8s.io are
-	// not in the scheme; the migration guide is the word on those.
-	require.Equal(t, 31, checked)
-}
-
-// TestEventMatchesTheGoTypes checks that events.k8s.io/v1beta1 and v1
-// Event have the same JSON shape, so that the Event conversion only has to
-// refuse what v1's validation rejects.
-func TestEventMatchesTheGoTypes(t *testing.T) {
-	from, ok := goType("events.k8s.io/v1beta1", "Event")
-	require.True(t, ok)
-	to, ok := goType("events.k8s.io/v1", "Event")
-	require.True(t, ok)
-	require.Equal(t, jsonShape(from, 0), jsonShape(to, 0))
-	require.Contains(t, jsonShape(to, 0), "deprecatedSource:{component:string host:string}")
-}
-
-func goType(apiVersion, kind string) (reflect.Type, bool) {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return nil, false
-	}
-	obj, err := scheme.Scheme.New(gv.WithKind(kind))
-	if err != nil {
-		return nil, false
-	}
-	return reflect.TypeOf(obj).Elem(), true
-}
-
-// jsonShape describes a type as its JSON encoding sees it. Types outside
-// k8s.io/api (ObjectMeta, Quantity, Time, IntOrString) are leaves named by
-// their package and name.
-func jsonShape(t reflect.Type, depth int) string {
-	if depth > 20 {
-		return "…"
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return jsonShape(t.Elem(), depth+1)
-	case reflect.Slice:
-		return "[]" + jsonShape(t.Elem(), depth+1)
-	case reflect.Map:
-		return "map[" + t.Key().Kind().String() + "]" + jsonShape(t.Elem(), depth+1)
-	case reflect.Struct:
-		if !strings.HasPrefix(t.PkgPath(), "k8s.io/api/") {
-			return t.PkgPath() + "." + t.Name()
-		}
-		var fields []string
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" || f.Type.Name() == "TypeMeta" {
-				continue
-			}
-			fields = append(fields, name+":"+jsonShape(f.Type, depth+1))
-		}
-		return "{" + strings.Join(fields, " ") + "}"
-	}
-	return t.Kind().String()
-}
-
 func TestConfiguredEntriesAreRefused(t *testing.T) {
 	cat, err := catalog.New([]catalog.Entry{
 		{Group: "example.com", Version: "v1alpha1", Resource: "widgets", Kind: "Widget", DeprecatedIn: "1.30",
@@ -368,117 +286,4 @@ func TestChainOfConfiguredEntries(t *testing.T) {
 	require.Equal(t, "flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema", refused.From.String())
 	require.Equal(t, "its replacement flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is itself replaced by "+
 		"flowcontrol.apiserver.k8s.io/v2 FlowSchema, and the API comes from configuration, whose fields Sunset does not know", refused.Reason)
-}
-
-// TestOmitOldDefaults writes only what the replacement requires: the
-// selector apps/v1 requires and the admissionReviewVersions
-// admissionregistration v1 requires, none of the old defaults.
-func TestOmitOldDefaults(t *testing.T) {
-	tab := builtinTable(t)
-	for _, tc := range []struct{ name, in, want string }{
-		{"deployment", `apiVersion: extensions/v1beta1
-kind: Deployment
-metadata: {name: web}
-spec:
-  template:
-    metadata: {labels: {app: web}}
-`, `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-`},
-		{"daemonset", `apiVersion: extensions/v1beta1
-kind: DaemonSet
-metadata: {name: agent}
-spec:
-  template:
-    metadata: {labels: {app: agent}}
-`, `apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: agent}
-spec:
-  selector: {matchLabels: {app: agent}}
-  template:
-    metadata: {labels: {app: agent}}
-`},
-		{"statefulset", `apiVersion: apps/v1beta1
-kind: StatefulSet
-metadata: {name: db}
-spec:
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-`, `apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db}
-spec:
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-`},
-		{"webhook", `apiVersion: admissionregistration.k8s.io/v1beta1
-kind: ValidatingWebhookConfiguration
-metadata: {name: check}
-webhooks:
-- name: check.example.com
-  sideEffects: None
-  clientConfig: {url: "https://check.example.com"}
-`, `apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: check}
-webhooks:
-- name: check.example.com
-  sideEffects: None
-  admissionReviewVersions: [v1beta1]
-  clientConfig: {url: "https://check.example.com"}
-`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var in, want map[string]any
-			require.NoError(t, yaml.Unmarshal([]byte(tc.in), &in))
-			require.NoError(t, yaml.Unmarshal([]byte(tc.want), &want))
-			got, err := tab.Convert(in, OmitOldDefaults())
-			require.NoError(t, err)
-			require.Equal(t, want, got)
-		})
-	}
-}
-
-// TestOldDefaultsWrittenByDefault keeps what a manifest applied afresh
-// needs: the extensions/v1beta1 Deployment's defaults.
-func TestOldDefaultsWrittenByDefault(t *testing.T) {
-	var in, want map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(`apiVersion: extensions/v1beta1
-kind: Deployment
-metadata: {name: web}
-spec:
-  template:
-    metadata: {labels: {app: web}}
-`), &in))
-	require.NoError(t, yaml.Unmarshal([]byte(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  selector: {matchLabels: {app: web}}
-  revisionHistoryLimit: 2147483647
-  progressDeadlineSeconds: 2147483647
-  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
-  template:
-    metadata: {labels: {app: web}}
-`), &want))
-	got, err := builtinTable(t).Convert(in)
-	require.NoError(t, err)
-	// yaml decodes numbers as float64; Convert writes int64.
-	b, err := json.Marshal(got)
-	require.NoError(t, err)
-	var gotJSON map[string]any
-	require.NoError(t, json.Unmarshal(b, &gotJSON))
-	wantB, err := json.Marshal(want)
-	require.NoError(t, err)
-	var wantJSON map[string]any
-	require.NoError(t, json.Unmarshal(wantB, &wantJSON))
-	require.Equal(t, wantJSON, gotJSON)
 }
