@@ -40,18 +40,6 @@ const (
 // wire: the same number, which both sides promise.
 func exitCode(c sunsetv1.ExitCode) int { return int(c) }
 
-// Severity of a finding.
-const (
-	SeverityRemoved    = sunsetv1.SeverityRemoved
-	SeverityDeprecated = sunsetv1.SeverityDeprecated
-)
-
-// CheckOptions configure Check.
-type CheckOptions = verdict.CheckOptions
-
-// Finding is one API that was requested in the window.
-type Finding = sunsetv1.Finding
-
 // CheckResult is the verdict of the upgrade gate. The logic is package
 // verdict's, so `sunset check` and the upgradechecks endpoint agree; its
 // JSON is sunsetv1.CheckResult's.
@@ -60,13 +48,13 @@ type CheckResult struct{ sunsetv1.CheckResult }
 // Check decides whether upgrading to the target is safe from what list says
 // was requested. list must have been read with Since set, so each item has
 // a window.
-func Check(list sunsetv1.APIRequestCountList, o CheckOptions) CheckResult {
+func Check(list sunsetv1.APIRequestCountList, o verdict.CheckOptions) CheckResult {
 	return CheckResult{verdict.Check(list, o)}
 }
 
 // acceptedWhy says why an accepted finding does not count: each caller
 // stopped or exempted, and until when.
-func acceptedWhy(f Finding) string {
+func acceptedWhy(f sunsetv1.Finding) string {
 	var parts []string
 	for _, c := range f.Callers {
 		switch {
@@ -194,7 +182,7 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 			return err
 		}
 	}
-	res := Check(list, CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
+	res := Check(list, verdict.CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
 		WebhookCertificates: webhooks.Certificates, Now: c.now(r, out), CleanFor: c.CleanFor, Exemptions: exemptions, From: c.from})
 	if len(res.Findings) == 0 {
 		// Safe, but say so when the window misses what the store holds.

@@ -30,7 +30,7 @@ func TestWireExitCodesAreTheProcessExitCodes(t *testing.T) {
 // no longer count and why.
 func TestAcceptedFindingsSayWhy(t *testing.T) {
 	at := time.Date(2026, 11, 21, 7, 0, 0, 0, time.UTC)
-	res := CheckResult{sunsetv1.CheckResult{Since: "24h", Message: "Safe.", Findings: []Finding{{
+	res := CheckResult{sunsetv1.CheckResult{Since: "24h", Message: "Safe.", Findings: []sunsetv1.Finding{{
 		Name: "cronjobs.v1beta1.batch", Warning: "batch/v1beta1 CronJob is deprecated", Requests: 3, ClientCount: 2, Clients: []string{"ci", "helm"}, Accepted: true,
 		Callers: []sunsetv1.Caller{
 			{UserName: "ci", LastSeen: at, Stopped: true},
