@@ -214,3 +214,38 @@ func TestSweepDeletesMoreThanOneTransactionHolds(t *testing.T) {
 	require.Equal(t, keys, n, "every record of the hour")
 	require.Empty(t, keysByKind(t, s))
 }
+
+func TestMaintainCompactsOnceADayAfterASweepDeletes(t *testing.T) {
+	day := nextWeek.Truncate(24 * time.Hour).Add(24 * time.Hour)
+	c := &clock{t: day.Add(time.Minute)}
+	s, err := Open(Options{Dir: t.TempDir(), Retention: time.Hour, Logger: zerolog.Nop(), Now: c.now})
+	require.NoError(t, err)
+	defer s.Close()
+	var m maintenance
+
+	hourOfLoad(t, s, day, 400, 10)
+	s.maintain(&m)
+	require.Equal(t, uint64(0), s.Compactions(), "nothing expired, so nothing to compact")
+
+	// The first hour expires an hour after its end.
+	c.t = day.Add(2*time.Hour + time.Minute)
+	hourOfLoad(t, s, day.Add(2*time.Hour), 400, 10)
+	s.maintain(&m)
+	require.Equal(t, uint64(1), s.Compactions(), "a sweep deleted the first hour")
+
+	c.t = day.Add(4*time.Hour + time.Minute)
+	s.maintain(&m)
+	require.Equal(t, uint64(1), s.Compactions(), "the same day: swept, not compacted again")
+
+	c.t = day.Add(24*time.Hour + time.Minute)
+	s.maintain(&m)
+	require.Equal(t, uint64(2), s.Compactions(), "a new day, and the second load was swept in the day before")
+
+	c.t = day.Add(48*time.Hour + time.Minute)
+	s.maintain(&m)
+	require.Equal(t, uint64(2), s.Compactions(), "nothing swept since the last compaction")
+	require.Empty(t, keysByKind(t, s))
+	// Each load wrote 10 count keys and 1 segment of marks, both loads
+	// the same 10 APIs' metadata: 11 records swept, then 21.
+	require.Equal(t, uint64(32), s.Swept())
+}

@@ -157,6 +157,7 @@ type Store struct {
 	reserve   int64
 	refused   atomic.Uint64
 	swept     atomic.Uint64
+	compacted atomic.Uint64
 	log       zerolog.Logger
 	retention time.Duration
 	now       func() time.Time
