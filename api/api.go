@@ -28,10 +28,8 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -41,8 +39,6 @@ import (
 	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
@@ -245,35 +241,6 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable
 	httpjson.WriteFor(w, r, http.StatusOK, t)
 }
 
-// selectors are a list's labelSelector and fieldSelector.
-type selectors struct {
-	labels labels.Selector
-	fields fields.Selector
-}
-
-// parseSelectors reads labelSelector and fieldSelector; the only field is
-// metadata.name, as for most Kubernetes resources.
-func parseSelectors(v url.Values) (selectors, error) {
-	ls, err := labels.Parse(v.Get("labelSelector"))
-	if err != nil {
-		return selectors{}, fmt.Errorf("labelSelector: %w", err)
-	}
-	fs, err := fields.ParseSelector(v.Get("fieldSelector"))
-	if err != nil {
-		return selectors{}, fmt.Errorf("fieldSelector: %w", err)
-	}
-	for _, req := range fs.Requirements() {
-		if req.Field != "metadata.name" {
-			return selectors{}, fmt.Errorf("fieldSelector: field label not supported: %s (the only one is metadata.name)", req.Field)
-		}
-	}
-	return selectors{labels: ls, fields: fs}, nil
-}
-
-func (s selectors) matches(meta metav1.ObjectMeta) bool {
-	return s.labels.Matches(labels.Set(meta.Labels)) && s.fields.Matches(fields.Set{"metadata.name": meta.Name})
-}
-
 func (h *Handler) getField(w http.ResponseWriter, r *http.Request) {
 	gr := FieldRequestCountsResource.GroupResource()
 	q, ok := h.begin(w, r, gr, getParams, kubeGetParams)
@@ -378,103 +345,4 @@ func readMethod(w http.ResponseWriter, r *http.Request, deletable bool) bool {
 func (h *Handler) internalError(w http.ResponseWriter, err error) {
 	h.log.Error().Err(err).Msg("reading counts")
 	httpjson.WriteStatus(w, apierrors.NewInternalError(fmt.Errorf("reading counts: %w", err)))
-}
-
-// DeleteResult answers a DELETE: what was (or, in a dry run, would be)
-// removed.
-type DeleteResult struct {
-	Kind       string `json:"kind"`
-	APIVersion string `json:"apiVersion"`
-	Status     string `json:"status"`
-	DryRun     bool   `json:"dryRun,omitempty"`
-	Details    struct {
-		Name  string `json:"name"`
-		Group string `json:"group"`
-		Kind  string `json:"kind"`
-		// Clusters and the requests removed from each.
-		Clusters map[string]uint64 `json:"clusters"`
-	} `json:"details"`
-}
-
-// maxDeleteOptionsBytes bounds the DeleteOptions body kubectl sends.
-const maxDeleteOptionsBytes = 64 << 10
-
-// delete resets an API's counts (all clusters, or ?cluster=), after a
-// migration: the API then counts again from zero. A dry run (?dryRun=All,
-// or dryRun: [All] in the DeleteOptions body, as `kubectl delete
-// --dry-run=server` sends) answers the same and removes nothing.
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
-	v := r.URL.Query()
-	var problems []string
-	for key := range v {
-		if key != "cluster" && key != "dryRun" && key != "pretty" {
-			problems = append(problems, fmt.Sprintf("unknown parameter %q (known: cluster, dryRun)", key))
-		}
-	}
-	dryRun := false
-	if d, ok := v["dryRun"]; ok {
-		if len(d) != 1 || d[0] != metav1.DryRunAll {
-			problems = append(problems, fmt.Sprintf("dryRun %q is not valid; the only valid value is All", strings.Join(d, ",")))
-		}
-		dryRun = true
-	}
-	opts, err := readDeleteOptions(r)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	if len(opts.DryRun) > 0 {
-		if len(opts.DryRun) != 1 || opts.DryRun[0] != metav1.DryRunAll {
-			problems = append(problems, fmt.Sprintf("dryRun %q is not valid; the only valid value is All", strings.Join(opts.DryRun, ",")))
-		}
-		dryRun = true
-	}
-	if len(problems) > 0 {
-		slices.Sort(problems)
-		httpjson.WriteStatus(w, apierrors.NewBadRequest(strings.Join(problems, "; ")))
-		return
-	}
-	gr := APIRequestCountsResource.GroupResource()
-	name, cluster := r.PathValue("name"), v.Get("cluster")
-	res := DeleteResult{Kind: "Status", APIVersion: "v1", Status: metav1.StatusSuccess, DryRun: dryRun}
-	res.Details.Name, res.Details.Group, res.Details.Kind, res.Details.Clusters = name, gr.Group, gr.Resource, map[string]uint64{}
-	for _, info := range h.svc.q.APIs() {
-		if info.API != name || (cluster != "" && info.Cluster != cluster) {
-			continue
-		}
-		n, err := h.deleter.DeleteAPI(info.Cluster, name, dryRun)
-		if err != nil {
-			h.internalError(w, err)
-			return
-		}
-		res.Details.Clusters[info.Cluster] = n
-	}
-	if len(res.Details.Clusters) == 0 {
-		httpjson.WriteStatus(w, notFound(gr, name, "nothing to delete"))
-		return
-	}
-	if !dryRun {
-		h.log.Info().Str("api", name).Str("cluster", cluster).Interface("requests", res.Details.Clusters).Msg("counts reset")
-	}
-	httpjson.WriteFor(w, r, http.StatusOK, res)
-}
-
-// readDeleteOptions reads the optional metav1.DeleteOptions body.
-func readDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
-	var opts metav1.DeleteOptions
-	if r.Body == nil {
-		return opts, nil
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxDeleteOptionsBytes+1))
-	switch {
-	case err != nil:
-		return opts, fmt.Errorf("reading the DeleteOptions body: %w", err)
-	case len(body) > maxDeleteOptionsBytes:
-		return opts, fmt.Errorf("the DeleteOptions body is over %d bytes", maxDeleteOptionsBytes)
-	case len(strings.TrimSpace(string(body))) == 0:
-		return opts, nil
-	}
-	if err := json.Unmarshal(body, &opts); err != nil {
-		return opts, fmt.Errorf("the body is not a DeleteOptions object: %w", err)
-	}
-	return opts, nil
 }
