@@ -44,26 +44,28 @@ func TestCodecsStopAtTheBound(t *testing.T) {
 				size    int
 				tooLong bool
 			}{{bound, false}, {bound + 1, true}, {64 << 20, true}} {
-				var z bytes.Buffer
-				w := codecs[c].NewWriter(&z)
-				_, err := w.Write(make([]byte, tc.size))
-				require.NoError(t, err)
-				require.NoError(t, w.Close())
-				r := codecs[c].NewReader(&z)
-				var out bytes.Buffer
-				n, err := out.ReadFrom(r)
-				require.NoError(t, r.Close())
-				if !tc.tooLong {
+				t.Run(fmt.Sprintf("%d bytes", tc.size), func(t *testing.T) {
+					var z bytes.Buffer
+					w := codecs[c].NewWriter(&z)
+					_, err := w.Write(make([]byte, tc.size))
 					require.NoError(t, err)
-					require.Equal(t, int64(tc.size), n)
-					continue
-				}
-				require.EqualError(t, err, "kafka: a record batch decompresses to more than 1048576 bytes (kafka.maxDecompressedBytes)")
-				require.True(t, isTooLarge(err))
-				var ke kafkago.Error
-				require.ErrorAs(t, err, &ke, "kafka-go's reader hands it to FetchMessage")
-				require.Equal(t, kafkago.MessageSizeTooLarge, ke)
-				require.Equal(t, int64(bound), n, "nothing past the bound is kept")
+					require.NoError(t, w.Close())
+					r := codecs[c].NewReader(&z)
+					var out bytes.Buffer
+					n, err := out.ReadFrom(r)
+					require.NoError(t, r.Close())
+					if !tc.tooLong {
+						require.NoError(t, err)
+						require.Equal(t, int64(tc.size), n)
+						return
+					}
+					require.EqualError(t, err, "kafka: a record batch decompresses to more than 1048576 bytes (kafka.maxDecompressedBytes)")
+					require.True(t, isTooLarge(err))
+					var ke kafkago.Error
+					require.ErrorAs(t, err, &ke, "kafka-go's reader hands it to FetchMessage")
+					require.Equal(t, kafkago.MessageSizeTooLarge, ke)
+					require.Equal(t, int64(bound), n, "nothing past the bound is kept")
+				})
 			}
 		})
 	}

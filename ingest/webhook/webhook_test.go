@@ -108,19 +108,22 @@ sunset_webhook_overloaded_total 1
 
 func TestCommitFailureAnswers500AndShutdown503(t *testing.T) {
 	for _, tc := range []struct {
+		name       string
 		err        error
 		code       int
 		retryAfter string
 	}{
-		{context.DeadlineExceeded, http.StatusInternalServerError, ""},
-		{aggregate.ErrStopped, http.StatusServiceUnavailable, "10"},
+		{"commit failed", context.DeadlineExceeded, http.StatusInternalServerError, ""},
+		{"shutting down", aggregate.ErrStopped, http.StatusServiceUnavailable, "10"},
 	} {
-		srv := newServer(t, &blockingIngester{err: tc.err}, 1, nil)
-		resp, err := http.Post(srv.URL+"/audit/webhook/n1", "application/json", strings.NewReader(oneEvent))
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, tc.code, resp.StatusCode)
-		require.Equal(t, tc.retryAfter, resp.Header.Get("Retry-After"))
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, &blockingIngester{err: tc.err}, 1, nil)
+			resp, err := http.Post(srv.URL+"/audit/webhook/n1", "application/json", strings.NewReader(oneEvent))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, tc.code, resp.StatusCode)
+			require.Equal(t, tc.retryAfter, resp.Header.Get("Retry-After"))
+		})
 	}
 }
 
