@@ -12,11 +12,6 @@ import (
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
-// bombEntries is how many empty strings the array bomb's list holds: 54
-// MiB of JSON, inside the webhook's 64 MiB body limit. Decoded into a
-// []string they took 1.2 GiB at peak.
-const bombEntries = 18 << 20
-
 // heapBudget is what decoding one hostile event may allocate beyond the
 // input itself.
 const heapBudget = 64 << 20
@@ -118,7 +113,7 @@ func list(raw []byte) []byte {
 // bounded amount beyond the input, and notes what it left out.
 func TestArrayBombInSourceIPs(t *testing.T) {
 	raw := bombEvent(`"sourceIPs":`, `["10.0.0.1",`, `"",`, `"192.0.2.7"]`, bombEntries)
-	require.Greater(t, len(raw), 50<<20)
+	require.Greater(t, len(raw), bombMinBytes)
 	for _, d := range eventDecoders {
 		t.Run(d.name, func(t *testing.T) {
 			in := d.input(raw)
@@ -140,7 +135,7 @@ func TestArrayBombsInOtherLists(t *testing.T) {
 	if testing.Short() {
 		t.Skip("decodes 20 MiB events")
 	}
-	const n = 6 << 20
+	const n = bombListEntries
 	for name, raw := range map[string][]byte{
 		"groups":   bombEvent(`"user":{"username":"u","groups":`, `[`, `"",`, `"g"]}`, n),
 		"pod-name": bombEvent(`"user":{"username":"u","extra":{"authentication.kubernetes.io/pod-name":`, `["pod-1",`, `"",`, `"x"]}}`, n),
@@ -154,6 +149,9 @@ func TestArrayBombsInOtherLists(t *testing.T) {
 			`{"mutation.webhook.admission.k8s.io/round_0_index_0":"{\"configuration\":\"c\",\"webhook\":\"w\",\"mutated\":true}",`,
 			`"failed-open.validating.webhook.admission.k8s.io/round_0_index_0":"w",`, `"k8s.io/deprecated":"true"}`, n/16),
 	} {
+		// Every decoder takes the path it takes for a bomb of any size: a
+		// stream skips the event unread.
+		require.Greater(t, len(raw), maxItemBytes, name)
 		for _, d := range eventDecoders {
 			t.Run(name+"/"+d.name, func(t *testing.T) {
 				in := d.input(raw)
