@@ -45,10 +45,10 @@ func exitCode(c sunsetv1.ExitCode) int { return int(c) }
 // JSON is sunsetv1.CheckResult's.
 type CheckResult struct{ sunsetv1.CheckResult }
 
-// Check decides whether upgrading to the target is safe from what list says
+// checkVerdict decides whether upgrading to the target is safe from what list says
 // was requested. list must have been read with Since set, so each item has
 // a window.
-func Check(list sunsetv1.APIRequestCountList, o verdict.CheckOptions) CheckResult {
+func checkVerdict(list sunsetv1.APIRequestCountList, o verdict.CheckOptions) CheckResult {
 	return CheckResult{verdict.Check(list, o)}
 }
 
@@ -182,7 +182,7 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 			return err
 		}
 	}
-	res := Check(list, verdict.CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
+	res := checkVerdict(list, verdict.CheckOptions{Target: c.target, Since: c.Since, ExcludeSystem: c.ExcludeSystem, WarningsAsErrors: c.WarningsAsErrors,
 		WebhookCertificates: webhooks.Certificates, Now: c.now(r, out), CleanFor: c.CleanFor, Exemptions: exemptions, From: c.from})
 	if len(res.Findings) == 0 {
 		// Safe, but say so when the window misses what the store holds.
@@ -196,7 +196,7 @@ func (c *CheckRequest) Run(r Reader, out Output) error {
 		}
 	}
 	if c.Output == "json" {
-		err = WriteObject(out.Out, res, FormatJSON)
+		err = encodeObject(out.Out, res, formatJSON)
 	} else {
 		err = c.writeText(out, res)
 	}

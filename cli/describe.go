@@ -15,8 +15,8 @@ import (
 
 var sparks = []rune(" ▁▂▃▄▅▆▇█")
 
-// Sparkline draws counts as bars, highest = full block, zero = blank.
-func Sparkline(counts []int64) string {
+// sparkline draws counts as bars, highest = full block, zero = blank.
+func sparkline(counts []int64) string {
 	var top int64
 	for _, c := range counts {
 		top = max(top, c)
@@ -60,9 +60,9 @@ type userTotal struct {
 	workload            *sunsetv1.Workload
 }
 
-// Describe writes one API as a readable breakdown: lifecycle, the last 24
+// describeAPI writes one API as a readable breakdown: lifecycle, the last 24
 // hours as a bar row, and requests per node and per user.
-func Describe(w io.Writer, obj sunsetv1.APIRequestCount, now time.Time, o Options) error {
+func describeAPI(w io.Writer, obj sunsetv1.APIRequestCount, now time.Time, o reportOptions) error {
 	st := obj.Status
 	total, current := st.RequestCount, st.CurrentHour.RequestCount
 	if o.ExcludeSystem {
@@ -97,7 +97,7 @@ func Describe(w io.Writer, obj sunsetv1.APIRequestCount, now time.Time, o Option
 	}
 
 	counts, first := hourly(st, now, o.ExcludeSystem)
-	fmt.Fprintf(w, "\nLast 24h, per UTC hour from %02d:00 to %02d:00:\n  %s\n", first, now.UTC().Hour(), Sparkline(counts))
+	fmt.Fprintf(w, "\nLast 24h, per UTC hour from %02d:00 to %02d:00:\n  %s\n", first, now.UTC().Hour(), sparkline(counts))
 	var peak int64
 	for _, c := range counts {
 		peak = max(peak, c)
@@ -199,7 +199,7 @@ func Describe(w io.Writer, obj sunsetv1.APIRequestCount, now time.Time, o Option
 // describeWorkload is "ns/sa", with the likely owner and pod count when
 // pod-bound tokens were seen: "apps/sync (Deployment legacy-sync, 3 pods)".
 func describeWorkload(username string, w *sunsetv1.Workload) string {
-	s := Workload(username)
+	s := workloadOf(username)
 	if w == nil || w.Owner == nil {
 		return s
 	}

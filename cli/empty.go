@@ -10,7 +10,7 @@ import (
 	"github.com/kube-sunset/sunset/verdict"
 )
 
-// NoRequests says that window, a list read with Since set, holds no
+// emptyWindow says that window, a list read with Since set, holds no
 // requests to report, and hints at what the store does hold: requests by
 // system identities that were left out, and older requests within the
 // retention, read into retained (a list with the same filters and Since
@@ -18,7 +18,7 @@ import (
 // nothing to hint at.
 //
 //	No deprecated API requests in the last 24h (66 older ones within the 720h retention; try --since 720h).
-func NoRequests(window sunsetv1.APIRequestCountList, retained *sunsetv1.APIRequestCountList, retention time.Duration, o Options) (msg string, hinted bool) {
+func emptyWindow(window sunsetv1.APIRequestCountList, retained *sunsetv1.APIRequestCountList, retention time.Duration, o reportOptions) (msg string, hinted bool) {
 	var hints []string
 	sysNow := systemRequests(window)
 	if o.ExcludeSystem && sysNow > 0 {

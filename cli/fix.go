@@ -64,7 +64,7 @@ func (r *FixCRDRequest) Validate() error {
 // cannot be fixed is reported and the others are still fixed; any such
 // CRD makes the command exit 1.
 func (r *FixCRDRequest) Run(ctx context.Context, out Output) error {
-	cfg, err := KubeConfig(r.Kubeconfig, r.Context)
+	cfg, err := kubeConfig(r.Kubeconfig, r.Context)
 	if err != nil {
 		return err
 	}

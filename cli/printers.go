@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 )
 
-// ObjectPrinter is the printer of an -o that prints API objects as kubectl
+// objectPrinter is the printer of an -o that prints API objects as kubectl
 // does (name, jsonpath=…, custom-columns=…), from k8s.io/cli-runtime; nil
 // for Sunset's own formats (table, wide, json, yaml).
-func ObjectPrinter(output string, noHeaders bool) (printers.ResourcePrinter, error) {
+func objectPrinter(output string, noHeaders bool) (printers.ResourcePrinter, error) {
 	kind, arg, _ := strings.Cut(output, "=")
 	switch kind {
 	case "name":
@@ -38,8 +38,8 @@ func ObjectPrinter(output string, noHeaders bool) (printers.ResourcePrinter, err
 	return nil, nil
 }
 
-// PrintObject prints an API object (or list) through p.
-func PrintObject(w io.Writer, p printers.ResourcePrinter, v any) error {
+// printObject prints an API object (or list) through p.
+func printObject(w io.Writer, p printers.ResourcePrinter, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err

@@ -24,18 +24,18 @@ type ListRequest struct {
 	State                    string
 
 	query   sunsetv1.Query
-	format  Format
+	format  outputFormat
 	printer printers.ResourcePrinter
 }
 
 // Validate checks the flags and prepares the query.
 func (l *ListRequest) Validate() error {
 	var errs []error
-	printer, err := ObjectPrinter(l.Output, l.NoHeaders)
+	printer, err := objectPrinter(l.Output, l.NoHeaders)
 	errs = append(errs, err)
-	l.printer, l.format = printer, FormatJSON
+	l.printer, l.format = printer, formatJSON
 	if err == nil && printer == nil {
-		l.format, err = ParseFormat(l.Output)
+		l.format, err = parseFormat(l.Output)
 		errs = append(errs, err)
 	}
 	errs = append(errs, validateSince(l.Since))
@@ -61,14 +61,14 @@ func (l *ListRequest) Validate() error {
 // objects reports whether the output is the API's objects rather than a
 // table: json, yaml or one of kubectl's printers.
 func (l *ListRequest) objects() bool {
-	return l.printer != nil || l.format == FormatJSON || l.format == FormatYAML
+	return l.printer != nil || l.format == formatJSON || l.format == formatYAML
 }
 
 func (l *ListRequest) writeObject(w io.Writer, obj any) error {
 	if l.printer != nil {
-		return PrintObject(w, l.printer, obj)
+		return printObject(w, l.printer, obj)
 	}
-	return WriteObject(w, obj, l.format)
+	return encodeObject(w, obj, l.format)
 }
 
 // Run reads the list, or the one API, and prints it.
@@ -85,15 +85,15 @@ func (l *ListRequest) Run(r Reader, out Output) error {
 		if l.objects() {
 			return l.writeObject(out.Out, obj)
 		}
-		return Describe(out.Out, obj, out.Now(), o)
+		return describeAPI(out.Out, obj, out.Now(), o)
 	}
 	list, err := r.List(l.query)
 	if err != nil {
 		return err
 	}
-	rows := Rows(list, o)
+	rows := tableRows(list, o)
 	if l.objects() {
-		return l.writeObject(out.Out, Kept(list, rows))
+		return l.writeObject(out.Out, keptAPIs(list, rows))
 	}
 	if len(rows) == 0 {
 		msg, _ := l.noRequests(r, l.query, list)
@@ -104,7 +104,7 @@ func (l *ListRequest) Run(r Reader, out Output) error {
 		return nil
 	}
 	o.NoHeaders = l.NoHeaders
-	return WriteTable(out.Out, rows, o, l.format == FormatWide)
+	return writeTable(out.Out, rows, o, l.format == formatWide)
 }
 
 // notFound says why Name has nothing to show: --cluster left it out, or
@@ -151,7 +151,7 @@ func (l *ListRequest) filters() []string {
 // would show APIs; "" when there are none, or none would be shown anyway.
 //
 //	No deprecated API requests in the last 24h match --state removed (6 APIs were requested; without that filter, `sunset report` shows them).
-func (l *ListRequest) filteredOut(r Reader, o Options) string {
+func (l *ListRequest) filteredOut(r Reader, o reportOptions) string {
 	set := l.filters()
 	if len(set) == 0 {
 		return ""
@@ -162,7 +162,7 @@ func (l *ListRequest) filteredOut(r Reader, o Options) string {
 	if err != nil {
 		return ""
 	}
-	n := len(Rows(all, o))
+	n := len(tableRows(all, o))
 	if n == 0 {
 		return ""
 	}

@@ -13,26 +13,26 @@ import (
 )
 
 func TestSparkline(t *testing.T) {
-	require.Equal(t, "  ", Sparkline([]int64{0, 0}))
-	require.Equal(t, " █", Sparkline([]int64{0, 1}))
-	require.Equal(t, "▁▄█ ", Sparkline([]int64{1, 4, 8, 0}))
-	require.Equal(t, "▁▁█", Sparkline([]int64{1, 2, 100}), "a single request is still visible")
+	require.Equal(t, "  ", sparkline([]int64{0, 0}))
+	require.Equal(t, " █", sparkline([]int64{0, 1}))
+	require.Equal(t, "▁▄█ ", sparkline([]int64{1, 4, 8, 0}))
+	require.Equal(t, "▁▁█", sparkline([]int64{1, 2, 100}), "a single request is still visible")
 }
 
 func TestWorkloadAndDuration(t *testing.T) {
-	require.Equal(t, "ci/deployer", Workload("system:serviceaccount:ci:deployer"))
-	require.Empty(t, Workload("alice"))
-	require.Empty(t, Workload("system:serviceaccount:broken"))
+	require.Equal(t, "ci/deployer", workloadOf("system:serviceaccount:ci:deployer"))
+	require.Empty(t, workloadOf("alice"))
+	require.Empty(t, workloadOf("system:serviceaccount:broken"))
 	require.Equal(t, "24h", FormatDuration(24*time.Hour))
 	require.Equal(t, "168h", FormatDuration(7*24*time.Hour))
 	require.Equal(t, "1h30m", FormatDuration(90*time.Minute))
 }
 
 func TestParseFormat(t *testing.T) {
-	f, err := ParseFormat("")
+	f, err := parseFormat("")
 	require.NoError(t, err)
-	require.Equal(t, FormatTable, f)
-	_, err = ParseFormat("xml")
+	require.Equal(t, formatTable, f)
+	_, err = parseFormat("xml")
 	require.EqualError(t, err, `-o "xml" is not one of table, wide, json, yaml`)
 }
 
@@ -63,13 +63,13 @@ func TestExcludeSystemHeaderSaysWhichCount(t *testing.T) {
 			"endpoints.v1           -            35                        35               system:apiserver   -\n",
 			[]string{"componentstatuses.v1", "endpoints.v1"}},
 	} {
-		o := Options{ExcludeSystem: tc.exclude, Since: 24 * time.Hour}
-		rows := Rows(list, o)
+		o := reportOptions{ExcludeSystem: tc.exclude, Since: 24 * time.Hour}
+		rows := tableRows(list, o)
 		var b bytes.Buffer
-		require.NoError(t, WriteTable(&b, rows, o, false))
+		require.NoError(t, writeTable(&b, rows, o, false))
 		require.Equal(t, tc.table, b.String())
 		var kept []string
-		for _, it := range Kept(list, rows).Items {
+		for _, it := range keptAPIs(list, rows).Items {
 			kept = append(kept, it.Metadata.Name)
 			require.Equal(t, list.Items[slices.IndexFunc(list.Items, func(o sunsetv1.APIRequestCount) bool { return o.Metadata.Name == it.Metadata.Name })].Status, it.Status)
 		}

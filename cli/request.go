@@ -88,7 +88,9 @@ func (f Filters) query() sunsetv1.Query {
 	return q
 }
 
-func (f Filters) options() Options { return Options{ExcludeSystem: f.ExcludeSystem, Since: f.Since} }
+func (f Filters) options() reportOptions {
+	return reportOptions{ExcludeSystem: f.ExcludeSystem, Since: f.Since}
+}
 
 // noRequests explains an empty window with what r holds within its
 // retention, read through the same API with the same filters.
@@ -104,5 +106,5 @@ func (f Filters) noRequests(r Reader, q sunsetv1.Query, window sunsetv1.APIReque
 			}
 		}
 	}
-	return NoRequests(window, retained, retention, f.options())
+	return emptyWindow(window, retained, retention, f.options())
 }

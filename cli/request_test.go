@@ -18,7 +18,7 @@ func TestRequestsValidate(t *testing.T) {
 	require.NoError(t, list.Validate())
 	require.Equal(t, sunsetv1.Query{Users: sunsetv1.MaxUsersToReport, Cluster: "prod", User: "bob", Since: 48 * time.Hour, State: "removed",
 		RemovedIn: catalog.Release{Major: 1, Minor: 37}, RemovedBefore: catalog.Release{Major: 1, Minor: 38}}, list.query)
-	require.Equal(t, FormatWide, list.format)
+	require.Equal(t, formatWide, list.format)
 	require.Nil(t, list.printer)
 
 	named := ListRequest{Filters: day, Output: "name"}
@@ -32,7 +32,7 @@ func TestRequestsValidate(t *testing.T) {
 
 	webhooks := WebhooksRequest{Since: 24 * time.Hour, Class: "critical", Output: "yaml", Cluster: "prod"}
 	require.NoError(t, webhooks.Validate())
-	require.Equal(t, FormatYAML, webhooks.format)
+	require.Equal(t, formatYAML, webhooks.format)
 	require.Equal(t, "prod", webhooks.query.Cluster)
 
 	for _, tc := range []struct {

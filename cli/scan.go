@@ -78,9 +78,9 @@ func (o *ScanOptions) wanted() bool { return len(o.Paths) > 0 || o.cluster() }
 
 func (o *ScanOptions) cluster() bool { return o.Kubeconfig != "" || o.Context != "" }
 
-// KubeConfig loads a kubeconfig as kubectl does: the file given, else
+// kubeConfig loads a kubeconfig as kubectl does: the file given, else
 // KUBECONFIG, else ~/.kube/config; the context given, else the current one.
-func KubeConfig(kubeconfig, context string) (*rest.Config, error) {
+func kubeConfig(kubeconfig, context string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
@@ -105,7 +105,7 @@ func (o *ScanOptions) run(ctx context.Context, target catalog.Release) (report.R
 	var cfg *rest.Config
 	apiVersions := o.APIVersions
 	if o.cluster() {
-		if cfg, err = KubeConfig(o.Kubeconfig, o.Context); err != nil {
+		if cfg, err = kubeConfig(o.Kubeconfig, o.Context); err != nil {
 			return res, err
 		}
 		if len(o.Paths) > 0 {

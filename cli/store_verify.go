@@ -8,8 +8,8 @@ import (
 	"github.com/kube-sunset/sunset/store"
 )
 
-// WriteVerify prints what `sunset store verify` found in a data directory.
-func WriteVerify(w io.Writer, r store.Report) {
+// writeVerify prints what `sunset store verify` found in a data directory.
+func writeVerify(w io.Writer, r store.Report) {
 	fmt.Fprintf(w, "data directory: %s\n", r.Dir)
 	if r.Empty {
 		fmt.Fprintln(w, "holds no store yet: serve creates one")
@@ -39,9 +39,9 @@ func WriteVerify(w io.Writer, r store.Report) {
 
 // Exit codes of `sunset store verify`.
 const (
-	ExitVerifyHealthy = 0
-	ExitVerifyFailed  = 1
-	ExitVerifyDamaged = 2
+	exitVerifyHealthy = 0
+	exitVerifyFailed  = 1
+	exitVerifyDamaged = 2
 )
 
 // Verify is `sunset store verify`: it checks dataDir (every block's
@@ -51,12 +51,12 @@ func Verify(dataDir string, quick bool, out Output) error {
 	r, err := store.Verify(dataDir, !quick)
 	if err != nil {
 		fmt.Fprintln(out.Err, "Error:", err)
-		return &ExitCodeError{Code: ExitVerifyFailed, Err: err}
+		return &ExitCodeError{Code: exitVerifyFailed, Err: err}
 	}
-	WriteVerify(out.Out, r)
+	writeVerify(out.Out, r)
 	if !r.Healthy() {
 		fmt.Fprintf(out.Err, "Error: %s is damaged; keep a copy of it and see \"Recovering a damaged store\" in docs/operations.md\n", dataDir)
-		return &ExitCodeError{Code: ExitVerifyDamaged, Err: errors.New("damaged")}
+		return &ExitCodeError{Code: exitVerifyDamaged, Err: errors.New("damaged")}
 	}
 	return nil
 }

@@ -15,30 +15,30 @@ import (
 	"github.com/kube-sunset/sunset/workload"
 )
 
-// Format is an output format of `sunset report`.
-type Format string
+// outputFormat is an output format of `sunset report`.
+type outputFormat string
 
 // Output formats, as kubectl's -o.
 const (
-	FormatTable Format = "table"
-	FormatWide  Format = "wide"
-	FormatJSON  Format = "json"
-	FormatYAML  Format = "yaml"
+	formatTable outputFormat = "table"
+	formatWide  outputFormat = "wide"
+	formatJSON  outputFormat = "json"
+	formatYAML  outputFormat = "yaml"
 )
 
-// ParseFormat checks an -o value.
-func ParseFormat(s string) (Format, error) {
-	switch f := Format(s); f {
-	case FormatTable, FormatWide, FormatJSON, FormatYAML:
+// parseFormat checks an -o value.
+func parseFormat(s string) (outputFormat, error) {
+	switch f := outputFormat(s); f {
+	case formatTable, formatWide, formatJSON, formatYAML:
 		return f, nil
 	case "":
-		return FormatTable, nil
+		return formatTable, nil
 	}
 	return "", fmt.Errorf("-o %q is not one of table, wide, json, yaml", s)
 }
 
-// Options shape what a report counts.
-type Options struct {
+// reportOptions shape what a report counts.
+type reportOptions struct {
 	// ExcludeSystem leaves system identities out of counts, top users and
 	// the rows of APIs only they call.
 	ExcludeSystem bool
@@ -48,8 +48,8 @@ type Options struct {
 	NoHeaders bool
 }
 
-// Row is one API as a table shows it.
-type Row struct {
+// tableRow is one API as a table shows it.
+type tableRow struct {
 	Name           string
 	RemovedIn      string
 	Removed        bool
@@ -65,13 +65,13 @@ type Row struct {
 	WindowUserList []string
 }
 
-// Rows computes the table rows of a list, leaving out APIs with no requests
+// tableRows computes the table rows of a list, leaving out APIs with no requests
 // in the window once system traffic is excluded (if it is).
-func Rows(list sunsetv1.APIRequestCountList, o Options) []Row {
-	var rows []Row
+func tableRows(list sunsetv1.APIRequestCountList, o reportOptions) []tableRow {
+	var rows []tableRow
 	for _, obj := range list.Items {
 		st := obj.Status
-		r := Row{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, Removed: st.Removed,
+		r := tableRow{Name: obj.Metadata.Name, RemovedIn: st.RemovedInRelease, Removed: st.Removed,
 			CurrentHour: st.CurrentHour.RequestCount, Last24h: st.RequestCount}
 		if o.ExcludeSystem {
 			r.CurrentHour -= st.CurrentHour.SystemRequestCount
@@ -95,7 +95,7 @@ func Rows(list sunsetv1.APIRequestCountList, o Options) []Row {
 			r.Replacement = groupVersion(rep.Group, rep.Version) + " " + rep.Kind
 		}
 		r.Nodes = nodes(obj)
-		r.Workload = Workload(r.TopUser)
+		r.Workload = workloadOf(r.TopUser)
 		rows = append(rows, r)
 	}
 	return rows
@@ -123,9 +123,9 @@ func nodes(obj sunsetv1.APIRequestCount) []string {
 	return out
 }
 
-// Workload names the namespace and service account of a service-account
+// workloadOf names the namespace and service account of a service-account
 // username ("system:serviceaccount:ci:deployer" → "ci/deployer"), or "".
-func Workload(username string) string {
+func workloadOf(username string) string {
 	ns, sa, ok := workload.ServiceAccount(username)
 	if !ok {
 		return ""
@@ -145,15 +145,15 @@ func Dash(s string) string {
 	return s
 }
 
-// WriteTable writes rows as kubectl does: aligned columns, upper-case
+// writeTable writes rows as kubectl does: aligned columns, upper-case
 // headers. Wide adds replacement, nodes and workload. Every cell is
 // escaped for the terminal: names and user agents come from audit data.
-func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
+func writeTable(w io.Writer, rows []tableRow, o reportOptions, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := []string{"NAME", "REMOVED IN", RequestsHeader("CURRENT HOUR", o), RequestsHeader("24H", o)}
+	header := []string{"NAME", "REMOVED IN", requestsHeader("CURRENT HOUR", o), requestsHeader("24H", o)}
 	windowed := o.Since != 24*time.Hour
 	if windowed {
-		header = append(header, RequestsHeader(strings.ToUpper(FormatDuration(o.Since)), o))
+		header = append(header, requestsHeader(strings.ToUpper(FormatDuration(o.Since)), o))
 	}
 	header = append(header, "TOP USER", "TOP USER AGENT")
 	if wide {
@@ -180,23 +180,23 @@ func WriteTable(w io.Writer, rows []Row, o Options, wide bool) error {
 	return tw.Flush()
 }
 
-// RequestsHeader is the header of a count column over span ("24H"). With
+// requestsHeader is the header of a count column over span ("24H"). With
 // system identities excluded it says so: the objects of -o json and
 // jsonpath keep OpenShift's totals, every user included, so the table's
 // number is not their requestCount.
-func RequestsHeader(span string, o Options) string {
+func requestsHeader(span string, o reportOptions) string {
 	if o.ExcludeSystem {
 		return "NON-SYSTEM REQUESTS (" + span + ")"
 	}
 	return "REQUESTS (" + span + ")"
 }
 
-// WriteObject writes v as indented JSON or as YAML.
-func WriteObject(w io.Writer, v any, f Format) error {
+// encodeObject writes v as indented JSON or as YAML.
+func encodeObject(w io.Writer, v any, f outputFormat) error {
 	var b []byte
 	var err error
 	switch f {
-	case FormatYAML:
+	case formatYAML:
 		b, err = yaml.Marshal(v)
 	default:
 		b, err = jsonIndent(v)
@@ -208,9 +208,9 @@ func WriteObject(w io.Writer, v any, f Format) error {
 	return err
 }
 
-// Kept is list with only the APIs that rows show, for the outputs that
+// keptAPIs is list with only the APIs that rows show, for the outputs that
 // print objects rather than rows.
-func Kept(list sunsetv1.APIRequestCountList, rows []Row) sunsetv1.APIRequestCountList {
+func keptAPIs(list sunsetv1.APIRequestCountList, rows []tableRow) sunsetv1.APIRequestCountList {
 	kept := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		kept[r.Name] = true

@@ -32,10 +32,10 @@ func TestTerminalEscapesControls(t *testing.T) {
 // stays in its own cell of its own row.
 func TestTablesEscapeAuditStrings(t *testing.T) {
 	const agent = "evil\x1b[2J\tforged\nfake.v1   1.99   999   999   mallory   x"
-	rows := []Row{{Name: "endpoints.v1", CurrentHour: 1, Last24h: 2, Window: 2, TopUser: "eve\tadmin", TopUserAgent: agent,
+	rows := []tableRow{{Name: "endpoints.v1", CurrentHour: 1, Last24h: 2, Window: 2, TopUser: "eve\tadmin", TopUserAgent: agent,
 		Nodes: []string{"master\n0"}, Workload: "ns/\x1bsa"}}
 	var b bytes.Buffer
-	require.NoError(t, WriteTable(&b, rows, Options{Since: 24 * time.Hour}, true))
+	require.NoError(t, writeTable(&b, rows, reportOptions{Since: 24 * time.Hour}, true))
 	require.Equal(t, "NAME           REMOVED IN   REQUESTS (CURRENT HOUR)   REQUESTS (24H)   TOP USER     TOP USER AGENT                                                REPLACEMENT   NODES       WORKLOAD\n"+
 		`endpoints.v1   -            1                         2                eve\tadmin   evil^[[2J\tforged\nfake.v1   1.99   999   999   mallory   x   -             master\n0   ns/^[sa`+"\n", b.String())
 
@@ -46,7 +46,7 @@ func TestTablesEscapeAuditStrings(t *testing.T) {
 	obj.Status.Last24h[0] = sunsetv1.PerResourceAPIRequestLog{RequestCount: 1, ByNode: []sunsetv1.PerNodeAPIRequestLog{{NodeName: "m\x1b]0;x\x07", Cluster: "c\nd", RequestCount: 1,
 		ByUser: []sunsetv1.PerUserAPIRequestCount{{UserName: "eve\tadmin", UserAgent: agent, RequestCount: 1, ByVerb: []sunsetv1.PerVerbAPIRequestCount{{Verb: "get\n", RequestCount: 1}}}}}}}
 	b.Reset()
-	require.NoError(t, Describe(&b, obj, time.Date(2026, 11, 21, 23, 30, 0, 0, time.UTC), Options{}))
+	require.NoError(t, describeAPI(&b, obj, time.Date(2026, 11, 21, 23, 30, 0, 0, time.UTC), reportOptions{}))
 	require.Equal(t, `Name:           endpoints.v1
 Removed in:     -
 Deprecated in:  -
@@ -82,7 +82,7 @@ func TestCheckAndWebhooksEscapeAuditStrings(t *testing.T) {
 	list.Items[0].Spec.Types = []string{"validating"}
 	list.Items[0].Status.ByResource = []sunsetv1.WebhookResourceCount{{Name: "pods\tforged", Cluster: "c\n", WebhookCounts: sunsetv1.WebhookCounts{RequestCount: 1, CallCount: 1}}}
 	b.Reset()
-	require.NoError(t, WriteWebhookTables(&b, list, true))
+	require.NoError(t, writeWebhookTables(&b, list, true))
 	require.Equal(t, "CLUSTER   WEBHOOK              TYPE         RESOURCE       CLASS   REQUESTS   CALLS   MUTATED   FAILED OPEN   SLOW   WEBHOOK LATENCY   MEAN   <=0.5S   <=1S   <=2S   <=5S   <=10S   >10S\n"+
 		`c\n       hook^[[31m.example   validating   pods\tforged   -       1          1       0         0             0      0s                -      0        0      0      0      0       0`+"\n", b.String())
 }

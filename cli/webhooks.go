@@ -15,29 +15,29 @@ import (
 	"github.com/kube-sunset/sunset/internal/plural"
 )
 
-// WebhookRow is one webhook on one resource, as `sunset report webhooks`
+// webhookRow is one webhook on one resource, as `sunset report webhooks`
 // shows it.
-type WebhookRow struct {
+type webhookRow struct {
 	Webhook  string
 	Types    string
 	Resource sunsetv1.WebhookResourceCount
 }
 
-// WebhookRows flattens a list into one row per webhook and resource, over
+// webhookRows flattens a list into one row per webhook and resource, over
 // the window when the objects have one (else the last 24 hours), slowest
 // first: by total webhook latency, then slow requests, then calls.
-func WebhookRows(list sunsetv1.WebhookCountList) []WebhookRow {
-	var rows []WebhookRow
+func webhookRows(list sunsetv1.WebhookCountList) []webhookRow {
+	var rows []webhookRow
 	for _, it := range list.Items {
 		byRes := it.Status.ByResource
 		if w := it.Status.Window; w != nil {
 			byRes = w.ByResource
 		}
 		for _, r := range byRes {
-			rows = append(rows, WebhookRow{Webhook: it.Metadata.Name, Types: strings.Join(it.Spec.Types, ","), Resource: r})
+			rows = append(rows, webhookRow{Webhook: it.Metadata.Name, Types: strings.Join(it.Spec.Types, ","), Resource: r})
 		}
 	}
-	slices.SortStableFunc(rows, func(a, b WebhookRow) int {
+	slices.SortStableFunc(rows, func(a, b webhookRow) int {
 		x, y := a.Resource, b.Resource
 		return cmp.Or(cmp.Compare(y.WebhookLatencySeconds, x.WebhookLatencySeconds), cmp.Compare(y.SlowRequestCount, x.SlowRequestCount),
 			cmp.Compare(y.CallCount, x.CallCount), cmp.Compare(a.Webhook, b.Webhook))
@@ -45,12 +45,12 @@ func WebhookRows(list sunsetv1.WebhookCountList) []WebhookRow {
 	return rows
 }
 
-// WriteWebhookTables writes kubectl-style tables: the resources, all
+// writeWebhookTables writes kubectl-style tables: the resources, all
 // webhooks together, slowest first (left out for a single webhook's report,
 // which has none); then every webhook on every resource; then, when
 // kube-apiserver flagged any, the webhook servers whose certificate it
 // refuses now or will. Wide adds the cluster and the latency buckets.
-func WriteWebhookTables(w io.Writer, list sunsetv1.WebhookCountList, wide bool) error {
+func writeWebhookTables(w io.Writer, list sunsetv1.WebhookCountList, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	if len(list.Resources) > 0 {
 		writeHeader(tw, wide, "RESOURCE", "CLASS")
@@ -60,7 +60,7 @@ func WriteWebhookTables(w io.Writer, list sunsetv1.WebhookCountList, wide bool) 
 		fmt.Fprintln(tw)
 	}
 	writeHeader(tw, wide, "WEBHOOK", "TYPE", "RESOURCE", "CLASS")
-	for _, row := range WebhookRows(list) {
+	for _, row := range webhookRows(list) {
 		r := row.Resource
 		writeRow(tw, wide, r, row.Webhook, row.Types, resourceName(r), Dash(strings.Join(r.Classes, ",")))
 	}
@@ -140,12 +140,12 @@ type WebhooksRequest struct {
 	Since                        time.Duration
 
 	query  sunsetv1.WebhookQuery
-	format Format
+	format outputFormat
 }
 
 // Validate checks the flags and prepares the query.
 func (w *WebhooksRequest) Validate() error {
-	format, err := ParseFormat(w.Output)
+	format, err := parseFormat(w.Output)
 	errs := []error{err, validateSince(w.Since)}
 	w.format, w.query = format, sunsetv1.WebhookQuery{Cluster: w.Cluster, Since: w.Since}
 	if w.Class != "" {
@@ -158,7 +158,7 @@ func (w *WebhooksRequest) Validate() error {
 
 // Run reads the webhook counts and prints them.
 func (w *WebhooksRequest) Run(r Reader, out Output) error {
-	objects := w.format == FormatJSON || w.format == FormatYAML
+	objects := w.format == formatJSON || w.format == formatYAML
 	var list sunsetv1.WebhookCountList
 	if w.Name != "" {
 		obj, err := r.Webhook(w.Name, w.query)
@@ -169,7 +169,7 @@ func (w *WebhooksRequest) Run(r Reader, out Output) error {
 			return err
 		}
 		if objects {
-			return WriteObject(out.Out, obj, w.format)
+			return encodeObject(out.Out, obj, w.format)
 		}
 		list = sunsetv1.WebhookCountList{Items: []sunsetv1.WebhookCount{obj}, Resources: []sunsetv1.WebhookResourceCount{}}
 	} else {
@@ -179,13 +179,13 @@ func (w *WebhooksRequest) Run(r Reader, out Output) error {
 		}
 	}
 	if objects {
-		return WriteObject(out.Out, list, w.format)
+		return encodeObject(out.Out, list, w.format)
 	}
 	if len(list.Items) == 0 && len(list.Resources) == 0 {
 		fmt.Fprintln(out.Err, w.noAnnotations(r))
 		return nil
 	}
-	return WriteWebhookTables(out.Out, list, w.format == FormatWide)
+	return writeWebhookTables(out.Out, list, w.format == formatWide)
 }
 
 // noAnnotations says the window holds no webhook annotations, and, when
