@@ -55,8 +55,8 @@ release: ## Build the release archives of VERSION (a tag, vX.Y.Z) for RELEASE_PL
 docs: ## Write docs/configuration.md from the help of each config key in the code.
 	$(GO) run ./hack/configdoc -o docs/configuration.md
 
-generate: ## Write api/zz_generated.openapi.go, the OpenAPI definitions, from the API's Go types (api/v1) and doc comments.
-	$(GO) run ./hack/openapi-gen -output-dir api
+generate: ## Write api/generated/openapi/zz_generated.openapi.go, the OpenAPI definitions, from the API's Go types (api/v1) and doc comments.
+	$(GO) run ./hack/openapi-gen -output-dir api/generated/openapi
 
 IMAGE ?= ghcr.io/kube-sunset/sunset:$(VERSION)
 

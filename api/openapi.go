@@ -19,14 +19,15 @@ import (
 	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	generatedopenapi "github.com/kube-sunset/sunset/api/generated/openapi"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
 // OpenAPI: /openapi/v2 and /openapi/v3, built as k8s.io/apiserver's
 // generic API server builds them, from route descriptions and the
-// definitions hack/openapi-gen generates from the Go types
-// (zz_generated.openapi.go). kube-apiserver's aggregator downloads both
+// definitions hack/openapi-gen generates from the Go types (package
+// api/generated/openapi). kube-apiserver's aggregator downloads both
 // and merges them into its own, which is where `kubectl explain` reads
 // them: it finds a kind's schema by the x-kubernetes-group-version-kind
 // extension of its definition.
@@ -113,11 +114,12 @@ func modelOf(v any) any {
 	return model{definitionKey(reflect.TypeOf(v))}
 }
 
-// definitionKey is the key of t's definition in GetOpenAPIDefinitions:
-// the model name of a type that declares one (meta/v1's), else its package
-// path and name. It does not ask util.GetCanonicalTypeName, which takes
-// the OpenAPIModelName method that every Sunset object inherits from its
-// embedded metav1.TypeMeta, and would name them all TypeMeta.
+// definitionKey is the key of t's definition in
+// generatedopenapi.GetOpenAPIDefinitions: the model name of a type that
+// declares one (meta/v1's), else its package path and name. It does not
+// ask util.GetCanonicalTypeName, which takes the OpenAPIModelName method
+// that every Sunset object inherits from its embedded metav1.TypeMeta, and
+// would name them all TypeMeta.
 func definitionKey(t reflect.Type) string {
 	if namer, ok := reflect.New(t).Elem().Interface().(util.OpenAPIModelNamer); ok {
 		if name := namer.OpenAPIModelName(); strings.HasSuffix(name, "."+t.Name()) {
@@ -322,7 +324,7 @@ func buildOpenAPI() (*spec.Swagger, *handler3.OpenAPIService, error) {
 	info := &spec.Info{InfoProps: spec.InfoProps{Title: "Sunset", Version: sunsetv1.Version}}
 	v2, err := builder2.BuildOpenAPISpecFromRoutes([]common.RouteContainer{routes}, &common.Config{
 		Info:                           info,
-		GetDefinitions:                 GetOpenAPIDefinitions,
+		GetDefinitions:                 generatedopenapi.GetOpenAPIDefinitions,
 		GetDefinitionName:              namer.name,
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 	})
@@ -332,7 +334,7 @@ func buildOpenAPI() (*spec.Swagger, *handler3.OpenAPIService, error) {
 	v2.Definitions = handler.PruneDefaults(v2.Definitions)
 	v3, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{routes}, &common.OpenAPIV3Config{
 		Info:                           info,
-		GetDefinitions:                 GetOpenAPIDefinitions,
+		GetDefinitions:                 generatedopenapi.GetOpenAPIDefinitions,
 		GetDefinitionName:              namer.name,
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 	})

@@ -10,7 +10,7 @@ import (
 	"k8s.io/gengo/v2/types"
 )
 
-// The checked-in api/zz_generated.openapi.go is what the generator writes
+// The checked-in api/generated/openapi/zz_generated.openapi.go is what the generator writes
 // from the types as they are: a change to a type of the API, or to its doc
 // comment, needs `make generate`.
 func TestGeneratedOpenAPIIsCurrent(t *testing.T) {
@@ -21,7 +21,7 @@ func TestGeneratedOpenAPIIsCurrent(t *testing.T) {
 	require.NoError(t, generate(dir))
 	want, err := os.ReadFile(filepath.Join(dir, outputFile))
 	require.NoError(t, err)
-	checkedIn := filepath.Join("..", "..", "api", outputFile)
+	checkedIn := filepath.Join("..", "..", filepath.FromSlash(outputDir), outputFile)
 	got, err := os.ReadFile(checkedIn)
 	require.NoError(t, err)
 	if string(got) == string(want) {
@@ -30,10 +30,10 @@ func TestGeneratedOpenAPIIsCurrent(t *testing.T) {
 	wantLines, gotLines := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
 	for i := range min(len(wantLines), len(gotLines)) {
 		if wantLines[i] != gotLines[i] {
-			t.Fatalf("api/%s is stale: run make generate. First difference, line %d:\ngenerated:  %s\nchecked in: %s", outputFile, i+1, wantLines[i], gotLines[i])
+			t.Fatalf("%s/%s is stale: run make generate. First difference, line %d:\ngenerated:  %s\nchecked in: %s", outputDir, outputFile, i+1, wantLines[i], gotLines[i])
 		}
 	}
-	t.Fatalf("api/%s is stale: run make generate. The generated file has %d lines, the checked-in one %d", outputFile, len(wantLines), len(gotLines))
+	t.Fatalf("%s/%s is stale: run make generate. The generated file has %d lines, the checked-in one %d", outputDir, outputFile, len(wantLines), len(gotLines))
 }
 
 // A root that names no type says what to do.
