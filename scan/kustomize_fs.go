@@ -12,6 +12,8 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // MaxKustomizeInput bounds the bytes one kustomization reads, all its
@@ -179,7 +181,7 @@ func remoteIn(data []byte, kustomization bool) (string, error) {
 			return nil // kustomize reports what it cannot parse
 		}
 		root := n.Content[0]
-		if !kustomization && scalar(mapValue(root, "apiVersion")) != "builtin" {
+		if !kustomization && yamldoc.Scalar(yamldoc.MapValue(root, "apiVersion")) != "builtin" {
 			return nil
 		}
 		ref = remoteRef(root, 0)

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // MaxFileSize bounds one manifest file or stream. Kubernetes refuses
@@ -74,7 +74,7 @@ func (j Judge) treeObjects(doc []byte, line int) ([]Object, error) {
 			return out, nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("not YAML or JSON: %w", shiftLines(err, line-1))
+			return out, fmt.Errorf("not YAML or JSON: %w", yamldoc.ShiftLines(err, line-1))
 		}
 		if len(n.Content) == 0 {
 			continue
@@ -85,7 +85,7 @@ func (j Judge) treeObjects(doc []byte, line int) ([]Object, error) {
 		}
 		out = append(out, objs...)
 		if err != nil {
-			return out, shiftLines(err, line-1)
+			return out, yamldoc.ShiftLines(err, line-1)
 		}
 		if len(out) > MaxObjects {
 			return out, errTooManyObjects
@@ -118,13 +118,13 @@ func eachDocument(data []byte, fn func(doc []byte, line int) error) error {
 			next = i + end + 1
 		}
 		l := data[i:next]
-		if isMarker(l) && content {
+		if yamldoc.IsMarker(l) && content {
 			if err := fn(data[start:i], startLine); err != nil {
 				return err
 			}
 			start, startLine, content = i, line, false
 		}
-		if !content && !isMarker(l) {
+		if !content && !yamldoc.IsMarker(l) {
 			t := bytes.TrimSpace(l)
 			content = len(t) > 0 && t[0] != '#' && t[0] != '%'
 		}
@@ -137,28 +137,6 @@ func eachDocument(data []byte, fn func(doc []byte, line int) error) error {
 	return nil
 }
 
-func isMarker(l []byte) bool {
-	if !bytes.HasPrefix(l, []byte("---")) && !bytes.HasPrefix(l, []byte("...")) {
-		return false
-	}
-	return len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\n' || l[3] == '\r'
-}
-
-var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
-
-// shiftLines makes the line numbers of a YAML error count from the start
-// of the stream rather than of the document.
-func shiftLines(err error, by int) error {
-	if by == 0 || err == nil {
-		return err
-	}
-	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(m string) string {
-		n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
-		return "line " + strconv.Itoa(n+by)
-	})
-	return errors.New(msg)
-}
-
 // objectsIn returns the object a document's root node is, or the items of
 // a List.
 func (j Judge) objectsIn(n *yaml.Node) ([]Object, error) {
@@ -166,7 +144,7 @@ func (j Judge) objectsIn(n *yaml.Node) ([]Object, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	items := mapValue(n, "items")
+	items := yamldoc.MapValue(n, "items")
 	if !strings.HasSuffix(obj.Kind, "List") || items == nil || items.Kind != yaml.SequenceNode {
 		return []Object{obj}, nil
 	}
@@ -189,13 +167,13 @@ func (j Judge) object(n *yaml.Node) (Object, bool, error) {
 	if n.Kind != yaml.MappingNode {
 		return Object{}, false, nil
 	}
-	apiVersion, kind := scalar(mapValue(n, "apiVersion")), scalar(mapValue(n, "kind"))
+	apiVersion, kind := yamldoc.Scalar(yamldoc.MapValue(n, "apiVersion")), yamldoc.Scalar(yamldoc.MapValue(n, "kind"))
 	if apiVersion == "" || kind == "" {
 		return Object{}, false, nil
 	}
 	obj := Object{APIVersion: apiVersion, Kind: kind, Line: n.Line}
-	if meta := mapValue(n, "metadata"); meta != nil {
-		obj.Name, obj.Namespace = scalar(mapValue(meta, "name")), scalar(mapValue(meta, "namespace"))
+	if meta := yamldoc.MapValue(n, "metadata"); meta != nil {
+		obj.Name, obj.Namespace = yamldoc.Scalar(yamldoc.MapValue(meta, "name")), yamldoc.Scalar(yamldoc.MapValue(meta, "namespace"))
 	}
 	if j.WantsBody(apiVersion, kind) {
 		var v any
@@ -209,25 +187,4 @@ func (j Judge) object(n *yaml.Node) (Object, bool, error) {
 		obj.JSON = b
 	}
 	return obj, true, nil
-}
-
-// mapValue is the value of key in a mapping node, or nil.
-func mapValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// scalar is a string scalar's value, or "" for anything else.
-func scalar(n *yaml.Node) string {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // A YAML document parsed whole becomes a node tree of up to about 95
@@ -102,12 +104,12 @@ func (s *skimmer) value(key string, at [2]int, to, indent int) (*yaml.Node, erro
 	}
 	var n yaml.Node
 	if err := yaml.Unmarshal(text, &n); err != nil {
-		return nil, fmt.Errorf("not YAML or JSON: %w", shiftLines(err, s.line+at[0]-1))
+		return nil, fmt.Errorf("not YAML or JSON: %w", yamldoc.ShiftLines(err, s.line+at[0]-1))
 	}
 	if len(n.Content) == 0 {
 		return nil, nil
 	}
-	return mapValue(n.Content[0], key), nil
+	return yamldoc.MapValue(n.Content[0], key), nil
 }
 
 // object reads the object whose mapping's entries start at column indent
@@ -123,7 +125,7 @@ func (s *skimmer) object(from, to, first, indent int) ([]Object, error) {
 			return "", nil
 		}
 		n, err := s.value(key, at, to, indent)
-		return scalar(n), err
+		return yamldoc.Scalar(n), err
 	}
 	apiVersion, err := str("apiVersion")
 	if err != nil {
@@ -152,7 +154,7 @@ func (s *skimmer) metadata(at [2]int, to, indent int) (string, string, error) {
 	end := s.entryEnd(at[0], to, indent)
 	if int(s.lines[end-1].end)-at[1] <= entrySize {
 		n, err := s.value("metadata", at, to, indent)
-		return scalar(mapValue(n, "name")), scalar(mapValue(n, "namespace")), err
+		return yamldoc.Scalar(yamldoc.MapValue(n, "name")), yamldoc.Scalar(yamldoc.MapValue(n, "namespace")), err
 	}
 	child := -1
 	for i := at[0] + 1; i < end; i++ {
@@ -175,7 +177,7 @@ func (s *skimmer) metadata(at [2]int, to, indent int) (string, string, error) {
 			if err != nil {
 				return "", "", err
 			}
-			out[i] = scalar(n)
+			out[i] = yamldoc.Scalar(n)
 		}
 	}
 	return out[0], out[1], nil

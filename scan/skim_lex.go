@@ -3,6 +3,8 @@ package scan
 import (
 	"bytes"
 	"errors"
+
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // skimLine is one line of a skimmed document.
@@ -57,7 +59,7 @@ func skimLines(doc []byte) ([]skimLine, error) {
 		}
 		line.clean = quote == 0 && flow == 0
 		line.content = !blank && (!line.clean || l[indent] != '#')
-		if line.clean && indent == 0 && (isMarker(l) || l[0] == '%') {
+		if line.clean && indent == 0 && (yamldoc.IsMarker(l) || l[0] == '%') {
 			// The document's start marker, or a directive before it.
 			if len(bytes.TrimSpace(l)) > 3 && l[0] != '%' {
 				return nil, errNotPlainBlock

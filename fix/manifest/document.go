@@ -7,9 +7,7 @@ import (
 	"io"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/convert"
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // document is the rewrite of one segment.
@@ -50,11 +49,9 @@ type textEdit struct {
 }
 
 func (d *document) problem(n *yaml.Node, format string, args ...any) {
-	api := scalar(mapValue(n, "apiVersion")) + " " + scalar(mapValue(n, "kind"))
+	api := yamldoc.Scalar(yamldoc.MapValue(n, "apiVersion")) + " " + yamldoc.Scalar(yamldoc.MapValue(n, "kind"))
 	d.problems = append(d.problems, problem{line: d.seg.line + n.Line - 1, reason: fmt.Sprintf(format, args...), api: api})
 }
-
-var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
 
 // rewrite returns the segment rewritten; an error means the stream does
 // not parse, and no file is rewritten.
@@ -64,11 +61,7 @@ func (d *document) rewrite() ([]byte, error) {
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 		return d.seg.data, nil
 	} else if err != nil {
-		msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(m string) string {
-			n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
-			return "line " + strconv.Itoa(n+d.seg.line-1)
-		})
-		return nil, fmt.Errorf("not YAML or JSON: %s", msg)
+		return nil, fmt.Errorf("not YAML or JSON: %w", yamldoc.ShiftLines(err, d.seg.line-1))
 	}
 	if len(doc.Content) == 0 {
 		return d.seg.data, nil
@@ -152,8 +145,8 @@ func capture(n *yaml.Node, pos map[*yaml.Node][]keyPos) {
 // object moves one object, if it is to move, and returns what it must
 // read back as.
 func (d *document) object(o *yaml.Node, old map[string]any, atRoot bool) (map[string]any, bool) {
-	avNode, kindNode := mapValue(o, "apiVersion"), mapValue(o, "kind")
-	av, kind := scalar(avNode), scalar(kindNode)
+	avNode, kindNode := yamldoc.MapValue(o, "apiVersion"), yamldoc.MapValue(o, "kind")
+	av, kind := yamldoc.Scalar(avNode), yamldoc.Scalar(kindNode)
 	if av == "" || kind == "" || !d.f.Moves(av, kind) {
 		return nil, false
 	}

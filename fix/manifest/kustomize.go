@@ -9,6 +9,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/convert"
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 	"github.com/kube-sunset/sunset/scan"
 )
 
@@ -113,14 +114,14 @@ func (r *run) targets(kpath string, data []byte, files []string) ([]byte, []Chan
 	var texts []textEdit
 	var changes []Change
 	for _, field := range []string{"patches", "patchesJson6902"} {
-		list := mapValue(doc.Content[0], field)
+		list := yamldoc.MapValue(doc.Content[0], field)
 		if list == nil || list.Kind != yaml.SequenceNode {
 			continue
 		}
 		for i, p := range list.Content {
-			target := mapValue(p, "target")
-			groupNode, versionNode, kindNode := mapValue(target, "group"), mapValue(target, "version"), mapValue(target, "kind")
-			group, version, kind := scalar(groupNode), scalar(versionNode), scalar(kindNode)
+			target := yamldoc.MapValue(p, "target")
+			groupNode, versionNode, kindNode := yamldoc.MapValue(target, "group"), yamldoc.MapValue(target, "version"), yamldoc.MapValue(target, "kind")
+			group, version, kind := yamldoc.Scalar(groupNode), yamldoc.Scalar(versionNode), yamldoc.Scalar(kindNode)
 			if version == "" || kind == "" {
 				continue
 			}

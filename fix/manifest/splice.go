@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // splice writes the segment with its text edits, and in each block
@@ -141,7 +143,7 @@ func (d *document) encodeWhole(root *yaml.Node) ([]byte, error) {
 		t.node.Value = t.value
 	}
 	lines := splitLines(d.seg.data)
-	if root.Line < 1 || root.Line > len(lines) || isMarker(lines[root.Line-1]) {
+	if root.Line < 1 || root.Line > len(lines) || yamldoc.IsMarker(lines[root.Line-1]) {
 		return nil, errors.New("the object starts on the --- line")
 	}
 	r := *root

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 	"github.com/kube-sunset/sunset/scan"
 )
 
@@ -61,11 +62,11 @@ func splitDocuments(data []byte) []segment {
 			next = i + end + 1
 		}
 		l := data[i:next]
-		if isMarker(l) && content {
+		if yamldoc.IsMarker(l) && content {
 			segs = append(segs, segment{data: data[start:i], line: startLine})
 			start, startLine, content = i, line, false
 		}
-		if !content && !isMarker(l) {
+		if !content && !yamldoc.IsMarker(l) {
 			t := bytes.TrimSpace(l)
 			content = len(t) > 0 && t[0] != '#' && t[0] != '%'
 		}
@@ -76,11 +77,4 @@ func splitDocuments(data []byte) []segment {
 		segs = append(segs, segment{data: data[start:], line: startLine})
 	}
 	return segs
-}
-
-func isMarker(l []byte) bool {
-	if !bytes.HasPrefix(l, []byte("---")) && !bytes.HasPrefix(l, []byte("...")) {
-		return false
-	}
-	return len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\n' || l[3] == '\r'
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/kube-sunset/sunset/internal/yamldoc"
 )
 
 // verify parses a rewritten segment back: its objects must be wants.
@@ -40,8 +42,8 @@ func objectNodes(root *yaml.Node) []*yaml.Node {
 	if root.Kind != yaml.MappingNode {
 		return nil
 	}
-	items := mapValue(root, "items")
-	if !strings.HasSuffix(scalar(mapValue(root, "kind")), "List") || items == nil || items.Kind != yaml.SequenceNode {
+	items := yamldoc.MapValue(root, "items")
+	if !strings.HasSuffix(yamldoc.Scalar(yamldoc.MapValue(root, "kind")), "List") || items == nil || items.Kind != yaml.SequenceNode {
 		return []*yaml.Node{root}
 	}
 	var out []*yaml.Node
@@ -76,23 +78,4 @@ func normalize(v any) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-func mapValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
-func scalar(n *yaml.Node) string {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
 }
