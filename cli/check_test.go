@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,9 @@ func TestWireExitCodesAreTheProcessExitCodes(t *testing.T) {
 		sunsetv1.ExitCodeDeprecated: ExitDeprecated,
 		sunsetv1.ExitCodeRemoved:    ExitRemoved,
 	} {
-		require.Equal(t, process, exitCode(wire), "exitCode %d on the wire", wire)
+		t.Run(fmt.Sprintf("exit code %d", wire), func(t *testing.T) {
+			require.Equal(t, process, exitCode(wire), "exitCode %d on the wire", wire)
+		})
 	}
 	require.Equal(t, []int{0, 1, 2, 3}, []int{ExitSafe, ExitError, ExitDeprecated, ExitRemoved})
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -63,16 +64,18 @@ func TestExcludeSystemHeaderSaysWhichCount(t *testing.T) {
 			"endpoints.v1           -            35                        35               system:apiserver   -\n",
 			[]string{"componentstatuses.v1", "endpoints.v1"}},
 	} {
-		o := reportOptions{ExcludeSystem: tc.exclude, Since: 24 * time.Hour}
-		rows := tableRows(list, o)
-		var b bytes.Buffer
-		require.NoError(t, writeTable(&b, rows, o, false))
-		require.Equal(t, tc.table, b.String())
-		var kept []string
-		for _, it := range keptAPIs(list, rows).Items {
-			kept = append(kept, it.Metadata.Name)
-			require.Equal(t, list.Items[slices.IndexFunc(list.Items, func(o sunsetv1.APIRequestCount) bool { return o.Metadata.Name == it.Metadata.Name })].Status, it.Status)
-		}
-		require.Equal(t, tc.kept, kept)
+		t.Run(fmt.Sprintf("ExcludeSystem=%t", tc.exclude), func(t *testing.T) {
+			o := reportOptions{ExcludeSystem: tc.exclude, Since: 24 * time.Hour}
+			rows := tableRows(list, o)
+			var b bytes.Buffer
+			require.NoError(t, writeTable(&b, rows, o, false))
+			require.Equal(t, tc.table, b.String())
+			var kept []string
+			for _, it := range keptAPIs(list, rows).Items {
+				kept = append(kept, it.Metadata.Name)
+				require.Equal(t, list.Items[slices.IndexFunc(list.Items, func(o sunsetv1.APIRequestCount) bool { return o.Metadata.Name == it.Metadata.Name })].Status, it.Status)
+			}
+			require.Equal(t, tc.kept, kept)
+		})
 	}
 }

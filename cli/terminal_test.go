@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,7 +25,9 @@ func TestTerminalEscapesControls(t *testing.T) {
 		"bad\xffutf8":                   `bad\xffutf8`,
 		"":                              "",
 	} {
-		require.Equal(t, want, Terminal(in), "%q", in)
+		t.Run(strconv.Quote(in), func(t *testing.T) {
+			require.Equal(t, want, Terminal(in), "%q", in)
+		})
 	}
 }
 

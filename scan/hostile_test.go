@@ -239,11 +239,13 @@ func TestGitKustomizationRunsNoGit(t *testing.T) {
 		"https://dev.azure.com/org/project/_git/repo/base",
 		"Deploy@evil.example:org/repo?ref=v1",
 	} {
-		res := scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{kustomization(t, ref)})
-		require.Len(t, res.Errors, 1, ref)
-		require.Contains(t, res.Errors[0].Err, ref)
-		require.Contains(t, res.Errors[0].Err, "--allow-remote")
-		require.NoFileExists(t, called, "git ran for %s", ref)
+		t.Run(ref, func(t *testing.T) {
+			res := scan.Files{Judge: judge(t, "1.37", "")}.Scan(context.Background(), []string{kustomization(t, ref)})
+			require.Len(t, res.Errors, 1, ref)
+			require.Contains(t, res.Errors[0].Err, ref)
+			require.Contains(t, res.Errors[0].Err, "--allow-remote")
+			require.NoFileExists(t, called, "git ran for %s", ref)
+		})
 	}
 	// Allowed, git runs (and fails here).
 	res := scan.Files{Judge: judge(t, "1.37", ""), AllowRemote: true}.Scan(context.Background(), []string{kustomization(t, "github.com/org/repo//base")})

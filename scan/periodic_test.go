@@ -97,11 +97,13 @@ func TestPublishedScanRefusesJunk(t *testing.T) {
 		"no scannedAt":  gz(`{"result":{"findings":[]}}`),
 		"a wrong shape": gz(`{"scannedAt":"2026-05-01T12:00:00Z","result":{"findings":"all"}}`),
 	} {
-		kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "sunset", Name: "scan"},
-			BinaryData: map[string][]byte{scan.PublishedKey: raw}})
-		_, _, ok, err := scan.ReadPublished(ctx, kube.CoreV1().ConfigMaps("sunset"), "scan")
-		require.Error(t, err, name)
-		require.False(t, ok, name)
+		t.Run(name, func(t *testing.T) {
+			kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "sunset", Name: "scan"},
+				BinaryData: map[string][]byte{scan.PublishedKey: raw}})
+			_, _, ok, err := scan.ReadPublished(ctx, kube.CoreV1().ConfigMaps("sunset"), "scan")
+			require.Error(t, err, name)
+			require.False(t, ok, name)
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package scan_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,18 +21,20 @@ func TestReplacementIsTheConversionTable(t *testing.T) {
 	table := convert.New(cat)
 	withReplacement := 0
 	for _, given := range []*convert.Table{table, nil} {
-		j := scan.Judge{Catalog: cat, Target: catalog.MustParseRelease("1.99"), Conversions: given}
-		withReplacement = 0
-		for _, c := range table.Conversions() {
-			findings := j.Judge(scan.Object{APIVersion: c.From.APIVersion(), Kind: c.From.Kind, Name: "x"}, report.Origin{Path: "x.yaml"})
-			require.Len(t, findings, 1, c.From.String())
-			want := ""
-			if c.HasReplacement() {
-				want = c.To.String()
-				withReplacement++
+		t.Run(fmt.Sprintf("table given %t", given != nil), func(t *testing.T) {
+			j := scan.Judge{Catalog: cat, Target: catalog.MustParseRelease("1.99"), Conversions: given}
+			withReplacement = 0
+			for _, c := range table.Conversions() {
+				findings := j.Judge(scan.Object{APIVersion: c.From.APIVersion(), Kind: c.From.Kind, Name: "x"}, report.Origin{Path: "x.yaml"})
+				require.Len(t, findings, 1, c.From.String())
+				want := ""
+				if c.HasReplacement() {
+					want = c.To.String()
+					withReplacement++
+				}
+				require.Equal(t, want, findings[0].Replacement, c.From.String())
 			}
-			require.Equal(t, want, findings[0].Replacement, c.From.String())
-		}
+		})
 	}
 	// 96 entries, of which 35 name no replacement: the 33 package
 	// convert's noReplacement lists, policy/v1beta1 PodSecurityPolicy and

@@ -133,9 +133,11 @@ func TestTargetDecidesSeverity(t *testing.T) {
 		{"1.37", 5, 2},
 		{"1.38", 6, 1}, // DeviceClass v1beta1 is removed in 1.38
 	} {
-		res := scan.Files{Judge: judge(t, tc.target, ""), Charts: helmchart.Renderer{}}.Scan(context.Background(), []string{repo})
-		require.Equal(t, tc.removed, res.Removed(), "target %s", tc.target)
-		require.Equal(t, tc.deprecated, res.Deprecated(), "target %s", tc.target)
+		t.Run(tc.target, func(t *testing.T) {
+			res := scan.Files{Judge: judge(t, tc.target, ""), Charts: helmchart.Renderer{}}.Scan(context.Background(), []string{repo})
+			require.Equal(t, tc.removed, res.Removed(), "target %s", tc.target)
+			require.Equal(t, tc.deprecated, res.Deprecated(), "target %s", tc.target)
+		})
 	}
 }
 
@@ -233,9 +235,11 @@ func TestOutputGoldens(t *testing.T) {
 		want += n
 	}
 	for format, needle := range map[string]string{"json": `"source": "catalog"`, "yaml": "source: catalog", "sarif": `"source": "catalog"`} {
-		b, err := os.ReadFile(filepath.Join("testdata", "golden", "repo."+format))
-		require.NoError(t, err)
-		require.Equal(t, want, bytes.Count(b, []byte(needle)), format)
+		t.Run(format, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", "golden", "repo."+format))
+			require.NoError(t, err)
+			require.Equal(t, want, bytes.Count(b, []byte(needle)), format)
+		})
 	}
 }
 
@@ -298,9 +302,11 @@ func TestResultAtANearerTarget(t *testing.T) {
 	far := scan.Files{Judge: judge(t, "1.43", "1.36"), Charts: helmchart.Renderer{Set: []string{"legacyPDB=true"}}}.Scan(context.Background(), []string{repo})
 	far.Findings = append(far.Findings, report.Finding{Severity: "deprecated", Rule: report.RuleCRDStoredVersion, Kind: "Gizmo", Origin: report.Origin{Object: "crd"}})
 	for _, target := range []string{"1.21", "1.36", "1.37", "1.38"} {
-		near := scan.Files{Judge: judge(t, target, "1.36"), Charts: helmchart.Renderer{Set: []string{"legacyPDB=true"}, KubeVersion: "1.43"}}.Scan(context.Background(), []string{repo})
-		got := far.At(catalog.MustParseRelease(target))
-		require.Equal(t, near.Findings, got.Findings[:len(got.Findings)-1], "target %s", target)
-		require.Equal(t, "Gizmo", got.Findings[len(got.Findings)-1].Kind, "a finding with no release stays at any target")
+		t.Run(target, func(t *testing.T) {
+			near := scan.Files{Judge: judge(t, target, "1.36"), Charts: helmchart.Renderer{Set: []string{"legacyPDB=true"}, KubeVersion: "1.43"}}.Scan(context.Background(), []string{repo})
+			got := far.At(catalog.MustParseRelease(target))
+			require.Equal(t, near.Findings, got.Findings[:len(got.Findings)-1], "target %s", target)
+			require.Equal(t, "Gizmo", got.Findings[len(got.Findings)-1].Kind, "a finding with no release stays at any target")
+		})
 	}
 }

@@ -130,9 +130,11 @@ patches:
 		"patch.yaml:1: a kustomize patch of extensions/v1beta1 Deployment: moving it to apps/v1 Deployment changes fields it holds, or is refused for it (apps/v1 requires spec.selector, which gets the template's labels as the old API defaulted it; the old defaults are written out where unset: spec.revisionHistoryLimit 2147483647, spec.progressDeadlineSeconds 2147483647, spec.strategy.rollingUpdate maxSurge 1 and maxUnavailable 1; an object setting spec.rollbackTo, which apps/v1 removed, is refused); move the patch by hand",
 	}, notRewritten)
 	for name, want := range map[string]string{"kustomization.yaml": kustomization, "deploy.yaml": deploy, "patch.yaml": patch} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		require.NoError(t, err)
-		require.Equal(t, want, string(b), name)
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			require.Equal(t, want, string(b), name)
+		})
 	}
 }
 
@@ -168,8 +170,10 @@ spec:
 		"list.yaml:4: extensions/v1beta1 Ingress: spec.rules[0].http.paths[0].backend uses a YAML anchor or alias, which a rewrite could change; convert it by hand",
 	}, notRewritten)
 	for name, want := range map[string]string{"anchored.yaml": anchored, "list.yaml": list} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		require.NoError(t, err)
-		require.Equal(t, want, string(b), name)
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			require.Equal(t, want, string(b), name)
+		})
 	}
 }

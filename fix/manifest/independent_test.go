@@ -34,21 +34,23 @@ func TestGoldensAreTheConversion(t *testing.T) {
 		"manifests/commented.yaml", "manifests/crlf.yaml", "manifests/cronjob.json", "manifests/list.yaml",
 		"kustomize/cronjob.yaml", "kustomize/cronjob-patch.yaml", "kustomize/ingress.yaml", "kustomize/ingress-patch.yaml", "kustomize/rbac.yaml",
 	} {
-		orig := objectsOf(t, filepath.Join("testdata", "tree", rel))
-		got := objectsOf(t, filepath.Join("testdata", "golden", rel))
-		require.Len(t, got, len(orig), rel)
-		for i, o := range orig {
-			want := o
-			av, _ := o["apiVersion"].(string)
-			kind, _ := o["kind"].(string)
-			if moves(av, kind) {
-				converted, err := table.Convert(o)
-				require.NoError(t, err, "%s object %d", rel, i+1)
-				want = viaJSON(t, converted)
-				checked++
+		t.Run(rel, func(t *testing.T) {
+			orig := objectsOf(t, filepath.Join("testdata", "tree", rel))
+			got := objectsOf(t, filepath.Join("testdata", "golden", rel))
+			require.Len(t, got, len(orig), rel)
+			for i, o := range orig {
+				want := o
+				av, _ := o["apiVersion"].(string)
+				kind, _ := o["kind"].(string)
+				if moves(av, kind) {
+					converted, err := table.Convert(o)
+					require.NoError(t, err, "%s object %d", rel, i+1)
+					want = viaJSON(t, converted)
+					checked++
+				}
+				require.Equal(t, want, got[i], "%s object %d", rel, i+1)
 			}
-			require.Equal(t, want, got[i], "%s object %d", rel, i+1)
-		}
+		})
 	}
 	require.Equal(t, 11, checked)
 }
