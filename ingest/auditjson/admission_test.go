@@ -32,6 +32,7 @@ func withoutFacts(events []aggregate.Event) (out []aggregate.Event, facts int) {
 // every real capture: each webhook batch, and the Request-level log whose
 // widget requests carry webhook annotations, as one batch and line by line.
 func TestAdmissionPathDecodesTheSameEvents(t *testing.T) {
+	t.Parallel()
 	bodies, err := filepath.Glob("../../testdata/apiserver-v1.36/webhook-metadata-batch/*.body")
 	require.NoError(t, err)
 	require.Len(t, bodies, 8)
@@ -83,6 +84,7 @@ func TestAdmissionPathDecodesTheSameEvents(t *testing.T) {
 
 // A type error in the annotations reads the same on both paths.
 func TestAdmissionPathErrors(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		`{"auditID":"x","stage":"ResponseComplete","annotations":"webhook.admission.k8s.io/"}`,
 		`{"auditID":"x","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":true,"mutation.webhook.admission.k8s.io/round_0_index_0":"{}"}}`,
@@ -99,6 +101,7 @@ func TestAdmissionPathErrors(t *testing.T) {
 // long s. In a batch that takes the admission path (one event has webhook
 // annotations), every one decodes as on the plain path.
 func TestAdmissionPathMatchesKeysAsEncodingJSON(t *testing.T) {
+	t.Parallel()
 	items := []string{
 		`{"auditID":"w","stage":"ResponseComplete","annotations":{"apiserver.latency.k8s.io/mutating-webhook":"1s"}}`,
 		`{"auditID":"plain","stage":"ResponseComplete","annotations":{"authorization.k8s.io/reason":"RBAC: allowed by ClusterRoleBinding \"admins\" /x"}}`,

@@ -15,6 +15,7 @@ import (
 const captured = "../../testdata/apiserver-v1.36/webhook-metadata-batch"
 
 func TestDecodesEveryCapturedBody(t *testing.T) {
+	t.Parallel()
 	names, err := filepath.Glob(filepath.Join(captured, "*.body"))
 	require.NoError(t, err)
 	require.Len(t, names, 8)
@@ -38,6 +39,7 @@ func TestDecodesEveryCapturedBody(t *testing.T) {
 }
 
 func TestDecodeEventExtractsTheCountedFields(t *testing.T) {
+	t.Parallel()
 	raw := []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Request","auditID":"a1","stage":"ResponseComplete",
 		"requestURI":"/apis/storage.k8s.io/v1beta1/volumeattributesclasses?dryRun=All","verb":"create",
 		"user":{"username":"bob","extra":{"authentication.kubernetes.io/pod-name":["p"]}},"userAgent":"bob-script/2.0",

@@ -47,6 +47,7 @@ func capturedEvents(t testing.TB) [][]byte {
 // Every event the captures hold takes the fast decode, and it gives
 // encoding/json's result.
 func TestDecodeWireTakesEveryCapturedEvent(t *testing.T) {
+	t.Parallel()
 	events := capturedEvents(t)
 	require.Len(t, events, 1359+1340+1393, "the batches' items and both logs' lines")
 	for i, raw := range events {
@@ -60,6 +61,7 @@ func TestDecodeWireTakesEveryCapturedEvent(t *testing.T) {
 // What the fast decode declines, encoding/json decodes, and DecodeEvent's
 // answer is the same either way.
 func TestDecodeWireDeclinesWhatItCannotBeSureOf(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		`{"stage":"ResponseComplete","stage":"RequestReceived"}`,     // repeated field
 		`{"st\u0061ge":"ResponseComplete"}`,                          // escaped key

@@ -287,6 +287,7 @@ func TestSourceIPsKeepOnlyAddresses(t *testing.T) {
 // character boundary, on either path; the parts of an API name keep one
 // character more, so that the aggregator still refuses them.
 func TestStringsAreBoundedAsRead(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", 4<<10)
 	raw := []byte(`{"auditID":"s","stage":"ResponseComplete","verb":"` + long + `","userAgent":"` + long + `",` +
 		`"user":{"username":"` + long + `","extra":{"authentication.kubernetes.io/pod-name":["` + long + `"]}},` +

@@ -67,6 +67,7 @@ func TestOneHugeItemIsSkippedWithinBoundedMemory(t *testing.T) {
 // A batch of 9: the 5th item is over the bound, the 8 others count. The
 // big one is refused alone, and told by its index and reason.
 func TestAnItemOverTheBoundIsRefusedAlone(t *testing.T) {
+	t.Parallel()
 	items := make([]string, 9)
 	for i := range items {
 		size := 100
@@ -92,6 +93,7 @@ func TestAnItemOverTheBoundIsRefusedAlone(t *testing.T) {
 // ErrOverBudget; one that needs more than the whole budget, with
 // ErrBodyOverBudget. Closing an account gives back all it held.
 func TestBudgetIsSharedByTheBodies(t *testing.T) {
+	t.Parallel()
 	body := list([]byte(strings.Repeat(string(deprecatedItem("a", 2<<20))+",", 3) + string(deprecatedItem("b", 2<<20))))
 	b := NewBudget(64 << 20)
 	first := b.Open()

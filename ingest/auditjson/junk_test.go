@@ -140,6 +140,7 @@ func TestAMillionInvalidItems(t *testing.T) {
 // Good events among the junk still count, invalid objects are told apart
 // by reason, and the samples are the first ten bad items by index.
 func TestJunkAmongEvents(t *testing.T) {
+	t.Parallel()
 	good := `{"auditID":"a","stage":"ResponseComplete","verb":"get","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true"}}`
 	body := junkList(7000, good, "1", "null", `{"stage":7}`, `"s"`, "{}", `{"stage":"Panic","stageTimestamp":"x","annotations":{"k8s.io/deprecated":"true"}}`)
 	for name, decode := range decoders(t) {
@@ -166,6 +167,7 @@ func TestJunkAmongEvents(t *testing.T) {
 // The item a byte at a time: however the body arrives, junk is counted
 // the same.
 func TestJunkStreamedAByteAtATime(t *testing.T) {
+	t.Parallel()
 	body := junkList(5000, "1", "[]", "{}")
 	events, bad, err := DecodeStream(iotest.OneByteReader(bytes.NewReader(body)), nil)
 	require.NoError(t, err)
@@ -180,6 +182,7 @@ func TestJunkStreamedAByteAtATime(t *testing.T) {
 // What a non-object item counts as without being decoded is what
 // decoding it says.
 func TestNonObjectsAreMalformedEvents(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"1", "-2.5e10", `"x"`, `""`, "true", "false", "[]", `[{"stage":"Panic"}]`} {
 		_, err := DecodeEvent([]byte(v))
 		var e *Error

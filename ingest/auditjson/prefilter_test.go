@@ -22,6 +22,7 @@ import (
 
 // The scanner must accept exactly what encoding/json accepts.
 func TestScannerAgreesWithEncodingJSON(t *testing.T) {
+	t.Parallel()
 	deep := strings.Repeat("[", maxScanDepth) + strings.Repeat("]", maxScanDepth)
 	tooDeep := strings.Repeat("[", maxScanDepth+1) + strings.Repeat("]", maxScanDepth+1)
 	for _, in := range []string{
@@ -199,6 +200,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 // 3 % deprecated requests, come to the same counts through the prefilter.
 // The counts are checked against an independent tally of the input.
 func TestPrefilterCountsTheSameAsTheFullDecode(t *testing.T) {
+	t.Parallel()
 	names, err := filepath.Glob(filepath.Join(captured, "*.body"))
 	require.NoError(t, err)
 	require.Len(t, names, 8)
@@ -233,6 +235,7 @@ func TestPrefilterCountsTheSameAsTheFullDecode(t *testing.T) {
 // Inputs meant to trick a byte-level filter: each must come to the same
 // counts as the full decode, and as encoding/json into the audit types.
 func TestPrefilterIsNotTricked(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	ts := `"requestReceivedTimestamp":"2026-11-24T10:00:00.000000Z","stageTimestamp":"2026-11-24T10:00:01.000000Z"`
 	ref := `"objectRef":{"resource":"endpoints","apiVersion":"v1"}`
@@ -284,6 +287,7 @@ func TestPrefilterIsNotTricked(t *testing.T) {
 
 // Bodies that are not plain lists get DecodeBody's own answer.
 func TestPrefilterLeavesBadBodiesToDecodeBody(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	a := testAggregator(t, now)
 	item := `{"auditID":"x","stage":"ResponseComplete"}`
@@ -349,6 +353,7 @@ func FuzzPrefilter(f *testing.F) {
 
 // Every special byte at every position of the eight-byte steps.
 func TestScannerFindsSpecialBytesAtEveryPosition(t *testing.T) {
+	t.Parallel()
 	for n := range 24 {
 		for _, special := range []string{`\"`, `\\`, `\u0041`, `\q`, "\n", "\x01", "\x1f", "\x7f", "\xc3\xa9", "\xff", `"`} {
 			s := `"` + strings.Repeat("a", n) + special + strings.Repeat("b", 24-n) + `"`
@@ -368,6 +373,7 @@ func TestScannerFindsSpecialBytesAtEveryPosition(t *testing.T) {
 // are every get, list and watch of the captures, as encoding/json reads
 // them: the warning about clusters without reads sees them all.
 func TestPrefilterTellsTheReadsItSetsAside(t *testing.T) {
+	t.Parallel()
 	names, err := filepath.Glob(filepath.Join(captured, "*.body"))
 	require.NoError(t, err)
 	var first time.Time

@@ -8,6 +8,7 @@ import (
 )
 
 func TestShiftMovesTimestampsAndKeepsIdentity(t *testing.T) {
+	t.Parallel()
 	// As kube-apiserver writes it: 6 fractional digits, \u0026 escapes.
 	raw := []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a1","stage":"ResponseComplete","requestURI":"/api/v1/endpoints?limit=500\u0026watch=1","verb":"list","user":{"username":"alice"},"requestReceivedTimestamp":"2026-11-21T19:18:03.123456Z","stageTimestamp":"2026-11-21T19:18:03.200001Z","annotations":{"k8s.io/deprecated":"true"}}`)
 	out, err := Shift(raw, 42*time.Hour)

@@ -107,6 +107,7 @@ func sameAsDecodeBody(t *testing.T, body []byte, r io.Reader) {
 }
 
 func TestDecodeStreamMatchesDecodeBody(t *testing.T) {
+	t.Parallel()
 	for name, body := range streamBodies(t) {
 		t.Run(name, func(t *testing.T) {
 			sameAsDecodeBody(t, body, bytes.NewReader(body))
@@ -125,6 +126,7 @@ func TestDecodeStreamMatchesDecodeBody(t *testing.T) {
 
 // Request objects are kept only where the caller needs them.
 func TestDecodeStreamKeepsRequestObjectsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	body := requestLevelList(t)
 	all, _, err := DecodeStream(bytes.NewReader(body), keepAll)
 	require.NoError(t, err)
@@ -154,6 +156,7 @@ func TestDecodeStreamKeepsRequestObjectsOnlyWhenAsked(t *testing.T) {
 // The reader's own errors, such as a body over the limit, come back as
 // they are.
 func TestDecodeStreamPassesOnReadErrors(t *testing.T) {
+	t.Parallel()
 	tooLarge := errors.New("body too large")
 	for name, body := range streamBodies(t) {
 		if name != "request level" && !strings.HasSuffix(name, ".body") {
