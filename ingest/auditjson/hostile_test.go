@@ -187,40 +187,42 @@ func TestRemovedReleaseIsValidated(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	agg := aggregate.New(aggregate.Options{Registerer: reg})
 	for _, c := range []struct {
-		value, want string
-		dropped     bool
+		name, value, want string
+		dropped           bool
 	}{
-		{`"1.37"`, "1.37", false},
-		{`"v1.37.2"`, "1.37", false},
-		{`"1.3\u0037"`, "1.37", false},
-		{`""`, "", false},
-		{`null`, "", false},
-		{`"banana"`, "", true},
-		{`"1."`, "", true},
-		{`"` + strings.Repeat("1", 9<<20) + `.37"`, "", true},
-		{`"1.37` + strings.Repeat(" ", aggregate.MaxReleaseBytes) + `"`, "", true},
+		{"release", `"1.37"`, "1.37", false},
+		{"patch release", `"v1.37.2"`, "1.37", false},
+		{"escaped", `"1.3\u0037"`, "1.37", false},
+		{"empty", `""`, "", false},
+		{"null", `null`, "", false},
+		{"not a release", `"banana"`, "", true},
+		{"no minor", `"1."`, "", true},
+		{"9 MiB", `"` + strings.Repeat("1", 9<<20) + `.37"`, "", true},
+		{"over the bound", `"1.37` + strings.Repeat(" ", aggregate.MaxReleaseBytes) + `"`, "", true},
 	} {
-		raw := []byte(`{"auditID":"r","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":` + c.value + `}}`)
-		for _, d := range eventDecoders {
-			in := d.input(raw)
-			var ev aggregate.Event
-			allocs := allocated(func() { ev = d.decode(t, in) })
-			require.Less(t, allocs, uint64(1<<20)+d.slack(raw), "%.20s %s: %d KiB allocated", c.value, d.name, allocs>>10)
-			require.Equal(t, c.want, ev.RemovedRelease, "%.20s %s", c.value, d.name)
-			require.Equal(t, c.dropped, ev.Dropped&aggregate.DroppedRemovedRelease != 0, "%.20s %s", c.value, d.name)
-			require.True(t, ev.Deprecated)
-		}
-		before := decodeErrors(t, reg, "bad_removed_release")
-		ev, err := DecodeEvent(raw)
-		require.NoError(t, err)
-		_, err = agg.Plan(aggregate.Origin{Source: "webhook", Cluster: "c", Node: "n"}, []aggregate.Event{ev})
-		require.NoError(t, err)
-		after := decodeErrors(t, reg, "bad_removed_release")
-		if c.dropped {
-			require.Equal(t, before+1, after, "%.20s is counted", c.value)
-		} else {
-			require.Equal(t, before, after, "%.20s", c.value)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			raw := []byte(`{"auditID":"r","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":` + c.value + `}}`)
+			for _, d := range eventDecoders {
+				in := d.input(raw)
+				var ev aggregate.Event
+				allocs := allocated(func() { ev = d.decode(t, in) })
+				require.Less(t, allocs, uint64(1<<20)+d.slack(raw), "%s: %d KiB allocated", d.name, allocs>>10)
+				require.Equal(t, c.want, ev.RemovedRelease, d.name)
+				require.Equal(t, c.dropped, ev.Dropped&aggregate.DroppedRemovedRelease != 0, d.name)
+				require.True(t, ev.Deprecated)
+			}
+			before := decodeErrors(t, reg, "bad_removed_release")
+			ev, err := DecodeEvent(raw)
+			require.NoError(t, err)
+			_, err = agg.Plan(aggregate.Origin{Source: "webhook", Cluster: "c", Node: "n"}, []aggregate.Event{ev})
+			require.NoError(t, err)
+			after := decodeErrors(t, reg, "bad_removed_release")
+			if c.dropped {
+				require.Equal(t, before+1, after, "counted")
+			} else {
+				require.Equal(t, before, after)
+			}
+		})
 	}
 }
 
@@ -251,26 +253,28 @@ func decodeErrors(t *testing.T, reg *prometheus.Registry, reason string) float64
 // the aggregator's bound, and the last.
 func TestSourceIPsKeepOnlyAddresses(t *testing.T) {
 	for _, c := range []struct {
-		list    string
-		want    []string
-		dropped aggregate.Dropped
+		name, list string
+		want       []string
+		dropped    aggregate.Dropped
 	}{
-		{`["10.0.0.1","bad","","::1","1.2.3.4:80","300.1.1.1",null,"fe80::1%eth0","10.0.0.2"]`,
+		{"not addresses", `["10.0.0.1","bad","","::1","1.2.3.4:80","300.1.1.1",null,"fe80::1%eth0","10.0.0.2"]`,
 			[]string{"10.0.0.1", "::1", "fe80::1%eth0", "10.0.0.2"}, aggregate.DroppedSourceIP},
-		{`["10.0.0.1","` + strings.Repeat("1", 100) + `","\u0031\u0030.0.0.2"]`, []string{"10.0.0.1", "10.0.0.2"}, aggregate.DroppedSourceIP},
-		{`["10.0.0.1","10.0.0.2","10.0.0.3","10.0.0.4","10.0.0.5","10.0.0.6","10.0.0.7","10.0.0.8","10.0.0.9","10.0.0.10","10.0.0.11","192.0.2.7"]`,
+		{"too long, and escaped", `["10.0.0.1","` + strings.Repeat("1", 100) + `","\u0031\u0030.0.0.2"]`, []string{"10.0.0.1", "10.0.0.2"}, aggregate.DroppedSourceIP},
+		{"over the bound", `["10.0.0.1","10.0.0.2","10.0.0.3","10.0.0.4","10.0.0.5","10.0.0.6","10.0.0.7","10.0.0.8","10.0.0.9","10.0.0.10","10.0.0.11","192.0.2.7"]`,
 			[]string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8", "10.0.0.9", "192.0.2.7"},
 			aggregate.DroppedOverBound},
-		{`["192.0.2.7"]`, []string{"192.0.2.7"}, 0},
-		{`[]`, []string{}, 0},
-		{`null`, nil, 0},
+		{"one", `["192.0.2.7"]`, []string{"192.0.2.7"}, 0},
+		{"empty", `[]`, []string{}, 0},
+		{"null", `null`, nil, 0},
 	} {
-		raw := []byte(`{"auditID":"s","stage":"ResponseComplete","sourceIPs":` + c.list + `}`)
-		for _, d := range eventDecoders {
-			ev := d.decode(t, d.input(raw))
-			require.Equal(t, c.want, ev.SourceIPs, "%s %s", c.list, d.name)
-			require.Equal(t, c.dropped, ev.Dropped, "%s %s", c.list, d.name)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			raw := []byte(`{"auditID":"s","stage":"ResponseComplete","sourceIPs":` + c.list + `}`)
+			for _, d := range eventDecoders {
+				ev := d.decode(t, d.input(raw))
+				require.Equal(t, c.want, ev.SourceIPs, "%s %s", c.list, d.name)
+				require.Equal(t, c.dropped, ev.Dropped, "%s %s", c.list, d.name)
+			}
+		})
 	}
 	// Millions of entries that are not addresses cost a scan, not a
 	// parse each.
