@@ -42,9 +42,9 @@ var (
 	fixedAt   = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 )
 
-// The manifest as Helm stored it on a cluster that served policy/v1beta1
-// and networking.k8s.io/v1beta1.
-const oldManifest = `---
+// configDoc is the release's ConfigMap, which no fix moves: the fixed
+// manifest holds it byte for byte as it was.
+const configDoc = `---
 # Source: web/templates/config.yaml
 apiVersion: v1
 kind: ConfigMap
@@ -52,10 +52,11 @@ metadata:
   name: web
 data:
   greeting: hello
----
-# Source: web/templates/pdb.yaml
-apiVersion: policy/v1beta1
-kind: PodDisruptionBudget
+`
+
+// pdbBody is the PodDisruptionBudget after its apiVersion, which is all
+// its move changes.
+const pdbBody = `kind: PodDisruptionBudget
 metadata:
   name: web
 spec:
@@ -63,7 +64,14 @@ spec:
   selector:
     matchLabels:
       app: web
----
+`
+
+// The manifest as Helm stored it on a cluster that served policy/v1beta1
+// and networking.k8s.io/v1beta1.
+const oldManifest = configDoc + `---
+# Source: web/templates/pdb.yaml
+apiVersion: policy/v1beta1
+` + pdbBody + `---
 # Source: web/templates/ingress.yaml
 apiVersion: networking.k8s.io/v1beta1
 kind: Ingress
@@ -80,27 +88,11 @@ spec:
           servicePort: 80
 `
 
-// The same, each object moved; the ConfigMap is byte for byte as it was.
-const newManifest = `---
-# Source: web/templates/config.yaml
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: web
-data:
-  greeting: hello
----
+// The same, each object moved.
+const newManifest = configDoc + `---
 # Source: web/templates/pdb.yaml
 apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: web
-spec:
-  minAvailable: 1
-  selector:
-    matchLabels:
-      app: web
----
+` + pdbBody + `---
 # Source: web/templates/ingress.yaml
 apiVersion: networking.k8s.io/v1
 kind: Ingress
