@@ -15,4 +15,7 @@ const (
 	// bombListEntries scales TestArrayBombsInOtherLists' bombs, 18 to
 	// 26 MiB each.
 	bombListEntries = 6 << 20
+	// bombWholeEntries scales the same bombs for the decoders that walk
+	// the whole event.
+	bombWholeEntries = bombListEntries
 )

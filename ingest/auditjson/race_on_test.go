@@ -20,4 +20,8 @@ const (
 	// bombListEntries scales TestArrayBombsInOtherLists' bombs, 9 to
 	// 13 MiB each.
 	bombListEntries = 3 << 20
+	// bombWholeEntries scales the same bombs for the decoders that walk
+	// the whole event, 3 to 4.4 MiB: the stream alone needs them over
+	// maxItemBytes to take its path.
+	bombWholeEntries = 1 << 20
 )
