@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
@@ -523,9 +524,7 @@ func checkTokenPrompt(t *testing.T, b *browser, s *server) {
 	require.Equal(t, []string{""}, auths)
 
 	// Escape: no token, the reason, and a way back to the prompt.
-	for _, typ := range []string{"rawKeyDown", "keyUp"} {
-		require.NoError(t, b.call(tb.session, "Input.dispatchKeyEvent", map[string]any{"type": typ, "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}, nil))
-	}
+	tb.press(kb.Escape)
 	require.Equal(t, "error", tb.waitState("error"))
 	var shown string
 	tb.mustEval(`document.getElementById('error').textContent`, &shown)
