@@ -24,6 +24,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -79,8 +80,8 @@ func procStatusMB(field string) (float64, error) {
 
 // serverConfig is the server's configuration over the corpus's directory:
 // the defaults, with the client cap the corpus was written with.
-func serverConfig() app.Config {
-	cfg := app.DefaultConfig()
+func serverConfig() config.Config {
+	cfg := config.Default()
 	cfg.DataDir = corpus.dir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.MaxClientsPerNodeHour = 2 * corpus.size.Users
@@ -89,7 +90,7 @@ func serverConfig() app.Config {
 
 // openAsServer opens the corpus's directory with the options the server's
 // store.Open gets from its configuration (app.OpenParts).
-func openAsServer(cfg app.Config) (*store.Store, error) {
+func openAsServer(cfg config.Config) (*store.Store, error) {
 	return store.Open(store.Options{Dir: cfg.DataDir, Retention: cfg.Retention, Logger: zerolog.Nop(),
 		MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge()})
 }
@@ -97,7 +98,7 @@ func openAsServer(cfg app.Config) (*store.Store, error) {
 // startUntilReady builds and runs a server over cfg's data directory and
 // returns how long it took from app.New until /readyz answered 200, and a
 // function that stops it (closing the store).
-func startUntilReady(cfg app.Config) (time.Duration, func() error, error) {
+func startUntilReady(cfg config.Config) (time.Duration, func() error, error) {
 	start := time.Now()
 	a, err := app.New(cfg, app.Options{Logger: zerolog.Nop()})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
@@ -42,10 +42,10 @@ func craftedBatch(t *testing.T) []byte {
 	return b
 }
 
-func admissionConfig(t *testing.T) app.Config {
+func admissionConfig(t *testing.T) config.Config {
 	cfg := testConfig(t)
 	cfg.Admission.Webhooks = []admission.WebhookID{{Configuration: "vault", Webhook: "vault-validator.example.com"}}
-	cfg.Admission.Metrics = app.AdmissionMetrics{MaxResources: 1, MaxWebhooks: 2}
+	cfg.Admission.Metrics = config.AdmissionMetrics{MaxResources: 1, MaxWebhooks: 2}
 	return cfg
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/cardinality"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
@@ -76,7 +77,7 @@ func (b BuildInfo) String() string {
 // Serve runs the server cfg describes until ctx is done or a component
 // fails, logging through logger (NewLogger's, which the caller also hands
 // the libraries that log through process-global loggers).
-func Serve(ctx context.Context, cfg Config, logger zerolog.Logger, build BuildInfo) error {
+func Serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, build BuildInfo) error {
 	a, err := New(cfg, Options{Logger: logger, Build: build})
 	if err != nil {
 		return err
@@ -84,7 +85,7 @@ func Serve(ctx context.Context, cfg Config, logger zerolog.Logger, build BuildIn
 	return a.Run(ctx)
 }
 
-// Options are what the caller provides beyond Config.
+// Options are what the caller provides beyond config.Config.
 type Options struct {
 	Logger zerolog.Logger
 	// Registry receives every metric and is served on /metrics. Nil means a
@@ -112,7 +113,7 @@ const (
 
 // App is a Sunset server, built and listening but not yet serving.
 type App struct {
-	cfg       Config
+	cfg       config.Config
 	followers []*file.Follower
 	managed   []managedSource
 	kafka     *kafka.Consumer
@@ -140,7 +141,7 @@ type App struct {
 
 // New opens the store and binds the listener, so that Addr is known and a
 // port conflict or a locked data directory fails here, before Run.
-func New(cfg Config, opts Options) (_ *App, err error) {
+func New(cfg config.Config, opts Options) (_ *App, err error) {
 	if err := errors.Join(cfg.Validate(), cfg.ValidateListen()); err != nil {
 		return nil, err
 	}
@@ -218,7 +219,7 @@ func New(cfg Config, opts Options) (_ *App, err error) {
 func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error {
 	cfg, st := a.cfg, a.store
 	var prefilter *auditjson.Prefilter
-	if cfg.Decoder == DecoderPrefilter {
+	if cfg.Decoder == config.DecoderPrefilter {
 		prefilter = auditjson.NewPrefilter(a.agg.Interest())
 	}
 	// What the webhook and files count also goes to the fleet's topic
@@ -274,7 +275,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 			return err
 		}
 	}
-	if !cfg.WebhookAuthenticated() && !LoopbackListen(cfg.Listen) {
+	if !cfg.WebhookAuthenticated() && !config.LoopbackListen(cfg.Listen) {
 		// Validate let this through only because it was asked for.
 		a.log.Warn().Str("listen", cfg.Listen).
 			Msg("the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts")
@@ -323,7 +324,7 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	top := http.NewServeMux()
 	var hookHandler http.Handler = hooks
 	reads := a.access.Wrap(mux)
-	if LoopbackListen(cfg.Listen) {
+	if config.LoopbackListen(cfg.Listen) {
 		// What answers without credentials on loopback answers only
 		// requests addressed to loopback: a web page whose name was
 		// rebound to 127.0.0.1 sends its own name as Host.
@@ -472,7 +473,7 @@ func (a *App) probeReadiness() ops.Readiness {
 		}
 	}
 	for _, c := range a.agg.ClustersWithoutReads() {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("cluster %s sent no get, list or watch in %s: its reads are not logged, so deprecated reads cannot be seen (see inputs/managed.md#reads)", c, shortDuration(aggregate.ReadsWindow)))
+		r.Warnings = append(r.Warnings, fmt.Sprintf("cluster %s sent no get, list or watch in %s: its reads are not logged, so deprecated reads cannot be seen (see inputs/managed.md#reads)", c, config.ShortDuration(aggregate.ReadsWindow)))
 	}
 	// Starting and stopping are told by their own lines.
 	switch {
@@ -542,7 +543,7 @@ func (a *App) Run(ctx context.Context) error {
 		a.state.Store(int32(stateReady))
 		a.log.Info().Str("listen", a.Addr().String()).Bool("tls", a.TLS()).Str("data_dir", a.cfg.DataDir).
 			Bool("open_to_anyone", a.access.Open()).Msg("sunset is serving")
-		if a.access.Open() && !LoopbackListen(a.cfg.Listen) {
+		if a.access.Open() && !config.LoopbackListen(a.cfg.Listen) {
 			a.log.Warn().Str("listen", a.cfg.Listen).Msg("allow-unauthenticated is set: anyone who reaches this address can read usernames, workloads and source addresses, and reset counts")
 		}
 	})

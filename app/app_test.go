@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
@@ -25,7 +25,7 @@ const capturedDeprecated = 66
 // sends them, independently of Sunset (internal/testutil/auditcount).
 func capturedCount(t *testing.T) *auditcount.Counter {
 	t.Helper()
-	c := auditcount.New(auditcount.Options{SystemUsers: app.DefaultConfig().SystemUsers, Lifecycle: auditcount.BuiltinLifecycle(t)})
+	c := auditcount.New(auditcount.Options{SystemUsers: config.Default().SystemUsers, Lifecycle: auditcount.BuiltinLifecycle(t)})
 	for _, b := range capturedBodies(t) {
 		c.AddList(t, "default", "master-0", b)
 	}

@@ -21,6 +21,7 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
@@ -176,7 +177,7 @@ func TestUnauthenticatedWebhookBeyondLoopbackMustBeAskedFor(t *testing.T) {
 		"listen: 0.0.0.0:0 is reachable from other machines, but nothing authenticates API readers: set authentication-kubeconfig and authorization-kubeconfig (in a pod the in-cluster config is used), token-auth-file or client-ca-file, or set allow-unauthenticated=true to let anyone who reaches the port read and reset")
 
 	warning := "the webhook accepts batches without credentials on a non-loopback address (webhook-allow-unauthenticated): anyone who reaches it can add counts"
-	logs := func(cfg app.Config) string {
+	logs := func(cfg config.Config) string {
 		var buf bytes.Buffer
 		// Badger logs from its own goroutines.
 		a, err := app.New(cfg, app.Options{Logger: zerolog.New(zerolog.SyncWriter(&buf)), Registry: prometheus.NewRegistry()})
@@ -199,7 +200,7 @@ func TestUnauthenticatedWebhookBeyondLoopbackMustBeAskedFor(t *testing.T) {
 		"127.0.0.1:8080": true, "127.1.2.3:80": true, "localhost:8080": true, "[::1]:8080": true,
 		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.1:8080": false, "sunset.example:8080": false, "8080": false,
 	} {
-		require.Equal(t, loopback, app.LoopbackListen(listen), listen)
+		require.Equal(t, loopback, config.LoopbackListen(listen), listen)
 	}
 }
 
@@ -253,7 +254,7 @@ func TestLocalURLIsWhereThisHostReachesTheServer(t *testing.T) {
 		"sunset.svc:8443": "https://sunset.svc:8443",
 		"not-a-host-port": "",
 	} {
-		require.Equal(t, want, app.Config{Listen: listen}.LocalURL(), listen)
+		require.Equal(t, want, config.Config{Listen: listen}.LocalURL(), listen)
 	}
-	require.Equal(t, "https://127.0.0.1:8080", app.Config{Listen: "127.0.0.1:8080", TLSCertFile: "tls.crt"}.LocalURL())
+	require.Equal(t, "https://127.0.0.1:8080", config.Config{Listen: "127.0.0.1:8080", TLSCertFile: "tls.crt"}.LocalURL())
 }

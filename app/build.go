@@ -13,6 +13,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/systemusers"
@@ -23,7 +24,7 @@ import (
 // lifecycle catalog, the field rules, the system users, the admission
 // classes and the store.
 type Parts struct {
-	Config  Config
+	Config  config.Config
 	Catalog *catalog.Catalog
 	Rules   *fieldrule.Set
 	System  *systemusers.Classifier
@@ -53,7 +54,7 @@ type PartsOptions struct {
 
 // OpenParts builds the parts from cfg. The configuration is checked before
 // the store is opened, so a bad one leaves nothing to close.
-func OpenParts(cfg Config, o PartsOptions) (*Parts, error) {
+func OpenParts(cfg config.Config, o PartsOptions) (*Parts, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -112,7 +113,7 @@ func (p *Parts) Aggregator(o aggregate.Options) *aggregate.Aggregator {
 func (p *Parts) Service() *api.Service {
 	svc := api.NewService(p.Store, p.Catalog, p.Rules, p.System.IsSystem, p.now)
 	// The config was validated, exemptions included.
-	if e, err := ParseExemptions(p.Config.Exemptions); err == nil && len(e) > 0 {
+	if e, err := config.ParseExemptions(p.Config.Exemptions); err == nil && len(e) > 0 {
 		svc.WithExemptions(&exemptionSource{static: e})
 	}
 	return svc

@@ -9,6 +9,7 @@ import (
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/config"
 )
 
 func listNames(t *testing.T, s *server, query string) []string {
@@ -26,7 +27,7 @@ func listNames(t *testing.T, s *server, query string) []string {
 
 func TestAlreadyRemovedAPIsAndListFilters(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Clusters = map[string]app.ClusterConfig{"old": {Version: "v1.21.14"}}
+	cfg.Clusters = map[string]config.ClusterConfig{"old": {Version: "v1.21.14"}}
 	cfg.Catalog.Extra = []catalog.Entry{{Group: "e2e.example.com", Version: "v1beta1", Resource: "widgets", Kind: "Widget", DeprecatedIn: "1.30",
 		Replacement: &catalog.Ref{Group: "e2e.example.com", Version: "v1", Kind: "Widget", Resource: "widgets"}}}
 	s := start(t, cfg)
@@ -95,7 +96,7 @@ func TestAlreadyRemovedAPIsAndListFilters(t *testing.T) {
 
 func TestClusterAndCatalogConfigIsValidated(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Clusters = map[string]app.ClusterConfig{"prod": {Version: "latest"}, "dev": {Version: "1.30"}}
+	cfg.Clusters = map[string]config.ClusterConfig{"prod": {Version: "latest"}, "dev": {Version: "1.30"}}
 	cfg.Catalog.Extra = []catalog.Entry{{Group: "cert-manager.io", Version: "v1alpha2", Resource: "certificates", Kind: "Certificate", DeprecatedIn: "1.24", RemovedIn: "1.20"}}
 	_, err := app.New(cfg, app.Options{})
 	require.EqualError(t, err, "catalog.extra[0]: cert-manager.io/v1alpha2 certificates: removedIn 1.20 is before deprecatedIn 1.24\n"+

@@ -3,69 +3,15 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-sunset/sunset/internal/selfsigned"
 )
-
-// SelfSigned reports whether Sunset serves HTTPS with a certificate it
-// makes and keeps in cert-dir: without tls-cert-file, on a listen address
-// that is not loopback (where plain HTTP would carry bearer tokens in
-// cleartext), or wherever cert-dir is set.
-func (c Config) SelfSigned() bool {
-	return c.TLSCertFile == "" && (c.CertDir != "" || !LoopbackListen(c.Listen))
-}
-
-// ServesTLS reports whether Sunset serves HTTPS, with tls-cert-file or a
-// certificate of its own.
-func (c Config) ServesTLS() bool { return c.TLSCertFile != "" || c.SelfSigned() }
-
-// CertDirPath is cert-dir, or its default under the data directory.
-func (c Config) CertDirPath() string {
-	if c.CertDir != "" {
-		return c.CertDir
-	}
-	return filepath.Join(c.DataDir, "certs")
-}
-
-// validateCertDir checks the keys of the certificate Sunset makes: they
-// mean something only when it makes one.
-func (c Config) validateCertDir(bad func(key, format string, args ...any)) {
-	for i, h := range c.CertHosts {
-		if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(strings.TrimPrefix(h, "*."))) > 0 {
-			bad(fmt.Sprintf("cert-hosts[%d]", i), "%q is neither an IP address nor a DNS name (sunset.sunset.svc)", h)
-		}
-	}
-	if c.PublishCASecret != "" {
-		if _, err := selfsigned.ParseSecretRef(c.PublishCASecret); err != nil {
-			bad("publish-ca-secret", "%v", err)
-		}
-	}
-	if c.SelfSigned() {
-		return
-	}
-	why := "tls-cert-file is set, and Sunset serves that certificate"
-	if c.TLSCertFile == "" {
-		why = "Sunset serves plain HTTP on a loopback listen address unless cert-dir is set"
-	}
-	for _, k := range []struct {
-		key string
-		set bool
-	}{{"cert-dir", c.CertDir != ""}, {"cert-hosts", len(c.CertHosts) > 0}, {"publish-ca-secret", c.PublishCASecret != ""}} {
-		if k.set {
-			bad(k.key, "is for the certificate Sunset makes for itself, and it makes none: %s", why)
-		}
-	}
-}
 
 // newCertKeeper makes or loads the certificate of cert-dir.
 func (a *App) newCertKeeper() (*selfsigned.Keeper, error) {

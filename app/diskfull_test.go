@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -80,7 +81,7 @@ func TestFullDiskRefusesAndRecovers(t *testing.T) {
 
 	cfg := testConfig(t)
 	cfg.DataDir = filepath.Join(fsDir, "data")
-	cfg.Ingest.Files = []app.FollowFile{{Path: logPath, Node: "master-0"}}
+	cfg.Ingest.Files = []config.FollowFile{{Path: logPath, Node: "master-0"}}
 	// Every batch writes rows of new clients, as the test needs to fill the
 	// disk: no folding into client "other".
 	cfg.MaxClientsPerNodeHour = 1 << 20

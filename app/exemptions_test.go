@@ -9,13 +9,14 @@ import (
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // The config's exemptions accept carol's calls to the API 1.37 removes
 // until they expire; the server's clock is 2026-11-21T19:50:00Z.
 func TestExemptionsFromTheConfig(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Exemptions = []app.ExemptionConfig{
+	cfg.Exemptions = []config.ExemptionConfig{
 		{API: "volumeattributesclasses.v1beta1.storage.k8s.io", User: "carol", Reason: "terraform module 4.2 in CHG-7", Expires: "2026-11-22"},
 		{API: "cronjobs.v1beta1.batch", UserAgent: "helm/v3.14.0*", Reason: "chart bump", Expires: "2026-11-21T19:50:00Z"},
 		{API: "ingresses.v1beta1.extensions", User: "nobody", Reason: "gone", Expires: "2027-01-01"},
@@ -47,7 +48,7 @@ func TestExemptionsFromTheConfig(t *testing.T) {
 
 func TestBadExemptionsAreRefused(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Exemptions = []app.ExemptionConfig{{API: "cronjobs", Expires: "next week"}}
+	cfg.Exemptions = []config.ExemptionConfig{{API: "cronjobs", Expires: "next week"}}
 	require.EqualError(t, cfg.Validate(), "exemptions: [0]: api \"cronjobs\" is not an APIRequestCount name such as cronjobs.v1beta1.batch\n"+
 		"[0]: reason is required: say why the calls may go on, and who fixes them\n"+
 		"[0]: expires \"next week\" is not an RFC 3339 date (2026-12-31) or time (2026-12-31T18:00:00Z)")
@@ -57,7 +58,7 @@ func TestBadExemptionsAreRefused(t *testing.T) {
 // directory's reader offers them.
 func TestDataDirReaderOffersTheConfigsExemptions(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Exemptions = []app.ExemptionConfig{{API: "cronjobs.v1beta1.batch", User: "ci", Reason: "CHG-1", Expires: "2026-12-01"}}
+	cfg.Exemptions = []config.ExemptionConfig{{API: "cronjobs.v1beta1.batch", User: "ci", Reason: "CHG-1", Expires: "2026-12-01"}}
 	parts, err := app.OpenParts(cfg, app.PartsOptions{NoStore: true})
 	require.NoError(t, err)
 	got, err := parts.Reader().CheckExemptions(catalog.MustParseRelease("1.37"))
@@ -68,7 +69,7 @@ func TestDataDirReaderOffersTheConfigsExemptions(t *testing.T) {
 // Written unquoted, as docs/cli.md shows, a date or a time in expires is
 // a timestamp to the YAML reader: it loads as the same instant.
 func TestExemptionExpiresUnquoted(t *testing.T) {
-	cfg, err := app.LoadConfig(app.Flags(), fleetConfigFile(t, `exemptions:
+	cfg, err := config.Load(config.Flags(), writeConfig(t, `exemptions:
   - api: cronjobs.v1beta1.batch
     user: ci
     reason: CHG-1
@@ -79,7 +80,7 @@ func TestExemptionExpiresUnquoted(t *testing.T) {
     expires: 2026-12-01T18:30:00+02:00
 `))
 	require.NoError(t, err)
-	exemptions, err := app.ParseExemptions(cfg.Exemptions)
+	exemptions, err := config.ParseExemptions(cfg.Exemptions)
 	require.NoError(t, err)
 	require.Len(t, exemptions, 2)
 	require.True(t, exemptions[0].Expires.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), exemptions[0].Expires)

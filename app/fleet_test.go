@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
@@ -71,7 +71,7 @@ func usersOf(t *testing.T, s *server, name, cluster string) map[string]int64 {
 	return got
 }
 
-func fleetConfig(cfg *app.Config, brokers []string, fleetTopic string) {
+func fleetConfig(cfg *config.Config, brokers []string, fleetTopic string) {
 	cfg.Kafka = kafka.Config{Brokers: brokers, SessionTimeout: 2 * time.Second, BatchWait: 20 * time.Millisecond,
 		ClusterHeader: "cluster", Fleet: kafka.FleetConfig{Topic: fleetTopic}}
 }

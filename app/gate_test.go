@@ -23,13 +23,14 @@ import (
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/gate"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
 	"github.com/kube-sunset/sunset/store"
 )
 
 // gateConfig is testConfig with the gate on.
-func gateConfig(t *testing.T) app.Config {
+func gateConfig(t *testing.T) config.Config {
 	cfg := testConfig(t)
 	cfg.Gate.Enabled = true
 	return cfg
@@ -429,7 +430,7 @@ func TestGateCleanFor(t *testing.T) {
 // storage v1beta1 calls do not refuse the raise to 1.37.
 func TestGateExemptions(t *testing.T) {
 	cfg := gateConfig(t)
-	cfg.Exemptions = []app.ExemptionConfig{{API: "volumeattributesclasses.v1beta1.storage.k8s.io", User: "carol", Reason: "vendor fix in Q1", Expires: "2027-01-01"}}
+	cfg.Exemptions = []config.ExemptionConfig{{API: "volumeattributesclasses.v1beta1.storage.k8s.io", User: "carol", Reason: "vendor fix in Q1", Expires: "2027-01-01"}}
 	s := start(t, cfg)
 	postCheckFixture(s)
 	check := getJSON[sunsetv1.UpgradeCheck](t, s, "/apis/sunset.dev/v1/upgradechecks/1.37?cluster=default&from=1.36")

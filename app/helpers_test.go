@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
@@ -32,7 +33,7 @@ type server struct {
 	url  string
 	reg  *prometheus.Registry
 	stop func()
-	cfg  app.Config
+	cfg  config.Config
 	// client talks to the server; tests of TLS replace it.
 	client *http.Client
 	ts     *testserver.Server
@@ -43,26 +44,26 @@ type server struct {
 func (s *server) await(within time.Duration, cond func() bool) { s.ts.Await(within, cond) }
 
 // testConfig is testserver.Config with JSON logs.
-func testConfig(t *testing.T) app.Config {
+func testConfig(t *testing.T) config.Config {
 	cfg := testserver.Config(t)
 	cfg.LogFormat = "json"
 	return cfg
 }
 
 // start runs Sunset with cfg until the test ends or stop is called.
-func start(t *testing.T, cfg app.Config) *server {
+func start(t *testing.T, cfg config.Config) *server {
 	t.Helper()
 	return startWith(t, cfg, func(*app.Options) {})
 }
 
 // startLogging is start with the server's logger.
-func startLogging(t *testing.T, cfg app.Config, logger zerolog.Logger) *server {
+func startLogging(t *testing.T, cfg config.Config, logger zerolog.Logger) *server {
 	t.Helper()
 	return startWith(t, cfg, func(o *app.Options) { o.Logger = logger })
 }
 
 // startWith is start with options changed by opt.
-func startWith(t *testing.T, cfg app.Config, opt func(*app.Options)) *server {
+func startWith(t *testing.T, cfg config.Config, opt func(*app.Options)) *server {
 	t.Helper()
 	opts := app.Options{
 		Logger:   testserver.Logger(t),

@@ -17,13 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
-func kafkaConfig(cfg *app.Config, brokers []string, topic, group string) {
+func kafkaConfig(cfg *config.Config, brokers []string, topic, group string) {
 	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: group,
 		SessionTimeout: 2 * time.Second, NodeHeader: "apiserver", NodeField: "hostname", BatchWait: 20 * time.Millisecond}
 }

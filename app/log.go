@@ -1,6 +1,8 @@
 package app
 
 import (
+	"github.com/kube-sunset/sunset/config"
+
 	"io"
 	"log"
 	"strings"
@@ -23,7 +25,7 @@ func (w stdWriter) Write(p []byte) (int, error) {
 
 // NewLogger is the process's logger as cfg's log-level and log-format ask:
 // console lines on a terminal (log-format auto), JSON otherwise.
-func NewLogger(cfg Config, w io.Writer, terminal bool) zerolog.Logger {
+func NewLogger(cfg config.Config, w io.Writer, terminal bool) zerolog.Logger {
 	level, err := zerolog.ParseLevel(strings.ToLower(cfg.LogLevel))
 	if err != nil {
 		level = zerolog.InfoLevel

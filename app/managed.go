@@ -26,44 +26,6 @@ type managedSource struct {
 	ready         func() (bool, string)
 }
 
-// validateManaged checks the managed-cluster sources, each under its own
-// key, and that no two read the same log into the same cluster: they
-// would share a checkpoint.
-func (c IngestConfig) validateManaged() []error {
-	var errs []error
-	seen := map[string]bool{}
-	for i, e := range c.EKS {
-		key := fmt.Sprintf("ingest.eks[%d]", i)
-		e = e.WithDefaults()
-		if err := e.Validate(key); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		id := e.Cluster + "\x00" + e.LogGroup
-		if seen[id] {
-			errs = append(errs, fmt.Errorf("%s: cluster %s reads log group %s a second time", key, e.Cluster, e.LogGroup))
-		}
-		seen[id] = true
-	}
-	subscriptions := map[string]bool{}
-	for i, g := range c.GKE {
-		key := fmt.Sprintf("ingest.gke[%d]", i)
-		if err := g.WithDefaults().Validate(); err != nil {
-			// gke names its fields alone; each line gets the entry's key.
-			for _, line := range strings.Split(err.Error(), "\n") {
-				errs = append(errs, fmt.Errorf("%s.%s", key, line))
-			}
-			continue
-		}
-		if subscriptions[g.Subscription] {
-			// Two receivers would split its messages between clusters.
-			errs = append(errs, fmt.Errorf("%s.subscription: %s is read a second time", key, g.Subscription))
-		}
-		subscriptions[g.Subscription] = true
-	}
-	return errs
-}
-
 // buildManaged builds the managed-cluster sources. What they count goes
 // through local, so that kafka.forward sends it to the fleet; prefilter,
 // when the decoder is the pre-filter, sets aside what cannot count.

@@ -13,6 +13,7 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
@@ -109,7 +110,7 @@ sunset_webhook_requests_total{code="503"} 0
 }
 
 func TestNewReportsAllConfigErrors(t *testing.T) {
-	cfg := app.DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = ""
 	cfg.Listen = "8080"
 	cfg.UserAgent = "long"

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-sunset/sunset/api"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/scan"
 )
 
@@ -23,6 +24,10 @@ func kubeConfig() (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
+// configMapPoll is how often serve reads the ConfigMap of scan.configMap
+// and of exemptions-configmap: one get of one object.
+const configMapPoll = time.Minute
+
 // buildClusterScan prepares what serve knows of its own cluster's scan:
 // with scan.configMap, the scan another workload publishes there, read
 // every minute; with scan.interval, a scan of its own.
@@ -30,7 +35,7 @@ func (a *App) buildClusterScan(reg prometheus.Registerer, now func() time.Time) 
 	logger := a.log.With().Str("component", "scan").Logger()
 	switch {
 	case a.cfg.Scan.ConfigMap != "":
-		namespace, name, err := ParseConfigMapRef(a.cfg.Scan.ConfigMap)
+		namespace, name, err := config.ParseConfigMapRef(a.cfg.Scan.ConfigMap)
 		if err != nil {
 			return fmt.Errorf("scan.configMap: %w", err)
 		}
@@ -75,11 +80,11 @@ func (a *App) clusterScanResults() api.ClusterScan {
 // webhook does not. Gaps in the scan are published with it; a cluster
 // that cannot be reached, or a ConfigMap that cannot be written, is an
 // error and leaves the last published scan in place.
-func PublishScan(ctx context.Context, cfg Config, logger zerolog.Logger) error {
+func PublishScan(ctx context.Context, cfg config.Config, logger zerolog.Logger) error {
 	if cfg.Scan.ConfigMap == "" {
 		return errors.New("scan.configMap (SUNSET_SCAN_CONFIGMAP) is not set: it names the ConfigMap to publish the scan in, namespace/name")
 	}
-	namespace, name, err := ParseConfigMapRef(cfg.Scan.ConfigMap)
+	namespace, name, err := config.ParseConfigMapRef(cfg.Scan.ConfigMap)
 	if err != nil {
 		return fmt.Errorf("scan.configMap: %w", err)
 	}

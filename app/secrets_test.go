@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/lockedbuf"
 )
 
@@ -38,7 +38,7 @@ const saslInFile = "kafka:\n  sasl:\n    mechanism: scram-sha-512\n    username:
 // password. The environment alone draws no warning; the file with the
 // environment still does, since the file still holds the password.
 func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
-	cfg, err := app.LoadConfig(app.Flags(), writeConfig(t, saslInFile))
+	cfg, err := config.Load(config.Flags(), writeConfig(t, saslInFile))
 	require.NoError(t, err)
 	require.Equal(t, secret, cfg.Kafka.SASL.Password)
 	var logs bytes.Buffer
@@ -56,7 +56,7 @@ func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
 		if body != "" {
 			path = writeConfig(t, body)
 		}
-		cfg, err := app.LoadConfig(app.Flags(), path)
+		cfg, err := config.Load(config.Flags(), path)
 		require.NoError(t, err, name)
 		require.Equal(t, "from-env-"+secret, cfg.Kafka.SASL.Password, name)
 		logs.Reset()
@@ -64,7 +64,7 @@ func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
 		require.Empty(t, logs.String(), name)
 	}
 
-	cfg, err = app.LoadConfig(app.Flags(), writeConfig(t, saslInFile))
+	cfg, err = config.Load(config.Flags(), writeConfig(t, saslInFile))
 	require.NoError(t, err)
 	logs.Reset()
 	cfg.WarnSecretsInFile(zerolog.New(&logs))
@@ -73,7 +73,7 @@ func TestSecretInConfigFileIsWarnedAbout(t *testing.T) {
 
 // serve logs the warning as it starts, through the logger it is given.
 func TestServeWarnsOfSecretInConfigFile(t *testing.T) {
-	cfg, err := app.LoadConfig(app.Flags(), writeConfig(t, "data-dir: "+t.TempDir()+"\nlisten: 127.0.0.1:0\nshutdown-timeout: 5s\n"+saslInFile))
+	cfg, err := config.Load(config.Flags(), writeConfig(t, "data-dir: "+t.TempDir()+"\nlisten: 127.0.0.1:0\nshutdown-timeout: 5s\n"+saslInFile))
 	require.NoError(t, err)
 	var logs lockedbuf.Buffer
 	startLogging(t, cfg, zerolog.New(&logs))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/testpki"
 )
 
@@ -21,15 +21,15 @@ func TestBearerTokensTravelOnlyOverTLSOffLoopback(t *testing.T) {
 	kubeconfig := testpki.WriteFile(t, dir, "kubeconfig", []byte("apiVersion: v1\nkind: Config\n"))
 	for _, tc := range []struct {
 		name string
-		set  func(*app.Config)
+		set  func(*config.Config)
 	}{
-		{"webhook token", func(c *app.Config) { c.WebhookTokenFile, c.AllowUnauthenticated = file, true }},
-		{"webhook token per apiserver", func(c *app.Config) { c.WebhookTokenAuthFile, c.AllowUnauthenticated = file, true }},
-		{"reader tokens", func(c *app.Config) { c.TokenAuthFile, c.WebhookAllowUnauthenticated = file, true }},
-		{"delegated", func(c *app.Config) {
+		{"webhook token", func(c *config.Config) { c.WebhookTokenFile, c.AllowUnauthenticated = file, true }},
+		{"webhook token per apiserver", func(c *config.Config) { c.WebhookTokenAuthFile, c.AllowUnauthenticated = file, true }},
+		{"reader tokens", func(c *config.Config) { c.TokenAuthFile, c.WebhookAllowUnauthenticated = file, true }},
+		{"delegated", func(c *config.Config) {
 			c.AuthenticationKubeconfig, c.AuthorizationKubeconfig, c.WebhookAllowUnauthenticated = kubeconfig, kubeconfig, true
 		}},
-		{"all of them", func(c *app.Config) {
+		{"all of them", func(c *config.Config) {
 			c.WebhookTokenFile, c.WebhookTokenAuthFile, c.TokenAuthFile, c.AuthenticationKubeconfig = file, file, file, kubeconfig
 		}},
 	} {

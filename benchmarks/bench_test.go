@@ -17,6 +17,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 	"github.com/kube-sunset/sunset/store"
@@ -137,7 +138,7 @@ func badgerFloor(b *testing.B, size int) {
 
 // startSunset runs a server on a loopback port with a fresh data directory
 // and returns its URL and a function that stops it.
-func startSunset(b *testing.B, configure func(*app.Config)) (string, func()) {
+func startSunset(b *testing.B, configure func(*config.Config)) (string, func()) {
 	b.Helper()
 	cfg := testserver.Config(b)
 	configure(&cfg)

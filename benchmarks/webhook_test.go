@@ -20,7 +20,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/testpki"
@@ -328,7 +328,7 @@ func BenchmarkWebhookLoad(b *testing.B) {
 				name, pace = proto+"/sunset-paced-100k", time.Second/250
 			}
 			b.Run(name, func(b *testing.B) {
-				url, stop := startSunset(b, func(cfg *app.Config) {
+				url, stop := startSunset(b, func(cfg *config.Config) {
 					cfg.MaxInFlightBatches = 64
 					if tlsOn {
 						cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // docPages are the documents a user reads: the README, CONTRIBUTING.md,
@@ -120,7 +120,7 @@ func TestDocsCiteMetricsAlertsAndKeysThatExist(t *testing.T) {
 	rules, err := os.ReadFile("../deploy/prometheus/sunset-rules.yaml")
 	require.NoError(t, err)
 	keys, envs := map[string]bool{}, map[string]bool{}
-	for _, k := range app.Keys() {
+	for _, k := range config.Keys() {
 		keys[k.Name] = true
 		envs[k.Env] = true
 	}
@@ -327,7 +327,7 @@ func TestManagedClusterConfigsLoad(t *testing.T) {
 		}
 		path := filepath.Join(t.TempDir(), "sunset.yaml")
 		require.NoError(t, os.WriteFile(path, []byte(body.String()), 0o600))
-		_, err := app.LoadConfig(app.Flags(), path)
+		_, err := config.Load(config.Flags(), path)
 		require.NoError(t, err, body.String())
 		require.NotContains(t, strings.ToLower(body.String()), "password:", "credentials stay out of the file")
 	}

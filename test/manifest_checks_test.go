@@ -29,7 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
 	"github.com/kube-sunset/sunset/scan"
 )
@@ -245,7 +245,7 @@ func requireOnlyNeededGrants(t *testing.T, r *rendered) {
 	// publishes in, of which Sunset gets get only (the verbs
 	// scan.Publish and scan.ReadPublished use, scan/periodic_test.go).
 	if ref, ok := stsEnv(r, "SUNSET_SCAN_CONFIGMAP"); ok {
-		ns, cm, err := app.ParseConfigMapRef(ref)
+		ns, cm, err := config.ParseConfigMapRef(ref)
 		require.NoError(t, err, dir)
 		require.Equal(t, r.sts.Namespace, ns, "%s: the scan's ConfigMap is in Sunset's namespace", dir)
 		var rules []rule

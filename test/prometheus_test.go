@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/ingest/gke"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
@@ -166,7 +167,7 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 	ps := pubsubtest.Start(t)
 	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Fake.Addr)
 	cfg := testserver.Config(t)
-	cfg.Clusters = map[string]app.ClusterConfig{"default": {Version: "1.36"}}
+	cfg.Clusters = map[string]config.ClusterConfig{"default": {Version: "1.36"}}
 	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
 	cfg.Ingest.GKE = []gke.Config{{Cluster: "gke-prod", Subscription: ps.Subscription}}
 	// The gate's counters exist from its start, for SunsetGateFailing.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/scan"
 )
 
@@ -252,7 +252,7 @@ func TestScanRunsApartFromTheWebhook(t *testing.T) {
 		ref, ok := stsEnv(r, "SUNSET_SCAN_CONFIGMAP")
 		require.True(t, ok, "%s: Sunset reads the published scan (scan.configMap)", dir)
 		require.Empty(t, scanInterval(t, r), "%s: Sunset scans in its own pod", dir)
-		ns, name, err := app.ParseConfigMapRef(ref)
+		ns, name, err := config.ParseConfigMapRef(ref)
 		require.NoError(t, err, dir)
 		require.Equal(t, s.results.Namespace+"/"+s.results.Name, ns+"/"+name, "%s: Sunset reads the ConfigMap that is rendered", dir)
 		require.Empty(t, s.results.Data, "%s: the ConfigMap is created empty; the scanner fills it", dir)

@@ -18,6 +18,7 @@ import (
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
@@ -52,7 +53,7 @@ func startFilled(t *testing.T) *server {
 }
 
 // start runs Sunset with cfg at testNow, with no traffic yet.
-func start(t *testing.T, cfg app.Config) *server {
+func start(t *testing.T, cfg config.Config) *server {
 	t.Helper()
 	ts := testserver.Start(t, cfg, app.Options{Logger: testserver.Logger(t), Now: func() time.Time { return testNow }})
 	return &server{t: t, url: ts.URL, ts: ts}

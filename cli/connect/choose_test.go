@@ -17,6 +17,7 @@ import (
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
 
@@ -314,7 +315,7 @@ func TestReadFlags(t *testing.T) {
 func TestConfig(t *testing.T) {
 	cfg, err := (&Flags{}).Config()
 	require.NoError(t, err)
-	require.Equal(t, app.DefaultConfig(), cfg)
+	require.Equal(t, config.Default(), cfg)
 
 	path := filepath.Join(t.TempDir(), "sunset.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("retention: 48h\n"), 0o600))

@@ -22,6 +22,7 @@ import (
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/client"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // DefaultServer is where commands look when no source is given and no
@@ -101,11 +102,11 @@ func (f *Flags) AddReadFlags(fs *pflag.FlagSet) {
 }
 
 // Config is the server configuration --config names, or the defaults.
-func (f *Flags) Config() (app.Config, error) {
+func (f *Flags) Config() (config.Config, error) {
 	if f.ConfigFile == "" {
-		return app.DefaultConfig(), nil
+		return config.Default(), nil
 	}
-	return app.LoadConfig(app.Flags(), f.ConfigFile)
+	return config.Load(config.Flags(), f.ConfigFile)
 }
 
 // Client is the client of --server (DefaultServer if unset), or of
@@ -214,7 +215,7 @@ func countTrue(bs ...bool) int {
 // been started with other flags, so the address is never guessed.
 //
 //	A running server holds the data directory: ask it instead with --server and the address it listens on (serve's --listen, http://localhost:8080 when not set).
-func (f *Flags) LockHint(do string, cfg app.Config) string {
+func (f *Flags) LockHint(do string, cfg config.Config) string {
 	hint := "A running server holds the data directory: " + do + " with --server"
 	if f.ConfigFile != "" && cfg.LocalURL() != "" {
 		return fmt.Sprintf("%s %s (the listen address of %s, unless the server was started with another --listen)", hint, cfg.LocalURL(), f.ConfigFile)

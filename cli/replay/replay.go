@@ -24,6 +24,7 @@ import (
 	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/cli/connect"
 	"github.com/kube-sunset/sunset/client"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
@@ -163,7 +164,7 @@ func writeShift(w io.Writer, newest time.Time, by time.Duration) {
 }
 
 // newSink builds where events go, and a function that releases it.
-func newSink(o Options, cfg app.Config, origin aggregate.Origin) (file.Sink, func() error, error) {
+func newSink(o Options, cfg config.Config, origin aggregate.Origin) (file.Sink, func() error, error) {
 	noop := func() error { return nil }
 	if o.Source.Server != "" {
 		c, err := o.Source.Client()

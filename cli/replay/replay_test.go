@@ -17,6 +17,7 @@ import (
 	"github.com/kube-sunset/sunset/cli/connect"
 	"github.com/kube-sunset/sunset/cli/replay"
 	"github.com/kube-sunset/sunset/client"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 )
@@ -67,7 +68,7 @@ func run(t *testing.T, o replay.Options) (stdout, stderr string, err error) {
 // directory dir, over the day before now.
 func countIn(t *testing.T, dir, cluster string, now time.Time) int64 {
 	t.Helper()
-	parts, err := app.OpenParts(app.DefaultConfig(), app.PartsOptions{DataDir: dir, ReadOnly: true, Logger: zerolog.Nop(),
+	parts, err := app.OpenParts(config.Default(), app.PartsOptions{DataDir: dir, ReadOnly: true, Logger: zerolog.Nop(),
 		Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, parts.Close()) }()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // FuzzConfigFile loads arbitrary config files the way `sunset serve
@@ -41,8 +41,8 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := app.LoadConfig(app.Flags(), path)
-		again, err2 := app.LoadConfig(app.Flags(), path)
+		cfg, err := config.Load(config.Flags(), path)
+		again, err2 := config.Load(config.Flags(), path)
 		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
 			t.Fatalf("the same file loaded twice:\n%v\n%v", err, err2)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 )
 
@@ -31,7 +31,7 @@ type filter = func(request) bool
 // fixtureCount counts fixtureBatches.
 func fixtureCount(t *testing.T) *auditcount.Counter {
 	t.Helper()
-	c := auditcount.New(auditcount.Options{SystemUsers: app.DefaultConfig().SystemUsers, Lifecycle: auditcount.BuiltinLifecycle(t)})
+	c := auditcount.New(auditcount.Options{SystemUsers: config.Default().SystemUsers, Lifecycle: auditcount.BuiltinLifecycle(t)})
 	for _, b := range fixtureBatches(t) {
 		c.AddList(t, b.cluster, b.node, b.body)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // newPublishScanCommand is the cluster scan's own workload: it scans once
@@ -16,7 +17,7 @@ func newPublishScanCommand(env console) *cobra.Command {
 		Short: "Scan this cluster once and publish the result in the ConfigMap serve reads (scan.configMap)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := app.LoadConfig(app.Flags(), configFile)
+			cfg, err := config.Load(config.Flags(), configFile)
 			if err != nil {
 				return err
 			}

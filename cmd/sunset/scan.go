@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/scan/helmchart"
 )
 
@@ -70,7 +70,7 @@ func loadExtras(configFile string, o *cli.ScanOptions) error {
 	if configFile == "" {
 		return nil
 	}
-	cfg, err := app.LoadConfig(app.Flags(), configFile)
+	cfg, err := config.Load(config.Flags(), configFile)
 	if err != nil {
 		return err
 	}

@@ -6,17 +6,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 func newServeCommand(env console, build app.BuildInfo) *cobra.Command {
 	var configFile string
-	keys := app.Flags()
+	keys := config.Flags()
 	cmd := withHelp(&cobra.Command{
 		Use:   "serve",
 		Short: "Receive audit events and serve counts (the daemon)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := app.LoadConfig(keys, configFile)
+			cfg, err := config.Load(keys, configFile)
 			// Every problem at once, serving's own included.
 			if err := errors.Join(err, cfg.ValidateListen()); err != nil {
 				return err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // Beyond loopback, serve refuses to start a webhook without credentials and
@@ -50,7 +50,7 @@ func TestConfigurationExampleStarts(t *testing.T) {
 	require.True(t, ok)
 	cfgFile := filepath.Join(t.TempDir(), "sunset.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(example), 0o600))
-	cfg, err := app.LoadConfig(app.Flags(), cfgFile)
+	cfg, err := config.Load(config.Flags(), cfgFile)
 	// Only the files it names are missing here.
 	require.EqualError(t, err,
 		"tls-cert-file: cannot read /etc/sunset/tls.crt: no such file or directory\n"+

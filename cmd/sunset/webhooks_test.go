@@ -15,7 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 )
 
@@ -148,24 +148,24 @@ admission:
   metrics:
     max-resources: 20
 `), 0o600))
-	cfg, err := app.LoadConfig(app.Flags(), path)
+	cfg, err := config.Load(config.Flags(), path)
 	require.NoError(t, err)
 	d := admission.DefaultClasses()
-	require.Equal(t, app.AdmissionConfig{
-		Classes:  app.AdmissionClasses{Critical: []string{"pods", "nodes/status"}, Security: d[admission.Security], Virtual: []string{"*reviews"}},
+	require.Equal(t, config.AdmissionConfig{
+		Classes:  config.AdmissionClasses{Critical: []string{"pods", "nodes/status"}, Security: d[admission.Security], Virtual: []string{"*reviews"}},
 		Webhooks: []admission.WebhookID{{Configuration: "vault", Webhook: "vault-validator.example.com"}},
-		Metrics:  app.AdmissionMetrics{MaxResources: 20, MaxWebhooks: admission.DefaultMaxWebhooks},
+		Metrics:  config.AdmissionMetrics{MaxResources: 20, MaxWebhooks: admission.DefaultMaxWebhooks},
 	}, cfg.Admission)
 
 	// The environment beats the file.
 	t.Setenv("SUNSET_ADMISSION_CLASSES_VIRTUAL", "bindings,*reviews,pods/binding")
 	t.Setenv("SUNSET_ADMISSION_METRICS_MAX_WEBHOOKS", "7")
-	cfg, err = app.LoadConfig(app.Flags(), path)
+	cfg, err = config.Load(config.Flags(), path)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bindings", "*reviews", "pods/binding"}, cfg.Admission.Classes.Virtual)
 	require.Equal(t, 7, cfg.Admission.Metrics.MaxWebhooks)
 
 	require.NoError(t, os.WriteFile(path, []byte("admission:\n  classes:\n    hot: [pods]\n"), 0o600))
-	_, err = app.LoadConfig(app.Flags(), path)
+	_, err = config.Load(config.Flags(), path)
 	require.ErrorContains(t, err, "unknown keys admission.classes.hot")
 }

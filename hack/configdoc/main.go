@@ -11,14 +11,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 func main() {
 	out := flag.String("o", "docs/configuration.md", "file to write")
 	flag.Parse()
 	var b bytes.Buffer
-	if err := app.WriteReference(&b); err != nil {
+	if err := config.WriteReference(&b); err != nil {
 		fmt.Fprintln(os.Stderr, "configdoc:", err)
 		os.Exit(1)
 	}

@@ -17,13 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
-// Config is app.DefaultConfig for a test: a fresh data directory from
+// Config is config.Default for a test: a fresh data directory from
 // t.TempDir, 127.0.0.1:0, and a shutdown that gives up after 5 s.
-func Config(t testing.TB) app.Config {
+func Config(t testing.TB) config.Config {
 	t.Helper()
-	cfg := app.DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.ShutdownTimeout = 5 * time.Second
@@ -49,7 +50,7 @@ type Server struct {
 	App *app.App
 	// Config is what the server runs with; another server started with it
 	// opens the same data directory.
-	Config app.Config
+	Config config.Config
 	// Registry holds the server's metrics, the ones /metrics serves.
 	Registry *prometheus.Registry
 
@@ -98,7 +99,7 @@ const RecheckGap = 50 * time.Millisecond
 
 // Start builds a server from cfg and opts and runs it until the test ends
 // or Stop is called: New, then Run.
-func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
+func Start(t testing.TB, cfg config.Config, opts app.Options) *Server {
 	t.Helper()
 	s := New(t, cfg, opts)
 	s.Run()
@@ -110,7 +111,7 @@ func Start(t testing.TB, cfg app.Config, opts app.Options) *Server {
 // server once Run starts it. A server never run is closed when the test
 // ends. A nil opts.Registry becomes a fresh registry of the server's own;
 // the zero opts.Logger logs nothing.
-func New(t testing.TB, cfg app.Config, opts app.Options) *Server {
+func New(t testing.TB, cfg config.Config, opts app.Options) *Server {
 	t.Helper()
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()

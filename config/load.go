@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"encoding/json"
@@ -39,17 +39,17 @@ func Flags() *pflag.FlagSet {
 		case []string:
 			fs.StringSlice(k.Flag, v, k.Help)
 		default:
-			panic(fmt.Sprintf("app: config key %s of type %T has no flag type", k.Name, v))
+			panic(fmt.Sprintf("config: key %s of type %T has no flag type", k.Name, v))
 		}
 	}
 	return fs
 }
 
-// LoadConfig merges, from lowest to highest precedence, defaults, the config
+// Load merges, from lowest to highest precedence, defaults, the config
 // file, SUNSET_* environment variables and flags that were set. Unknown keys
 // in the file or the environment are errors, and so are invalid values; all
 // problems are reported together.
-func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
+func Load(flags *pflag.FlagSet, configFile string) (Config, error) {
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
@@ -96,7 +96,7 @@ func LoadConfig(flags *pflag.FlagSet, configFile string) (Config, error) {
 	}
 	// Decode over the defaults: nested keys (metrics.window) have no flag
 	// to carry theirs.
-	cfg := DefaultConfig()
+	cfg := Default()
 	if err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), objectListFromJSON, timeToString))); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)

@@ -1,4 +1,4 @@
-package app_test
+package config_test
 
 import (
 	"encoding/base64"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/config"
 )
 
 // The fleet's keys come from the environment (or a file) and are checked
@@ -19,7 +19,7 @@ func TestFleetKeysAndBindingsLoad(t *testing.T) {
 	good := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32)))
 	body := "kafka:\n  brokers: [kafka-0:9092]\n  topics: [audit-prod]\n  topicClusters:\n    - topic: audit-prod\n      clusters: [prod]\n  fleet:\n    topic: sunset.requests\n"
 	t.Setenv("SUNSET_KAFKA_FLEET_KEYS", "prod p1 "+good+",dev d1 "+good)
-	cfg, err := app.LoadConfig(app.Flags(), fleetConfigFile(t, body))
+	cfg, err := config.Load(config.Flags(), fleetConfigFile(t, body))
 	require.NoError(t, err)
 	keys, err := cfg.Kafka.Fleet.LoadKeys()
 	require.NoError(t, err)
@@ -27,12 +27,12 @@ func TestFleetKeysAndBindingsLoad(t *testing.T) {
 	require.Equal(t, []string{"prod"}, cfg.Kafka.TopicClusters[0].Clusters)
 
 	t.Setenv("SUNSET_KAFKA_FLEET_KEYS", "prod p1 c2hvcnQ=")
-	_, err = app.LoadConfig(app.Flags(), fleetConfigFile(t, body))
+	_, err = config.Load(config.Flags(), fleetConfigFile(t, body))
 	require.ErrorContains(t, err, "kafka.fleet.keys: entry 1: the secret of key p1 is 5 bytes, at least 32 are needed")
 	require.NotContains(t, err.Error(), "c2hvcnQ=")
 
 	t.Setenv("SUNSET_KAFKA_FLEET_KEYS", "")
-	_, err = app.LoadConfig(app.Flags(), fleetConfigFile(t, body+"  queueCapacity: 100\n"))
+	_, err = config.Load(config.Flags(), fleetConfigFile(t, body+"  queueCapacity: 100\n"))
 	require.ErrorContains(t, err, "kafka.memoryBudget: 256 MiB is less than 6 partitions may hold")
 }
 

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"bytes"
@@ -71,7 +71,7 @@ func TestEveryKeyHasAGroup(t *testing.T) {
 			ungrouped = append(ungrouped, k.Name)
 		}
 	}
-	require.Empty(t, ungrouped, "keys without a group in keyGroups (app/keys.go)")
+	require.Empty(t, ungrouped, "keys without a group in keyGroups (config/reference.go)")
 	for k, g := range listed {
 		require.True(t, tops[k], "group %s lists %s, which is no key", g, k)
 	}
@@ -80,7 +80,7 @@ func TestEveryKeyHasAGroup(t *testing.T) {
 // Validate's messages come in one order, whatever the run: a config with
 // several problems reads the same each time.
 func TestValidateReportsInOneOrder(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	dir := t.TempDir()
 	c.ClientCAFile, c.RequestheaderClientCAFile = dir, dir
 	c.Kafka.Brokers, c.Kafka.Topics = []string{"kafka:9092"}, []string{"audit"}
@@ -102,15 +102,31 @@ func TestValidateReportsInOneOrder(t *testing.T) {
 func TestObjectListFromTheEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("SUNSET_INGEST_FILES", `[{"path":"`+dir+`/a.log","node":"master-0"},{"path":"`+dir+`/b.log","node":"master-1","cluster":"prod"}]`)
-	cfg, err := LoadConfig(Flags(), "")
+	cfg, err := Load(Flags(), "")
 	require.NoError(t, err)
 	require.Equal(t, []FollowFile{{Path: dir + "/a.log", Node: "master-0"}, {Path: dir + "/b.log", Node: "master-1", Cluster: "prod"}}, cfg.Ingest.Files)
 
 	t.Setenv("SUNSET_INGEST_FILES", `[{"path":"`+dir+`/a.log","nod":"master-0"}]`)
-	_, err = LoadConfig(Flags(), "")
+	_, err = Load(Flags(), "")
 	require.ErrorContains(t, err, `invalid keys: nod`)
 
 	t.Setenv("SUNSET_INGEST_FILES", `path=a.log`)
-	_, err = LoadConfig(Flags(), "")
+	_, err = Load(Flags(), "")
 	require.ErrorContains(t, err, "a list of objects in the environment is a JSON array of objects")
+}
+
+// Every description in help is a key's: a key renamed or removed takes
+// its help along rather than leaving it behind.
+func TestHelpNamesKeys(t *testing.T) {
+	keys := map[string]bool{}
+	for _, k := range Keys() {
+		keys[k.Name] = true
+	}
+	var orphans []string
+	for name := range help {
+		if !keys[name] {
+			orphans = append(orphans, name)
+		}
+	}
+	require.Empty(t, orphans, "help for no key (config/help.go)")
 }

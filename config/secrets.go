@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"github.com/rs/zerolog"
@@ -28,7 +28,7 @@ func secretsInFile(v *viper.Viper, configFile string) []string {
 			file = viper.New()
 			file.SetConfigFile(configFile)
 			if err := file.ReadInConfig(); err != nil {
-				return nil // read once already: LoadConfig reports it
+				return nil // read once already: Load reports it
 			}
 		}
 		if file.GetString(k) != "" {

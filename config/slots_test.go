@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 // max-inflight-batches-per-credential is from 0 (half) to
 // max-inflight-batches.
 func TestMaxInFlightBatchesPerCredential(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	require.Zero(t, c.MaxInFlightBatchesPerCredential)
 	for _, n := range []int{0, 1, 16} {
 		c.MaxInFlightBatchesPerCredential = n
