@@ -89,7 +89,7 @@ func serverConfig() config.Config {
 }
 
 // openAsServer opens the corpus's directory with the options the server's
-// store.Open gets from its configuration (app.OpenParts).
+// store.Open gets from its configuration (parts.Open).
 func openAsServer(cfg config.Config) (*store.Store, error) {
 	return store.Open(store.Options{Dir: cfg.DataDir, Retention: cfg.Retention, Logger: zerolog.Nop(),
 		MaxClients: cfg.MaxClientsPerNodeHour, Merge: aggregate.StoreMerge()})

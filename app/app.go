@@ -43,6 +43,7 @@ import (
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/internal/selfsigned"
 	"github.com/kube-sunset/sunset/ops"
+	"github.com/kube-sunset/sunset/parts"
 	"github.com/kube-sunset/sunset/runner"
 	"github.com/kube-sunset/sunset/scan"
 	"github.com/kube-sunset/sunset/store"
@@ -119,7 +120,7 @@ type App struct {
 	kafka     *kafka.Consumer
 	fleet     *fleet.Fleet
 	log       zerolog.Logger
-	parts     *Parts
+	parts     *parts.Parts
 	store     *store.Store
 	agg       *aggregate.Aggregator
 	srv       *http.Server
@@ -156,18 +157,18 @@ func New(cfg config.Config, opts Options) (_ *App, err error) {
 	a := &App{cfg: cfg, log: opts.Logger, starting: opts.Starting, draining: opts.Draining}
 	cfg.WarnSecretsInFile(a.log)
 
-	parts, err := OpenParts(cfg, PartsOptions{Logger: opts.Logger, Now: opts.Now, Registerer: reg})
+	p, err := parts.Open(cfg, parts.Options{Logger: opts.Logger, Now: opts.Now, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
 	// Whatever fails below leaves the data directory unlocked.
 	defer func() {
 		if err != nil {
-			_ = parts.Close()
+			_ = p.Close()
 		}
 	}()
-	a.parts, a.store = parts, parts.Store
-	admissionLabels := admission.NewLabels(admission.LabelOptions{Classes: parts.Classes, Webhooks: cfg.Admission.Webhooks,
+	a.parts, a.store = p, p.Store
+	admissionLabels := admission.NewLabels(admission.LabelOptions{Classes: p.Classes, Webhooks: cfg.Admission.Webhooks,
 		MaxResources: cfg.Admission.Metrics.MaxResources, MaxWebhooks: cfg.Admission.Metrics.MaxWebhooks,
 		OnFirstFold: func(kind string) {
 			opts.Logger.Warn().Str("component", "admission").Str("kind", kind).
@@ -176,8 +177,8 @@ func New(cfg config.Config, opts Options) (_ *App, err error) {
 	// One guard for every metric, so that they agree on which clusters
 	// keep their names.
 	labels := cardinality.New(cardinality.Options{MaxSeries: cfg.Metrics.MaxSeries, MaxClusters: cfg.Metrics.MaxClusters,
-		Clusters: cfg.ClusterNames(), Catalog: parts.Catalog, Registerer: reg, Logger: opts.Logger})
-	a.agg = parts.Aggregator(aggregate.Options{
+		Clusters: cfg.ClusterNames(), Catalog: p.Catalog, Registerer: reg, Logger: opts.Logger})
+	a.agg = p.Aggregator(aggregate.Options{
 		Labels:     labels,
 		Logger:     opts.Logger,
 		Registerer: reg,
@@ -185,7 +186,7 @@ func New(cfg config.Config, opts Options) (_ *App, err error) {
 	})
 	reg.MustRegister(exporter.New(exporter.Options{
 		Querier: a.store, Window: cfg.Metrics.Window, Grace: cfg.Metrics.Grace, Refresh: cfg.Metrics.Refresh,
-		IsSystem: parts.System.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
+		IsSystem: p.System.IsSystem, ClusterVersions: cfg.ClusterVersions(), RemovalHorizon: cfg.Metrics.RemovalHorizon, Now: opts.Now,
 		Labels: labels,
 	}))
 	reg.MustRegister(exporter.NewAdmission(exporter.AdmissionOptions{Querier: a.store, Labels: admissionLabels,

@@ -16,6 +16,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/parts"
 	"github.com/kube-sunset/sunset/verdict"
 )
 
@@ -162,7 +163,7 @@ type exemptionsCollector struct {
 	desc *prometheus.Desc
 }
 
-func newExemptionsCollector(src *exemptionSource, q api.Querier, p *Parts, now func() time.Time) *exemptionsCollector {
+func newExemptionsCollector(src *exemptionSource, q api.Querier, p *parts.Parts, now func() time.Time) *exemptionsCollector {
 	if now == nil {
 		now = time.Now
 	}

@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/parts"
 )
 
 // The config's exemptions accept carol's calls to the API 1.37 removes
@@ -59,7 +59,7 @@ func TestBadExemptionsAreRefused(t *testing.T) {
 func TestDataDirReaderOffersTheConfigsExemptions(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Exemptions = []config.ExemptionConfig{{API: "cronjobs.v1beta1.batch", User: "ci", Reason: "CHG-1", Expires: "2026-12-01"}}
-	parts, err := app.OpenParts(cfg, app.PartsOptions{NoStore: true})
+	parts, err := parts.Open(cfg, parts.Options{NoStore: true})
 	require.NoError(t, err)
 	got, err := parts.Reader().CheckExemptions(catalog.MustParseRelease("1.37"))
 	require.NoError(t, err)

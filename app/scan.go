@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-sunset/sunset/api"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/parts"
 	"github.com/kube-sunset/sunset/scan"
 )
 
@@ -89,7 +90,7 @@ func PublishScan(ctx context.Context, cfg config.Config, logger zerolog.Logger) 
 		return fmt.Errorf("scan.configMap: %w", err)
 	}
 	logger = logger.With().Str("component", "scan").Logger()
-	parts, err := OpenParts(cfg, PartsOptions{NoStore: true, Logger: logger})
+	p, err := parts.Open(cfg, parts.Options{NoStore: true, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func PublishScan(ctx context.Context, cfg config.Config, logger zerolog.Logger) 
 	if err != nil {
 		return fmt.Errorf("reaching the cluster to scan: %w", err)
 	}
-	c, err := scan.NewCluster(rest, scan.Judge{Catalog: parts.Catalog, Fields: parts.Rules})
+	c, err := scan.NewCluster(rest, scan.Judge{Catalog: p.Catalog, Fields: p.Rules})
 	if err != nil {
 		return err
 	}

@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/client"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/parts"
 )
 
 // DefaultServer is where commands look when no source is given and no
@@ -229,7 +229,7 @@ func (f *Flags) openDataDir(now func() time.Time) (cli.Reader, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: f.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: now,
+	parts, err := parts.Open(cfg, parts.Options{DataDir: f.DataDir, ReadOnly: true, Logger: zerolog.Nop(), Now: now,
 		Hint: f.LockHint("ask it instead", cfg)})
 	if err != nil {
 		return nil, nil, err

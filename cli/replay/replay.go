@@ -20,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/cli/connect"
 	"github.com/kube-sunset/sunset/client"
@@ -29,6 +28,7 @@ import (
 	"github.com/kube-sunset/sunset/ingest/file"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/internal/plural"
+	"github.com/kube-sunset/sunset/parts"
 )
 
 // Values of --dry-run, as kubectl's.
@@ -177,7 +177,7 @@ func newSink(o Options, cfg config.Config, origin aggregate.Origin) (file.Sink, 
 		}
 		return &serverSink{c: c, path: path}, noop, nil
 	}
-	parts, err := app.OpenParts(cfg, app.PartsOptions{DataDir: o.Source.DataDir, NoStore: o.DryRun == DryRunClient,
+	parts, err := parts.Open(cfg, parts.Options{DataDir: o.Source.DataDir, NoStore: o.DryRun == DryRunClient,
 		Logger: zerolog.Nop(), Now: o.Now,
 		Hint: o.Source.LockHint("replay through it", cfg)})
 	if err != nil {

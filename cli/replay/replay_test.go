@@ -20,6 +20,7 @@ import (
 	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
+	"github.com/kube-sunset/sunset/parts"
 )
 
 // events is how many events the log holds; gen makes every third one a
@@ -68,7 +69,7 @@ func run(t *testing.T, o replay.Options) (stdout, stderr string, err error) {
 // directory dir, over the day before now.
 func countIn(t *testing.T, dir, cluster string, now time.Time) int64 {
 	t.Helper()
-	parts, err := app.OpenParts(config.Default(), app.PartsOptions{DataDir: dir, ReadOnly: true, Logger: zerolog.Nop(),
+	parts, err := parts.Open(config.Default(), parts.Options{DataDir: dir, ReadOnly: true, Logger: zerolog.Nop(),
 		Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, parts.Close()) }()

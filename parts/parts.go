@@ -1,4 +1,11 @@
-package app
+// Package parts opens what every command that counts or reads counts is
+// built from, the one way for all of them: the lifecycle catalog, the
+// field rules, the system users, the admission classes and the store, and
+// over them the aggregator and the API's query services. serve (package
+// app), report --data-dir (cli/connect) and replay (cli/replay) build from
+// it, so that they judge events alike, and the commands that read a data
+// directory do not link the server.
+package parts
 
 import (
 	"errors"
@@ -29,13 +36,13 @@ type Parts struct {
 	Rules   *fieldrule.Set
 	System  *systemusers.Classifier
 	Classes *admission.Classes
-	// Store is nil when PartsOptions.NoStore was set.
+	// Store is nil when Options.NoStore was set.
 	Store *store.Store
 	now   func() time.Time
 }
 
-// PartsOptions say how the store is opened.
-type PartsOptions struct {
+// Options say how the store is opened.
+type Options struct {
 	// DataDir, if set, replaces Config.DataDir.
 	DataDir string
 	// NoStore builds everything but the store: a client-side dry run.
@@ -52,9 +59,9 @@ type PartsOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// OpenParts builds the parts from cfg. The configuration is checked before
+// Open builds the parts from cfg. The configuration is checked before
 // the store is opened, so a bad one leaves nothing to close.
-func OpenParts(cfg config.Config, o PartsOptions) (*Parts, error) {
+func Open(cfg config.Config, o Options) (*Parts, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -114,7 +121,7 @@ func (p *Parts) Service() *api.Service {
 	svc := api.NewService(p.Store, p.Catalog, p.Rules, p.System.IsSystem, p.now)
 	// The config was validated, exemptions included.
 	if e, err := config.ParseExemptions(p.Config.Exemptions); err == nil && len(e) > 0 {
-		svc.WithExemptions(&exemptionSource{static: e})
+		svc.WithExemptions(staticExemptions(e))
 	}
 	return svc
 }
@@ -123,6 +130,12 @@ func (p *Parts) Service() *api.Service {
 func (p *Parts) WebhookService() *api.WebhookService {
 	return api.NewWebhookService(p.Store, p.Classes, p.now)
 }
+
+// staticExemptions are the config file's exemptions: a data directory's
+// reader has no ConfigMap to read more from.
+type staticExemptions []sunsetv1.Exemption
+
+func (e staticExemptions) Exemptions() []sunsetv1.Exemption { return e }
 
 // DataDirReader reads the store as the API serves it, for the commands
 // that read a data directory (--data-dir) instead of a server: the same
