@@ -25,6 +25,27 @@ type Readiness struct {
 	Warnings []string
 }
 
+// Check is one component's part in readiness, as metrics-server's named
+// healthz checks are: Name is the reason code a not-ready answer gives
+// (disk, kafka, fleet), and Ready says whether the component accepts and
+// commits events and, when it does not, the detail. The component
+// reports its reason typed, so nothing reads it back out of error text.
+type Check struct {
+	Name  string
+	Ready func() (ok bool, detail string)
+}
+
+// Evaluate is the readiness of checks, in their order: the first that is
+// not ready gives the reason and its detail.
+func Evaluate(checks []Check) Readiness {
+	for _, c := range checks {
+		if ok, detail := c.Ready(); !ok {
+			return Readiness{Reason: c.Name, Detail: detail}
+		}
+	}
+	return Readiness{OK: true}
+}
+
 // Options are what the endpoints report on.
 type Options struct {
 	// Registry is served on /metrics, and counts the handler's own errors.

@@ -105,3 +105,21 @@ func TestReadinessDetailOnlyForVerboseAllowedCallers(t *testing.T) {
 		require.Equal(t, tc.want, body, "%+v", tc)
 	}
 }
+
+// The first check that is not ready names the reason, with its own
+// detail as it gave it; the checks after it are not asked.
+func TestEvaluateTakesTheFirstCheckNotReady(t *testing.T) {
+	var asked []string
+	check := func(name string, ok bool, detail string) Check {
+		return Check{Name: name, Ready: func() (bool, string) { asked = append(asked, name); return ok, detail }}
+	}
+	require.Equal(t, Readiness{OK: true}, Evaluate([]Check{check("disk", true, ""), check("kafka", true, "")}))
+	require.Equal(t, []string{"disk", "kafka"}, asked)
+
+	asked = nil
+	got := Evaluate([]Check{check("disk", true, ""), check("kafka", false, "joining the group"), check("fleet", false, "not connected yet")})
+	require.Equal(t, Readiness{Reason: "kafka", Detail: "joining the group"}, got)
+	require.Equal(t, []string{"disk", "kafka"}, asked)
+
+	require.Equal(t, Readiness{OK: true}, Evaluate(nil))
+}

@@ -52,11 +52,15 @@ type SpaceError struct {
 	Err error
 }
 
-func (e *SpaceError) Error() string {
+func (e *SpaceError) Error() string { return "store: " + e.Detail() }
+
+// Detail says what is short and what to do, without naming the store: for
+// a reader that names the component itself, as readiness's "disk" does.
+func (e *SpaceError) Detail() string {
 	if e.Err != nil {
-		return fmt.Sprintf("store: the filesystem of %s ran out of space (%s free): %v; free space or grow the volume, Sunset retries", e.Dir, mib(e.Free), e.Err)
+		return fmt.Sprintf("the filesystem of %s ran out of space (%s free): %v; free space or grow the volume, Sunset retries", e.Dir, mib(e.Free), e.Err)
 	}
-	return fmt.Sprintf("store: only %s free on the filesystem of %s, below the %s reserve badger needs to write safely; free space or grow the volume, Sunset resumes by itself", mib(e.Free), e.Dir, mib(e.Reserve))
+	return fmt.Sprintf("only %s free on the filesystem of %s, below the %s reserve badger needs to write safely; free space or grow the volume, Sunset resumes by itself", mib(e.Free), e.Dir, mib(e.Reserve))
 }
 
 // Is makes errors.Is(err, ErrNoSpace) true.

@@ -55,7 +55,8 @@ func (c *counter) cursorName(partition int) string {
 }
 
 // ready reports whether every partition is counted up to where it ended
-// when this replica started, and why not.
+// when this replica started, and why not. The reason does not name the
+// fleet: its caller does, as the component that is not ready.
 func (c *counter) ready() (bool, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,9 +66,9 @@ func (c *counter) ready() (bool, string) {
 	case c.partErr != "":
 		return false, c.partErr
 	case c.running == nil:
-		return false, "fleet: not connected yet"
+		return false, "not connected yet"
 	case len(c.behind) > 0:
-		return false, fmt.Sprintf("fleet: catching up on %d of %d partitions of %s", len(c.behind), len(c.running), c.cfg.Fleet.Topic)
+		return false, fmt.Sprintf("catching up on %d of %d partitions of %s", len(c.behind), len(c.running), c.cfg.Fleet.Topic)
 	}
 	return true, ""
 }
@@ -130,7 +131,7 @@ func (c *counter) partitions(ctx context.Context) ([]int, error) {
 	for _, b := range c.cfg.Brokers {
 		parts, err := c.dialer.LookupPartitions(ctx, "tcp", b, c.cfg.Fleet.Topic)
 		if len(parts) == 0 && (err == nil || errors.Is(err, kafkago.UnknownTopicOrPartition)) {
-			return nil, fmt.Errorf("fleet: topic %s does not exist; create it (kafka-topics.sh --create --topic %[1]s --partitions 6)", c.cfg.Fleet.Topic)
+			return nil, fmt.Errorf("topic %s does not exist; create it (kafka-topics.sh --create --topic %[1]s --partitions 6)", c.cfg.Fleet.Topic)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", b, err))
@@ -142,7 +143,7 @@ func (c *counter) partitions(ctx context.Context) ([]int, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("fleet: topic %s: %w", c.cfg.Fleet.Topic, errors.Join(errs...))
+	return nil, fmt.Errorf("topic %s: %w", c.cfg.Fleet.Topic, errors.Join(errs...))
 }
 
 // bounds reads from the first broker that answers where the partition's
@@ -195,7 +196,7 @@ func (c *counter) consume(ctx context.Context, partition int) {
 		// Never from a guessed offset: that could count records twice
 		// or skip them.
 		c.mu.Lock()
-		c.partErr = fmt.Sprintf("fleet: partition %d: %v", partition, err)
+		c.partErr = fmt.Sprintf("partition %d: %v", partition, err)
 		c.mu.Unlock()
 		// Readiness says so before the line does, so that whoever reads
 		// the line finds it there.

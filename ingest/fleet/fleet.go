@@ -138,14 +138,10 @@ func (f *Fleet) Consumer() *kafka.Consumer { return f.consumer }
 // without kafka.forward.
 func (f *Fleet) Forwarder() *Forwarder { return f.forwarder }
 
-// Ready reports whether the filter is in its group and the counter has
-// caught up with the fleet's topic, and why not.
+// Ready reports whether the count role has counted every partition up to
+// where it ended at start, and if not why, for the fleet's readiness. The
+// filter role's consumer (Consumer) reports its own, as Kafka's.
 func (f *Fleet) Ready() (bool, string) {
-	if f.consumer != nil {
-		if ok, why := f.consumer.Ready(); !ok {
-			return false, "kafka: " + why
-		}
-	}
 	if f.counter != nil {
 		return f.counter.ready()
 	}
