@@ -77,7 +77,7 @@ func TestAKSThroughEventHubs(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(testNow.UnixNano())
 	cfg := testConfig(t)
-	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "sunset", Node: "master-0",
+	cfg.Kafka.Config = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "sunset", Node: "master-0",
 		ClusterHeader: "cluster", SessionTimeout: 2 * time.Second, BatchWait: 20 * time.Millisecond,
 		TLS:  kafka.TLSConfig{Enabled: true, CAFile: testpki.WriteFile(t, t.TempDir(), "ca.crt", caPEM)},
 		SASL: kafka.SASLConfig{Mechanism: "plain", Username: "$ConnectionString", Password: conn}}

@@ -16,6 +16,7 @@ import (
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/ingest/fleet"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
@@ -72,8 +73,8 @@ func usersOf(t *testing.T, s *server, name, cluster string) map[string]int64 {
 }
 
 func fleetConfig(cfg *config.Config, brokers []string, fleetTopic string) {
-	cfg.Kafka = kafka.Config{Brokers: brokers, SessionTimeout: 2 * time.Second, BatchWait: 20 * time.Millisecond,
-		ClusterHeader: "cluster", Fleet: kafka.FleetConfig{Topic: fleetTopic}}
+	cfg.Kafka = config.KafkaConfig{Config: kafka.Config{Brokers: brokers, SessionTimeout: 2 * time.Second,
+		BatchWait: 20 * time.Millisecond, ClusterHeader: "cluster"}, Fleet: fleet.Config{Topic: fleetTopic}}
 }
 
 // Two replicas share the filtering of one audit topic in a group and each

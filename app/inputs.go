@@ -34,8 +34,9 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	} = a.agg
 	if cfg.Kafka.Fleet.Enabled() {
 		var err error
-		a.fleet, err = fleet.New(fleet.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
-			Aggregator: a.agg, Store: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
+		a.fleet, err = fleet.New(fleet.Options{Config: cfg.Kafka.Config, Fleet: cfg.Kafka.Fleet, Forward: cfg.Kafka.Forward,
+			DefaultCluster: cfg.DefaultCluster,
+			Aggregator:     a.agg, Store: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			return err
 		}
@@ -55,7 +56,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	}
 	if cfg.Kafka.Enabled() && a.fleet == nil {
 		var err error
-		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka, DefaultCluster: cfg.DefaultCluster,
+		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka.Config, DefaultCluster: cfg.DefaultCluster,
 			Ingester: a.agg, Cursors: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			return err

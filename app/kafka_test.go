@@ -24,7 +24,7 @@ import (
 )
 
 func kafkaConfig(cfg *config.Config, brokers []string, topic, group string) {
-	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: group,
+	cfg.Kafka.Config = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: group,
 		SessionTimeout: 2 * time.Second, NodeHeader: "apiserver", NodeField: "hostname", BatchWait: 20 * time.Millisecond}
 }
 

@@ -143,7 +143,7 @@ func kafkaBaselinePass(b *testing.B, cfg kafka.Config, topic string, total int) 
 // the counts are exact, and returns the steady-state window.
 func kafkaSunsetPass(b *testing.B, cfg kafka.Config, topic string, total, counted int) *steadyRate {
 	c := testserver.Config(b)
-	c.Kafka = cfg
+	c.Kafka.Config = cfg
 	c.Kafka.GroupID = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	// Only Sunset's own metrics: gathering them is how progress is seen.
 	reg := prometheus.NewRegistry()

@@ -22,7 +22,6 @@ import (
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/fieldrule"
-	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/store"
 	"github.com/kube-sunset/sunset/systemusers"
@@ -95,7 +94,7 @@ type Config struct {
 	// names here are too.
 	Clusters   map[string]ClusterConfig `mapstructure:"clusters"`
 	Ingest     IngestConfig             `mapstructure:"ingest"`
-	Kafka      kafka.Config             `mapstructure:"kafka"`
+	Kafka      KafkaConfig              `mapstructure:"kafka"`
 	Metrics    MetricsConfig            `mapstructure:"metrics"`
 	FieldRules []fieldrule.Rule         `mapstructure:"field-rules"`
 	// Exemptions accept known calls for a while, so that the verdict can

@@ -122,6 +122,8 @@ var help = map[string]string{
 		"classes' own; the rest are other.",
 	"admission.metrics.max-webhooks": "Webhooks with their own labels on the admission metrics beyond " +
 		"admission.webhooks; the rest are other.",
+	"kafka.forward": "Also send the requests counted from the webhook, from files and from EKS and GKE to " +
+		"kafka.fleet.topic.",
 	"metrics.window": "What sunset_deprecated_requests counts over, from 1h to the retention.",
 	"metrics.grace": "How long a series shows 0 before it disappears, so that alerts resolve rather than " +
 		"vanish.",

@@ -79,11 +79,16 @@ func appendKeys(out []Key, v reflect.Value, prefix string, topLevel bool) []Key 
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name := f.Tag.Get("mapstructure")
+		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		fv := v.Field(i)
+		if opts == "squash" {
+			// An embedded section's keys are its holder's.
+			out = appendKeys(out, fv, prefix, topLevel)
+			continue
+		}
 		if name == "" {
 			continue
 		}
-		fv := v.Field(i)
 		ft := f.Type
 		switch {
 		case ft.Kind() == reflect.Struct && ft != reflect.TypeFor[time.Duration]():

@@ -168,7 +168,7 @@ func TestEveryQueriedMetricExists(t *testing.T) {
 	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Fake.Addr)
 	cfg := testserver.Config(t)
 	cfg.Clusters = map[string]config.ClusterConfig{"default": {Version: "1.36"}}
-	cfg.Kafka = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
+	cfg.Kafka.Config = kafka.Config{Brokers: brokers, Topics: []string{topic}, GroupID: "metrics-" + topic, SessionTimeout: 2 * time.Second}
 	cfg.Ingest.GKE = []gke.Config{{Cluster: "gke-prod", Subscription: ps.Subscription}}
 	// The gate's counters exist from its start, for SunsetGateFailing.
 	cfg.Gate.Enabled = true

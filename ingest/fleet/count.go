@@ -29,7 +29,7 @@ const partitionRefresh = 30 * time.Second
 // neither loses nor repeats a record; copies of one request (a filter that
 // produced it twice, a re-sent webhook batch) meet the same dedupe mark.
 type counter struct {
-	cfg     kafka.Config
+	cfg     settings
 	dialer  *kafkago.Dialer
 	agg     Aggregator
 	cursors sink.CursorReader
@@ -214,7 +214,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	r := kafka.NewPartitionReader(c.cfg, c.dialer, c.cfg.Fleet.Topic, partition, log)
+	r := kafka.NewPartitionReader(c.cfg.Config, c.dialer, c.cfg.Fleet.Topic, partition, log)
 	defer func() { _ = r.Close() }()
 	if err := r.SetOffset(start); err != nil {
 		return err
@@ -228,7 +228,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 	c.progress(partition, start)
 	log.Debug().Int64("offset", start).Int64("end", end).Msg("counting partition")
 	label := strconv.Itoa(partition)
-	kafka.ReadBatches(ctx, r, c.cfg, log, func(ctx context.Context, batch []kafkago.Message) error {
+	kafka.ReadBatches(ctx, r, c.cfg.Config, log, func(ctx context.Context, batch []kafkago.Message) error {
 		reqs := make([]aggregate.Request, 0, len(batch))
 		for _, m := range batch {
 			if skippedBatch(m) {

@@ -52,7 +52,7 @@ func TestCounterSkipsABatchOverTheDecompressionBound(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil)
 	f, err := New(Options{Config: kafka.Config{Brokers: brokers, MaxDecompressedBytes: 1 << 20, BatchSize: 100,
-		RetryBackoff: 5 * time.Millisecond, Fleet: kafka.FleetConfig{Topic: topic}},
+		RetryBackoff: 5 * time.Millisecond}, Fleet: Config{Topic: topic},
 		Aggregator: c, Store: counterStore{c}, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	require.Nil(t, f.Consumer(), "the counter alone")

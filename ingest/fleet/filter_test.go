@@ -63,8 +63,8 @@ func TestFilterDecodesOnlyWhatMayCount(t *testing.T) {
 
 	rec := &classifyRecorder{Aggregator: e.agg, heard: map[string]bool{}}
 	off := false
-	f, err := New(Options{Config: kafka.Config{Brokers: brokers, Topics: []string{raw}, GroupID: "filter-" + raw,
-		Fleet: kafka.FleetConfig{Topic: requests, Count: &off}},
+	f, err := New(Options{Config: kafka.Config{Brokers: brokers, Topics: []string{raw}, GroupID: "filter-" + raw},
+		Fleet:          Config{Topic: requests, Count: &off},
 		DefaultCluster: "edge", Aggregator: rec, Store: e.st, Logger: zerolog.Nop(), Registerer: prometheus.NewRegistry(),
 		Prefilter: auditjson.NewPrefilter(e.agg.Interest())})
 	require.NoError(t, err)

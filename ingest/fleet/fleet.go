@@ -62,8 +62,13 @@ type Store interface {
 
 // Options configures New.
 type Options struct {
-	// Config is the kafka key; Config.Fleet.Topic must be set.
-	Config         kafka.Config
+	// Config is Kafka's settings under the kafka key.
+	Config kafka.Config
+	// Fleet is kafka.fleet; Fleet.Topic must be set.
+	Fleet Config
+	// Forward is kafka.forward: the webhook's and files' requests go to
+	// the fleet's topic too (Forwarder).
+	Forward        bool
 	DefaultCluster string
 	Aggregator     Aggregator
 	Store          Store
@@ -72,6 +77,14 @@ type Options struct {
 	// Prefilter sets aside, undecoded, the raw events the filter role
 	// reads that cannot count; nil decodes every one.
 	Prefilter *auditjson.Prefilter
+}
+
+// settings are the kafka key as fleet mode reads it: Kafka's settings and
+// the fleet's beside them.
+type settings struct {
+	kafka.Config
+	Fleet   Config
+	Forward bool
 }
 
 // Fleet runs the roles the configuration asks for: filter (kafka.topics
@@ -86,11 +99,11 @@ type Fleet struct {
 
 // New builds the roles; call Run.
 func New(o Options) (*Fleet, error) {
-	cfg := o.Config.WithDefaults()
+	cfg := settings{Config: o.Config.WithDefaults(), Fleet: o.Fleet.WithDefaults(), Forward: o.Forward}
 	if !cfg.Fleet.Enabled() {
 		return nil, errors.New("fleet: kafka.fleet.topic is not set")
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Fleet.Validate(cfg.Config, cfg.Forward); err != nil {
 		return nil, err
 	}
 	d, err := cfg.Dialer()
@@ -114,7 +127,7 @@ func New(o Options) (*Fleet, error) {
 		cfg.WarnInsecure(log)
 		kafka.InstallBoundedCodecs(int64(cfg.MaxDecompressedBytes))
 	} else {
-		f.consumer, err = kafka.New(kafka.Options{Config: cfg, DefaultCluster: o.DefaultCluster,
+		f.consumer, err = kafka.New(kafka.Options{Config: cfg.Config, DefaultCluster: o.DefaultCluster,
 			Ingester: &filter{tallies: tallies{o.Aggregator}, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
 			Prefilter: o.Prefilter})
 		if err != nil {

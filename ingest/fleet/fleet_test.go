@@ -29,19 +29,21 @@ func TestEveryRoleWarnsOfPlaintextSASL(t *testing.T) {
 	off := false
 	sasl := kafka.SASLConfig{Mechanism: "plain", Username: "u", AllowPlaintext: true}
 	for _, tc := range []struct {
-		name string
-		cfg  kafka.Config
+		name    string
+		cfg     kafka.Config
+		fleet   Config
+		forward bool
 	}{
-		{"count only", kafka.Config{Fleet: kafka.FleetConfig{Topic: "sunset.requests"}}},
-		{"forward only", kafka.Config{Forward: true, Fleet: kafka.FleetConfig{Topic: "sunset.requests", Count: &off}}},
-		{"filter and count", kafka.Config{Topics: []string{"audit"}, GroupID: "g", Fleet: kafka.FleetConfig{Topic: "sunset.requests"}}},
+		{"count only", kafka.Config{}, Config{Topic: "sunset.requests"}, false},
+		{"forward only", kafka.Config{}, Config{Topic: "sunset.requests", Count: &off}, true},
+		{"filter and count", kafka.Config{Topics: []string{"audit"}, GroupID: "g"}, Config{Topic: "sunset.requests"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Brokers, cfg.SASL = []string{"kafka-0:9092"}, sasl
 			var out bytes.Buffer
 			c := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil)
-			_, err := New(Options{Config: cfg, Aggregator: c, Store: counterStore{c}, Logger: zerolog.New(&out),
+			_, err := New(Options{Config: cfg, Fleet: tc.fleet, Forward: tc.forward, Aggregator: c, Store: counterStore{c}, Logger: zerolog.New(&out),
 				Registerer: prometheus.NewRegistry()})
 			require.NoError(t, err)
 			require.Equal(t, 1, strings.Count(out.String(), "kafka.sasl.allowPlaintext: the SASL PLAIN password is sent to the brokers unencrypted"), out.String())

@@ -175,7 +175,7 @@ func TestForwarderCommitsCursorsWithTheOutbox(t *testing.T) {
 // newTestPublisher is the publisher New builds, to brokers.
 func newTestPublisher(t *testing.T, brokers []string, topic string, m *metrics) *publisher {
 	t.Helper()
-	cfg := kafka.Config{Brokers: brokers, Fleet: kafka.FleetConfig{Topic: topic}}.WithDefaults()
+	cfg := settings{Config: kafka.Config{Brokers: brokers}.WithDefaults(), Fleet: Config{Topic: topic}.WithDefaults()}
 	d, err := cfg.Dialer()
 	require.NoError(t, err)
 	p := newPublisher(cfg, d, zerolog.Nop(), m, nil)

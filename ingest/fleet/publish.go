@@ -10,7 +10,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
@@ -30,7 +29,7 @@ type publisher struct {
 	log  zerolog.Logger
 }
 
-func newPublisher(cfg kafka.Config, d *kafkago.Dialer, log zerolog.Logger, m *metrics, keys *keyring) *publisher {
+func newPublisher(cfg settings, d *kafkago.Dialer, log zerolog.Logger, m *metrics, keys *keyring) *publisher {
 	return &publisher{topic: cfg.Fleet.Topic, metrics: m, keys: keys, log: log, w: &kafkago.Writer{
 		Addr:  kafkago.TCP(cfg.Brokers...),
 		Topic: cfg.Fleet.Topic,

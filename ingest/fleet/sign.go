@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 
 	kafkago "github.com/segmentio/kafka-go"
-
-	"github.com/kube-sunset/sunset/ingest/kafka"
 )
 
 // Who may write for a cluster. Any credential that may produce to the
@@ -37,14 +35,14 @@ const (
 // keyring holds the keys of kafka.fleet: by cluster, in order; the first
 // of a cluster signs.
 type keyring struct {
-	byCluster map[string][]kafka.FleetKey
+	byCluster map[string][]Key
 }
 
-func newKeyring(keys []kafka.FleetKey) *keyring {
+func newKeyring(keys []Key) *keyring {
 	if len(keys) == 0 {
 		return nil
 	}
-	k := &keyring{byCluster: map[string][]kafka.FleetKey{}}
+	k := &keyring{byCluster: map[string][]Key{}}
 	for _, key := range keys {
 		k.byCluster[key.Cluster] = append(k.byCluster[key.Cluster], key)
 	}

@@ -97,8 +97,8 @@ func TestCounterRefusesRecordsNotSignedForTheirCluster(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil)
-	f, err := New(Options{Config: kafka.Config{Brokers: brokers, BatchSize: 100, RetryBackoff: 5 * time.Millisecond,
-		Fleet: kafka.FleetConfig{Topic: topic, KeysFile: keysFile, Keys: keyLine("b", "b1", b1)}},
+	f, err := New(Options{Config: kafka.Config{Brokers: brokers, BatchSize: 100, RetryBackoff: 5 * time.Millisecond},
+		Fleet:      Config{Topic: topic, KeysFile: keysFile, Keys: keyLine("b", "b1", b1)},
 		Aggregator: c, Store: counterStore{c}, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,7 +127,7 @@ func TestCounterRefusesRecordsNotSignedForTheirCluster(t *testing.T) {
 // no record of a cluster they hold no key of; after a rotation, records
 // signed with the retired key are refused.
 func TestKeyringSignsAndRotates(t *testing.T) {
-	old, next := kafka.FleetKey{Cluster: "a", ID: "old", Secret: secret('o')}, kafka.FleetKey{Cluster: "a", ID: "new", Secret: secret('n')}
+	old, next := Key{Cluster: "a", ID: "old", Secret: secret('o')}, Key{Cluster: "a", ID: "new", Secret: secret('n')}
 	req := aggregate.Request{ID: "r", Key: aggregate.CountKey{Cluster: "a", API: "endpoints.v1", Cell: aggregate.Cell{Hour: hour}}}
 	signed := func(k *keyring, r aggregate.Request) (kafkago.Message, bool) {
 		m, err := message(r)
@@ -137,19 +137,19 @@ func TestKeyringSignsAndRotates(t *testing.T) {
 
 	// 1. Counters learn the new key beside the old; producers still sign
 	// with the old.
-	producer, counter := newKeyring([]kafka.FleetKey{old}), newKeyring([]kafka.FleetKey{old, next})
+	producer, counter := newKeyring([]Key{old}), newKeyring([]Key{old, next})
 	m, ok := signed(producer, req)
 	require.True(t, ok)
 	require.Equal(t, "old", string(m.Headers[0].Value))
 	require.Empty(t, counter.verify(m, "a"))
 	// 2. Producers sign with the new key first.
-	producer = newKeyring([]kafka.FleetKey{next, old})
+	producer = newKeyring([]Key{next, old})
 	m2, ok := signed(producer, req)
 	require.True(t, ok)
 	require.Equal(t, "new", string(m2.Headers[0].Value))
 	require.Empty(t, counter.verify(m2, "a"))
 	// 3. The old key is retired: what it signs is refused.
-	counter = newKeyring([]kafka.FleetKey{next})
+	counter = newKeyring([]Key{next})
 	require.Equal(t, reasonUnknownKey, counter.verify(m, "a"))
 	require.Empty(t, counter.verify(m2, "a"))
 
@@ -167,11 +167,11 @@ func TestPublisherSendsNoRecordItCannotSign(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, brokers, "fleet-sign-pub", 1)
 	m := newMetrics(prometheus.NewRegistry())
-	cfg := kafka.Config{Brokers: brokers, Fleet: kafka.FleetConfig{Topic: topic}}.WithDefaults()
+	cfg := settings{Config: kafka.Config{Brokers: brokers}.WithDefaults(), Fleet: Config{Topic: topic}.WithDefaults()}
 	d, err := cfg.Dialer()
 	require.NoError(t, err)
-	k := kafka.FleetKey{Cluster: "a", ID: "a1", Secret: secret('1')}
-	p := newPublisher(cfg, d, zerolog.Nop(), m, newKeyring([]kafka.FleetKey{k}))
+	k := Key{Cluster: "a", ID: "a1", Secret: secret('1')}
+	p := newPublisher(cfg, d, zerolog.Nop(), m, newKeyring([]Key{k}))
 	defer func() { require.NoError(t, p.close()) }()
 	at := time.Now().UTC().Truncate(time.Hour)
 	reqs := []aggregate.Request{
@@ -182,13 +182,13 @@ func TestPublisherSendsNoRecordItCannotSign(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(m.produced.WithLabelValues(roleFilter)))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.unsigned.WithLabelValues(roleFilter)))
 
-	r := kafka.NewPartitionReader(cfg, d, topic, 0, zerolog.Nop())
+	r := kafka.NewPartitionReader(cfg.Config, d, topic, 0, zerolog.Nop())
 	defer func() { _ = r.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got, err := r.FetchMessage(ctx)
 	require.NoError(t, err)
-	require.Empty(t, newKeyring([]kafka.FleetKey{k}).verify(got, "a"))
+	require.Empty(t, newKeyring([]Key{k}).verify(got, "a"))
 }
 
 // sourceIPs entries that are not IP addresses are dropped.

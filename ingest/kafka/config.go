@@ -18,9 +18,10 @@ import (
 	"github.com/kube-sunset/sunset/internal/tlsutil"
 )
 
-// Config is the kafka key. Consumption is on when Brokers and Topics are
-// set. Defaults are filled by WithDefaults, so that a config file that
-// leaves a key out and a zero value mean the same.
+// Config is Kafka's settings under the kafka key; the fleet's keys beside
+// them (kafka.fleet, kafka.forward) are package fleet's. Consumption is on
+// when Brokers and Topics are set. Defaults are filled by WithDefaults, so
+// that a config file that leaves a key out and a zero value mean the same.
 type Config struct {
 	Brokers              []string        `mapstructure:"brokers" help:"Brokers to bootstrap from, host:port. Consumption is on when brokers and topics are set."`
 	Topics               []string        `mapstructure:"topics" help:"Topics of audit events to consume."`
@@ -49,8 +50,6 @@ type Config struct {
 	ClusterHeader        string          `mapstructure:"clusterHeader" help:"Message header that names the cluster."`
 	ClusterField         string          `mapstructure:"clusterField" help:"Message field that names the cluster; default-cluster is the fallback."`
 	TopicClusters        []TopicClusters `mapstructure:"topicClusters" help:"Clusters each topic may speak for: a message of a listed topic that names another cluster (clusterHeader, clusterField, else default-cluster) is refused as poison cluster_not_allowed; one that names none is the topic's cluster when it lists one. Topics not listed may name any cluster. Give each cluster its own topic and its producers write access to that topic alone (Kafka ACLs). See fleet.md#who-may-write-for-a-cluster."`
-	Fleet                FleetConfig     `mapstructure:"fleet"`
-	Forward              bool            `mapstructure:"forward" help:"Also send the requests counted from the webhook, from files and from EKS and GKE to kafka.fleet.topic."`
 }
 
 // TopicClusters is an entry of kafka.topicClusters.
@@ -78,9 +77,9 @@ type SASLConfig struct {
 	AllowPlaintext bool `mapstructure:"allowPlaintext" help:"Allow mechanism plain without kafka.tls, which sends the password unencrypted to every broker; a warning is logged at start. For test brokers only."`
 }
 
-// Enabled reports whether Kafka is configured.
+// Enabled reports whether Kafka's consumer is configured.
 func (c Config) Enabled() bool {
-	return len(c.Brokers) > 0 || len(c.Topics) > 0 || c.Fleet.Enabled() || c.Forward
+	return len(c.Brokers) > 0 || len(c.Topics) > 0
 }
 
 // WithDefaults fills unset fields.
@@ -139,39 +138,38 @@ func (c Config) WithDefaults() Config {
 	if c.Node == "" {
 		c.Node = "kafka"
 	}
-	c.Fleet = c.Fleet.withDefaults()
 	return c
 }
 
-// Validate checks every key, naming each; it does not contact the brokers.
+// Validate checks every key of a consumer of kafka.topics, naming each; it
+// does not contact the brokers.
 func (c Config) Validate() error {
 	if !c.Enabled() {
 		return nil
 	}
+	return c.ValidateFor("kafka.topics", true)
+}
+
+// ValidateFor checks every key, naming each, for whatever reads Kafka with
+// these settings: by is the key that asks for the brokers (kafka.topics,
+// or the fleet's kafka.fleet.topic or kafka.forward), and topics whether
+// kafka.topics is needed too. It does not contact the brokers.
+func (c Config) ValidateFor(by string, topics bool) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("kafka.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	if len(c.Brokers) == 0 {
-		set := "kafka.topics"
-		switch {
-		case len(c.Topics) > 0:
-		case c.Fleet.Enabled():
-			set = "kafka.fleet.topic"
-		case c.Forward:
-			set = "kafka.forward"
-		}
-		bad("brokers", "is required when %s is set, e.g. [kafka-0:9092]", set)
+		bad("brokers", "is required when %s is set, e.g. [kafka-0:9092]", by)
 	}
 	for _, b := range c.Brokers {
 		if !strings.Contains(b, ":") {
 			bad("brokers", "%q is not host:port", b)
 		}
 	}
-	if len(c.Topics) == 0 && !c.Fleet.Enabled() {
+	if len(c.Topics) == 0 && topics {
 		bad("topics", "is required when kafka.brokers is set (or kafka.fleet.topic, to count a fleet's requests)")
 	}
-	c.validateFleet(bad)
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
 		bad("startOffset", "%q is not one of earliest, latest", c.StartOffset)
 	}
