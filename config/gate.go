@@ -24,7 +24,8 @@ type GateConfig struct {
 
 // defaultGate is the gate key's defaults.
 func defaultGate() GateConfig {
-	return GateConfig{StaleAfter: 2 * time.Hour, WhenUnknown: string(gate.Allow), Since: sunsetv1.DefaultCheckSince, RetryAfter: capihook.DefaultRetryAfter}
+	return GateConfig{StaleAfter: 2 * time.Hour, WhenUnknown: string(gate.Allow), Since: sunsetv1.DefaultCheckSince,
+		RetryAfter: capihook.DefaultRetryAfter}
 }
 
 // Validate reports what is wrong with the gate key, when the gate is on;

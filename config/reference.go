@@ -65,14 +65,18 @@ type keyGroup struct {
 // where a user looking for it would look.
 var keyGroups = []keyGroup{
 	{"Serving", "Where Sunset listens, its HTTPS certificate, its logs and how it stops.",
-		[]string{"listen", "tls-cert-file", "tls-key-file", "cert-dir", "cert-hosts", "publish-ca-secret", "shutdown-timeout", "log-level", "log-format"}},
-	{"Inputs", "Where audit events come from besides the webhook (log files, EKS, GKE, Kafka), and how every input's events are read.",
+		[]string{"listen", "tls-cert-file", "tls-key-file", "cert-dir", "cert-hosts", "publish-ca-secret",
+			"shutdown-timeout", "log-level", "log-format"}},
+	{"Inputs", "Where audit events come from besides the webhook (log files, EKS, GKE, Kafka), " +
+		"and how every input's events are read.",
 		[]string{"default-cluster", "decoder", "ingest", "kafka"}},
 	{"Webhook credentials", "Who may post audit batches to the webhook. See [Getting started](getting-started.md).",
 		[]string{"tls-client-ca-file", "webhook-token-file", "webhook-token-auth-file", "webhook-allow-unauthenticated"}},
-	{"Readers' access", "Who may read the API and `/metrics`, and reset counts. See [Access control](access-control.md).",
+	{"Readers' access", "Who may read the API and `/metrics`, and reset counts. " +
+		"See [Access control](access-control.md).",
 		[]string{"authentication-kubeconfig", "authorization-kubeconfig", "authentication-skip-lookup", "client-ca-file",
-			"requestheader-client-ca-file", "requestheader-allowed-names", "requestheader-username-headers", "requestheader-uid-headers",
+			"requestheader-client-ca-file", "requestheader-allowed-names", "requestheader-username-headers",
+			"requestheader-uid-headers",
 			"requestheader-group-headers", "requestheader-extra-headers-prefix", "token-auth-file", "authorization-read-groups",
 			"authorization-reset-groups", "authorization-always-allow-paths", "allow-unauthenticated"}},
 	{"Storage", "Where counts are kept, and for how long.",
@@ -80,15 +84,18 @@ var keyGroups = []keyGroup{
 	{"Limits", "Bounds on what one sender or one cluster can make Sunset hold, in memory and on disk.",
 		[]string{"max-body-bytes", "max-inflight-batches", "min-body-bytes-per-second", "max-inflight-batches-per-credential",
 			"max-clients-per-node-hour", "max-stored-clusters", "max-apiservers-per-cluster"}},
-	{"What counts", "Which requests count, how their clients are named, and the release each cluster runs for its verdict. See [How counting works](counting.md).",
+	{"What counts", "Which requests count, how their clients are named, and the release each cluster runs " +
+		"for its verdict. See [How counting works](counting.md).",
 		[]string{"user-agent", "system-users", "field-rules", "catalog", "clusters"}},
 	{"Metrics", "The gauges and their bounds. See [Metrics](metrics.md).",
 		[]string{"metrics"}},
-	{"Admission webhooks", "How admission webhooks are classed and labelled. See [Admission webhooks](admission-webhooks.md).",
+	{"Admission webhooks", "How admission webhooks are classed and labelled. " +
+		"See [Admission webhooks](admission-webhooks.md).",
 		[]string{"admission"}},
 	{"Cluster scan", "The scan of the cluster Sunset runs in. See [Scanning](scanning.md#in-the-server).",
 		[]string{"scan"}},
-	{"Upgrade gate", "The admission webhook and Cluster API runtime extension that refuse an upgrade while APIs it removes are called. See [The upgrade gate](gate.md).",
+	{"Upgrade gate", "The admission webhook and Cluster API runtime extension that refuse an upgrade while " +
+		"APIs it removes are called. See [The upgrade gate](gate.md).",
 		[]string{"gate", "exemptions", "exemptions-configmap"}},
 }
 
