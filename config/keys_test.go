@@ -25,7 +25,7 @@ func TestEveryKeyHasHelp(t *testing.T) {
 }
 
 // Flags are the top-level keys of plain values, each with its help and
-// the default of DefaultConfig.
+// the default of Default.
 func TestFlagsFollowKeys(t *testing.T) {
 	fs := Flags()
 	f := fs.Lookup("retention")

@@ -1,8 +1,9 @@
 // Command configdoc writes docs/configuration.md, the reference of every
 // config key, from the help the code gives each key, in sections by task
 // (serving, inputs, credentials, storage, limits, ...). The sections are
-// app's keyGroups, beside the keys, so that package app's tests hold every
-// key to a section and the file to what this writes. make docs runs it.
+// config's keyGroups, beside the keys, so that package config's tests hold
+// every key to a section and the file to what this writes. make docs runs
+// it.
 package main
 
 import (
