@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -128,9 +129,9 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 	}
 	c.resolver.Resolve(f)
 	ref := e.ObjectRef
-	base := store.AdmissionKey{Hour: hour, Cluster: originCluster(o), Group: Truncate(ref.Group, store.MaxGroupBytes),
-		Version: Truncate(ref.Version, store.MaxVersionBytes), Resource: Truncate(ref.Resource, store.MaxResourceBytes),
-		Subresource: Truncate(ref.Subresource, store.MaxSubresourceBytes)}
+	base := store.AdmissionKey{Hour: hour, Cluster: originCluster(o), Group: countkey.Truncate(ref.Group, countkey.MaxGroupBytes),
+		Version: countkey.Truncate(ref.Version, countkey.MaxVersionBytes), Resource: countkey.Truncate(ref.Resource, countkey.MaxResourceBytes),
+		Subresource: countkey.Truncate(ref.Subresource, countkey.MaxSubresourceBytes)}
 	total := store.AdmissionCounts{Requests: 1}
 	if f.Slowed() {
 		total.Slow, total.LatencyNanos = 1, uint64(f.Latency())
@@ -141,8 +142,8 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 	for _, call := range f.Calls {
 		// Webhook and configuration names are the sender's: bounded as
 		// the DNS subdomains real ones are.
-		k := webhookKey{admission.Type(Truncate(string(call.Type), store.MaxRuleBytes)),
-			Truncate(call.Configuration, store.MaxRuleBytes), Truncate(call.Webhook, store.MaxRuleBytes)}
+		k := webhookKey{admission.Type(countkey.Truncate(string(call.Type), countkey.MaxRuleBytes)),
+			countkey.Truncate(call.Configuration, countkey.MaxRuleBytes), countkey.Truncate(call.Webhook, countkey.MaxRuleBytes)}
 		wc, ok := perWebhook[k]
 		if !ok {
 			wc = &store.AdmissionCounts{Requests: 1}
@@ -179,7 +180,7 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 	}
 	for _, issue := range f.Certificates {
 		key := base
-		key.Type, key.Configuration = string(issue.Problem), Truncate(issue.Host, store.MaxRuleBytes)
+		key.Type, key.Configuration = string(issue.Problem), countkey.Truncate(issue.Host, countkey.MaxRuleBytes)
 		rows = append(rows, store.AdmissionRow{Key: key, Counts: store.AdmissionCounts{Requests: 1}})
 	}
 	return store.AdmissionRequest{ID: e.identity(), LegacyID: e.ID, Cluster: originCluster(o), Hour: hour, Rows: rows}, true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/store"
@@ -201,7 +202,7 @@ func TestDeprecatedAndWebhookRequestCountsOnceInEachCounter(t *testing.T) {
 
 	var deprecated uint64
 	require.NoError(t, st.ScanCounts("c", "widgets.v1beta1.e2e.example.com", testNow.Add(-48*time.Hour), testNow,
-		func(_ store.CountKey, n uint64) error { deprecated += n; return nil }))
+		func(_ countkey.CountKey, n uint64) error { deprecated += n; return nil }))
 	require.Equal(t, uint64(6), deprecated)
 	rows := scanAdmission(t, st)
 	require.Len(t, rows, 2)

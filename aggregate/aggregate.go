@@ -24,6 +24,7 @@ import (
 
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -41,12 +42,6 @@ const (
 	UserAgentShort UserAgentMode = "short"
 	// UserAgentFull keeps the whole user agent, up to MaxUserAgentBytes.
 	UserAgentFull UserAgentMode = "full"
-)
-
-// Bounds on stored strings, the same as OpenShift's APIRequestCount CRD.
-const (
-	MaxUsernameBytes  = 512
-	MaxUserAgentBytes = 1024
 )
 
 // maxGroupCommit bounds how many Ingest calls share one commit.
@@ -114,7 +109,7 @@ type job struct {
 	// matches follow.
 	apiReqs   int
 	admission []store.AdmissionRequest
-	cursors   []Cursor
+	cursors   []countkey.Cursor
 	done      chan jobResult
 }
 
@@ -219,7 +214,7 @@ collect:
 	// duplicates.
 	a.log.Debug().Int("requests", n).Msg("commit started")
 	results, err := a.commitGroup(group)
-	if err != nil && !errors.Is(err, ErrNoSpace) && len(group) > 1 {
+	if err != nil && !errors.Is(err, countkey.ErrNoSpace) && len(group) > 1 {
 		// A full disk is everyone's: the senders pause and retry. Any
 		// other failure may be one job's: each alone finds which.
 		a.log.Warn().Err(err).Int("jobs", len(group)).Int("requests", n).Msg("group commit failed; committing each of its jobs alone")
@@ -233,7 +228,7 @@ collect:
 			}
 			r, err := a.commitGroup([]*job{j})
 			results[i] = r[0]
-			if errors.Is(err, ErrNoSpace) {
+			if errors.Is(err, countkey.ErrNoSpace) {
 				full = err
 			}
 		}
@@ -244,11 +239,11 @@ collect:
 		switch r := results[i]; {
 		case r.err == nil:
 			committed = true
-		case errors.Is(r.err, ErrNoSpace):
+		case errors.Is(r.err, countkey.ErrNoSpace):
 			noSpace = r.err
 		default:
 			a.log.Error().Err(r.err).Str("source", j.source).Int("requests", len(j.reqs)+len(j.admission)).
-				Bool("unstorable", errors.Is(r.err, ErrUnstorable)).Msg("commit failed; the sender gets an error")
+				Bool("unstorable", errors.Is(r.err, countkey.ErrUnstorable)).Msg("commit failed; the sender gets an error")
 		}
 	}
 	switch {
@@ -278,7 +273,7 @@ func (a *Aggregator) commitGroup(group []*job) ([]jobResult, error) {
 		n += len(j.reqs)
 	}
 	all := make([]Request, 0, n)
-	var cursors []Cursor
+	var cursors []countkey.Cursor
 	var adm []store.AdmissionRequest
 	for _, j := range group {
 		all = append(all, j.reqs...)
@@ -390,7 +385,7 @@ func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) 
 
 // IngestAt is Ingest that also commits input positions (cursors) in the same
 // transaction as the counts of events, even when none of them counts.
-func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...Cursor) (Summary, error) {
+func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...countkey.Cursor) (Summary, error) {
 	j, sum := a.ingestJob(origin, events, cursors)
 	if j == nil {
 		return sum, nil
@@ -404,7 +399,7 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 
 // ingestJob classifies events into the job IngestAt commits, nil when
 // there is nothing to commit, and what became of the others.
-func (a *Aggregator) ingestJob(origin Origin, events []Event, cursors []Cursor) (*job, Summary) {
+func (a *Aggregator) ingestJob(origin Origin, events []Event, cursors []countkey.Cursor) (*job, Summary) {
 	reqs, apiReqs, adm, sum := a.classifyAll(origin, events, true)
 	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
 		return nil, sum
@@ -499,7 +494,7 @@ func (s *Summary) tally(dup []bool, skipped []store.Skip, apiReqs int) {
 // its label values bounded: they come from the sender.
 func (a *Aggregator) countRequest(r Request) {
 	k := r.Key
-	group, version, resource := a.labels.API(SplitAPIName(k.API))
+	group, version, resource := a.labels.API(countkey.SplitAPIName(k.API))
 	state := catalog.StateDeprecated
 	if k.Removed {
 		state = catalog.StateRemoved

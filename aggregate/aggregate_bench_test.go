@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/store"
@@ -169,7 +170,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.StopTimer()
 		var stored uint64
 		hour := at.Truncate(time.Hour)
-		err := st.ScanCounts(benchOrigin.Cluster, "endpoints.v1", hour, hour, func(_ store.CountKey, c uint64) error {
+		err := st.ScanCounts(benchOrigin.Cluster, "endpoints.v1", hour, hour, func(_ countkey.CountKey, c uint64) error {
 			stored += c
 			return nil
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -66,7 +67,7 @@ func TestConcurrentIngestCountsEachRequestOnce(t *testing.T) {
 	// IDs 0..15*25+49 = 0..424: 425 distinct requests out of 1,600 deliveries.
 	require.Equal(t, Summary{Counted: 425, Duplicates: 1175}, total)
 	perUser := map[string]uint64{}
-	require.NoError(t, st.ScanCounts("c", "endpoints.v1", now, now, func(k store.CountKey, n uint64) error {
+	require.NoError(t, st.ScanCounts("c", "endpoints.v1", now, now, func(k countkey.CountKey, n uint64) error {
 		require.Equal(t, "ua/1", k.UserAgent)
 		perUser[k.Username] += n
 		return nil
@@ -89,9 +90,9 @@ func TestIngestAfterStopFails(t *testing.T) {
 }
 
 func TestTruncateKeepsWholeCharacters(t *testing.T) {
-	require.Equal(t, "ab", Truncate("ab", 5))
-	require.Equal(t, "é", Truncate("éé", 3))
-	require.Empty(t, Truncate("é", 1))
-	require.Equal(t, "endpoints.v1", APIName("", "v1", "endpoints"))
-	require.Equal(t, "cronjobs.v1beta1.batch", APIName("batch", "v1beta1", "cronjobs"))
+	require.Equal(t, "ab", countkey.Truncate("ab", 5))
+	require.Equal(t, "é", countkey.Truncate("éé", 3))
+	require.Empty(t, countkey.Truncate("é", 1))
+	require.Equal(t, "endpoints.v1", countkey.APIName("", "v1", "endpoints"))
+	require.Equal(t, "cronjobs.v1beta1.batch", countkey.APIName("batch", "v1beta1", "cronjobs"))
 }

@@ -1,6 +1,10 @@
 package aggregate
 
-import "context"
+import (
+	"context"
+
+	"github.com/kube-sunset/sunset/countkey"
+)
 
 // Classify decides which of events count, exactly as Ingest does, and
 // returns the requests Ingest would commit (those of APIs, then those of
@@ -17,7 +21,7 @@ func (a *Aggregator) Classify(origin Origin, events []Event) ([]Request, Summary
 // once they are durable. Requests whose hour has expired meanwhile are
 // skipped. Like Ingest, a non-nil error means nothing may be assumed
 // committed, and applying the same requests again is safe.
-func (a *Aggregator) Apply(ctx context.Context, source string, reqs []Request, cursors ...Cursor) (Summary, error) {
+func (a *Aggregator) Apply(ctx context.Context, source string, reqs []Request, cursors ...countkey.Cursor) (Summary, error) {
 	var sum Summary
 	now := a.now()
 	// API requests first, field matches after, as the commit loop counts

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/store"
@@ -75,7 +76,7 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 		FirstHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC), LastHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC),
 		Nodes: map[string]time.Time{"minikube": time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)}}}, st.APIs())
 	verbs := map[string]uint64{}
-	require.NoError(t, st.ScanCounts("minikube", "deployments.v1beta1.extensions", time.Time{}, now, func(k store.CountKey, n uint64) error {
+	require.NoError(t, st.ScanCounts("minikube", "deployments.v1beta1.extensions", time.Time{}, now, func(k countkey.CountKey, n uint64) error {
 		require.False(t, k.Removed)
 		verbs[k.Verb] += n
 		return nil
@@ -122,7 +123,7 @@ func TestCatalogClassification(t *testing.T) {
 			infos := st.APIs()
 			require.Len(t, infos, 1)
 			require.Equal(t, tc.release, infos[0].RemovedRelease)
-			require.NoError(t, st.ScanCounts("c", infos[0].API, now, now, func(k store.CountKey, n uint64) error {
+			require.NoError(t, st.ScanCounts("c", infos[0].API, now, now, func(k countkey.CountKey, n uint64) error {
 				require.Equal(t, tc.removed, k.Removed)
 				return nil
 			}))

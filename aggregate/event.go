@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/cardinality"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -158,28 +158,6 @@ const (
 // Apiserver clocks drift a little; an event a day ahead is bogus.
 const futureSlack = 24 * time.Hour
 
-// APIName is the APIRequestCount name of a resource: resource.version.group,
-// or resource.version for the core group.
-func APIName(group, version, resource string) string {
-	if group == "" {
-		return resource + "." + version
-	}
-	return resource + "." + version + "." + group
-}
-
-// SplitAPIName reverses APIName. Resources and versions never hold dots, so
-// everything after the second dot is the group.
-func SplitAPIName(name string) (group, version, resource string) {
-	parts := strings.SplitN(name, ".", 3)
-	switch len(parts) {
-	case 3:
-		return parts[2], parts[1], parts[0]
-	case 2:
-		return "", parts[1], parts[0]
-	}
-	return "", "", name
-}
-
 // Hour is the UTC hour an event is counted in: that of
 // requestReceivedTimestamp, so replays and late deliveries land where the
 // request happened, else that of stageTimestamp, else ok is false.
@@ -219,9 +197,9 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Resul
 	return Request{
 		ID:       e.identity(),
 		LegacyID: e.ID,
-		Key: CountKey{
+		Key: countkey.CountKey{
 			Cluster: originCluster(o),
-			API:     APIName(ref.Group, ref.Version, ref.Resource),
+			API:     countkey.APIName(ref.Group, ref.Version, ref.Resource),
 			Cell:    a.cell(o, e, hour),
 			Removed: removed,
 		},
@@ -258,14 +236,14 @@ func (a *Aggregator) NeedsRequestObject(e *Event) bool {
 }
 
 // cell is where in its subject's counts e is counted, within the hour.
-func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) Cell {
-	return Cell{
+func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) countkey.Cell {
+	return countkey.Cell{
 		Hour: hour,
 		// Node names come from the sender (a webhook path, a Kafka
 		// field): bounded like the DNS subdomains real ones are.
-		Node:        Truncate(o.Node, store.MaxNodeBytes),
+		Node:        countkey.Truncate(o.Node, countkey.MaxNodeBytes),
 		Subresource: e.ObjectRef.Subresource,
-		Username:    Truncate(e.Username, MaxUsernameBytes),
+		Username:    countkey.Truncate(e.Username, countkey.MaxUsernameBytes),
 		UserAgent:   a.userAgent(e.UserAgent),
 		// Unknown verbs are one: a sender can invent them without end,
 		// and the API reports them as "other" anyway.
@@ -300,7 +278,7 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 		out = append(out, Request{
 			ID:             fieldRuleID(id, r.Name),
 			LegacyID:       fieldRuleID(e.ID, r.Name),
-			Key:            CountKey{Cluster: originCluster(o), Cell: cell},
+			Key:            countkey.CountKey{Cluster: originCluster(o), Cell: cell},
 			FieldRule:      r.Name,
 			RemovedRelease: r.RemovedIn,
 			Seen:           sighting(e, now),
@@ -348,18 +326,7 @@ func (a *Aggregator) userAgent(ua string) string {
 			ua = ua[:i]
 		}
 	}
-	return Truncate(ua, MaxUserAgentBytes)
-}
-
-// Truncate cuts s to at most n bytes without splitting a UTF-8 character.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return countkey.Truncate(ua, countkey.MaxUserAgentBytes)
 }
 
 // expired asks the store, or without one (a client-side dry run) applies
@@ -372,7 +339,7 @@ func (a *Aggregator) expired(hour, now time.Time) bool {
 }
 
 // sighting is who was behind a request, for workload attribution.
-func sighting(e *Event, now time.Time) *Sighting {
+func sighting(e *Event, now time.Time) *countkey.Sighting {
 	if e.PodName == "" && len(e.SourceIPs) == 0 && e.ImpersonatedBy == "" {
 		return nil
 	}
@@ -380,8 +347,8 @@ func sighting(e *Event, now time.Time) *Sighting {
 	if at.IsZero() {
 		at = cmp.Or(e.StageTime, now)
 	}
-	return &Sighting{PodName: Truncate(e.PodName, maxPodNameBytes), PodNode: Truncate(e.PodNode, store.MaxNodeBytes),
-		SourceIPs: sourceIPs(e.SourceIPs), ImpersonatedBy: Truncate(e.ImpersonatedBy, MaxUsernameBytes), At: at.UTC()}
+	return &countkey.Sighting{PodName: countkey.Truncate(e.PodName, maxPodNameBytes), PodNode: countkey.Truncate(e.PodNode, countkey.MaxNodeBytes),
+		SourceIPs: sourceIPs(e.SourceIPs), ImpersonatedBy: countkey.Truncate(e.ImpersonatedBy, countkey.MaxUsernameBytes), At: at.UTC()}
 }
 
 // maxPodNameBytes is the longest pod name Kubernetes allows (a DNS
@@ -401,12 +368,12 @@ func sourceIPs(ips []string) []string {
 	if len(ips) == 0 {
 		return nil
 	}
-	out := make([]string, 0, min(len(ips), MaxSourceIPs))
+	out := make([]string, 0, min(len(ips), countkey.MaxSourceIPs))
 	if last := ips[len(ips)-1]; len(last) <= maxIPBytes {
 		out = append(out, last)
 	}
 	for _, ip := range ips[:len(ips)-1] {
-		if len(out) == MaxSourceIPs {
+		if len(out) == countkey.MaxSourceIPs {
 			break
 		}
 		if len(ip) <= maxIPBytes {
@@ -418,11 +385,11 @@ func sourceIPs(ips []string) []string {
 
 // originCluster is the cluster of o as counted: bounded like a DNS
 // subdomain, as it comes from the sender (a webhook path, a Kafka field).
-func originCluster(o Origin) string { return Truncate(o.Cluster, store.MaxClusterBytes) }
+func originCluster(o Origin) string { return countkey.Truncate(o.Cluster, countkey.MaxClusterBytes) }
 
 // refTooLong reports an API name part longer than Kubernetes allows: a
 // group is a DNS subdomain, a version and a resource DNS labels.
 func refTooLong(ref *ObjectRef) bool {
-	return len(ref.Group) > store.MaxGroupBytes || len(ref.Version) > store.MaxVersionBytes ||
-		len(ref.Resource) > store.MaxResourceBytes || len(ref.Subresource) > store.MaxSubresourceBytes
+	return len(ref.Group) > countkey.MaxGroupBytes || len(ref.Version) > countkey.MaxVersionBytes ||
+		len(ref.Resource) > countkey.MaxResourceBytes || len(ref.Subresource) > countkey.MaxSubresourceBytes
 }

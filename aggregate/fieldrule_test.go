@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -45,8 +46,8 @@ func TestFieldRuleMatchesCountUnderTheirRule(t *testing.T) {
 	// The request's identity is its received time (in nanoseconds) and
 	// its auditID; older versions used the auditID alone.
 	require.Equal(t, Request{ID: "1795290000000000000/c#field:kube-proxy-version", LegacyID: "c#field:kube-proxy-version",
-		FieldRule: "kube-proxy-version", Key: store.CountKey{Cluster: "c",
-			Cell: store.Cell{Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1",
+		FieldRule: "kube-proxy-version", Key: countkey.CountKey{Cluster: "c",
+			Cell: countkey.Cell{Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1",
 				UserAgent: "kubelet/v1.30.2", Verb: "patch"}}}, reqs[0])
 	require.Equal(t, "1795290000000000000/c", reqs[0].EventID())
 	sum, err = a.Apply(context.Background(), "fleet", reqs)

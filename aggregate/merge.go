@@ -5,14 +5,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
 // Caps on what a workload record keeps, so memory and disk stay bounded
 // however many pods a client runs.
 const (
-	MaxPods      = 10
-	MaxSourceIPs = 10
+	MaxPods = 10
 	// MaxImpersonators bounds the real callers kept for a client that was
 	// impersonated.
 	MaxImpersonators = 10
@@ -37,7 +37,7 @@ func removedRelease(stored string, last time.Time, given string, hour time.Time)
 
 // addSighting merges a sighting into a workload record, keeping the most
 // recent entries within the caps.
-func addSighting(w *store.Workload, s store.Sighting) {
+func addSighting(w *store.Workload, s countkey.Sighting) {
 	if s.PodName != "" {
 		i := slices.IndexFunc(w.Pods, func(p store.PodSeen) bool { return p.Name == s.PodName })
 		if i < 0 {
@@ -57,7 +57,7 @@ func addSighting(w *store.Workload, s store.Sighting) {
 		}
 	}
 	slices.SortStableFunc(w.SourceIPs, func(a, b store.IPSeen) int { return b.LastSeen.Compare(a.LastSeen) })
-	w.SourceIPs = w.SourceIPs[:min(len(w.SourceIPs), MaxSourceIPs)]
+	w.SourceIPs = w.SourceIPs[:min(len(w.SourceIPs), countkey.MaxSourceIPs)]
 	if s.ImpersonatedBy != "" {
 		i := slices.IndexFunc(w.ImpersonatedBy, func(c store.CallerSeen) bool { return c.Username == s.ImpersonatedBy })
 		if i < 0 {

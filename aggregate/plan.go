@@ -1,11 +1,15 @@
 package aggregate
 
+import (
+	"github.com/kube-sunset/sunset/countkey"
+)
+
 // Planned is what Ingest would do with one event.
 type Planned struct {
 	ID     string
 	Result Result
 	// Key is where the request would be counted; zero unless counted.
-	Key            CountKey
+	Key            countkey.CountKey
 	RemovedRelease string
 	// Admission is what the admission webhook counter would do: counted,
 	// duplicate, or empty when the event has no webhook annotations to
@@ -36,7 +40,7 @@ func (a *Aggregator) Plan(origin Origin, events []Event) ([]Planned, error) {
 	}
 	for j, i := range counted {
 		if seen[j] {
-			out[i].Result, out[i].Key, out[i].RemovedRelease = ResultDuplicate, CountKey{}, ""
+			out[i].Result, out[i].Key, out[i].RemovedRelease = ResultDuplicate, countkey.CountKey{}, ""
 		}
 	}
 	// The admission counter, on its own marks.

@@ -5,42 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
-
-// CountKey is where a request is counted: the store's key of one count.
-type CountKey = store.CountKey
-
-// Cell is the part of a CountKey that an API's counts and a field rule's
-// share: hour, node, client and verb.
-type Cell = store.Cell
-
-// Sighting is who was behind one counted request.
-type Sighting = store.Sighting
-
-// Cursor is a position in an input, such as a file or Kafka offset,
-// committed in the same transaction as the counts read up to it: after a
-// crash, reading resumes exactly where the committed counts end. A cursor
-// can hold any small value that must commit with counts: the fleet's
-// outbox keeps requests waiting to be sent to Kafka this way.
-type Cursor struct {
-	Name  string
-	Value []byte
-}
-
-// ErrNoSpace is matched by the errors of commits that the store refused
-// for lack of disk space: nothing was committed, and retrying once there
-// is room is safe.
-var ErrNoSpace = store.ErrNoSpace
-
-// ErrUnstorable is matched by the errors of commits the store refused for
-// what they would write, not for the disk or the store: a cursor it
-// cannot store, a transaction of cursors too large. Retrying the same
-// commit fails again. The store skips a request of its own that it cannot
-// store (a Summary's SkippedBy too_large or unstorable) rather than fail
-// its commit, and the aggregator commits a failed group's jobs each
-// alone, so the error is only ever the job's own.
-var ErrUnstorable = store.ErrUnstorable
 
 // Request is one request that counts, as Classify returns it and Apply
 // commits it: a request to a deprecated or removed API, or, with FieldRule
@@ -57,13 +24,13 @@ type Request struct {
 	LegacyID string
 	// Key is where the request is counted. A field rule's match is
 	// counted under its rule: Key.API is empty.
-	Key CountKey
+	Key countkey.CountKey
 	// FieldRule names the field rule whose match this is; empty for a
 	// request to an API.
 	FieldRule      string
 	RemovedRelease string
 	// Seen, if set, records the pod and addresses behind the request.
-	Seen *Sighting
+	Seen *countkey.Sighting
 }
 
 // fieldRuleIDSeparator joins an event's ID and a field rule's name into
@@ -80,7 +47,7 @@ func fieldRuleID(eventID, rule string) string { return eventID + fieldRuleIDSepa
 // apart as long as they were received at different instants. The time
 // comes first, as decimal nanoseconds (empty when unknown) and a "/":
 // its digits can never run into the auditID. An identity longer than
-// store.MaxIDBytes (a long Audit-ID) is its digest, so that every mark,
+// countkey.MaxIDBytes (a long Audit-ID) is its digest, so that every mark,
 // record and message key stays short.
 func RequestID(auditID string, received time.Time) string {
 	var b strings.Builder
@@ -90,7 +57,7 @@ func RequestID(auditID string, received time.Time) string {
 	}
 	b.WriteByte('/')
 	b.WriteString(auditID)
-	return store.MarkID(b.String())
+	return countkey.MarkID(b.String())
 }
 
 // identity is e's RequestID: by the time a shifted replay kept
@@ -124,7 +91,7 @@ func (r Request) EventID() string {
 }
 
 // batch sorts reqs into the store's requests to APIs and to field rules.
-func batch(reqs []Request, cursors []Cursor) store.Batch {
+func batch(reqs []Request, cursors []countkey.Cursor) store.Batch {
 	b := store.Batch{Requests: make([]store.Request, 0, len(reqs))}
 	for _, r := range reqs {
 		if r.FieldRule == "" {
@@ -136,7 +103,7 @@ func batch(reqs []Request, cursors []Cursor) store.Batch {
 			Key: store.FieldRuleKey{Cluster: k.Cluster, Rule: r.FieldRule, Cell: k.Cell}})
 	}
 	for _, c := range cursors {
-		b.Cursors = append(b.Cursors, store.Cursor(c))
+		b.Cursors = append(b.Cursors, countkey.Cursor(c))
 	}
 	return b
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -33,7 +34,7 @@ func newUnstorableTest(t *testing.T) (*Aggregator, *store.Store, *prometheus.Reg
 func requestsOf(t *testing.T, st *store.Store, cluster string) uint64 {
 	t.Helper()
 	var n uint64
-	require.NoError(t, st.ScanCounts(cluster, "endpoints.v1", now.Add(-time.Hour), now, func(_ store.CountKey, v uint64) error {
+	require.NoError(t, st.ScanCounts(cluster, "endpoints.v1", now.Add(-time.Hour), now, func(_ countkey.CountKey, v uint64) error {
 		n += v
 		return nil
 	}))
@@ -71,7 +72,7 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 		cursor  []byte
 	}{{"a", 3, []byte("3")}, {"b", 2, make([]byte, 9<<20)}, {"c", 4, []byte("4")}} {
 		o := Origin{Source: "test", Cluster: s.cluster, Node: "n"}
-		j, sum := a.ingestJob(o, deprecatedEvents(s.cluster, s.events), []Cursor{{Name: "in-" + s.cluster, Value: s.cursor}})
+		j, sum := a.ingestJob(o, deprecatedEvents(s.cluster, s.events), []countkey.Cursor{{Name: "in-" + s.cluster, Value: s.cursor}})
 		require.NotNil(t, j)
 		a.jobs <- j
 		senders = append(senders, &sender{o, j, sum})
@@ -84,8 +85,8 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 		results[i] = <-s.job.done
 	}
 	require.NoError(t, results[0].err)
-	require.ErrorIs(t, results[1].err, ErrUnstorable)
-	require.NotErrorIs(t, results[1].err, ErrNoSpace)
+	require.ErrorIs(t, results[1].err, countkey.ErrUnstorable)
+	require.NotErrorIs(t, results[1].err, countkey.ErrNoSpace)
 	require.NoError(t, results[2].err)
 	require.Equal(t, Summary{Counted: 3}, a.ingested(senders[0].origin, senders[0].job, results[0], senders[0].sum))
 	require.Equal(t, Summary{Counted: 4}, a.ingested(senders[2].origin, senders[2].job, results[2], senders[2].sum))
@@ -109,15 +110,15 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 
 	// b's senders retry with the same cursor and fail again, alone; a and
 	// c's retries are duplicates.
-	sum, err := a.ingestAlone(t, senders[0].origin, deprecatedEvents("a", 3), Cursor{Name: "in-a", Value: []byte("3")})
+	sum, err := a.ingestAlone(t, senders[0].origin, deprecatedEvents("a", 3), countkey.Cursor{Name: "in-a", Value: []byte("3")})
 	require.NoError(t, err)
 	require.Equal(t, Summary{Duplicates: 3}, sum)
-	_, err = a.ingestAlone(t, senders[1].origin, deprecatedEvents("b", 2), Cursor{Name: "in-b", Value: make([]byte, 9<<20)})
-	require.ErrorIs(t, err, ErrUnstorable)
+	_, err = a.ingestAlone(t, senders[1].origin, deprecatedEvents("b", 2), countkey.Cursor{Name: "in-b", Value: make([]byte, 9<<20)})
+	require.ErrorIs(t, err, countkey.ErrUnstorable)
 }
 
 // ingestAlone is IngestAt with the test running the commit loop.
-func (a *Aggregator) ingestAlone(t *testing.T, o Origin, events []Event, cursors ...Cursor) (Summary, error) {
+func (a *Aggregator) ingestAlone(t *testing.T, o Origin, events []Event, cursors ...countkey.Cursor) (Summary, error) {
 	t.Helper()
 	j, sum := a.ingestJob(o, events, cursors)
 	a.jobs <- j

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // benchKeys are a day of a busy API as ScanCounts hands them over: 1,000
 // clients on 3 nodes in each of 24 hours, in key order, with the strings
 // of equal values shared.
-func benchKeys() ([]store.CountKey, []uint64) {
-	var keys []store.CountKey
+func benchKeys() ([]countkey.CountKey, []uint64) {
+	var keys []countkey.CountKey
 	var counts []uint64
 	now := buildNow.Truncate(time.Hour)
 	users := make([][2]string, 1000)
@@ -24,8 +24,8 @@ func benchKeys() ([]store.CountKey, []uint64) {
 		for n := range 3 {
 			node := fmt.Sprintf("master-%d", n)
 			for u, id := range users {
-				keys = append(keys, store.CountKey{Cluster: "default", API: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io",
-					Cell: store.Cell{Hour: now.Add(-time.Duration(h) * time.Hour), Node: node, Username: id[0], UserAgent: id[1], Verb: verbs[u%3]}})
+				keys = append(keys, countkey.CountKey{Cluster: "default", API: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io",
+					Cell: countkey.Cell{Hour: now.Add(-time.Duration(h) * time.Hour), Node: node, Username: id[0], UserAgent: id[1], Verb: verbs[u%3]}})
 				counts = append(counts, uint64(1+20/(u+1)))
 			}
 		}

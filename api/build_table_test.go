@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // tableKey is a count of endpoints.v1 in cluster c.
-func tableKey(hour time.Time, node, user, agent, verb string) store.CountKey {
-	return store.CountKey{Cluster: "c", API: "endpoints.v1", Cell: store.Cell{Hour: hour, Node: node, Username: user, UserAgent: agent, Verb: verb}}
+func tableKey(hour time.Time, node, user, agent, verb string) countkey.CountKey {
+	return countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour, Node: node, Username: user, UserAgent: agent, Verb: verb}}
 }
 
 // byUser with users=N: the N busiest clients of each apiserver and hour,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -31,11 +32,11 @@ func TestByNodeKeepsTheBusiestWithinTheSchemaLimit(t *testing.T) {
 	for i := range nodes {
 		n := uint64(i + 1) // node-0000 is the least busy
 		total += int64(n)
-		require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1",
-			Cell: store.Cell{Hour: hour, Node: fmt.Sprintf("node-%04d", i), Username: "alice", UserAgent: "kubectl", Verb: "get"}}, n))
+		require.NoError(t, b.add(countkey.CountKey{Cluster: "fleet", API: "endpoints.v1",
+			Cell: countkey.Cell{Hour: hour, Node: fmt.Sprintf("node-%04d", i), Username: "alice", UserAgent: "kubectl", Verb: "get"}}, n))
 	}
-	require.NoError(t, b.add(store.CountKey{Cluster: "fleet", API: "endpoints.v1",
-		Cell: store.Cell{Hour: hour.Add(-time.Hour), Node: "node-0000", Username: "bob", UserAgent: "curl", Verb: "list"}}, 5))
+	require.NoError(t, b.add(countkey.CountKey{Cluster: "fleet", API: "endpoints.v1",
+		Cell: countkey.Cell{Hour: hour.Add(-time.Hour), Node: "node-0000", Username: "bob", UserAgent: "curl", Verb: "list"}}, 5))
 	st := b.status("", sunsetv1.DefaultUsersToReport)
 
 	cur := st.CurrentHour
@@ -87,8 +88,8 @@ func TestUnknownVerbsAreGroupedAsOther(t *testing.T) {
 		if verb != "get" && verb != "deletecollection" {
 			invented += n
 		}
-		require.NoError(t, b.add(store.CountKey{Cluster: "c", API: "endpoints.v1",
-			Cell: store.Cell{Hour: hour, Node: "n", Username: "mallory", UserAgent: "fuzz", Verb: verb, DryRun: verb == "frobnicate"}}, n))
+		require.NoError(t, b.add(countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+			Cell: countkey.Cell{Hour: hour, Node: "n", Username: "mallory", UserAgent: "fuzz", Verb: verb, DryRun: verb == "frobnicate"}}, n))
 	}
 	user := b.status("", sunsetv1.DefaultUsersToReport).CurrentHour.ByNode[0].ByUser[0]
 	require.Equal(t, []sunsetv1.PerVerbAPIRequestCount{
@@ -102,12 +103,12 @@ func TestUnknownVerbsAreGroupedAsOther(t *testing.T) {
 // topUsersInput is one cell's worth of counts for the top-N tests: keys
 // in a fixed order, some clients split over several keys (verbs,
 // subresources, dry runs), and ties.
-func topUsersInput(hour time.Time) ([]store.CountKey, []uint64) {
-	var keys []store.CountKey
+func topUsersInput(hour time.Time) ([]countkey.CountKey, []uint64) {
+	var keys []countkey.CountKey
 	var counts []uint64
 	add := func(node, user, agent, sub, verb string, dry bool, n uint64) {
-		keys = append(keys, store.CountKey{Cluster: "c", API: "endpoints.v1",
-			Cell:    store.Cell{Hour: hour, Node: node, Subresource: sub, Username: user, UserAgent: agent, Verb: verb, DryRun: dry},
+		keys = append(keys, countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+			Cell:    countkey.Cell{Hour: hour, Node: node, Subresource: sub, Username: user, UserAgent: agent, Verb: verb, DryRun: dry},
 			Removed: user == "gone"})
 		counts = append(counts, n)
 	}
@@ -131,7 +132,7 @@ func topUsersInput(hour time.Time) ([]store.CountKey, []uint64) {
 
 // wantCell is an independent count of one cell: every client's total
 // and verbs, all of them sorted as byUser lists them.
-func wantCell(keys []store.CountKey, counts []uint64, node string) (total int64, users []sunsetv1.PerUserAPIRequestCount) {
+func wantCell(keys []countkey.CountKey, counts []uint64, node string) (total int64, users []sunsetv1.PerUserAPIRequestCount) {
 	type id struct{ user, agent string }
 	byID := map[id]*sunsetv1.PerUserAPIRequestCount{}
 	verbs := map[id]map[string][2]int64{}

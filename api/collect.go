@@ -2,10 +2,10 @@ package api
 
 import (
 	"github.com/kube-sunset/sunset/cardinality"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
-func (b *builder) add(k store.CountKey, n uint64) error {
+func (b *builder) add(k countkey.CountKey, n uint64) error {
 	c := int64(n)
 	if !b.window.from.IsZero() && !k.Hour.Before(b.window.from) {
 		b.addWindow(k, c)
@@ -85,7 +85,7 @@ func (b *builder) openCell(h *hourAgg, hi int, nid nodeID) *cell {
 
 // client returns the index of k's client, adding it when new; cl is the
 // cell k counts in.
-func (b *builder) client(k store.CountKey, cl *cell) int32 {
+func (b *builder) client(k countkey.CountKey, cl *cell) int32 {
 	// A pointer: passed by value, id is copied into the inlined caches for
 	// every key, which made BenchmarkBuild about 8% slower.
 	id := &clientID{k.Cluster, k.Username, k.UserAgent}

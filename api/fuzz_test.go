@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -41,8 +42,8 @@ func FuzzQueryParameters(f *testing.F) {
 	for i, u := range []string{"alice", "bob", "system:apiserver", "system:serviceaccount:ci:deployer"} {
 		for h := range 3 {
 			reqs = append(reqs, store.Request{ID: u + string(rune('a'+h)), RemovedRelease: "1.37",
-				Key: store.CountKey{Cluster: []string{"default", "prod"}[i%2], API: "volumeattributesclasses.v1beta1.storage.k8s.io",
-					Cell: store.Cell{Hour: now.Add(-time.Duration(h*30) * time.Hour).Truncate(time.Hour), Node: "master-0", Username: u,
+				Key: countkey.CountKey{Cluster: []string{"default", "prod"}[i%2], API: "volumeattributesclasses.v1beta1.storage.k8s.io",
+					Cell: countkey.Cell{Hour: now.Add(-time.Duration(h*30) * time.Hour).Truncate(time.Hour), Node: "master-0", Username: u,
 						UserAgent: "kubectl/v1.32.4", Verb: "get"}, Removed: h == 2}})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -32,13 +33,13 @@ func (c fixedCounts) APIs() []store.APIInfo {
 	return out
 }
 
-func (c fixedCounts) ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
+func (c fixedCounts) ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
 	if hour := buildNow.Truncate(time.Hour); hour.Before(from) || hour.After(to) {
 		return nil
 	}
 	for user, n := range c[api] {
-		if err := fn(store.CountKey{Cluster: cluster, API: api,
-			Cell: store.Cell{Hour: buildNow.Truncate(time.Hour), Node: "master-0", Username: user, UserAgent: "kubectl", Verb: "list"}},
+		if err := fn(countkey.CountKey{Cluster: cluster, API: api,
+			Cell: countkey.Cell{Hour: buildNow.Truncate(time.Hour), Node: "master-0", Username: user, UserAgent: "kubectl", Verb: "list"}},
 			n); err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/api"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/exporter"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/store"
@@ -147,7 +148,7 @@ func BenchmarkQuery(b *testing.B) {
 
 	cur := now.UTC().Truncate(time.Hour)
 	day := cur.Add(-23 * time.Hour)
-	noop := func(store.CountKey, uint64) error { return nil }
+	noop := func(countkey.CountKey, uint64) error { return nil }
 	scanAll := func(from time.Time) func() error {
 		return func() error {
 			for _, info := range s.APIs() {

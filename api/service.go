@@ -10,9 +10,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -21,7 +21,7 @@ import (
 // ScanFieldRuleCounts may be called concurrently, over different hours.
 type Querier interface {
 	APIs() []store.APIInfo
-	ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error
+	ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error
 	// WorkloadsOf reads the workload records of the given clients of one
 	// API; clients without one are left out.
 	WorkloadsOf(cluster, api string, clients []store.ClientID) (map[store.ClientID]store.Workload, error)
@@ -112,13 +112,13 @@ type source struct {
 	name string
 	// catalogued is true for an API: the lifecycle catalog describes it.
 	catalogued  bool
-	scan        func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error
+	scan        func(cluster string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error
 	workloadsOf func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error)
 }
 
 func (s *Service) apiSource(api string) source {
 	return source{name: api, catalogued: true,
-		scan: func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
+		scan: func(cluster string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
 			return s.q.ScanCounts(cluster, api, from, to, fn)
 		},
 		workloadsOf: func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error) {
@@ -128,9 +128,9 @@ func (s *Service) apiSource(api string) source {
 
 func (s *Service) fieldRuleSource(rule string) source {
 	return source{name: rule,
-		scan: func(cluster string, from, to time.Time, fn func(store.CountKey, uint64) error) error {
+		scan: func(cluster string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
 			return s.q.ScanFieldRuleCounts(cluster, rule, from, to, func(k store.FieldRuleKey, n uint64) error {
-				return fn(store.CountKey{Cluster: k.Cluster, Cell: k.Cell}, n)
+				return fn(countkey.CountKey{Cluster: k.Cluster, Cell: k.Cell}, n)
 			})
 		},
 		workloadsOf: func(cluster string, clients []store.ClientID) (map[store.ClientID]store.Workload, error) {
@@ -176,7 +176,7 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 		for node := range sub.nodes {
 			b.nodes[nodeID{sub.cluster, node}] = true
 		}
-		scan := func(from, to time.Time, fn func(store.CountKey, uint64) error) error {
+		scan := func(from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
 			return src.scan(sub.cluster, from, to, fn)
 		}
 		if err := s.scan(b, scan, from, to); err != nil {
@@ -222,7 +222,7 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 
 // lookup finds the catalog entry of an API name, resource.version.group.
 func (s *Service) lookup(name string) (catalog.Entry, bool) {
-	group, version, resource := aggregate.SplitAPIName(name)
+	group, version, resource := countkey.SplitAPIName(name)
 	return s.catalog.Lookup(group, version, resource)
 }
 
@@ -265,7 +265,7 @@ func (s *Service) Field(name string, q sunsetv1.Query) (sunsetv1.FieldRequestCou
 
 // counted is one count read by a scan.
 type counted struct {
-	k store.CountKey
+	k countkey.CountKey
 	n uint64
 }
 
@@ -281,7 +281,7 @@ const (
 // costs several times what adding costs, so with more than one core the
 // hours are read in parts at once, and this goroutine adds what they hand
 // over, in whatever order it comes.
-func (s *Service) scan(b *builder, scanCounts func(from, to time.Time, fn func(store.CountKey, uint64) error) error, from, to time.Time) error {
+func (s *Service) scan(b *builder, scanCounts func(from, to time.Time, fn func(countkey.CountKey, uint64) error) error, from, to time.Time) error {
 	hours := int(to.Sub(from)/time.Hour) + 1
 	parts := min(runtime.GOMAXPROCS(0), maxScanParts, hours)
 	if parts <= 1 {
@@ -308,7 +308,7 @@ func (s *Service) scan(b *builder, scanCounts func(from, to time.Time, fn func(s
 		from, to := start, end
 		wg.Go(func() {
 			batch := newBatch()
-			errs[p] = scanCounts(from, to, func(k store.CountKey, n uint64) error {
+			errs[p] = scanCounts(from, to, func(k countkey.CountKey, n uint64) error {
 				batch = append(batch, counted{k, n})
 				if len(batch) == scanBatch {
 					batches <- batch

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -44,10 +45,10 @@ func TestGetFromStoreMatchesAnIndependentCount(t *testing.T) {
 				times := 1 + (u*7+h+n)%5 // the top clients change from cell to cell
 				for i := range times {
 					r := store.Request{ID: fmt.Sprintf("%d-%d-%d-%d", h, n, u, i), RemovedRelease: "1.32",
-						Key: store.CountKey{Cluster: "c", API: api,
-							Cell: store.Cell{Hour: hour, Node: node, Username: user, UserAgent: "app/1.0", Verb: []string{"get", "list"}[i%2]}}}
+						Key: countkey.CountKey{Cluster: "c", API: api,
+							Cell: countkey.Cell{Hour: hour, Node: node, Username: user, UserAgent: "app/1.0", Verb: []string{"get", "list"}[i%2]}}}
 					if u%3 == 0 {
-						r.Seen = &store.Sighting{PodName: fmt.Sprintf("app-%02d-7d9f8b6c5-x2kqz", u), PodNode: "worker-1", At: hour}
+						r.Seen = &countkey.Sighting{PodName: fmt.Sprintf("app-%02d-7d9f8b6c5-x2kqz", u), PodNode: "worker-1", At: hour}
 					}
 					reqs = append(reqs, r)
 					if h < 24 {

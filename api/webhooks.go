@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/aggregate"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -210,7 +210,7 @@ func (rd *webhookReading) renderCertificates() []sunsetv1.WebhookCertificate {
 			RefusedByDefaultInRelease: rule.DefaultRefusedIn, GODEBUG: rule.GODEBUG, RefusedInRelease: rule.RefusedIn,
 			RequestCount: int64(agg.requests), LastSeen: agg.lastSeen, ByResource: []sunsetv1.WebhookCertificateResource{}}
 		for r, n := range agg.byRes {
-			wc.ByResource = append(wc.ByResource, sunsetv1.WebhookCertificateResource{Name: aggregate.APIName(r.group, r.version, r.resource),
+			wc.ByResource = append(wc.ByResource, sunsetv1.WebhookCertificateResource{Name: countkey.APIName(r.group, r.version, r.resource),
 				Subresource: r.subresource, RequestCount: int64(n)})
 		}
 		slices.SortFunc(wc.ByResource, func(a, b sunsetv1.WebhookCertificateResource) int {
@@ -281,7 +281,7 @@ func (s *WebhookService) render(rd *webhookReading, w *webhookAgg, q sunsetv1.We
 func (s *WebhookService) renderSpan(sp *span) (sunsetv1.WebhookCounts, []sunsetv1.WebhookResourceCount) {
 	res := make([]sunsetv1.WebhookResourceCount, 0, len(sp.byRes))
 	for r, c := range sp.byRes {
-		rc := sunsetv1.WebhookResourceCount{Name: aggregate.APIName(r.group, r.version, r.resource), Cluster: r.cluster,
+		rc := sunsetv1.WebhookResourceCount{Name: countkey.APIName(r.group, r.version, r.resource), Cluster: r.cluster,
 			Group: r.group, Version: r.version, Resource: r.resource, Subresource: r.subresource, WebhookCounts: counts(*c)}
 		for _, cl := range s.classes.Of(r.resource, r.subresource) {
 			rc.Classes = append(rc.Classes, string(cl))

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // day is the range of hours last24h covers.
@@ -65,7 +65,7 @@ func newWindowAgg(now time.Time, since time.Duration) windowAgg {
 	return w
 }
 
-func (b *builder) addWindow(k store.CountKey, c int64) {
+func (b *builder) addWindow(k countkey.CountKey, c int64) {
 	w := &b.window
 	w.total += c
 	wu := w.users[k.Username]

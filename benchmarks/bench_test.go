@@ -18,6 +18,7 @@ import (
 
 	"github.com/kube-sunset/sunset/app"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 	"github.com/kube-sunset/sunset/store"
@@ -80,10 +81,10 @@ func BenchmarkCommit(b *testing.B) {
 				reqs := make([]store.Request, group.size)
 				for i := range reqs {
 					id++
-					reqs[i] = store.Request{ID: strconv.Itoa(id), Key: store.CountKey{
+					reqs[i] = store.Request{ID: strconv.Itoa(id), Key: countkey.CountKey{
 						Cluster: "default",
 						API:     "endpoints.v1",
-						Cell: store.Cell{Hour: hour, Node: "n1", Username: "user-" + strconv.Itoa(id%50), UserAgent: "kubectl/v1.32.4",
+						Cell: countkey.Cell{Hour: hour, Node: "n1", Username: "user-" + strconv.Itoa(id%50), UserAgent: "kubectl/v1.32.4",
 							Verb: "get"},
 					}}
 				}

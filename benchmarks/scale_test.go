@@ -24,6 +24,7 @@ import (
 	"github.com/kube-sunset/sunset/aggregate"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/app"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/loopback"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
@@ -631,7 +632,7 @@ func steadyRun(b *testing.B, shape scaleShape, days int) []int64 {
 	liveHours := int64(retentionDays*24 + 1)
 	var kept int64
 	for c := range shape.Clusters {
-		if err := w.s.ScanCounts(clusterName(c), querybench.MainAPI, start, last, func(_ store.CountKey, n uint64) error {
+		if err := w.s.ScanCounts(clusterName(c), querybench.MainAPI, start, last, func(_ countkey.CountKey, n uint64) error {
 			kept += int64(n)
 			return nil
 		}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -122,13 +123,13 @@ func (w *hourWriter) hour(hour time.Time, sight bool) error {
 		for n := range w.shape.Nodes {
 			node := querybench.NodeName(n)
 			for u := range w.shape.Users {
-				k := store.CountKey{Cluster: cluster, API: querybench.MainAPI,
-					Cell: store.Cell{Hour: hour, Node: node, Username: querybench.Username(u), UserAgent: querybench.UserAgent(u),
+				k := countkey.CountKey{Cluster: cluster, API: querybench.MainAPI,
+					Cell: countkey.Cell{Hour: hour, Node: node, Username: querybench.Username(u), UserAgent: querybench.UserAgent(u),
 						Verb: scaleVerbs[u%len(scaleVerbs)]}}
 				for i := range querybench.Requests(u) {
 					r := store.Request{Key: k, RemovedRelease: "1.37"}
 					if i == 0 && n == 0 && sight {
-						r.Seen = &store.Sighting{PodName: fmt.Sprintf("app-%05d-7d9f8b6c5-%05d", u, day%100000),
+						r.Seen = &countkey.Sighting{PodName: fmt.Sprintf("app-%05d-7d9f8b6c5-%05d", u, day%100000),
 							PodNode: fmt.Sprintf("worker-%d", u%20), SourceIPs: []string{fmt.Sprintf("10.%d.%d.%d", day%200, u/250%250, u%250)},
 							At: hour.Add(time.Duration(u%3600) * time.Second)}
 					}
@@ -139,8 +140,8 @@ func (w *hourWriter) hour(hour time.Time, sight bool) error {
 			}
 			for i := 1; i < w.shape.APIs; i++ {
 				for t := range 2 {
-					k := store.CountKey{Cluster: cluster, API: quietAPI(i),
-						Cell: store.Cell{Hour: hour, Node: node, Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", (i+t)%50),
+					k := countkey.CountKey{Cluster: cluster, API: quietAPI(i),
+						Cell: countkey.Cell{Hour: hour, Node: node, Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", (i+t)%50),
 							UserAgent: "tool/2.0", Verb: "list"}}
 					if err := w.add(store.Request{Key: k, RemovedRelease: "1.38"}); err != nil {
 						return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/config"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/testpki"
@@ -234,12 +235,12 @@ type memoryCounter struct {
 	agg       *aggregate.Aggregator
 	prefilter *auditjson.Prefilter
 	mu        sync.Mutex
-	counts    map[aggregate.CountKey]int64
+	counts    map[countkey.CountKey]int64
 }
 
 func newMemoryCounter() *memoryCounter {
 	agg := aggregate.New(aggregate.Options{Logger: zerolog.Nop()})
-	return &memoryCounter{agg: agg, prefilter: auditjson.NewPrefilter(agg.Interest()), counts: map[aggregate.CountKey]int64{}}
+	return &memoryCounter{agg: agg, prefilter: auditjson.NewPrefilter(agg.Interest()), counts: map[countkey.CountKey]int64{}}
 }
 
 func (m *memoryCounter) count(body []byte) error {

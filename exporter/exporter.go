@@ -20,16 +20,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
 // Querier reads counts. *store.Store implements it.
 type Querier interface {
 	APIs() []store.APIInfo
-	ScanCounts(cluster, api string, from, to time.Time, fn func(store.CountKey, uint64) error) error
+	ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error
 }
 
 // Options configures New.
@@ -216,7 +216,7 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 	clusters := map[string]string{} // label value by cluster, asked once per refresh
 	system := systemCache{isSystem: c.o.IsSystem, known: map[string]bool{}}
 	for _, info := range c.o.Querier.APIs() {
-		origGroup, origVersion, origResource := aggregate.SplitAPIName(info.API)
+		origGroup, origVersion, origResource := countkey.SplitAPIName(info.API)
 		known := g.Known(origGroup, origVersion, origResource)
 		group, version, resource := g.API(origGroup, origVersion, origResource)
 		removed := cardinality.Release(info.RemovedRelease)
@@ -229,7 +229,7 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 		// node and client): it adds up by the few raw fields that vary
 		// first, and the labels are made once per series after it.
 		series := map[rawSeries]*float64{}
-		err := c.o.Querier.ScanCounts(info.Cluster, info.API, graceStart, cur, func(k store.CountKey, n uint64) error {
+		err := c.o.Querier.ScanCounts(info.Cluster, info.API, graceStart, cur, func(k countkey.CountKey, n uint64) error {
 			rk := rawSeries{subresource: k.Subresource, verb: k.Verb, dryRun: k.DryRun, system: system.of(k.Username), removed: k.Removed}
 			v := series[rk]
 			if v == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -38,8 +39,8 @@ func openStore(t *testing.T, now *time.Time) *store.Store {
 func TestGaugesFallToZeroThenDisappear(t *testing.T) {
 	now := hour.Add(10 * time.Minute)
 	st := openStore(t, &now)
-	key := func(api, user, verb string, removed bool) store.CountKey {
-		return store.CountKey{Cluster: "prod", API: api, Cell: store.Cell{Hour: hour, Node: "m0", Username: user, Verb: verb}, Removed: removed}
+	key := func(api, user, verb string, removed bool) countkey.CountKey {
+		return countkey.CountKey{Cluster: "prod", API: api, Cell: countkey.Cell{Hour: hour, Node: "m0", Username: user, Verb: verb}, Removed: removed}
 	}
 	_, err := st.Apply([]store.Request{
 		{ID: "1", Key: key("volumeattributesclasses.v1beta1.storage.k8s.io", "alice", "get", false), RemovedRelease: "1.37"},

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 func TestAdmissionRecordsRoundTrip(t *testing.T) {
@@ -40,7 +42,7 @@ func TestAdmissionDedupeSurvivesRestart(t *testing.T) {
 	dup, err := s.ApplyAdmission([]AdmissionRequest{req, req})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, true}, dup)
-	dup, err = s.Apply([]Request{{ID: "id-1", Key: CountKey{Cluster: "prod", API: "secrets.v1", Cell: Cell{Hour: hour19, Verb: "create"}}}})
+	dup, err = s.Apply([]Request{{ID: "id-1", Key: countkey.CountKey{Cluster: "prod", API: "secrets.v1", Cell: countkey.Cell{Hour: hour19, Verb: "create"}}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, dup)
 	require.NoError(t, s.Close())

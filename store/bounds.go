@@ -1,47 +1,18 @@
 package store
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
-// Bounds on every part of a key. Every string of a key comes from a sender
-// (an audit event, a webhook path, a Kafka message, a fleet record), and
-// badger refuses a key over 65,000 bytes by failing its whole transaction:
-// one hostile value would cost every other request of the commit. With
-// these bounds the longest key is a few KiB.
-//
-// The names have Kubernetes' own limits: DNS subdomains (253) for cluster,
-// node, group and webhook names, DNS labels (63) for versions and
-// resources, OpenShift's APIRequestCount limits for usernames and user
-// agents.
-const (
-	// MaxIDBytes bounds a request's ID in its dedupe mark: a longer one
-	// is stored as its SHA-256 digest (MarkID).
-	MaxIDBytes          = 128
-	MaxClusterBytes     = 253
-	MaxNodeBytes        = 253
-	MaxGroupBytes       = 253
-	MaxVersionBytes     = 63
-	MaxResourceBytes    = 63
-	MaxSubresourceBytes = 253
-	// MaxAPIBytes bounds resource.version.group.
-	MaxAPIBytes       = MaxResourceBytes + 1 + MaxVersionBytes + 1 + MaxGroupBytes
-	MaxUsernameBytes  = 512
-	MaxUserAgentBytes = 1024
-	// MaxVerbBytes is far above any Kubernetes verb; senders' verbs are
-	// folded into a fixed set before they get here.
-	MaxVerbBytes = 63
-	// MaxRuleBytes bounds a field rule's name, and an admission webhook's
-	// type, configuration and name.
-	MaxRuleBytes = 253
-)
+// The bounds on every part of a key are countkey's (MaxIDBytes and the
+// others): the store skips a request with a part over its bound.
 
 // Bounds on what a request brings to the values the store writes. They
 // are not parts of a key, but a sender chooses them just the same: an
@@ -95,14 +66,6 @@ const SkipTooLarge Skip = "too_large"
 // it would update. The requests committed with it are counted.
 const SkipUnstorable Skip = "unstorable"
 
-// ErrUnstorable is matched by the errors of writes refused because of
-// what they would write, not because of the disk or the store: the same
-// write fails again however often it is retried. The store skips a
-// request it finds so (SkipTooLarge, SkipUnstorable) and counts the
-// others; it returns the error only for what it cannot skip, such as a
-// cursor.
-var ErrUnstorable = errors.New("store: refused for what it would write")
-
 // unstorableError is an ErrUnstorable with the reason a request it
 // belongs to is skipped for.
 type unstorableError struct {
@@ -111,7 +74,7 @@ type unstorableError struct {
 }
 
 func (e *unstorableError) Error() string        { return e.msg }
-func (e *unstorableError) Is(target error) bool { return target == ErrUnstorable }
+func (e *unstorableError) Is(target error) bool { return target == countkey.ErrUnstorable }
 
 // recordTooLarge is the error of a record over badger's limits. It says
 // the sizes but never the record: its bytes come from senders.
@@ -164,17 +127,6 @@ func valueTooLarge(r Request) (string, int) {
 	return "", 0
 }
 
-// MarkID is id as its dedupe mark holds it: unchanged up to MaxIDBytes,
-// else "sha256:" and the hex digest of id. A digest never collides with a
-// short ID a sender chose: finding one would take a SHA-256 preimage.
-func MarkID(id string) string {
-	if len(id) <= MaxIDBytes {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // part is one string of a key and its bound.
 type part struct {
 	name  string
@@ -195,28 +147,28 @@ func overBound(parts ...part) (name string, length int) {
 
 // tooLong names the first part of k over its bound, and its length. For a
 // field rule, k.API holds the rule's name.
-func tooLong(sub *subject, k CountKey) (string, int) {
-	api := MaxAPIBytes
+func tooLong(sub *subject, k countkey.CountKey) (string, int) {
+	api := countkey.MaxAPIBytes
 	if sub == fieldRuleSubject {
-		api = MaxRuleBytes
+		api = countkey.MaxRuleBytes
 	}
-	return overBound(part{"cluster", k.Cluster, MaxClusterBytes}, part{"api", k.API, api},
-		part{"node", k.Node, MaxNodeBytes}, part{"subresource", k.Subresource, MaxSubresourceBytes},
-		part{"username", k.Username, MaxUsernameBytes}, part{"userAgent", k.UserAgent, MaxUserAgentBytes},
-		part{"verb", k.Verb, MaxVerbBytes})
+	return overBound(part{"cluster", k.Cluster, countkey.MaxClusterBytes}, part{"api", k.API, api},
+		part{"node", k.Node, countkey.MaxNodeBytes}, part{"subresource", k.Subresource, countkey.MaxSubresourceBytes},
+		part{"username", k.Username, countkey.MaxUsernameBytes}, part{"userAgent", k.UserAgent, countkey.MaxUserAgentBytes},
+		part{"verb", k.Verb, countkey.MaxVerbBytes})
 }
 
 // admissionTooLong is tooLong for an admission request.
 func admissionTooLong(r AdmissionRequest) (string, int) {
-	if name, n := overBound(part{"cluster", r.Cluster, MaxClusterBytes}); name != "" {
+	if name, n := overBound(part{"cluster", r.Cluster, countkey.MaxClusterBytes}); name != "" {
 		return name, n
 	}
 	for _, row := range r.Rows {
 		k := row.Key
-		if name, n := overBound(part{"cluster", k.Cluster, MaxClusterBytes}, part{"group", k.Group, MaxGroupBytes},
-			part{"version", k.Version, MaxVersionBytes}, part{"resource", k.Resource, MaxResourceBytes},
-			part{"subresource", k.Subresource, MaxSubresourceBytes}, part{"type", k.Type, MaxRuleBytes},
-			part{"configuration", k.Configuration, MaxRuleBytes}, part{"webhook", k.Webhook, MaxRuleBytes}); name != "" {
+		if name, n := overBound(part{"cluster", k.Cluster, countkey.MaxClusterBytes}, part{"group", k.Group, countkey.MaxGroupBytes},
+			part{"version", k.Version, countkey.MaxVersionBytes}, part{"resource", k.Resource, countkey.MaxResourceBytes},
+			part{"subresource", k.Subresource, countkey.MaxSubresourceBytes}, part{"type", k.Type, countkey.MaxRuleBytes},
+			part{"configuration", k.Configuration, countkey.MaxRuleBytes}, part{"webhook", k.Webhook, countkey.MaxRuleBytes}); name != "" {
 			return name, n
 		}
 	}

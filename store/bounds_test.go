@@ -10,6 +10,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // A 70,000-byte ID (badger refuses keys over 65,000 bytes) is stored as
@@ -17,7 +19,7 @@ import (
 func TestApplyStoresALongIDAsItsDigest(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19.Add(30*time.Minute))
 	defer s.Close()
-	key := CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
 	reqs := []Request{{ID: strings.Repeat("x", 70000), Key: key}}
 	for i := range 5 {
 		reqs = append(reqs, Request{ID: fmt.Sprint(i), Key: key})
@@ -32,8 +34,8 @@ func TestApplyStoresALongIDAsItsDigest(t *testing.T) {
 	seen, err := s.Seen("c", []string{strings.Repeat("x", 70000), strings.Repeat("x", 69999)})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false}, seen)
-	require.Equal(t, "sha256:", MarkID(strings.Repeat("x", 129))[:7])
-	require.Equal(t, strings.Repeat("x", 128), MarkID(strings.Repeat("x", 128)))
+	require.Equal(t, "sha256:", countkey.MarkID(strings.Repeat("x", 129))[:7])
+	require.Equal(t, strings.Repeat("x", 128), countkey.MarkID(strings.Repeat("x", 128)))
 }
 
 // A request with a part of its key over its bound is skipped alone: the
@@ -41,7 +43,7 @@ func TestApplyStoresALongIDAsItsDigest(t *testing.T) {
 func TestCommitSkipsAnUnstorableRequestAlone(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19.Add(30*time.Minute))
 	defer s.Close()
-	key := CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
 	bad := key
 	bad.Node = strings.Repeat("n", 70000)
 	reqs := []Request{{ID: "bad", Key: bad}}
@@ -74,7 +76,7 @@ func TestApplyFoldsClustersAndNodesBeyondTheCaps(t *testing.T) {
 	var reqs []Request
 	for c := range 4 {
 		for n := range 3 {
-			k := CountKey{Cluster: fmt.Sprint("c", c), API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: fmt.Sprint("n", n), Username: "u", Verb: "get"}}
+			k := countkey.CountKey{Cluster: fmt.Sprint("c", c), API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: fmt.Sprint("n", n), Username: "u", Verb: "get"}}
 			reqs = append(reqs, Request{ID: fmt.Sprint(c, "/", n), Key: k})
 		}
 	}
@@ -106,8 +108,8 @@ func TestApplyFoldsClustersAndNodesBeyondTheCaps(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Apply([]Request{
-		{ID: "new", Key: CountKey{Cluster: "c9", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n9", Username: "u", Verb: "get"}}},
-		{ID: "old", Key: CountKey{Cluster: "c1", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "u", Verb: "get"}}},
+		{ID: "new", Key: countkey.CountKey{Cluster: "c9", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n9", Username: "u", Verb: "get"}}},
+		{ID: "old", Key: countkey.CountKey{Cluster: "c1", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "u", Verb: "get"}}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, uint64(7), countOf(t, s, "other", "endpoints.v1"))
@@ -124,7 +126,7 @@ func TestOpenKeepsDeduplicatingMarksOfTheOldLayout(t *testing.T) {
 	// Written as the previous version wrote it: counts and metadata
 	// through Apply, marks under the auditID alone, no schema record.
 	s := openTest(t, dir, before)
-	key := CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
 	_, err := s.Apply([]Request{{ID: "old-form-is-rewritten-below", Key: key}})
 	require.NoError(t, err)
 	require.NoError(t, s.db.Update(func(txn *badger.Txn) error {
@@ -183,7 +185,7 @@ func TestOpenKeepsDeduplicatingMarksOfTheOldLayout(t *testing.T) {
 func countOf(t *testing.T, s *Store, cluster, api string) uint64 {
 	t.Helper()
 	var n uint64
-	require.NoError(t, s.ScanCounts(cluster, api, hour19, hour19.Add(23*time.Hour), func(_ CountKey, v uint64) error {
+	require.NoError(t, s.ScanCounts(cluster, api, hour19, hour19.Add(23*time.Hour), func(_ countkey.CountKey, v uint64) error {
 		n += v
 		return nil
 	}))

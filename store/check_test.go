@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/testdir"
 )
 
@@ -18,8 +19,8 @@ func fill(t *testing.T, s *Store, prefix string, n int) {
 	for b := 0; b < n; b += 1000 {
 		reqs := make([]Request, 0, 1000)
 		for i := b; i < min(b+1000, n); i++ {
-			reqs = append(reqs, Request{ID: fmt.Sprintf("%s-%d", prefix, i), Key: CountKey{Cluster: "c", API: fmt.Sprintf("a%d.v1", i%50),
-				Cell: Cell{Hour: hour19, Node: "n1", Username: fmt.Sprintf("user-%d", i%7), Verb: "get"}}})
+			reqs = append(reqs, Request{ID: fmt.Sprintf("%s-%d", prefix, i), Key: countkey.CountKey{Cluster: "c", API: fmt.Sprintf("a%d.v1", i%50),
+				Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: fmt.Sprintf("user-%d", i%7), Verb: "get"}}})
 		}
 		_, err := s.Apply(reqs)
 		require.NoError(t, err)
@@ -31,7 +32,7 @@ func total(t *testing.T, s *Store) uint64 {
 	t.Helper()
 	var sum uint64
 	for i := 0; i < 50; i++ {
-		require.NoError(t, s.ScanCounts("c", fmt.Sprintf("a%d.v1", i), hour19, hour19, func(_ CountKey, n uint64) error {
+		require.NoError(t, s.ScanCounts("c", fmt.Sprintf("a%d.v1", i), hour19, hour19, func(_ countkey.CountKey, n uint64) error {
 			sum += n
 			return nil
 		}))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // DefaultMaxClients is how many clients (username and user agent) an API
@@ -22,7 +24,7 @@ const maxCachedClients = 1 << 16
 
 // cellPrefix is the prefix of every count of one subject (an API or a
 // field rule), hour and node: a cell of the client cap.
-func cellPrefix(sub *subject, k CountKey) string {
+func cellPrefix(sub *subject, k countkey.CountKey) string {
 	b := sub.countPrefix(k.Cluster, k.API)
 	b = appendHour(b, k.Hour)
 	return string(appendString(b, k.Node))
@@ -53,7 +55,7 @@ func (c *clientCap) close() {
 
 // key returns k as it is counted: unchanged when its client already has
 // rows in the cell or the cell has room, else with OtherClient.
-func (c *clientCap) key(sub *subject, k CountKey) (CountKey, error) {
+func (c *clientCap) key(sub *subject, k countkey.CountKey) (countkey.CountKey, error) {
 	if k.Username == OtherClient && k.UserAgent == OtherClient {
 		return k, nil
 	}
@@ -90,7 +92,7 @@ func (c *clientCap) key(sub *subject, k CountKey) (CountKey, error) {
 // published with the commit, so the cache never holds what a failed commit
 // would have added. A cell the subject's metadata shows to be empty (a new
 // API, node or hour, the usual case) is not read.
-func (c *clientCap) load(sub *subject, cell string, k CountKey) (map[ClientID]bool, error) {
+func (c *clientCap) load(sub *subject, cell string, k countkey.CountKey) (map[ClientID]bool, error) {
 	set := map[ClientID]bool{}
 	c.loaded[cell] = set
 	c.s.metaMu.RLock()

@@ -7,13 +7,15 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // rows lists the counts of one API as "hour node user verb: n".
 func rows(t *testing.T, s *Store, api string) []string {
 	t.Helper()
 	var out []string
-	require.NoError(t, s.ScanCounts("c", api, hour19.Add(-time.Hour), hour19, func(k CountKey, n uint64) error {
+	require.NoError(t, s.ScanCounts("c", api, hour19.Add(-time.Hour), hour19, func(k countkey.CountKey, n uint64) error {
 		out = append(out, fmt.Sprintf("%02d %s %s %s: %d", k.Hour.Hour(), k.Node, k.Username, k.Verb, n))
 		return nil
 	}))
@@ -33,9 +35,9 @@ func TestClientCapPerNodeAndHour(t *testing.T) {
 	}
 	s := open()
 	req := func(id, user, node string, hour time.Time, verb string) Request {
-		return Request{ID: id, Key: CountKey{Cluster: "c", API: "endpoints.v1",
-			Cell: Cell{Hour: hour, Node: node, Username: user, UserAgent: "ua", Verb: verb}},
-			Seen: &Sighting{SourceIPs: []string{"10.0.0.1"}, At: now}}
+		return Request{ID: id, Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+			Cell: countkey.Cell{Hour: hour, Node: node, Username: user, UserAgent: "ua", Verb: verb}},
+			Seen: &countkey.Sighting{SourceIPs: []string{"10.0.0.1"}, At: now}}
 	}
 	reqs := []Request{
 		req("1", "alice", "n1", hour19, "get"),

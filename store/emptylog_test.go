@@ -9,6 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // A crash between badger creating a log file and sizing it leaves the file
@@ -16,10 +18,10 @@ import (
 // under load). A writer removes it, says so, and keeps every count; a
 // read-only open changes nothing and says what to do.
 func TestEmptyLogsLeftByACrash(t *testing.T) {
-	key := CountKey{Cluster: "c1", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c1", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
 	count := func(s *Store) uint64 {
 		var n uint64
-		require.NoError(t, s.ScanCounts("c1", "endpoints.v1", hour19, hour19, func(_ CountKey, c uint64) error {
+		require.NoError(t, s.ScanCounts("c1", "endpoints.v1", hour19, hour19, func(_ countkey.CountKey, c uint64) error {
 			n += c
 			return nil
 		}))

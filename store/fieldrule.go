@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Field rules count requests that set a deprecated field. Their counts,
@@ -15,15 +17,15 @@ import (
 type FieldRuleKey struct {
 	Cluster string
 	Rule    string
-	Cell
+	countkey.Cell
 }
 
 // countKey is k in the layout every subject's counts share.
-func (k FieldRuleKey) countKey() CountKey {
-	return CountKey{Cluster: k.Cluster, API: k.Rule, Cell: k.Cell}
+func (k FieldRuleKey) countKey() countkey.CountKey {
+	return countkey.CountKey{Cluster: k.Cluster, API: k.Rule, Cell: k.Cell}
 }
 
-func fieldRuleKey(k CountKey) FieldRuleKey {
+func fieldRuleKey(k countkey.CountKey) FieldRuleKey {
 	return FieldRuleKey{Cluster: k.Cluster, Rule: k.API, Cell: k.Cell}
 }
 
@@ -40,7 +42,7 @@ type FieldRuleRequest struct {
 	Key            FieldRuleKey
 	RemovedRelease string
 	// Seen, if set, records the pod and addresses behind the request.
-	Seen *Sighting
+	Seen *countkey.Sighting
 }
 
 func (r FieldRuleRequest) request() Request {
@@ -74,7 +76,7 @@ func (s *Store) FieldRules() []FieldRuleInfo {
 // ScanFieldRuleCounts calls fn for every count of one field rule in one
 // cluster whose hour is in [from, to], as ScanCounts does for an API.
 func (s *Store) ScanFieldRuleCounts(cluster, rule string, from, to time.Time, fn func(FieldRuleKey, uint64) error) error {
-	each := func(k CountKey, n uint64) error { return fn(fieldRuleKey(k), n) }
+	each := func(k countkey.CountKey, n uint64) error { return fn(fieldRuleKey(k), n) }
 	if err := s.scanCounts(fieldRuleSubject.countPrefix(cluster, rule), cluster, rule, from, to, each); err != nil {
 		return err
 	}

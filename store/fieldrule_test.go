@@ -7,6 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // fieldRuleRows lists the counts of one field rule as "hour node user
@@ -27,10 +29,10 @@ func fieldRuleRows(t *testing.T, s *Store, cluster, rule string) map[FieldRuleKe
 func TestFieldRuleCountsAreTheirOwnKind(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19.Add(30*time.Minute))
 	defer s.Close()
-	api := CountKey{Cluster: "c", API: "services.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
+	api := countkey.CountKey{Cluster: "c", API: "services.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
 	rule := FieldRuleKey{Cluster: "c", Rule: "services.v1",
-		Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
-	seen := &Sighting{PodName: "app-0", At: hour19}
+		Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
+	seen := &countkey.Sighting{PodName: "app-0", At: hour19}
 	d, err := s.Commit(Batch{
 		Requests: []Request{{ID: "a", Key: api, RemovedRelease: "1.40"}},
 		FieldRules: []FieldRuleRequest{
@@ -38,7 +40,7 @@ func TestFieldRuleCountsAreTheirOwnKind(t *testing.T) {
 			{ID: "b#field:services.v1", Key: rule, RemovedRelease: "1.22"},
 			{ID: "a#field:services.v1", Key: rule, RemovedRelease: "1.22"},
 		},
-		Cursors: []Cursor{{Name: "file:x", Value: []byte("1")}},
+		Cursors: []countkey.Cursor{{Name: "file:x", Value: []byte("1")}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, Duplicates{Requests: []bool{false}, FieldRules: []bool{false, false, true}}, d)
@@ -74,7 +76,7 @@ func TestFieldRuleClientCap(t *testing.T) {
 	s, err := Open(Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }, MaxClients: 1})
 	require.NoError(t, err)
 	defer s.Close()
-	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "create"}}
+	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "create"}}
 	other := k
 	other.Username = "bob"
 	_, err = s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k}, {ID: "2", Key: other}}})
@@ -90,8 +92,8 @@ func TestSweepDeletesExpiredFieldRuleRecords(t *testing.T) {
 	s, err := Open(Options{Dir: t.TempDir(), Retention: 24 * time.Hour, Logger: zerolog.Nop(), Now: c.now})
 	require.NoError(t, err)
 	defer s.Close()
-	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: Cell{Hour: nextWeek, Node: "n1", Username: "alice", Verb: "create"}}
-	_, err = s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k, Seen: &Sighting{PodName: "p", At: nextWeek}}}})
+	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: countkey.Cell{Hour: nextWeek, Node: "n1", Username: "alice", Verb: "create"}}
+	_, err = s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k, Seen: &countkey.Sighting{PodName: "p", At: nextWeek}}}})
 	require.NoError(t, err)
 	require.Equal(t, map[byte]int{prefixFieldRuleCount: 1, prefixMark: 1, prefixFieldRuleMeta: 1, prefixFieldRuleWorkload: 1}, keysByKind(t, s))
 	require.Len(t, s.FieldRules(), 1)
@@ -110,8 +112,8 @@ func TestSweepDeletesExpiredFieldRuleRecords(t *testing.T) {
 func writeLegacyFieldRule(t *testing.T, s *Store, id, rule, user string, hour time.Time) {
 	t.Helper()
 	_, err := s.Apply([]Request{{ID: id + "#field:" + rule, RemovedRelease: "1.22",
-		Key:  CountKey{Cluster: "c", API: "field:" + rule, Cell: Cell{Hour: hour, Node: "n1", Username: user, UserAgent: "kubectl", Verb: "create"}},
-		Seen: &Sighting{PodName: "pod-" + user, At: hour}}})
+		Key:  countkey.CountKey{Cluster: "c", API: "field:" + rule, Cell: countkey.Cell{Hour: hour, Node: "n1", Username: user, UserAgent: "kubectl", Verb: "create"}},
+		Seen: &countkey.Sighting{PodName: "pod-" + user, At: hour}}})
 	require.NoError(t, err)
 }
 
@@ -125,16 +127,16 @@ func TestOpenMovesFieldRulesStoredAsAPIs(t *testing.T) {
 	writeLegacyFieldRule(t, s, "a", "service-topology-keys", "alice", hour19)
 	writeLegacyFieldRule(t, s, "b", "service-topology-keys", "alice", hour19)
 	writeLegacyFieldRule(t, s, "c", "service-topology-keys", "bob", hour19.Add(-time.Hour))
-	_, err := s.Apply([]Request{{ID: "d", Key: CountKey{Cluster: "c", API: "services.v1", Cell: Cell{Hour: hour19, Node: "n1", Verb: "get"}}}})
+	_, err := s.Apply([]Request{{ID: "d", Key: countkey.CountKey{Cluster: "c", API: "services.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Verb: "get"}}}})
 	require.NoError(t, err)
 	require.Equal(t, map[byte]int{prefixCount: 3, prefixMark: 4, prefixMeta: 2, prefixWorkload: 2}, keysByKind(t, s))
 	require.NoError(t, s.Close())
 
 	want := map[FieldRuleKey]uint64{
 		{Cluster: "c", Rule: "service-topology-keys",
-			Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}: 2,
+			Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}: 2,
 		{Cluster: "c", Rule: "service-topology-keys",
-			Cell: Cell{Hour: hour19.Add(-time.Hour), Node: "n1", Username: "bob", UserAgent: "kubectl", Verb: "create"}}: 1,
+			Cell: countkey.Cell{Hour: hour19.Add(-time.Hour), Node: "n1", Username: "bob", UserAgent: "kubectl", Verb: "create"}}: 1,
 	}
 	wantInfo := []FieldRuleInfo{{Cluster: "c", Rule: "service-topology-keys", RemovedRelease: "1.22", FirstHour: hour19.Add(-time.Hour), LastHour: hour19,
 		Nodes: map[string]time.Time{"n1": hour19}}}
@@ -173,7 +175,7 @@ func TestReadOnlyReadsFieldRulesStoredAsAPIs(t *testing.T) {
 	require.Equal(t, []FieldRuleInfo{{Cluster: "c", Rule: "r", RemovedRelease: "1.22", FirstHour: hour19, LastHour: hour19,
 		Nodes: map[string]time.Time{"n1": hour19}}}, ro.FieldRules())
 	require.Equal(t, map[FieldRuleKey]uint64{{Cluster: "c", Rule: "r",
-		Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}: 1},
+		Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}: 1},
 		fieldRuleRows(t, ro, "c", "r"))
 	w, err := ro.FieldRuleWorkloadsOf("c", "r", []ClientID{{"alice", "kubectl"}})
 	require.NoError(t, err)
@@ -186,7 +188,7 @@ func TestReadOnlyReadsFieldRulesStoredAsAPIs(t *testing.T) {
 func TestOpenMergesFieldRulesStoredBothWays(t *testing.T) {
 	dir := t.TempDir()
 	now := hour19.Add(30 * time.Minute)
-	merge := Merge{Sighting: func(w *Workload, s Sighting) {
+	merge := Merge{Sighting: func(w *Workload, s countkey.Sighting) {
 		w.Pods = append(w.Pods, PodSeen{Name: s.PodName, LastSeen: s.At})
 	}}
 	open := func() *Store {
@@ -195,8 +197,8 @@ func TestOpenMergesFieldRulesStoredBothWays(t *testing.T) {
 		return s
 	}
 	s := open()
-	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
-	_, err := s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "x#field:r", Key: k, RemovedRelease: "1.22", Seen: &Sighting{PodName: "pod-0", At: hour19}}}})
+	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
+	_, err := s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "x#field:r", Key: k, RemovedRelease: "1.22", Seen: &countkey.Sighting{PodName: "pod-0", At: hour19}}}})
 	require.NoError(t, err)
 	writeLegacyFieldRule(t, s, "a", "r", "alice", hour19)
 	require.NoError(t, s.Close())
@@ -237,8 +239,8 @@ func TestOpenMovesManyFieldRuleRecords(t *testing.T) {
 		var reqs []Request
 		for n := range nodes {
 			for u := range users {
-				reqs = append(reqs, Request{ID: fmt.Sprintf("%d-%d-%d#field:r", h, n, u), Key: CountKey{Cluster: "c", API: "field:r",
-					Cell: Cell{Hour: hour19.Add(-time.Duration(h) * time.Hour), Node: fmt.Sprintf("n%d", n),
+				reqs = append(reqs, Request{ID: fmt.Sprintf("%d-%d-%d#field:r", h, n, u), Key: countkey.CountKey{Cluster: "c", API: "field:r",
+					Cell: countkey.Cell{Hour: hour19.Add(-time.Duration(h) * time.Hour), Node: fmt.Sprintf("n%d", n),
 						Username: fmt.Sprintf("user-%d", u), Verb: "create"}}})
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // prefixGateOverride keys the upgrades the gate let through by override:
@@ -53,8 +55,8 @@ func (s *Store) SaveGateOverride(o GateOverride) error {
 	if s.readOnly {
 		return errors.New("store: opened read-only")
 	}
-	if len(o.Cluster) > MaxClusterBytes {
-		return fmt.Errorf("store: saving an override: the cluster name is %d bytes, over %d", len(o.Cluster), MaxClusterBytes)
+	if len(o.Cluster) > countkey.MaxClusterBytes {
+		return fmt.Errorf("store: saving an override: the cluster name is %d bytes, over %d", len(o.Cluster), countkey.MaxClusterBytes)
 	}
 	if err := s.guardSpace(); err != nil {
 		return err

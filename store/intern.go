@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"time"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // maxInterned bounds the strings one scan remembers. A day of one API has
@@ -52,7 +54,7 @@ func (in *interner) readString(b []byte) (string, []byte, error) {
 // decodeCountKeyAfter decodes what follows prefix, the encoded cluster and
 // API of a count key, into k. Keys come in order, so a field is most often
 // the same as in the key before: that is checked before the table.
-func (in *interner) decodeCountKeyAfter(b []byte, k *CountKey) error {
+func (in *interner) decodeCountKeyAfter(b []byte, k *countkey.CountKey) error {
 	if len(b) < 8 {
 		return errCorruptKey
 	}

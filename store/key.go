@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"time"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Key prefixes. Each record kind has its own byte so that one kind can be
@@ -37,29 +39,6 @@ var (
 
 func encodeCursorKey(name string) []byte {
 	return append([]byte{prefixCursor}, name...)
-}
-
-// CountKey identifies one counted cell: requests to one API of one cluster in
-// one UTC hour, served by one apiserver node, made by one client with one verb.
-type CountKey struct {
-	Cluster string
-	API     string // resource.version.group, e.g. "endpoints.v1"
-	Cell
-	// Removed marks requests to an API that was already removed: the
-	// client got a 404 and is broken now.
-	Removed bool
-}
-
-// Cell is the part of a count's key that an API's counts and a field
-// rule's share: one UTC hour, one apiserver node, one client, one verb.
-type Cell struct {
-	Hour        time.Time
-	Node        string
-	Subresource string
-	Username    string
-	UserAgent   string
-	Verb        string
-	DryRun      bool
 }
 
 // Flag bits of the last byte of a count key.
@@ -129,11 +108,11 @@ func (sub *subject) countPrefix(cluster, name string) []byte {
 	return appendString(b, name)
 }
 
-func encodeCountKey(k CountKey) []byte { return apiSubject.countKey(k) }
+func encodeCountKey(k countkey.CountKey) []byte { return apiSubject.countKey(k) }
 
 // countKey encodes the key of a count; for a field rule, k.API holds the
 // rule's name.
-func (sub *subject) countKey(k CountKey) []byte {
+func (sub *subject) countKey(k countkey.CountKey) []byte {
 	b := make([]byte, 0, 48+len(k.Cluster)+len(k.API)+len(k.Node)+len(k.Subresource)+len(k.Username)+len(k.UserAgent)+len(k.Verb))
 	b = append(b, sub.count)
 	b = appendString(b, k.Cluster)
@@ -156,8 +135,8 @@ func (sub *subject) countKey(k CountKey) []byte {
 
 // decodeCountKey decodes the key of a count of either subject; for a field
 // rule, API holds the rule's name.
-func decodeCountKey(b []byte) (CountKey, error) {
-	var k CountKey
+func decodeCountKey(b []byte) (countkey.CountKey, error) {
+	var k countkey.CountKey
 	if len(b) == 0 || (b[0] != prefixCount && b[0] != prefixFieldRuleCount) {
 		return k, errCorruptKey
 	}
@@ -191,7 +170,7 @@ func decodeCountKey(b []byte) (CountKey, error) {
 // counted, prefixAdmissionMark for its webhook calls counted. A long ID is
 // digested (MarkID), so that no ID can make the key too long for badger.
 func encodeMarkKey(prefix byte, cluster, id string) []byte {
-	return rawMarkKey(prefix, cluster, MarkID(id))
+	return rawMarkKey(prefix, cluster, countkey.MarkID(id))
 }
 
 // rawMarkKey is a dedupe mark's key with id as given: the form of every

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Before field rules had records of their own, a field rule's counts,
@@ -242,12 +244,12 @@ func (s *Store) mergeInfo(a, b APIInfo) APIInfo {
 // mergeWorkload adds what b saw to a, as sightings.
 func (s *Store) mergeWorkload(a *Workload, b Workload) {
 	for _, p := range b.Pods {
-		s.merge.Sighting(a, Sighting{PodName: p.Name, PodNode: p.Node, At: p.LastSeen})
+		s.merge.Sighting(a, countkey.Sighting{PodName: p.Name, PodNode: p.Node, At: p.LastSeen})
 	}
 	for _, ip := range b.SourceIPs {
-		s.merge.Sighting(a, Sighting{SourceIPs: []string{ip.IP}, At: ip.LastSeen})
+		s.merge.Sighting(a, countkey.Sighting{SourceIPs: []string{ip.IP}, At: ip.LastSeen})
 	}
 	for _, c := range b.ImpersonatedBy {
-		s.merge.Sighting(a, Sighting{ImpersonatedBy: c.Username, At: c.LastSeen})
+		s.merge.Sighting(a, countkey.Sighting{ImpersonatedBy: c.Username, At: c.LastSeen})
 	}
 }

@@ -14,6 +14,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // nextWeek is an hour a week ahead. Badger hides records that its own,
@@ -55,10 +57,10 @@ func hourOfLoad(t *testing.T, s *Store, h time.Time, perHour, series int) {
 		// Shaped like aggregate.RequestID of kube-apiserver's events:
 		// the received time, then a 36-byte UUID.
 		id := timedID(h.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Unix()/3600, i))
-		reqs = append(reqs, Request{ID: id, Key: CountKey{
+		reqs = append(reqs, Request{ID: id, Key: countkey.CountKey{
 			Cluster: "c",
 			API:     fmt.Sprintf("a%d.v1", k%20),
-			Cell: Cell{Hour: h, Node: fmt.Sprintf("n%d", k/20%5), Username: fmt.Sprintf("user-%d", k/100),
+			Cell: countkey.Cell{Hour: h, Node: fmt.Sprintf("n%d", k/20%5), Username: fmt.Sprintf("user-%d", k/100),
 				UserAgent: "kubectl/v1.32.4", Verb: "get"},
 		}})
 	}
@@ -80,7 +82,7 @@ func TestSweepDeletesExpiredHours(t *testing.T) {
 		c.t = nextWeek.Add(time.Duration(h)*time.Hour + 30*time.Minute)
 		hourOfLoad(t, s, nextWeek.Add(time.Duration(h)*time.Hour), 300, 100)
 	}
-	_, err = s.Apply(nil, Cursor{Name: "file:/var/log/audit.log", Value: []byte("{}")})
+	_, err = s.Apply(nil, countkey.Cursor{Name: "file:/var/log/audit.log", Value: []byte("{}")})
 	require.NoError(t, err)
 	// One segment of marks per hour: each hour's 300 are one commit.
 	require.Equal(t, map[byte]int{prefixCount: 400, prefixMarkSegment: 4, prefixMeta: 20, prefixCursor: 1}, keysByKind(t, s))
@@ -190,9 +192,9 @@ func TestSweepDeletesMoreThanOneTransactionHolds(t *testing.T) {
 	for node := range 5 {
 		for _, verb := range []string{"get", "list", "watch", "update"} {
 			for user := range 400 {
-				reqs = append(reqs, Request{ID: fmt.Sprintf("%08x-0000-4000-8000-%012x", len(reqs), user), Key: CountKey{
+				reqs = append(reqs, Request{ID: fmt.Sprintf("%08x-0000-4000-8000-%012x", len(reqs), user), Key: countkey.CountKey{
 					Cluster: "c", API: "a.v1",
-					Cell: Cell{Hour: nextWeek, Node: fmt.Sprintf("n%d", node), Username: fmt.Sprintf("user-%03d-%s", user, strings.Repeat("u", 100)),
+					Cell: countkey.Cell{Hour: nextWeek, Node: fmt.Sprintf("n%d", node), Username: fmt.Sprintf("user-%03d-%s", user, strings.Repeat("u", 100)),
 						UserAgent: agent, Verb: verb},
 				}})
 			}

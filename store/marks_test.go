@@ -10,6 +10,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // timedID is a request's ID as aggregate.RequestID makes it: the time it
@@ -61,7 +63,7 @@ func TestScopeOfReadsTheTimeAnIDStartsWith(t *testing.T) {
 func TestSegmentsCountEachRequestOnceAcrossCommitsAndReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, hour19.Add(30*time.Minute))
-	key := CountKey{Cluster: "c1", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c1", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
 	other := key
 	other.Cluster = "c2"
 	a, b, c := timedID(hour19.Add(time.Minute), "a"), timedID(hour19.Add(2*time.Minute), "b"), timedID(hour19.Add(3*time.Minute), "c")
@@ -98,7 +100,7 @@ func TestSegmentsAreFoundByTheIDsHourWhereverTheRequestCounts(t *testing.T) {
 	defer s.Close()
 	id := timedID(hour19.Add(-48*time.Hour), "moved")
 	for i, h := range []time.Time{hour19, hour19.Add(-time.Hour), hour19} {
-		key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: h}}
+		key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: h}}
 		dup, err := s.Apply([]Request{{ID: id, Key: key}})
 		require.NoError(t, err)
 		require.Equal(t, []bool{i > 0}, dup, "delivery %d", i)
@@ -111,7 +113,7 @@ func TestSegmentsAreFoundByTheIDsHourWhereverTheRequestCounts(t *testing.T) {
 func TestSegmentsCountOnceAcrossConcurrentCommits(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19.Add(30*time.Minute))
 	defer s.Close()
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}
 	const writers, ids = 8, 500
 	var wg sync.WaitGroup
 	counted := make([]int, writers)
@@ -151,7 +153,7 @@ func TestSegmentsStayExactWhenTheCacheKeepsNothing(t *testing.T) {
 	for h := range 3 {
 		hour := hour19.Add(-time.Duration(h) * time.Hour)
 		for i := range 10 {
-			reqs = append(reqs, Request{ID: timedID(hour.Add(time.Duration(i)*time.Minute), "r"), Key: CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}})
+			reqs = append(reqs, Request{ID: timedID(hour.Add(time.Duration(i)*time.Minute), "r"), Key: countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}})
 		}
 	}
 	for round := range 3 {
@@ -171,8 +173,8 @@ func TestSegmentsStayExactWhenTheCacheKeepsNothing(t *testing.T) {
 func TestSegmentsOfARefusedRequestAreNotKept(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19.Add(30*time.Minute))
 	defer s.Close()
-	bad := CountKey{Cluster: "c", API: "bad.v1", Cell: Cell{Hour: hour19}}
-	good := CountKey{Cluster: "c", API: "good.v1", Cell: Cell{Hour: hour19}}
+	bad := countkey.CountKey{Cluster: "c", API: "bad.v1", Cell: countkey.Cell{Hour: hour19}}
+	good := countkey.CountKey{Cluster: "c", API: "good.v1", Cell: countkey.Cell{Hour: hour19}}
 	require.NoError(t, s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(encodeCountKey(bad), []byte{1, 2, 3})
 	}))
@@ -198,7 +200,7 @@ func TestSegmentsExpireWithTheirHour(t *testing.T) {
 	s, err := Open(Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer s.Close()
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}
 	id := timedID(hour19, "a")
 	dup, err := s.Apply([]Request{{ID: id, Key: key}})
 	require.NoError(t, err)
@@ -264,7 +266,7 @@ func TestOpenMovesOldMarksIntoSegmentsResumably(t *testing.T) {
 	untimed := []string{"/no-time", "plain-audit-id", timedID(hour19, fmt.Sprintf("%0200d", 7))}
 	ids = append(ids, untimed...)
 	oldStore(t, dir, ids)
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}
 	var all []Request
 	for _, id := range ids {
 		all = append(all, Request{ID: id, Key: key})
@@ -313,7 +315,7 @@ func TestCommitsDuringAnUnfinishedMigrationFindOldMarks(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.False(t, s.marksMigrated)
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}
 	var reqs []Request
 	for _, id := range ids {
 		reqs = append(reqs, Request{ID: id, Key: key})
@@ -336,7 +338,7 @@ func TestDamagedSegmentSkipsItsHoursRequests(t *testing.T) {
 	require.NoError(t, s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(s.marks.nextKey(sc), []byte{1, 2, 3})
 	}))
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}
 	d, err := s.Commit(Batch{Requests: []Request{{ID: timedID(hour19, "a"), Key: key}, {ID: timedID(hour19.Add(-time.Hour), "b"), Key: key}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, d.Requests)
@@ -369,7 +371,7 @@ func TestVerifyPassesAStoreWithSegments(t *testing.T) {
 	s := openTest(t, dir, hour19.Add(30*time.Minute))
 	var reqs []Request
 	for i := range 5000 {
-		reqs = append(reqs, Request{ID: timedID(hour19.Add(time.Duration(i)*time.Millisecond), "v"), Key: CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}})
+		reqs = append(reqs, Request{ID: timedID(hour19.Add(time.Duration(i)*time.Millisecond), "v"), Key: countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}})
 	}
 	_, err := s.Apply(reqs)
 	require.NoError(t, err)

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // The store registers its own metrics, and times each Commit (admission
@@ -21,8 +23,8 @@ func TestStoreRegistersItsMetrics(t *testing.T) {
 	defer s.Close()
 	adm := AdmissionRequest{ID: "a", Cluster: "c", Hour: hour19,
 		Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Version: "v1", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}}
-	d, err := s.Commit(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: CountKey{Cluster: "c", API: "a.v1",
-		Cell: Cell{Hour: hour19}}}}})
+	d, err := s.Commit(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "a.v1",
+		Cell: countkey.Cell{Hour: hour19}}}}})
 	require.NoError(t, err)
 	require.Equal(t, Duplicates{Admission: []bool{false, true}, Requests: []bool{false}, FieldRules: []bool{}}, d)
 
@@ -76,7 +78,7 @@ func TestStoreSizeIsWhatIsOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir, Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }})
 	require.NoError(t, err)
-	_, err = s.Commit(Batch{Requests: []Request{{ID: "a", Key: CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19}}}}})
+	_, err = s.Commit(Batch{Requests: []Request{{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}}}})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 

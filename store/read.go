@@ -10,6 +10,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Cursor reads a committed cursor.
@@ -41,7 +43,7 @@ func (s *Store) Seen(cluster string, ids []string) ([]bool, error) {
 	sets := map[markScope]*markSet{}
 	now := uint64(s.now().Unix())
 	for i, id := range ids {
-		id = MarkID(id)
+		id = countkey.MarkID(id)
 		sc, ok := scopeOf(cluster, id)
 		if out[i] || !ok {
 			continue
@@ -105,17 +107,17 @@ func (s *Store) infos(metaPrefix byte) []APIInfo {
 // ScanCounts calls fn for every count of one API in one cluster whose hour is
 // in [from, to], in key order (hour first). The strings of the keys fn gets
 // are shared between keys: equal values are one string.
-func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(CountKey, uint64) error) error {
+func (s *Store) ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
 	return s.scanCounts(apiSubject.countPrefix(cluster, api), cluster, api, from, to, fn)
 }
 
 // scanCounts is ScanCounts over the counts under prefix, those of one
 // subject, named name, in one cluster.
-func (s *Store) scanCounts(prefix []byte, cluster, name string, from, to time.Time, fn func(CountKey, uint64) error) error {
+func (s *Store) scanCounts(prefix []byte, cluster, name string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
 	in := newInterner()
 	var buf [8]byte
 	return s.scanHours(prefix, from, to, func(item *badger.Item) error {
-		k := CountKey{Cluster: cluster, API: name}
+		k := countkey.CountKey{Cluster: cluster, API: name}
 		if err := in.decodeCountKeyAfter(item.Key()[len(prefix):], &k); err != nil {
 			return err
 		}

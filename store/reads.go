@@ -7,6 +7,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // prefixClusterReads keys, per cluster, what the warning about clusters
@@ -52,8 +54,8 @@ func (s *Store) SaveClusterReads(cluster string, r ClusterReads) error {
 	if s.readOnly {
 		return errors.New("store: opened read-only")
 	}
-	if len(cluster) > MaxClusterBytes {
-		return fmt.Errorf("store: saving reads of a cluster: its name is %d bytes, over %d", len(cluster), MaxClusterBytes)
+	if len(cluster) > countkey.MaxClusterBytes {
+		return fmt.Errorf("store: saving reads of a cluster: its name is %d bytes, over %d", len(cluster), countkey.MaxClusterBytes)
 	}
 	if err := s.guardSpace(); err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Clusters' read records survive a reopen, are bounded in number and in
@@ -24,7 +26,7 @@ func TestClusterReadsAreKeptBoundedAndExpire(t *testing.T) {
 	require.ErrorIs(t, s.SaveClusterReads("one-too-many", ClusterReads{FirstHeard: at, LastHeard: at}), ErrClusterReadsFull)
 	read := at.Add(-time.Hour)
 	require.NoError(t, s.SaveClusterReads("c7", ClusterReads{FirstHeard: first, LastHeard: at, LastRead: read}), "a known cluster is still updated")
-	require.EqualError(t, s.SaveClusterReads(strings.Repeat("x", MaxClusterBytes+1), ClusterReads{}),
+	require.EqualError(t, s.SaveClusterReads(strings.Repeat("x", countkey.MaxClusterBytes+1), ClusterReads{}),
 		"store: saving reads of a cluster: its name is 254 bytes, over 253")
 	require.NoError(t, s.Close())
 

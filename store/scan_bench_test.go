@@ -8,6 +8,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // scanBenchStore holds one day of a busy API: 1,000 clients on 3 nodes
@@ -25,9 +27,9 @@ func scanBenchStore(b *testing.B) (*Store, time.Time, time.Time) {
 	for h := from; !h.After(to); h = h.Add(time.Hour) {
 		for n := range 3 {
 			for u := range 1000 {
-				reqs = append(reqs, Request{ID: strconv.Itoa(len(reqs)), Key: CountKey{Cluster: "default",
+				reqs = append(reqs, Request{ID: strconv.Itoa(len(reqs)), Key: countkey.CountKey{Cluster: "default",
 					API: "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io",
-					Cell: Cell{Hour: h, Node: fmt.Sprintf("master-%d", n),
+					Cell: countkey.Cell{Hour: h, Node: fmt.Sprintf("master-%d", n),
 						Username:  fmt.Sprintf("system:serviceaccount:team-%03d:app-%03d", u%200, u),
 						UserAgent: fmt.Sprintf("app-%03d/v1.4.2 (linux/amd64) kubernetes/0f3e2a1", u), Verb: "list"}}})
 			}
@@ -84,7 +86,7 @@ func BenchmarkScanCounts(b *testing.B) {
 	b.Run("ScanCounts", func(b *testing.B) {
 		for b.Loop() {
 			var total uint64
-			if err := s.ScanCounts("default", "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io", from, to, func(_ CountKey, n uint64) error {
+			if err := s.ScanCounts("default", "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io", from, to, func(_ countkey.CountKey, n uint64) error {
 				total += n
 				return nil
 			}); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // ScanCounts shares the strings of equal values between keys; the keys it
@@ -14,18 +16,18 @@ import (
 func TestScanCountsReturnsTheKeysWritten(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19)
 	defer s.Close()
-	want := map[CountKey]uint64{}
+	want := map[countkey.CountKey]uint64{}
 	var reqs []Request
-	for i, k := range []CountKey{
-		{Cell: Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "get"}},
-		{Cell: Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list"}},
-		{Cell: Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list", DryRun: true}},
+	for i, k := range []countkey.CountKey{
+		{Cell: countkey.Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "get"}},
+		{Cell: countkey.Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list"}},
+		{Cell: countkey.Cell{Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "list", DryRun: true}},
 		// A value that starts like the one before, and NULs.
-		{Cell: Cell{Node: "n1", Username: "alice\x00", UserAgent: "kubectl", Verb: "list"}},
-		{Cell: Cell{Node: "n1", Username: "alice\x00\x01", UserAgent: "kube\x00ctl", Verb: "list"}},
-		{Cell: Cell{Node: "n1", Subresource: "status", Username: "alice", UserAgent: "kubectl", Verb: "get"}, Removed: true},
-		{Cell: Cell{Node: "n1\x00", Username: "", UserAgent: "", Verb: ""}},
-		{Cell: Cell{Node: "n2", Username: "alice", UserAgent: "kubectl", Verb: "get"}},
+		{Cell: countkey.Cell{Node: "n1", Username: "alice\x00", UserAgent: "kubectl", Verb: "list"}},
+		{Cell: countkey.Cell{Node: "n1", Username: "alice\x00\x01", UserAgent: "kube\x00ctl", Verb: "list"}},
+		{Cell: countkey.Cell{Node: "n1", Subresource: "status", Username: "alice", UserAgent: "kubectl", Verb: "get"}, Removed: true},
+		{Cell: countkey.Cell{Node: "n1\x00", Username: "", UserAgent: "", Verb: ""}},
+		{Cell: countkey.Cell{Node: "n2", Username: "alice", UserAgent: "kubectl", Verb: "get"}},
 	} {
 		k.Cluster, k.API, k.Hour = "c", "a.v1", hour19.Add(-time.Duration(i%2)*time.Hour)
 		for j := range i + 1 {
@@ -35,8 +37,8 @@ func TestScanCountsReturnsTheKeysWritten(t *testing.T) {
 	}
 	_, err := s.Apply(reqs)
 	require.NoError(t, err)
-	got := map[CountKey]uint64{}
-	require.NoError(t, s.ScanCounts("c", "a.v1", hour19.Add(-time.Hour), hour19, func(k CountKey, n uint64) error {
+	got := map[countkey.CountKey]uint64{}
+	require.NoError(t, s.ScanCounts("c", "a.v1", hour19.Add(-time.Hour), hour19, func(k countkey.CountKey, n uint64) error {
 		got[k] += n
 		return nil
 	}))
@@ -50,9 +52,9 @@ func TestWorkloadsOfReadsTheClientsAskedFor(t *testing.T) {
 	var reqs []Request
 	for i := range 5 {
 		user := fmt.Sprintf("system:serviceaccount:ns:app-%d", i)
-		reqs = append(reqs, Request{ID: user, Key: CountKey{Cluster: "c", API: "a.v1",
-			Cell: Cell{Hour: hour19, Node: "n1", Username: user, UserAgent: "app", Verb: "get"}},
-			Seen: &Sighting{PodName: fmt.Sprintf("app-%d-x2kqz", i), At: hour19}})
+		reqs = append(reqs, Request{ID: user, Key: countkey.CountKey{Cluster: "c", API: "a.v1",
+			Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: user, UserAgent: "app", Verb: "get"}},
+			Seen: &countkey.Sighting{PodName: fmt.Sprintf("app-%d-x2kqz", i), At: hour19}})
 	}
 	_, err := s.Apply(reqs)
 	require.NoError(t, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Badger's sizes, chosen so that the room it needs to write safely is small
@@ -37,13 +39,11 @@ const (
 // touches the disk.
 const DiskReserve = memTableSize + valueLogFileSize + numMemtables*memTableSize + compactionRoom
 
-// ErrNoSpace is returned (wrapped in a *SpaceError) by writes while the data
-// directory's filesystem has less free space than the reserve, or when a
-// write failed for lack of space. Nothing of the write was committed, and
-// retrying once there is room is safe.
-var ErrNoSpace = errors.New("store: not enough free disk space")
-
-// SpaceError says how much room there was.
+// SpaceError says how much room there was. It matches
+// countkey.ErrNoSpace: writes return it while the data directory's
+// filesystem has less free space than the reserve, or when a write failed
+// for lack of space. Nothing of the write was committed, and retrying
+// once there is room is safe.
 type SpaceError struct {
 	Dir     string
 	Free    int64
@@ -64,7 +64,7 @@ func (e *SpaceError) Detail() string {
 }
 
 // Is makes errors.Is(err, ErrNoSpace) true.
-func (e *SpaceError) Is(target error) bool { return target == ErrNoSpace }
+func (e *SpaceError) Is(target error) bool { return target == countkey.ErrNoSpace }
 
 // Unwrap returns the write error, if any.
 func (e *SpaceError) Unwrap() error { return e.Err }

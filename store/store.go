@@ -48,6 +48,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // DefaultRetention is how long counts and dedupe marks are kept when Options
@@ -107,7 +109,7 @@ type Merge struct {
 	// Sighting merges one sighting into a client's workload record, empty
 	// for a new one, and keeps it within whatever bounds it chooses. Nil
 	// keeps the last sighting alone.
-	Sighting func(w *Workload, s Sighting)
+	Sighting func(w *Workload, s countkey.Sighting)
 }
 
 // withDefaults fills the rules m leaves nil.
@@ -124,14 +126,6 @@ func (m Merge) withDefaults() Merge {
 		m.Sighting = lastSighting
 	}
 	return m
-}
-
-// Cursor is a position in an input, such as a file offset, stored in the
-// same transaction as the counts read up to it: after a crash, reading
-// resumes exactly where the committed counts end.
-type Cursor struct {
-	Name  string
-	Value []byte
 }
 
 // APIInfo describes one API of one cluster that has counts.

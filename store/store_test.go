@@ -9,6 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 var hour19 = time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
@@ -21,21 +23,21 @@ func openTest(t *testing.T, dir string, now time.Time) *Store {
 }
 
 func TestCountKeyRoundTripsHostileStrings(t *testing.T) {
-	for _, k := range []CountKey{
-		{Cluster: "default", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl/v1.32.4", Verb: "get"}},
-		{Cluster: "", API: "", Cell: Cell{Hour: time.Unix(0, 0).UTC()}},
+	for _, k := range []countkey.CountKey{
+		{Cluster: "default", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl/v1.32.4", Verb: "get"}},
+		{Cluster: "", API: "", Cell: countkey.Cell{Hour: time.Unix(0, 0).UTC()}},
 		{Cluster: "a\x00b", API: "x\x00\x01y",
-			Cell: Cell{Hour: hour19, Node: "\x00", Subresource: "\xff\x00\xff", Username: "evil\x00\x00", UserAgent: "ua\x00",
+			Cell: countkey.Cell{Hour: hour19, Node: "\x00", Subresource: "\xff\x00\xff", Username: "evil\x00\x00", UserAgent: "ua\x00",
 				Verb: "list", DryRun: true}},
-		{Cluster: "c", API: "ingresses.v1beta1.extensions", Cell: Cell{Hour: hour19, Verb: "get"}, Removed: true},
+		{Cluster: "c", API: "ingresses.v1beta1.extensions", Cell: countkey.Cell{Hour: hour19, Verb: "get"}, Removed: true},
 	} {
 		got, err := decodeCountKey(encodeCountKey(k))
 		require.NoError(t, err)
 		require.Equal(t, k, got)
 	}
 	// A NUL in one field can never be confused with the field boundary.
-	a := encodeCountKey(CountKey{Cluster: "a\x00", API: "b", Cell: Cell{Hour: hour19}})
-	b := encodeCountKey(CountKey{Cluster: "a", API: "\x00b", Cell: Cell{Hour: hour19}})
+	a := encodeCountKey(countkey.CountKey{Cluster: "a\x00", API: "b", Cell: countkey.Cell{Hour: hour19}})
+	b := encodeCountKey(countkey.CountKey{Cluster: "a", API: "\x00b", Cell: countkey.Cell{Hour: hour19}})
 	require.NotEqual(t, a, b)
 
 	for _, bad := range [][]byte{nil, {prefixCount}, {prefixCount, 'a', 0x00}, {prefixCount, 'a', 0x00, 0x02}, {prefixMark}} {
@@ -47,7 +49,7 @@ func TestCountKeyRoundTripsHostileStrings(t *testing.T) {
 func TestApplyDeduplicatesWithinAndAcrossCallsAndReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, hour19.Add(30*time.Minute))
-	key := CountKey{Cluster: "c1", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c1", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "get"}}
 	other := key
 	other.Cluster = "c2"
 
@@ -66,7 +68,7 @@ func TestApplyDeduplicatesWithinAndAcrossCallsAndReopen(t *testing.T) {
 	require.Equal(t, []bool{true, true}, dup)
 
 	var got []uint64
-	require.NoError(t, s.ScanCounts("c1", "endpoints.v1", hour19, hour19, func(k CountKey, n uint64) error {
+	require.NoError(t, s.ScanCounts("c1", "endpoints.v1", hour19, hour19, func(k countkey.CountKey, n uint64) error {
 		require.Equal(t, key, k)
 		got = append(got, n)
 		return nil
@@ -83,15 +85,15 @@ func TestScanCountsHonoursTheHourRange(t *testing.T) {
 	defer s.Close()
 	var reqs []Request
 	for h := -3; h <= 1; h++ {
-		k := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19.Add(time.Duration(h) * time.Hour), Verb: "get"}}
+		k := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19.Add(time.Duration(h) * time.Hour), Verb: "get"}}
 		reqs = append(reqs, Request{ID: k.Hour.String(), Key: k})
 	}
 	// A neighbouring API whose name extends this one's must not leak in.
-	reqs = append(reqs, Request{ID: "x", Key: CountKey{Cluster: "c", API: "a.v1x", Cell: Cell{Hour: hour19}}})
+	reqs = append(reqs, Request{ID: "x", Key: countkey.CountKey{Cluster: "c", API: "a.v1x", Cell: countkey.Cell{Hour: hour19}}})
 	_, err := s.Apply(reqs)
 	require.NoError(t, err)
 	var hours []int
-	require.NoError(t, s.ScanCounts("c", "a.v1", hour19.Add(-2*time.Hour), hour19.Add(59*time.Minute), func(k CountKey, n uint64) error {
+	require.NoError(t, s.ScanCounts("c", "a.v1", hour19.Add(-2*time.Hour), hour19.Add(59*time.Minute), func(k countkey.CountKey, n uint64) error {
 		hours = append(hours, k.Hour.Hour())
 		return nil
 	}))
@@ -107,7 +109,7 @@ func TestRetentionExpiresCountsMarksAndAPIs(t *testing.T) {
 	require.False(t, s.Expired(hour19.Add(-24*time.Hour)))
 	require.True(t, s.Expired(hour19.Add(-25*time.Hour)))
 
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19.Add(-24 * time.Hour)}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19.Add(-24 * time.Hour)}}
 	_, err = s.Apply([]Request{{ID: "x", Key: key}})
 	require.NoError(t, err)
 	require.Len(t, s.APIs(), 1)
@@ -124,8 +126,8 @@ func TestApplySplitsLargeBatchesIntoSelfContainedTransactions(t *testing.T) {
 	defer s.Close()
 	reqs := make([]Request, 3*maxChunk+5)
 	for i := range reqs {
-		reqs[i] = Request{ID: strconv.Itoa(i), Key: CountKey{Cluster: "c", API: "a.v1",
-			Cell: Cell{Hour: hour19, Username: []string{"u1", "u2", "u3"}[i%3]}}}
+		reqs[i] = Request{ID: strconv.Itoa(i), Key: countkey.CountKey{Cluster: "c", API: "a.v1",
+			Cell: countkey.Cell{Hour: hour19, Username: []string{"u1", "u2", "u3"}[i%3]}}}
 	}
 	dup, err := s.Apply(reqs)
 	require.NoError(t, err)
@@ -133,7 +135,7 @@ func TestApplySplitsLargeBatchesIntoSelfContainedTransactions(t *testing.T) {
 		require.False(t, d)
 	}
 	total := map[string]uint64{}
-	require.NoError(t, s.ScanCounts("c", "a.v1", hour19, hour19, func(k CountKey, n uint64) error {
+	require.NoError(t, s.ScanCounts("c", "a.v1", hour19, hour19, func(k countkey.CountKey, n uint64) error {
 		total[k.Username] += n
 		return nil
 	}))
@@ -171,9 +173,9 @@ func TestAPIsListEachAPIsNodesWithinRetention(t *testing.T) {
 	early := hour19.Add(-DefaultRetention + 2*time.Hour)
 	s := openTest(t, dir, hour19.Add(30*time.Minute))
 	_, err := s.Apply([]Request{
-		{ID: "a", Key: CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: early, Node: "old", Verb: "get"}}},
-		{ID: "b", Key: CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: early, Node: "busy", Verb: "get"}}},
-		{ID: "c", Key: CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "busy", Verb: "get"}}},
+		{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: early, Node: "old", Verb: "get"}}},
+		{ID: "b", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: early, Node: "busy", Verb: "get"}}},
+		{ID: "c", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "busy", Verb: "get"}}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, map[string]time.Time{"old": early, "busy": hour19}, s.APIs()[0].Nodes)
@@ -191,12 +193,12 @@ func TestAPIsListEachAPIsNodesWithinRetention(t *testing.T) {
 // The store decides nothing of how requests merge into its records: it
 // applies Options.Merge, and without one keeps what it was given last.
 func TestMergeRulesComeFromOptions(t *testing.T) {
-	key := CountKey{Cluster: "c", API: "a.v1", Cell: Cell{Hour: hour19, Node: "n1", Username: "u", Verb: "get"}}
+	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "u", Verb: "get"}}
 	earlier := key
 	earlier.Hour = hour19.Add(-time.Hour)
 	reqs := []Request{
-		{ID: "1", Key: key, RemovedRelease: "1.40", Seen: &Sighting{PodName: "p1", At: hour19}},
-		{ID: "2", Key: earlier, RemovedRelease: "1.38", Seen: &Sighting{PodName: "p2", SourceIPs: []string{"10.0.0.1"}, At: earlier.Hour}},
+		{ID: "1", Key: key, RemovedRelease: "1.40", Seen: &countkey.Sighting{PodName: "p1", At: hour19}},
+		{ID: "2", Key: earlier, RemovedRelease: "1.38", Seen: &countkey.Sighting{PodName: "p2", SourceIPs: []string{"10.0.0.1"}, At: earlier.Hour}},
 		{ID: "3", Key: key},
 	}
 	for _, tc := range []struct {
@@ -208,7 +210,7 @@ func TestMergeRulesComeFromOptions(t *testing.T) {
 		{"last given", Merge{}, "1.38", []string{"p2"}},
 		{"the options'", Merge{
 			RemovedRelease: func(stored string, _ time.Time, given string, _ time.Time) string { return stored + given },
-			Sighting:       func(w *Workload, s Sighting) { w.Pods = append(w.Pods, PodSeen{Name: s.PodName}) },
+			Sighting:       func(w *Workload, s countkey.Sighting) { w.Pods = append(w.Pods, PodSeen{Name: s.PodName}) },
 		}, "1.401.38", []string{"p1", "p2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Cluster and node names come from senders: a webhook path, a Kafka
@@ -92,7 +94,7 @@ func newTopologyCap(t *topology) *topologyCap {
 
 // key returns k with its cluster and node as counted. The fold names
 // themselves are always taken: the caps are exceeded by them alone.
-func (c *topologyCap) key(k CountKey) CountKey {
+func (c *topologyCap) key(k countkey.CountKey) countkey.CountKey {
 	if k.Cluster != OtherCluster && !c.has(k.Cluster, "") {
 		if c.clusterCount() >= c.t.maxClusters {
 			c.foldedClusters++

@@ -9,10 +9,12 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // unstorableKey is where the requests of these tests count.
-var unstorableKey = CountKey{Cluster: "c", API: "endpoints.v1", Cell: Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
+var unstorableKey = countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour19, Node: "n", Username: "u", Verb: "get"}}
 
 // A removed release of 9 MiB is over badger's limit on one value (8 MiB,
 // the value log's file size): before, badger refused the API's metadata
@@ -29,7 +31,7 @@ func TestCommitSkipsARequestWithA9MiBRemovedRelease(t *testing.T) {
 	// Last, so that the store's default merge rule (the last release
 	// given) would keep it.
 	reqs = append(reqs, Request{ID: "bad", Key: unstorableKey, RemovedRelease: strings.Repeat("1", 9<<20)})
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: []Cursor{{Name: "in", Value: []byte("4")}}})
+	d, err := s.Commit(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("4")}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false, false, false}, d.Requests)
 	require.Equal(t, &Skipped{Requests: []Skip{"", "", "", SkipTooLarge}, FieldRules: []Skip{}}, d.Skipped)
@@ -43,7 +45,7 @@ func TestCommitSkipsARequestWithA9MiBRemovedRelease(t *testing.T) {
 	// skipped the same way.
 	d, err = s.Commit(Batch{Requests: []Request{
 		{ID: "long", Key: unstorableKey, RemovedRelease: strings.Repeat("1", MaxReleaseBytes+1)},
-		{ID: "seen", Key: unstorableKey, Seen: &Sighting{PodName: strings.Repeat("p", MaxSightingBytes+1)}},
+		{ID: "seen", Key: unstorableKey, Seen: &countkey.Sighting{PodName: strings.Repeat("p", MaxSightingBytes+1)}},
 		{ID: "fine", Key: unstorableKey, RemovedRelease: strings.Repeat("1", MaxReleaseBytes)},
 	}})
 	require.NoError(t, err)
@@ -58,7 +60,7 @@ func TestCommitSkipsARequestWithA9MiBRemovedRelease(t *testing.T) {
 func TestCommitSkipsARequestWhoseRecordBadgerWouldRefuse(t *testing.T) {
 	now := hour19.Add(30 * time.Minute)
 	s, err := Open(Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }, Merge: Merge{
-		Sighting: func(w *Workload, seen Sighting) {
+		Sighting: func(w *Workload, seen countkey.Sighting) {
 			lastSighting(w, seen)
 			if seen.PodName == "huge" {
 				w.Pods[0].Name = strings.Repeat("p", 9<<20)
@@ -69,11 +71,11 @@ func TestCommitSkipsARequestWhoseRecordBadgerWouldRefuse(t *testing.T) {
 	defer s.Close()
 	bad := unstorableKey
 	bad.Username = "bad"
-	reqs := []Request{{ID: "bad", Key: bad, Seen: &Sighting{PodName: "huge", At: hour19}}}
+	reqs := []Request{{ID: "bad", Key: bad, Seen: &countkey.Sighting{PodName: "huge", At: hour19}}}
 	for i := range 5 {
-		reqs = append(reqs, Request{ID: fmt.Sprint(i), Key: unstorableKey, Seen: &Sighting{PodName: "pod", At: hour19}})
+		reqs = append(reqs, Request{ID: fmt.Sprint(i), Key: unstorableKey, Seen: &countkey.Sighting{PodName: "pod", At: hour19}})
 	}
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: []Cursor{{Name: "in", Value: []byte("6")}}})
+	d, err := s.Commit(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("6")}}})
 	require.NoError(t, err)
 	require.Equal(t, []Skip{SkipTooLarge, "", "", "", "", ""}, d.Skipped.Requests)
 	require.Equal(t, uint64(5), countOf(t, s, "c", "endpoints.v1"))
@@ -100,7 +102,7 @@ func TestCommitSkipsARequestWhoseCountIsDamaged(t *testing.T) {
 	}
 	// The damaged count last, in the transaction of the cursor.
 	reqs = append(reqs[1:], reqs[0])
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: []Cursor{{Name: "in", Value: []byte("6")}}})
+	d, err := s.Commit(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("6")}}})
 	require.NoError(t, err)
 	require.Equal(t, []Skip{"", "", "", "", "", SkipUnstorable}, d.Skipped.Requests)
 	requireCursor(t, s, "in", "6")
@@ -119,15 +121,15 @@ func TestCommitRefusesACursorItCannotStore(t *testing.T) {
 	defer s.Close()
 	_, err := s.Commit(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}},
 		Admission: []AdmissionRequest{{ID: "a", Cluster: "c", Hour: hour19, Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}}},
-		Cursors:   []Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes+1)}}})
-	require.ErrorIs(t, err, ErrUnstorable)
-	require.NotErrorIs(t, err, ErrNoSpace)
+		Cursors:   []countkey.Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes+1)}}})
+	require.ErrorIs(t, err, countkey.ErrUnstorable)
+	require.NotErrorIs(t, err, countkey.ErrNoSpace)
 	require.Equal(t, uint64(0), countOf(t, s, "c", "endpoints.v1"))
 	seen, err := s.AdmissionSeen("c", []string{"a"})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, seen)
 	// At badger's limit it is stored.
-	_, err = s.Commit(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}}, Cursors: []Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes)}}})
+	_, err = s.Commit(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}}, Cursors: []countkey.Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes)}}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), countOf(t, s, "c", "endpoints.v1"))
 }
@@ -150,7 +152,7 @@ func TestSetEntryHoldsBadgersLimits(t *testing.T) {
 			require.NoError(t, err, "key %d, value %d", tc.key, tc.value)
 			continue
 		}
-		require.ErrorIs(t, err, ErrUnstorable)
+		require.ErrorIs(t, err, countkey.ErrUnstorable)
 		require.Equal(t, SkipTooLarge, skipReason(err))
 		require.NotContains(t, err.Error(), "kkkk")
 	}

@@ -7,20 +7,12 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // prefixWorkload keys workload records.
 const prefixWorkload byte = 0x05
-
-// Sighting is who was behind one counted request.
-type Sighting struct {
-	PodName, PodNode string
-	SourceIPs        []string
-	// ImpersonatedBy is the real caller when the request was made as this
-	// client through impersonation.
-	ImpersonatedBy string
-	At             time.Time
-}
 
 // Workload is what was seen behind one client (username and user agent) of
 // one API or field rule: pods, source addresses and impersonators, as
@@ -63,7 +55,7 @@ func (sub *subject) workloadPrefix(cluster, name string) []byte {
 
 // workloadKey is the key of the workload record of k's client; for a field
 // rule, k.API holds the rule's name.
-func (sub *subject) workloadKey(k CountKey) []byte {
+func (sub *subject) workloadKey(k countkey.CountKey) []byte {
 	b := sub.workloadPrefix(k.Cluster, k.API)
 	b = appendString(b, k.Username)
 	return appendString(b, k.UserAgent)
@@ -71,7 +63,7 @@ func (sub *subject) workloadKey(k CountKey) []byte {
 
 // lastSighting makes w what s saw: the store's own rule, when Options.Merge
 // gives none.
-func lastSighting(w *Workload, s Sighting) {
+func lastSighting(w *Workload, s countkey.Sighting) {
 	*w = Workload{}
 	if s.PodName != "" {
 		w.Pods = []PodSeen{{Name: s.PodName, Node: s.PodNode, LastSeen: s.At}}
@@ -177,7 +169,7 @@ func (s *Store) workloadsOf(sub *subject, cluster, name string, clients []Client
 			if _, ok := out[c]; ok {
 				continue
 			}
-			item, err := txn.Get(sub.workloadKey(CountKey{Cluster: cluster, API: name, Cell: Cell{Username: c.Username, UserAgent: c.UserAgent}}))
+			item, err := txn.Get(sub.workloadKey(countkey.CountKey{Cluster: cluster, API: name, Cell: countkey.Cell{Username: c.Username, UserAgent: c.UserAgent}}))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}

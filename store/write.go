@@ -10,6 +10,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // maxChunk bounds how many requests share one badger transaction, far below
@@ -26,10 +28,10 @@ type Request struct {
 	// legacy mark is stored is a duplicate, so that a batch committed
 	// before the upgrade and retried after it still counts once.
 	LegacyID       string
-	Key            CountKey
+	Key            countkey.CountKey
 	RemovedRelease string
 	// Seen, if set, records the pod and addresses behind the request.
-	Seen *Sighting
+	Seen *countkey.Sighting
 }
 
 // Apply counts each request whose ID has not been counted before in its
@@ -45,7 +47,7 @@ type Request struct {
 // Below the disk reserve it writes nothing and returns an error that
 // matches ErrNoSpace; a cursor that cannot be stored fails it with an
 // error that matches ErrUnstorable.
-func (s *Store) Apply(reqs []Request, cursors ...Cursor) ([]bool, error) {
+func (s *Store) Apply(reqs []Request, cursors ...countkey.Cursor) ([]bool, error) {
 	d, err := s.commit(Batch{Requests: reqs, Cursors: cursors})
 	return d.Requests, err
 }
@@ -59,7 +61,7 @@ type Batch struct {
 	Requests   []Request
 	FieldRules []FieldRuleRequest
 	// Cursors are written with the last requests.
-	Cursors []Cursor
+	Cursors []countkey.Cursor
 }
 
 // Duplicates says, request by request, which requests of a Batch had been
@@ -177,8 +179,8 @@ type entry struct {
 // holds applyMu. An entry whose records badger or the store refuses
 // alone (skipReason) is left out, and refused is told which; it is never
 // set as a duplicate.
-func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor, refused func(i int, why Skip, err error)) error {
-	write := func(lo, hi int, cursors []Cursor) error {
+func (s *Store) apply(entries []entry, dup []bool, cursors []countkey.Cursor, refused func(i int, why Skip, err error)) error {
+	write := func(lo, hi int, cursors []countkey.Cursor) error {
 		// Each chunk is its own transaction: check before each, so that
 		// no badger write starts below the reserve.
 		if err := s.guardSpace(); err != nil {
@@ -194,7 +196,7 @@ func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor, refused fun
 	// so that they are never taken for part of an entry's records.
 	split, written := false, false
 	err := isolating(len(entries), maxChunk, func(lo, hi int) error {
-		var last []Cursor
+		var last []countkey.Cursor
 		if hi == len(entries) && !split {
 			last = cursors
 		}
@@ -217,7 +219,7 @@ func (s *Store) apply(entries []entry, dup []bool, cursors []Cursor, refused fun
 
 // checkCursors refuses cursors badger would refuse, before anything is
 // written.
-func checkCursors(cursors []Cursor) error {
+func checkCursors(cursors []countkey.Cursor) error {
 	for _, c := range cursors {
 		if k := len(encodeCursorKey(c.Name)); k > maxKeyBytes || len(c.Value) > maxValueBytes {
 			return fmt.Errorf("store: cursor of %d bytes with a name of %d bytes: %w", len(c.Value), len(c.Name), recordTooLarge(k, len(c.Value)))
@@ -231,7 +233,7 @@ func checkCursors(cursors []Cursor) error {
 // retry would commit them.
 func cursorError(err error) error {
 	if errors.Is(err, badger.ErrTxnTooBig) {
-		return fmt.Errorf("store: the cursors are more than one transaction holds: %w: %w", ErrUnstorable, err)
+		return fmt.Errorf("store: the cursors are more than one transaction holds: %w: %w", countkey.ErrUnstorable, err)
 	}
 	return err
 }
@@ -315,7 +317,7 @@ func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, er
 
 // applyChunk counts entries and writes cursors in one transaction, and
 // sets dup for the entries counted before.
-func (s *Store) applyChunk(entries []entry, dup []bool, cursors []Cursor) error {
+func (s *Store) applyChunk(entries []entry, dup []bool, cursors []countkey.Cursor) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -408,7 +410,7 @@ func (s *Store) markNew(w *chunkWrite, entries []entry, dup []bool) error {
 // written. For a request not counted before, mark writes its mark, which
 // expires at the time given.
 func (s *Store) counted(w *chunkWrite, e entry) (bool, func(expires uint64) error, error) {
-	id := MarkID(e.ID)
+	id := countkey.MarkID(e.ID)
 	sc, ok := scopeOf(e.Key.Cluster, id)
 	if !ok {
 		mk := rawMarkKey(prefixMark, e.Key.Cluster, id)
@@ -496,7 +498,7 @@ func (s *Store) writeMeta(txn *badger.Txn, updates map[string]APIInfo) error {
 }
 
 // writeCursors writes cursors, which never expire.
-func writeCursors(txn *badger.Txn, cursors []Cursor) error {
+func writeCursors(txn *badger.Txn, cursors []countkey.Cursor) error {
 	for _, c := range cursors {
 		if err := setEntry(txn, badger.NewEntry(encodeCursorKey(c.Name), c.Value)); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // annotationValues is what the decoder keeps of an event's annotations:
@@ -77,7 +78,7 @@ func decodeAnnotations(b []byte, start, depth int, a *annotationValues, webhooks
 		case 'n':
 		case '"':
 			a.removedRelease = ""
-			s, _, cut := boundedString(b, removed, aggregate.MaxReleaseBytes)
+			s, _, cut := boundedString(b, removed, countkey.MaxReleaseBytes)
 			if s == "" && !cut {
 				break
 			}

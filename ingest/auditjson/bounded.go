@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Every field of an event is the sender's, and a webhook body may be 64
@@ -17,21 +17,21 @@ import (
 // walk a list or an object where it lies in the input and keep only what
 // fits their bound.
 //
-//	username, impersonatedBy            512 bytes (aggregate.MaxUsernameBytes)
-//	userAgent                          1024 bytes (aggregate.MaxUserAgentBytes)
-//	verb, stage                          63 bytes (aggregate.MaxVerbBytes)
+//	username, impersonatedBy            512 bytes (countkey.MaxUsernameBytes)
+//	userAgent                          1024 bytes (countkey.MaxUserAgentBytes)
+//	verb, stage                          63 bytes (countkey.MaxVerbBytes)
 //	pod name and node (user.extra)      253 bytes, the first of each list
 //	objectRef parts                     their bound and one character more, so
 //	                                    that the aggregator still refuses them
 //	                                    as too long (aggregate.ResultTooLong)
-//	sourceIPs                           aggregate.MaxSourceIPs entries: the first
+//	sourceIPs                           countkey.MaxSourceIPs entries: the first
 //	                                    forwarded ones (of the first 64) and the
 //	                                    last (the address the apiserver saw
 //	                                    itself), each an IP address (net/netip)
 //	                                    of at most 64 bytes
 //	k8s.io/deprecated                   only whether it is "true"
 //	k8s.io/removed-release              a release (catalog.ParseRelease) of at most
-//	                                    aggregate.MaxReleaseBytes, kept as "1.37"
+//	                                    countkey.MaxReleaseBytes, kept as "1.37"
 //	admission webhook annotations       maxWebhookAnnotations per event, each
 //	                                    value maxWebhookValueBytes
 //	other annotations, user.groups,     not decoded at all
@@ -43,9 +43,9 @@ import (
 //	timestamps                           64 bytes; a longer one is no RFC 3339
 //	                                    time (bad_timestamp)
 //	kind, apiVersion of an event         63 bytes
-//	auditID                             aggregate.MaxIDBytes; a longer one is
+//	auditID                             countkey.MaxIDBytes; a longer one is
 //	                                    its digest, as the store would keep
-//	                                    it (store.MarkID), hashed where it lies
+//	                                    it (countkey.MarkID), hashed where it lies
 //
 // The auditID is never cut: it is the request's identity, which cutting
 // could merge with another's. The request object is read where it lies
@@ -101,18 +101,18 @@ type (
 
 func (uriLimit) bytes() int       { return maxURIBytes }
 func (timeLimit) bytes() int      { return maxTimeBytes }
-func (usernameLimit) bytes() int  { return aggregate.MaxUsernameBytes }
-func (userAgentLimit) bytes() int { return aggregate.MaxUserAgentBytes }
-func (wordLimit) bytes() int      { return aggregate.MaxVerbBytes }
-func (nameLimit) bytes() int      { return aggregate.MaxNodeBytes }
+func (usernameLimit) bytes() int  { return countkey.MaxUsernameBytes }
+func (userAgentLimit) bytes() int { return countkey.MaxUserAgentBytes }
+func (wordLimit) bytes() int      { return countkey.MaxVerbBytes }
+func (nameLimit) bytes() int      { return countkey.MaxNodeBytes }
 
 // The parts of an API name keep one character past their bound: the
 // aggregator refuses a longer part as too long rather than shorten it,
 // which could merge it with another API's counts.
-func (groupLimit) bytes() int    { return aggregate.MaxGroupBytes + utf8.UTFMax }
-func (versionLimit) bytes() int  { return aggregate.MaxVersionBytes + utf8.UTFMax }
-func (resourceLimit) bytes() int { return aggregate.MaxResourceBytes + utf8.UTFMax }
-func (subresLimit) bytes() int   { return aggregate.MaxSubresourceBytes + utf8.UTFMax }
+func (groupLimit) bytes() int    { return countkey.MaxGroupBytes + utf8.UTFMax }
+func (versionLimit) bytes() int  { return countkey.MaxVersionBytes + utf8.UTFMax }
+func (resourceLimit) bytes() int { return countkey.MaxResourceBytes + utf8.UTFMax }
+func (subresLimit) bytes() int   { return countkey.MaxSubresourceBytes + utf8.UTFMax }
 
 // text is a JSON string kept to at most L's bytes, cut at a character
 // boundary; cut says it was longer. null leaves it as it was, as with a
@@ -160,7 +160,7 @@ func boundedURI(t text[uriLimit]) string {
 }
 
 // auditID is an event's auditID as its dedupe mark holds it: up to
-// aggregate.MaxIDBytes as it is, else its digest (store.MarkID), so that
+// countkey.MaxIDBytes as it is, else its digest (countkey.MarkID), so that
 // an ID as long as the body is never copied. null leaves it as it was,
 // as with a string.
 type auditID struct {
@@ -180,7 +180,7 @@ func (a *auditID) read(b []byte, start int) int {
 	if at(b, start) == 'n' {
 		return scanLiteral(b, start, "null")
 	}
-	s, end, cut := boundedString(b, start, aggregate.MaxIDBytes)
+	s, end, cut := boundedString(b, start, countkey.MaxIDBytes)
 	if end < 0 {
 		return -1
 	}
@@ -245,7 +245,7 @@ func (*stringsOnly) read(b []byte, start, depth int) (int, error) {
 }
 
 // sourceIPs is an event's sourceIPs as Sunset keeps them: at most
-// aggregate.MaxSourceIPs addresses, the first forwarded ones and the last
+// countkey.MaxSourceIPs addresses, the first forwarded ones and the last
 // (the address the apiserver saw itself), each one that parses as an IP
 // address. The others are never decoded; invalid and cut say that some
 // were left out.
@@ -274,7 +274,7 @@ func (s *sourceIPs) read(b []byte, start, depth int) (int, error) {
 			// The forwarded entry before this one. Only the first
 			// maxForwarded are looked at, so that a list of millions of
 			// non-addresses costs a scan, not a parse each.
-			if len(s.ips) < aggregate.MaxSourceIPs-1 && index <= maxForwarded {
+			if len(s.ips) < countkey.MaxSourceIPs-1 && index <= maxForwarded {
 				s.add(b, pending)
 			} else {
 				s.cut = true

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Reason classifies why a body or an item was rejected. Values are metric
@@ -148,5 +148,5 @@ func jsonKind(t reflect.Type) string {
 
 // bounded keeps user-controlled identifiers in messages short.
 func bounded(s string) string {
-	return aggregate.Truncate(s, 64)
+	return countkey.Truncate(s, 64)
 }

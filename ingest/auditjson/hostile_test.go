@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -210,7 +211,7 @@ func TestRemovedReleaseIsValidated(t *testing.T) {
 		{"not a release", `"banana"`, "", true},
 		{"no minor", `"1."`, "", true},
 		{"9 MiB", `"` + strings.Repeat("1", 9<<20) + `.37"`, "", true},
-		{"over the bound", `"1.37` + strings.Repeat(" ", aggregate.MaxReleaseBytes) + `"`, "", true},
+		{"over the bound", `"1.37` + strings.Repeat(" ", countkey.MaxReleaseBytes) + `"`, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			raw := []byte(`{"auditID":"r","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":` + c.value + `}}`)
@@ -312,12 +313,12 @@ func TestStringsAreBoundedAsRead(t *testing.T) {
 	for _, d := range eventDecoders {
 		ev := d.decode(t, d.input(raw))
 		checkBounds(t, ev)
-		require.Len(t, ev.Username, aggregate.MaxUsernameBytes, d.name)
-		require.Len(t, ev.ImpersonatedBy, aggregate.MaxUsernameBytes, d.name)
-		require.Len(t, ev.UserAgent, aggregate.MaxUserAgentBytes, d.name)
-		require.Len(t, ev.Verb, aggregate.MaxVerbBytes-1, d.name)
-		require.Greater(t, len(ev.ObjectRef.Resource), aggregate.MaxResourceBytes, d.name)
-		require.Greater(t, len(ev.ObjectRef.Group), aggregate.MaxGroupBytes, d.name)
+		require.Len(t, ev.Username, countkey.MaxUsernameBytes, d.name)
+		require.Len(t, ev.ImpersonatedBy, countkey.MaxUsernameBytes, d.name)
+		require.Len(t, ev.UserAgent, countkey.MaxUserAgentBytes, d.name)
+		require.Len(t, ev.Verb, countkey.MaxVerbBytes-1, d.name)
+		require.Greater(t, len(ev.ObjectRef.Resource), countkey.MaxResourceBytes, d.name)
+		require.Greater(t, len(ev.ObjectRef.Group), countkey.MaxGroupBytes, d.name)
 		require.Equal(t, aggregate.DroppedOverBound, ev.Dropped, d.name)
 	}
 }

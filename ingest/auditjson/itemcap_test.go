@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // deprecatedItem is a deprecated request that counts, with a request
@@ -140,11 +140,11 @@ func TestLongIdentifiersAreBoundedOnEveryPath(t *testing.T) {
 	}{
 		{"auditID", `{"auditID":"` + id + `",` + base + `}`, func(t *testing.T, ev aggregate.Event, err error) {
 			require.NoError(t, err)
-			require.Equal(t, store.MarkID(id), ev.ID)
+			require.Equal(t, countkey.MarkID(id), ev.ID)
 		}},
 		{"escaped auditID", `{"auditID":"` + escapedID + `",` + base + `}`, func(t *testing.T, ev aggregate.Event, err error) {
 			require.NoError(t, err)
-			require.Equal(t, store.MarkID(strings.Repeat("i", long/6)), ev.ID)
+			require.Equal(t, countkey.MarkID(strings.Repeat("i", long/6)), ev.ID)
 		}},
 		{"requestURI", `{"auditID":"u","requestURI":"` + uri + `",` + base + `}`, func(t *testing.T, ev aggregate.Event, err error) {
 			require.NoError(t, err)

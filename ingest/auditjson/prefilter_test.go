@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
@@ -61,10 +62,10 @@ func FuzzScanner(f *testing.F) {
 }
 
 // referenceRelease is the removed release Sunset keeps of the annotation
-// s: a release of at most aggregate.MaxReleaseBytes, as "1.37", else none.
+// s: a release of at most countkey.MaxReleaseBytes, as "1.37", else none.
 func referenceRelease(s string) string {
 	r, err := catalog.ParseRelease(s)
-	if err != nil || len(s) > aggregate.MaxReleaseBytes {
+	if err != nil || len(s) > countkey.MaxReleaseBytes {
 		return ""
 	}
 	return r.String()

@@ -8,7 +8,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // stringIs reports whether the string or null at b[start] is want, and
@@ -130,7 +130,7 @@ func boundedString(b []byte, start, max int) (s string, end int, cut bool) {
 	}
 	v, cut := unquote(make([]byte, 0, min(len(raw), max+utf8.UTFMax)), raw, max)
 	if cut {
-		return aggregate.Truncate(string(v), max), end, true
+		return countkey.Truncate(string(v), max), end, true
 	}
 	return string(v), end, false
 }

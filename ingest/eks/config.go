@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Config is one EKS cluster's audit log source. Defaults are filled by
@@ -94,8 +94,8 @@ func (c Config) Validate(key string) error {
 	switch {
 	case c.Cluster == "":
 		bad("cluster", "is required: the name to count this EKS cluster's requests under, e.g. prod-eu (also the default log group's /aws/eks/<cluster>/cluster)")
-	case len(c.Cluster) > aggregate.MaxClusterBytes || strings.TrimSpace(c.Cluster) != c.Cluster:
-		bad("cluster", "must be at most %d bytes without surrounding spaces", aggregate.MaxClusterBytes)
+	case len(c.Cluster) > countkey.MaxClusterBytes || strings.TrimSpace(c.Cluster) != c.Cluster:
+		bad("cluster", "must be at most %d bytes without surrounding spaces", countkey.MaxClusterBytes)
 	}
 	switch {
 	case c.LogGroup == "":
@@ -104,7 +104,7 @@ func (c Config) Validate(key string) error {
 			bad("logGroup", "is required; EKS writes to /aws/eks/<EKS cluster name>/cluster")
 		}
 	case len(c.LogGroup) > maxLogGroupBytes || !logGroupName.MatchString(c.LogGroup):
-		bad("logGroup", "%q is not a CloudWatch log group name (up to 512 of A-Z a-z 0-9 . - _ / #), e.g. /aws/eks/prod-eu/cluster", aggregate.Truncate(c.LogGroup, 64))
+		bad("logGroup", "%q is not a CloudWatch log group name (up to 512 of A-Z a-z 0-9 . - _ / #), e.g. /aws/eks/prod-eu/cluster", countkey.Truncate(c.LogGroup, 64))
 	}
 	switch {
 	case c.StreamPrefix == "":
@@ -113,7 +113,7 @@ func (c Config) Validate(key string) error {
 		bad("streamPrefix", "is not a log stream name prefix (up to 512 characters, no : or *)")
 	}
 	if c.Region != "" && !regionName.MatchString(c.Region) {
-		bad("region", "%q is not an AWS Region, e.g. eu-west-1", aggregate.Truncate(c.Region, 64))
+		bad("region", "%q is not an AWS Region, e.g. eu-west-1", countkey.Truncate(c.Region, 64))
 	}
 	if c.PollInterval < minPollInterval {
 		bad("pollInterval", "%s is below %s: FilterLogEvents allows 5 calls a second per account and Region, shared with every other caller", c.PollInterval, minPollInterval)

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
@@ -194,7 +195,7 @@ func (s *Source) Run(ctx context.Context) error {
 		pause := s.cfg.PollInterval
 		if err != nil {
 			s.state = nil
-			if errors.Is(err, aggregate.ErrNoSpace) {
+			if errors.Is(err, countkey.ErrNoSpace) {
 				// Paused until there is room; look again at the first pace.
 				retry.Reset()
 				s.log.Warn().Err(err).Dur("retry_in", retry.Peek()).Msg("reading paused: no room to commit")

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
@@ -61,7 +62,7 @@ type recorder struct {
 	failCommit func(origin aggregate.Origin, cursors int) bool
 }
 
-func (r *recorder) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (r *recorder) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	r.mu.Lock()
 	fail := r.failCommit != nil && r.failCommit(o, len(cursors))
 	r.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -238,7 +239,7 @@ func (s *Source) page(ctx context.Context, stream string, st *streamState, lateB
 	// EKS names no apiserver; its stream, one per apiserver instance,
 	// stands for it. The aggregator bounds its length and the store the
 	// apiservers per cluster.
-	cursor := aggregate.Cursor{Name: s.cursorName(), Value: s.state.encode()}
+	cursor := countkey.Cursor{Name: s.cursorName(), Value: s.state.encode()}
 	if _, err := s.o.Ingester.IngestAt(ctx, origin, batch, cursor); err != nil {
 		return fmt.Errorf("eks %s: committing %d events of %s: %w", s.cfg.Cluster, len(batch), stream, err)
 	}

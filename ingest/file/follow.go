@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
@@ -132,7 +133,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			// A failed commit or read: nothing past pos was committed, so
 			// read again from there after a pause.
-			if errors.Is(err, aggregate.ErrNoSpace) {
+			if errors.Is(err, countkey.ErrNoSpace) {
 				// Paused until there is room; look again at the first pace.
 				retry.Reset()
 				f.log.Warn().Err(err).Int64("offset", pos.Offset).Dur("retry_in", retry.Peek()).Msg("following paused: no room to commit")
@@ -271,7 +272,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 	commit := func(at int64) error {
 		cur := position{Dev: pos.Dev, Ino: pos.Ino, Offset: at}
 		raw, _ := json.Marshal(cur)
-		if _, err := f.opts.Ingester.IngestAt(ctx, f.origin, events, aggregate.Cursor{Name: f.cursorName(), Value: raw}); err != nil {
+		if _, err := f.opts.Ingester.IngestAt(ctx, f.origin, events, countkey.Cursor{Name: f.cursorName(), Value: raw}); err != nil {
 			return err
 		}
 		// Counted once committed: a failed commit reads the same lines

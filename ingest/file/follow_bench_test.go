@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
@@ -22,7 +23,7 @@ const benchLines = 4000
 // the follower's reading and decoding, not the store.
 type discard struct{}
 
-func (discard) IngestAt(context.Context, aggregate.Origin, []aggregate.Event, ...aggregate.Cursor) (aggregate.Summary, error) {
+func (discard) IngestAt(context.Context, aggregate.Origin, []aggregate.Event, ...countkey.Cursor) (aggregate.Summary, error) {
 	return aggregate.Summary{}, nil
 }
 func (discard) CountInvalid(string, int)                       {}

@@ -13,6 +13,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
@@ -263,7 +264,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 		}
 		last := batch[len(batch)-1]
 		next := last.Offset + 1
-		cursor := aggregate.Cursor{Name: c.cursorName(partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
+		cursor := countkey.Cursor{Name: c.cursorName(partition), Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
 		if _, err := c.agg.Apply(ctx, Source, reqs, cursor); err != nil {
 			return err
 		}

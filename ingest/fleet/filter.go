@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 )
 
@@ -23,7 +24,7 @@ var (
 
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
-func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents, _ aggregate.Cursor) error {
+func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents, _ countkey.Cursor) error {
 	var reqs []aggregate.Request
 	for _, g := range origins {
 		r, _ := f.agg.Classify(g.Origin, g.Events)
@@ -33,7 +34,7 @@ func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents,
 }
 
 // IngestAt produces the requests of events.
-func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, _ ...aggregate.Cursor) (aggregate.Summary, error) {
+func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, _ ...countkey.Cursor) (aggregate.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	return sum, f.pub.publish(ctx, roleFilter, reqs)
 }

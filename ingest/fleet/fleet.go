@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/sink"
@@ -42,7 +43,7 @@ const Source = "fleet"
 // Aggregator classifies events and commits classified requests.
 type Aggregator interface {
 	Classify(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Request, aggregate.Summary)
-	Apply(ctx context.Context, source string, reqs []aggregate.Request, cursors ...aggregate.Cursor) (aggregate.Summary, error)
+	Apply(ctx context.Context, source string, reqs []aggregate.Request, cursors ...countkey.Cursor) (aggregate.Summary, error)
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
 
@@ -57,7 +58,7 @@ func (f *Forwarder) Ingest(ctx context.Context, origin aggregate.Origin, events 
 }
 
 // IngestAt is Ingest that also commits input positions with the counts.
-func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	if len(reqs) > 0 {
 		recs := make([]record, len(reqs))
@@ -69,7 +70,7 @@ func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, event
 			return sum, err
 		}
 		name := fmt.Sprintf("%s%s-%012d", outboxPrefix, f.run, f.seq.Add(1))
-		cursors = append(cursors, aggregate.Cursor{Name: name, Value: value})
+		cursors = append(cursors, countkey.Cursor{Name: name, Value: value})
 	}
 	applied, err := f.agg.Apply(ctx, origin.Source, reqs, cursors...)
 	sum.Add(applied)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
@@ -92,7 +93,7 @@ func (e *outboxEnv) outbox(t *testing.T) (names []string, entries [][]record) {
 func (e *outboxEnv) counted(t *testing.T) uint64 {
 	t.Helper()
 	var n uint64
-	require.NoError(t, e.st.ScanCounts("edge", "endpoints.v1", e.at, e.at, func(_ store.CountKey, v uint64) error {
+	require.NoError(t, e.st.ScanCounts("edge", "endpoints.v1", e.at, e.at, func(_ countkey.CountKey, v uint64) error {
 		n += v
 		return nil
 	}))
@@ -161,7 +162,7 @@ func TestForwarderQueuesWhatCountsInTheOutbox(t *testing.T) {
 func TestForwarderCommitsCursorsWithTheOutbox(t *testing.T) {
 	e := newOutboxEnv(t)
 	f := newForwarder(e.agg, e.st, nil, zerolog.Nop(), newMetrics(prometheus.NewRegistry()))
-	_, err := f.IngestAt(context.Background(), edge, e.events(t, 0, 4), aggregate.Cursor{Name: "file:/var/log/audit.log", Value: []byte("4")})
+	_, err := f.IngestAt(context.Background(), edge, e.events(t, 0, 4), countkey.Cursor{Name: "file:/var/log/audit.log", Value: []byte("4")})
 	require.NoError(t, err)
 	pos, ok, err := e.st.Cursor("file:/var/log/audit.log")
 	require.NoError(t, err)
@@ -295,9 +296,9 @@ func TestDrainDropsUnreadableEntries(t *testing.T) {
 	// Nothing is produced: the publisher's broker is never dialled.
 	f := newForwarder(e.agg, e.st, newTestPublisher(t, []string{loopback.FreeAddr(t)}, "sunset.requests", m), zerolog.New(&log), m)
 	_, err := e.agg.Apply(context.Background(), "webhook", nil,
-		aggregate.Cursor{Name: outboxPrefix + "a", Value: []byte("{not json")},
-		aggregate.Cursor{Name: outboxPrefix + "b", Value: []byte("[]")},
-		aggregate.Cursor{Name: "fleet:sunset.requests:0", Value: []byte{0, 0, 0, 0, 0, 0, 0, 7}})
+		countkey.Cursor{Name: outboxPrefix + "a", Value: []byte("{not json")},
+		countkey.Cursor{Name: outboxPrefix + "b", Value: []byte("[]")},
+		countkey.Cursor{Name: "fleet:sunset.requests:0", Value: []byte{0, 0, 0, 0, 0, 0, 0, 7}})
 	require.NoError(t, err)
 
 	sent, err := f.drainOnce(context.Background())
@@ -325,9 +326,9 @@ func (l lines) Write(p []byte) (int, error) {
 // without waiting for a wake.
 func TestDrainTakesFullBatchesWithoutWaiting(t *testing.T) {
 	e := newOutboxEnv(t)
-	cursors := make([]aggregate.Cursor, outboxBatch+1)
+	cursors := make([]countkey.Cursor, outboxBatch+1)
 	for i := range cursors {
-		cursors[i] = aggregate.Cursor{Name: fmt.Sprintf("%s%03d", outboxPrefix, i), Value: []byte("[]")}
+		cursors[i] = countkey.Cursor{Name: fmt.Sprintf("%s%03d", outboxPrefix, i), Value: []byte("[]")}
 	}
 	_, err := e.agg.Apply(context.Background(), "webhook", nil, cursors...)
 	require.NoError(t, err)

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -163,7 +163,7 @@ func readTime(b []byte, start, depth int, unmarshal func([]byte) error) int {
 }
 
 // readIPList reads the array of strings or null at b[start] into dst,
-// keeping at most one entry past aggregate.MaxSourceIPs: enough for
+// keeping at most one entry past countkey.MaxSourceIPs: enough for
 // tooLong to refuse the record, while the rest are only checked to be
 // strings. A sender's list of millions of entries is thus walked, never
 // held. depth counts the array and the containers around it.
@@ -177,7 +177,7 @@ func readIPList(b []byte, start, depth int, dst *ipList) int {
 	}
 	out := ipList{}
 	end := auditjson.WalkArray(b, start, depth, func(i int) int {
-		if len(out) > aggregate.MaxSourceIPs {
+		if len(out) > countkey.MaxSourceIPs {
 			if i >= len(b) || b[i] != '"' {
 				return -1
 			}

@@ -10,16 +10,17 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Records as this version writes them take the fast read, and it gives
 // encoding/json's result; what it declines, encoding/json decodes or
 // refuses with the same answer from decodeRecord.
 func TestReadRecordAgreesWithEncodingJSON(t *testing.T) {
-	full := aggregate.Request{ID: "a", RemovedRelease: "1.37", Key: aggregate.CountKey{Cluster: "c", API: "endpoints.v1",
-		Cell:    aggregate.Cell{Hour: hour, Node: "n", Subresource: "status", Username: "u", UserAgent: "kubectl/v1.36", Verb: "get", DryRun: true},
+	full := aggregate.Request{ID: "a", RemovedRelease: "1.37", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+		Cell:    countkey.Cell{Hour: hour, Node: "n", Subresource: "status", Username: "u", UserAgent: "kubectl/v1.36", Verb: "get", DryRun: true},
 		Removed: true},
-		Seen: &aggregate.Sighting{PodName: "p", PodNode: "w", SourceIPs: []string{"10.0.0.1"}, ImpersonatedBy: "alice", At: hour.Add(time.Minute)}}
+		Seen: &countkey.Sighting{PodName: "p", PodNode: "w", SourceIPs: []string{"10.0.0.1"}, ImpersonatedBy: "alice", At: hour.Add(time.Minute)}}
 	m, err := message(full)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -50,9 +51,9 @@ func TestReadRecordAgreesWithEncodingJSON(t *testing.T) {
 // FuzzReadRecord holds the fast read to encoding/json: whatever it takes,
 // encoding/json decodes without error to the same record.
 func FuzzReadRecord(f *testing.F) {
-	m, err := message(aggregate.Request{ID: "a", Key: aggregate.CountKey{Cluster: "c", API: "endpoints.v1",
-		Cell: aggregate.Cell{Hour: hour, Node: "n", Username: "u", Verb: "get"}},
-		Seen: &aggregate.Sighting{SourceIPs: []string{"10.0.0.1", "fd00::1"}, At: hour}})
+	m, err := message(aggregate.Request{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+		Cell: countkey.Cell{Hour: hour, Node: "n", Username: "u", Verb: "get"}},
+		Seen: &countkey.Sighting{SourceIPs: []string{"10.0.0.1", "fd00::1"}, At: hour}})
 	require.NoError(f, err)
 	f.Add(m.Value)
 	f.Add([]byte(`{"v":1,"cluster":"c","id":"a","api":"field:r","hour":"2026-11-21T19:00:00Z","dryRun":false,"removed":null}`))
@@ -95,13 +96,13 @@ func checkRequestBounds(t *testing.T, req aggregate.Request) {
 		value string
 		max   int
 	}{
-		{"cluster", k.Cluster, aggregate.MaxClusterBytes},
-		{"node", k.Node, aggregate.MaxNodeBytes},
-		{"user", k.Username, aggregate.MaxUsernameBytes},
-		{"userAgent", k.UserAgent, aggregate.MaxUserAgentBytes},
-		{"verb", k.Verb, aggregate.MaxVerbBytes},
-		{"subresource", k.Subresource, aggregate.MaxSubresourceBytes},
-		{"removedRelease", req.RemovedRelease, aggregate.MaxReleaseBytes},
+		{"cluster", k.Cluster, countkey.MaxClusterBytes},
+		{"node", k.Node, countkey.MaxNodeBytes},
+		{"user", k.Username, countkey.MaxUsernameBytes},
+		{"userAgent", k.UserAgent, countkey.MaxUserAgentBytes},
+		{"verb", k.Verb, countkey.MaxVerbBytes},
+		{"subresource", k.Subresource, countkey.MaxSubresourceBytes},
+		{"removedRelease", req.RemovedRelease, countkey.MaxReleaseBytes},
 	} {
 		if len(f.value) > f.max {
 			t.Fatalf("%s is %d bytes, over %d", f.name, len(f.value), f.max)
@@ -113,8 +114,8 @@ func checkRequestBounds(t *testing.T, req aggregate.Request) {
 		}
 	}
 	if s := req.Seen; s != nil {
-		if len(s.SourceIPs) > aggregate.MaxSourceIPs {
-			t.Fatalf("%d sourceIPs, over %d", len(s.SourceIPs), aggregate.MaxSourceIPs)
+		if len(s.SourceIPs) > countkey.MaxSourceIPs {
+			t.Fatalf("%d sourceIPs, over %d", len(s.SourceIPs), countkey.MaxSourceIPs)
 		}
 		for _, ip := range s.SourceIPs {
 			if _, err := netip.ParseAddr(ip); err != nil {

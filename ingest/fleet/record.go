@@ -13,6 +13,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // recordVersion is the format of the records this build writes and reads.
@@ -46,7 +47,7 @@ type record struct {
 // stored field rules as APIs so named.
 const wireFieldRulePrefix = "field:"
 
-// seen is aggregate.Sighting on the wire.
+// seen is countkey.Sighting on the wire.
 type seen struct {
 	Pod            string    `json:"pod,omitempty"`
 	PodNode        string    `json:"podNode,omitempty"`
@@ -71,10 +72,10 @@ func toRecord(r aggregate.Request) record {
 }
 
 func (rec record) request() aggregate.Request {
-	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: aggregate.CountKey{
+	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: countkey.CountKey{
 		Cluster: rec.Cluster,
 		API:     rec.API,
-		Cell: aggregate.Cell{Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
+		Cell: countkey.Cell{Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
 			Username: rec.User, UserAgent: rec.UserAgent, Verb: rec.Verb, DryRun: rec.DryRun},
 		Removed: rec.Removed,
 	}}
@@ -82,7 +83,7 @@ func (rec record) request() aggregate.Request {
 		r.FieldRule, r.Key.API = rule, ""
 	}
 	if s := rec.Seen; s != nil {
-		r.Seen = &aggregate.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: addresses(s.SourceIPs), ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
+		r.Seen = &countkey.Sighting{PodName: s.Pod, PodNode: s.PodNode, SourceIPs: addresses(s.SourceIPs), ImpersonatedBy: s.ImpersonatedBy, At: s.At.UTC()}
 	}
 	return r
 }
@@ -143,12 +144,12 @@ const maxClockSkew = 10 * time.Minute
 
 // Bounds of a record's fields that the store's key bounds do not give.
 const (
-	// maxRecordIDBytes is a request's identity (at most aggregate.MaxIDBytes)
+	// maxRecordIDBytes is a request's identity (at most countkey.MaxIDBytes)
 	// followed, for a field rule's match, by the rule's name.
-	maxRecordIDBytes = aggregate.MaxIDBytes + len("#field:") + aggregate.MaxRuleBytes
+	maxRecordIDBytes = countkey.MaxIDBytes + len("#field:") + countkey.MaxRuleBytes
 	// maxReleaseBytes is the decoder's bound on k8s.io/removed-release, so
 	// that a forwarded copy and the original agree.
-	maxReleaseBytes = aggregate.MaxReleaseBytes
+	maxReleaseBytes = countkey.MaxReleaseBytes
 	maxPodBytes     = 253
 	maxIPBytes      = 64
 )
@@ -221,23 +222,23 @@ func decodeRecordJSON(value []byte) (record, error) {
 
 // tooLong names the first field of rec over its bound, or is empty.
 func (rec record) tooLong() string {
-	api := aggregate.MaxAPIBytes
+	api := countkey.MaxAPIBytes
 	if strings.HasPrefix(rec.API, wireFieldRulePrefix) {
-		api = len(wireFieldRulePrefix) + aggregate.MaxRuleBytes
+		api = len(wireFieldRulePrefix) + countkey.MaxRuleBytes
 	}
 	for _, f := range []struct {
 		name  string
 		value string
 		max   int
 	}{
-		{"cluster", rec.Cluster, aggregate.MaxClusterBytes},
+		{"cluster", rec.Cluster, countkey.MaxClusterBytes},
 		{"id", rec.ID, maxRecordIDBytes},
 		{"api", rec.API, api},
-		{"subresource", rec.Subresource, aggregate.MaxSubresourceBytes},
-		{"node", rec.Node, aggregate.MaxNodeBytes},
-		{"user", rec.User, aggregate.MaxUsernameBytes},
-		{"userAgent", rec.UserAgent, aggregate.MaxUserAgentBytes},
-		{"verb", rec.Verb, aggregate.MaxVerbBytes},
+		{"subresource", rec.Subresource, countkey.MaxSubresourceBytes},
+		{"node", rec.Node, countkey.MaxNodeBytes},
+		{"user", rec.User, countkey.MaxUsernameBytes},
+		{"userAgent", rec.UserAgent, countkey.MaxUserAgentBytes},
+		{"verb", rec.Verb, countkey.MaxVerbBytes},
 		{"removedRelease", rec.RemovedRelease, maxReleaseBytes},
 	} {
 		if len(f.value) > f.max {
@@ -248,11 +249,11 @@ func (rec record) tooLong() string {
 		switch {
 		case len(s.Pod) > maxPodBytes:
 			return "seen.pod"
-		case len(s.PodNode) > aggregate.MaxNodeBytes:
+		case len(s.PodNode) > countkey.MaxNodeBytes:
 			return "seen.podNode"
-		case len(s.ImpersonatedBy) > aggregate.MaxUsernameBytes:
+		case len(s.ImpersonatedBy) > countkey.MaxUsernameBytes:
 			return "seen.impersonatedBy"
-		case len(s.SourceIPs) > aggregate.MaxSourceIPs:
+		case len(s.SourceIPs) > countkey.MaxSourceIPs:
 			return "seen.sourceIPs"
 		}
 		for _, ip := range s.SourceIPs {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 var (
@@ -19,11 +20,11 @@ var (
 func TestFleetRecordRoundTrip(t *testing.T) {
 	req := aggregate.Request{
 		ID: "0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b",
-		Key: aggregate.CountKey{Cluster: "prod-eu", API: "volumeattributesclasses.v1beta1.storage.k8s.io",
-			Cell: aggregate.Cell{Hour: hour, Node: "master-1", Subresource: "status", Username: "system:serviceaccount:csi:driver",
+		Key: countkey.CountKey{Cluster: "prod-eu", API: "volumeattributesclasses.v1beta1.storage.k8s.io",
+			Cell: countkey.Cell{Hour: hour, Node: "master-1", Subresource: "status", Username: "system:serviceaccount:csi:driver",
 				UserAgent: "csi-resizer/v1.9.0", Verb: "patch", DryRun: true}, Removed: true},
 		RemovedRelease: "1.37",
-		Seen: &aggregate.Sighting{PodName: "csi-0", PodNode: "worker-2", SourceIPs: []string{"10.0.0.7", "fd00::7"},
+		Seen: &countkey.Sighting{PodName: "csi-0", PodNode: "worker-2", SourceIPs: []string{"10.0.0.7", "fd00::7"},
 			ImpersonatedBy: "alice", At: hour.Add(17 * time.Minute)},
 	}
 	m, err := message(req)
@@ -40,7 +41,7 @@ func TestFleetRecordRoundTrip(t *testing.T) {
 
 	// A field rule's match of the same request goes to the same partition.
 	field := aggregate.Request{ID: req.ID + "#field:kube-proxy-version", FieldRule: "kube-proxy-version",
-		Key: aggregate.CountKey{Cluster: "prod-eu", Cell: aggregate.Cell{Hour: hour, Node: "master-1", Verb: "patch"}}}
+		Key: countkey.CountKey{Cluster: "prod-eu", Cell: countkey.Cell{Hour: hour, Node: "master-1", Verb: "patch"}}}
 	fm, err := message(field)
 	require.NoError(t, err)
 	require.Equal(t, m.Key, fm.Key)

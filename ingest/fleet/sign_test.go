@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -128,7 +129,7 @@ func TestCounterRefusesRecordsNotSignedForTheirCluster(t *testing.T) {
 // signed with the retired key are refused.
 func TestKeyringSignsAndRotates(t *testing.T) {
 	old, next := Key{Cluster: "a", ID: "old", Secret: secret('o')}, Key{Cluster: "a", ID: "new", Secret: secret('n')}
-	req := aggregate.Request{ID: "r", Key: aggregate.CountKey{Cluster: "a", API: "endpoints.v1", Cell: aggregate.Cell{Hour: hour}}}
+	req := aggregate.Request{ID: "r", Key: countkey.CountKey{Cluster: "a", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour}}}
 	signed := func(k *keyring, r aggregate.Request) (kafkago.Message, bool) {
 		m, err := message(r)
 		require.NoError(t, err)
@@ -175,8 +176,8 @@ func TestPublisherSendsNoRecordItCannotSign(t *testing.T) {
 	defer func() { require.NoError(t, p.close()) }()
 	at := time.Now().UTC().Truncate(time.Hour)
 	reqs := []aggregate.Request{
-		{ID: "1", Key: aggregate.CountKey{Cluster: "a", API: "endpoints.v1", Cell: aggregate.Cell{Hour: at}}},
-		{ID: "2", Key: aggregate.CountKey{Cluster: "b", API: "endpoints.v1", Cell: aggregate.Cell{Hour: at}}},
+		{ID: "1", Key: countkey.CountKey{Cluster: "a", API: "endpoints.v1", Cell: countkey.Cell{Hour: at}}},
+		{ID: "2", Key: countkey.CountKey{Cluster: "b", API: "endpoints.v1", Cell: countkey.Cell{Hour: at}}},
 	}
 	require.NoError(t, p.publish(context.Background(), roleFilter, reqs))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.produced.WithLabelValues(roleFilter)))

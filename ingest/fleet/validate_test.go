@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // validRecord is a record decodeRecord takes at now, with edit's fields
@@ -61,7 +62,7 @@ func TestFleetRecordRequiredFields(t *testing.T) {
 	// Node, user and verb may be empty: the store keeps "".
 	got, err := decodeRecord([]byte(`{"v":1,"cluster":"c","id":"i","api":"endpoints.v1","hour":"2026-11-21T19:00:00Z"}`), now)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Request{ID: "i", Key: aggregate.CountKey{Cluster: "c", API: "endpoints.v1", Cell: aggregate.Cell{Hour: hour}}}, got)
+	require.Equal(t, aggregate.Request{ID: "i", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour}}}, got)
 }
 
 // The hour must be a whole UTC hour: an offset is taken as the instant it
@@ -115,7 +116,7 @@ func TestFleetRecordClockSkewBound(t *testing.T) {
 // Every bounded field is taken at its bound and refused one byte over it,
 // by name, as too_long; the error never quotes the value. The bounds are
 // written out: they are the wire format's, which every replica of a fleet
-// must agree on (id: aggregate.MaxIDBytes and a field rule's suffix; api:
+// must agree on (id: countkey.MaxIDBytes and a field rule's suffix; api:
 // resource.version.group; a field rule's match: its prefix and name).
 func TestFleetRecordFieldBounds(t *testing.T) {
 	rule := func(n int) string { return wireFieldRulePrefix + strings.Repeat("r", n) }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // DefaultMaxOutstanding is how many messages are held unacknowledged at
@@ -82,8 +82,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Cluster == "":
 		bad("cluster", "is required: the name the cluster's requests are counted under, e.g. prod-gke")
-	case len(c.Cluster) > aggregate.MaxClusterBytes:
-		bad("cluster", "is %d bytes, longer than %d", len(c.Cluster), aggregate.MaxClusterBytes)
+	case len(c.Cluster) > countkey.MaxClusterBytes:
+		bad("cluster", "is %d bytes, longer than %d", len(c.Cluster), countkey.MaxClusterBytes)
 	}
 	switch {
 	case c.Subscription == "":
@@ -109,4 +109,4 @@ func (c Config) Validate() error {
 }
 
 // truncate keeps configured values in messages short.
-func truncate(s string) string { return aggregate.Truncate(s, 120) }
+func truncate(s string) string { return countkey.Truncate(s, 120) }

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
-	"github.com/kube-sunset/sunset/store"
 )
 
 func readEntry(t *testing.T, name string) []byte {
@@ -230,7 +230,7 @@ func TestHostileEntriesThatStillDecode(t *testing.T) {
 	longID := strings.Repeat("a", 1_000_000)
 	ev, _, err := decode(entryWith(t, func(e map[string]any) { e["operation"].(map[string]any)["id"] = longID }))
 	require.NoError(t, err)
-	require.Equal(t, store.MarkID(longID), ev.ID, "a long ID is held as its digest, as the store marks it")
+	require.Equal(t, countkey.MarkID(longID), ev.ID, "a long ID is held as its digest, as the store marks it")
 	require.True(t, ev.Deprecated)
 
 	ev, _, err = decode(entryWith(t, func(e map[string]any) {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // consumePermission is what receiving needs; roles/pubsub.subscriber has
@@ -58,11 +58,11 @@ func explain(sub string, err error) string {
 	case codes.Unauthenticated:
 		return "not authenticated to Pub/Sub: Sunset uses Application Default Credentials; on GKE, enable Workload Identity for its Kubernetes service account; elsewhere, set GOOGLE_APPLICATION_CREDENTIALS"
 	case codes.FailedPrecondition:
-		return fmt.Sprintf("cannot receive from %s (%s): it must be a pull subscription, not detached from its topic", sub, aggregate.Truncate(st.Message(), 200))
+		return fmt.Sprintf("cannot receive from %s (%s): it must be a pull subscription, not detached from its topic", sub, countkey.Truncate(st.Message(), 200))
 	case codes.ResourceExhausted:
 		return fmt.Sprintf("Pub/Sub quota exceeded receiving from %s; retrying", sub)
 	case codes.Canceled:
 		return whyStopped
 	}
-	return fmt.Sprintf("cannot receive from %s: %s: %s; retrying", sub, st.Code(), aggregate.Truncate(st.Message(), 200))
+	return fmt.Sprintf("cannot receive from %s: %s: %s; retrying", sub, st.Code(), countkey.Truncate(st.Message(), 200))
 }

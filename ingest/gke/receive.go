@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
 
@@ -171,7 +172,7 @@ func (s *Source) commitLoop(ctx context.Context, in <-chan *item) {
 			if ctx.Err() != nil {
 				continue
 			}
-			if errors.Is(err, aggregate.ErrNoSpace) {
+			if errors.Is(err, countkey.ErrNoSpace) {
 				// Paused until there is room; look again at the first pace.
 				retry.Reset()
 				s.log.Warn().Err(err).Int("messages", len(batch)).Dur("retry_in", retry.Peek()).Msg("receiving paused: no room to commit; the messages will be redelivered")

@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // captured is the captured kube-apiserver events (and the public samples)
@@ -133,7 +133,7 @@ type stopAt struct {
 	reached chan struct{}
 }
 
-func (s *stopAt) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (s *stopAt) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	if s.calls.Add(1) == s.n {
 		close(s.reached)
 		<-ctx.Done()
@@ -180,7 +180,7 @@ type failing struct {
 	before, after atomic.Int32
 }
 
-func (f *failing) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (f *failing) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	if f.before.Add(-1) >= 0 {
 		return aggregate.Summary{}, errors.New("no space left on device")
 	}
@@ -263,7 +263,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 	msgs := []msg{
 		{withID("good-1", nil), "good-1"},
 		{[]byte("not json"), ""},
-		{withID(longID, nil), store.MarkID(longID)},
+		{withID(longID, nil), countkey.MarkID(longID)},
 		{readEntry(t, "not-audit"), ""},
 		{withID("good-2", nil), "good-2"},
 		{readEntry(t, "json-payload"), ""},
@@ -272,7 +272,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 		{withID("bad-time", func(e map[string]any) { e["timestamp"] = "soon" }), ""},
 		{[]byte(`{"protoPayload":{"@type":"type.googleapis.com/google.cloud.audit.AuditLog","serviceName":"k8s.io","methodName":7}}`), ""},
 		{withID("good-3", nil), "good-3"},
-		{withID(longID, nil), store.MarkID(longID)}, // the same request again
+		{withID(longID, nil), countkey.MarkID(longID)}, // the same request again
 	}
 	var data [][]byte
 	var events []string
@@ -316,7 +316,7 @@ type batches struct {
 	sizes   []string
 }
 
-func (b *batches) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (b *batches) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	if b.held.CompareAndSwap(false, true) {
 		close(b.holding)
 		<-b.release

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -275,17 +276,17 @@ func (d *decoder) located(value []byte, out decoded, at *fieldSpans) decoded {
 	}
 	// The aggregator keeps no more than these; a longer name, the
 	// shipper's or a sender's, is not held past the message.
-	out.node, out.cluster = cut(out.node, aggregate.MaxNodeBytes), cut(out.cluster, aggregate.MaxClusterBytes)
+	out.node, out.cluster = cut(out.node, countkey.MaxNodeBytes), cut(out.cluster, countkey.MaxClusterBytes)
 	return out
 }
 
-// cut is aggregate.Truncate into a string of its own, so that a long
+// cut is countkey.Truncate into a string of its own, so that a long
 // value's bytes are not kept alive by the part kept.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return strings.Clone(aggregate.Truncate(s, n))
+	return strings.Clone(countkey.Truncate(s, n))
 }
 
 // span is where a value lies in a message; end is 0 when it is absent.

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
@@ -139,7 +140,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			ingesttest.CheckBounds(t, ev)
 		}
-		if len(out.node) > aggregate.MaxNodeBytes || len(out.cluster) > aggregate.MaxClusterBytes {
+		if len(out.node) > countkey.MaxNodeBytes || len(out.cluster) > countkey.MaxClusterBytes {
 			t.Fatalf("node of %d bytes, cluster of %d", len(out.node), len(out.cluster))
 		}
 		// What the pre-filter set aside is what Ingest would have made of

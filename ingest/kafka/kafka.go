@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Source is the value of the source label for events from Kafka.
@@ -21,7 +22,7 @@ const Source = "kafka"
 
 // Ingester commits events with the positions they were read up to.
 type Ingester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error)
 	CountInvalid(source string, n int)
 }
 
@@ -36,7 +37,7 @@ type OriginEvents struct {
 // batch's offsets are committed to the group only after it returns nil.
 type BatchIngester interface {
 	Ingester
-	IngestBatch(ctx context.Context, origins []*OriginEvents, cursor aggregate.Cursor) error
+	IngestBatch(ctx context.Context, origins []*OriginEvents, cursor countkey.Cursor) error
 }
 
 // PrefilterCounter is an Ingester that also tallies the events the

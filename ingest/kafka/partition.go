@@ -10,7 +10,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/backoff"
 	"github.com/kube-sunset/sunset/internal/logbridge"
 )
@@ -112,7 +112,7 @@ func runPartition[B any](ctx context.Context, r *kafkago.Reader, cfg Config, log
 		// Nothing of the failed batch may be assumed committed: read it
 		// again from its first offset, after a pause, so a full disk does
 		// not spin. The partition never stalls.
-		if errors.Is(failure.err, aggregate.ErrNoSpace) {
+		if errors.Is(failure.err, countkey.ErrNoSpace) {
 			// Paused until there is room; look again at the first pace.
 			retry.Reset()
 			log.Warn().Err(failure.err).Dur("retry_in", retry.Peek()).Msg("consumption paused: no room to commit")

@@ -10,6 +10,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 func (c *Consumer) consumePartition(ctx context.Context, oc *offsetCommitter, topic string, pa kafkago.PartitionAssignment) {
@@ -55,7 +56,7 @@ type partition struct {
 // then tells the group. What the batch's messages were is told (metrics,
 // poison samples) once it is committed, so a batch read again after a
 // failed commit is not told twice. When the ingester says part of the
-// batch can never be stored (aggregate.ErrUnstorable), its messages are
+// batch can never be stored (countkey.ErrUnstorable), its messages are
 // committed apart and those that cannot be stored alone are poison
 // (ReasonUnstorable): the partition moves past them.
 func (p *partition) commit(ctx context.Context, b *batch) error {
@@ -67,7 +68,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 		origins = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
 	}
 	if err := c.ingest(ctx, origins, cursor); err != nil {
-		if !errors.Is(err, aggregate.ErrUnstorable) {
+		if !errors.Is(err, countkey.ErrUnstorable) {
 			return err
 		}
 		// Retrying cannot store something of the batch: commit its
@@ -111,7 +112,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 
 // ReasonUnstorable is the poison reason of a message whose events the
 // ingester refuses to store even alone, with an error that says retrying
-// cannot help (aggregate.ErrUnstorable): the partition moves past it
+// cannot help (countkey.ErrUnstorable): the partition moves past it
 // rather than read it again for ever.
 const ReasonUnstorable = "unstorable"
 
@@ -119,7 +120,7 @@ const ReasonUnstorable = "unstorable"
 // after the last; when they cannot be stored, each half apart (split).
 func (p *partition) isolate(ctx context.Context, b *batch, recs []record) error {
 	err := p.c.ingest(ctx, recordOrigins(recs), p.position(recs[len(recs)-1].offset+1))
-	if err == nil || !errors.Is(err, aggregate.ErrUnstorable) {
+	if err == nil || !errors.Is(err, countkey.ErrUnstorable) {
 		return err
 	}
 	return p.split(ctx, b, recs)
@@ -147,8 +148,8 @@ func (p *partition) split(ctx context.Context, b *batch, recs []record) error {
 }
 
 // position is the cursor of the partition at next.
-func (p *partition) position(next int64) aggregate.Cursor {
-	return aggregate.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
+func (p *partition) position(next int64) countkey.Cursor {
+	return countkey.Cursor{Name: p.cursor, Value: binary.BigEndian.AppendUint64(nil, uint64(next))}
 }
 
 // recordOrigins are the events of recs by origin, in order: consecutive
@@ -176,16 +177,16 @@ func recordOrigins(recs []record) []*OriginEvents {
 
 // ingest hands a batch's origins to the ingester, in one call when it takes
 // whole batches.
-func (c *Consumer) ingest(ctx context.Context, origins []*OriginEvents, cursor aggregate.Cursor) error {
+func (c *Consumer) ingest(ctx context.Context, origins []*OriginEvents, cursor countkey.Cursor) error {
 	if bi, ok := c.ingester.(BatchIngester); ok {
 		return bi.IngestBatch(ctx, origins, cursor)
 	}
 	// The position goes with the last origin: earlier origins committed
 	// without it are recognised as duplicates if the batch is re-read.
 	for i, g := range origins {
-		var cursors []aggregate.Cursor
+		var cursors []countkey.Cursor
 		if i == len(origins)-1 {
-			cursors = []aggregate.Cursor{cursor}
+			cursors = []countkey.Cursor{cursor}
 		}
 		if _, err := c.ingester.IngestAt(ctx, g.Origin, g.Events, cursors...); err != nil {
 			return err

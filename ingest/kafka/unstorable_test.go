@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
 )
@@ -21,13 +22,13 @@ import (
 // refusing is the real aggregator over a real store, which refuses any
 // commit that holds the event whose auditID is "poison" as the store
 // refuses what it can never write: with an error that matches
-// aggregate.ErrUnstorable.
+// countkey.ErrUnstorable.
 type refusing struct{ *ingesttest.Counter }
 
-func (r refusing) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (r refusing) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	for _, e := range events {
 		if e.ID == "poison" {
-			return aggregate.Summary{}, fmt.Errorf("refusing the poison event: %w", aggregate.ErrUnstorable)
+			return aggregate.Summary{}, fmt.Errorf("refusing the poison event: %w", countkey.ErrUnstorable)
 		}
 	}
 	return r.Counter.IngestAt(ctx, o, events, cursors...)

@@ -9,12 +9,13 @@ import (
 	"context"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Ingester commits events together with the input positions they were
 // read up to, and tallies what an input could not decode.
 type Ingester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error)
+	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
 }

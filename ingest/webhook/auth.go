@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Binding is the one apiserver a credential may post as.
@@ -180,7 +181,7 @@ func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) 
 			node = c.cert.Subject.CommonName
 		} else if !certNames(c.cert, node) {
 			return cluster, node, fmt.Sprintf("the client certificate (CN %q) does not name node %q in its common name or subject alternative names; fix the URL path or issue the apiserver a certificate for its node",
-				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), node)
+				countkey.Truncate(c.cert.Subject.CommonName, maxNameBytes), node)
 		}
 		// A certificate that names clusters (O) posts only for one of
 		// them, the default cluster included: dev's O=dev certificate
@@ -191,16 +192,16 @@ func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) 
 		if pathCluster && len(orgs) == 0 {
 			// Said apart from the case below: the certificate is not
 			// another cluster's, it was issued without one.
-			cn, n := aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), aggregate.Truncate(node, maxNameBytes)
-			cl := aggregate.Truncate(cluster, maxNameBytes)
+			cn, n := countkey.Truncate(c.cert.Subject.CommonName, maxNameBytes), countkey.Truncate(node, maxNameBytes)
+			cl := countkey.Truncate(cluster, maxNameBytes)
 			return cluster, node, fmt.Sprintf("the client certificate (CN %q) names no cluster (it has no O), so it may not post to a path that names cluster %q: "+
 				"issue the apiserver a certificate with O=%s and CN=%s, or post to /audit/webhook/%s, which counts for the default cluster",
 				cn, cl, cl, n, n)
 		}
 		if (pathCluster || len(orgs) > 0) && !slices.Contains(orgs, cluster) {
 			return cluster, node, fmt.Sprintf("the client certificate (CN %q) is not issued for cluster %q: it needs O=%s and CN=%s (a path without a cluster posts to the default cluster); fix the URL path or issue the apiserver such a certificate",
-				aggregate.Truncate(c.cert.Subject.CommonName, maxNameBytes), aggregate.Truncate(cluster, maxNameBytes),
-				aggregate.Truncate(cluster, maxNameBytes), aggregate.Truncate(node, maxNameBytes))
+				countkey.Truncate(c.cert.Subject.CommonName, maxNameBytes), countkey.Truncate(cluster, maxNameBytes),
+				countkey.Truncate(cluster, maxNameBytes), countkey.Truncate(node, maxNameBytes))
 		}
 	}
 	return cluster, node, ""

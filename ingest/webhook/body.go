@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
@@ -19,7 +19,7 @@ func checkContentType(ct string) error {
 	if ct == "" {
 		msg = "Content-Type is missing; send application/json (curl: -H 'Content-Type: application/json')"
 	} else if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		msg = fmt.Sprintf("Content-Type %q is not supported; send application/json (curl: -H 'Content-Type: application/json')", aggregate.Truncate(ct, 64))
+		msg = fmt.Sprintf("Content-Type %q is not supported; send application/json (curl: -H 'Content-Type: application/json')", countkey.Truncate(ct, 64))
 	} else {
 		return nil
 	}
@@ -44,7 +44,7 @@ func (h *Handler) openBody(w http.ResponseWriter, r *http.Request, raw io.Reader
 		src = &limitedReader{r: zr, left: h.maxBody}
 	default:
 		return nil, fail(http.StatusUnsupportedMediaType, httpjson.ReasonUnsupportedMedia,
-			fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", aggregate.Truncate(enc, 32)))
+			fmt.Sprintf("Content-Encoding %q is not supported; send identity or gzip", countkey.Truncate(enc, 32)))
 	}
 	return src, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
@@ -13,7 +14,7 @@ func (h *Handler) ingestFailed(origin aggregate.Origin, err error) error {
 	switch {
 	case errors.Is(err, aggregate.ErrStopped):
 		return errShuttingDown
-	case errors.Is(err, aggregate.ErrNoSpace):
+	case errors.Is(err, countkey.ErrNoSpace):
 		// Nothing was written; the apiserver retries the batch.
 		return fail(http.StatusServiceUnavailable, httpjson.ReasonServiceUnavailable,
 			"sunset's data directory is short of disk space; nothing of the batch was stored, retry later").with("Retry-After", "10")

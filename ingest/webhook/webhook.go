@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
@@ -321,7 +322,7 @@ func dryRunParam(r *http.Request) (bool, error) {
 		return true, nil
 	}
 	return false, fail(http.StatusBadRequest, httpjson.ReasonBadRequest,
-		fmt.Sprintf("dryRun %q is not valid; the only valid value is All", aggregate.Truncate(strings.Join(v, ","), 32)))
+		fmt.Sprintf("dryRun %q is not valid; the only valid value is All", countkey.Truncate(strings.Join(v, ","), 32)))
 }
 
 // plan answers a dry run: every event classified, duplicates checked against

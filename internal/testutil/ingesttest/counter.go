@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -63,7 +64,7 @@ func (c *Counter) Cursor(name string) ([]byte, bool, error) { return c.store.Cur
 // [from, to].
 func (c *Counter) Requests(cluster, api string, from, to time.Time) (uint64, error) {
 	var n uint64
-	err := c.store.ScanCounts(cluster, api, from, to, func(_ store.CountKey, v uint64) error {
+	err := c.store.ScanCounts(cluster, api, from, to, func(_ countkey.CountKey, v uint64) error {
 		n += v
 		return nil
 	})

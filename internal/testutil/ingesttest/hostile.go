@@ -9,6 +9,7 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // maxIPBytes bounds a sourceIPs entry as the decoder does: the longest
@@ -47,29 +48,29 @@ func CheckBounds(t testing.TB, ev aggregate.Event) {
 		value string
 		max   int
 	}{
-		{"stage", ev.Stage, aggregate.MaxVerbBytes},
-		{"verb", ev.Verb, aggregate.MaxVerbBytes},
-		{"username", ev.Username, aggregate.MaxUsernameBytes},
-		{"impersonatedBy", ev.ImpersonatedBy, aggregate.MaxUsernameBytes},
-		{"userAgent", ev.UserAgent, aggregate.MaxUserAgentBytes},
-		{"podName", ev.PodName, aggregate.MaxNodeBytes},
-		{"podNode", ev.PodNode, aggregate.MaxNodeBytes},
-		{"removedRelease", ev.RemovedRelease, aggregate.MaxReleaseBytes},
+		{"stage", ev.Stage, countkey.MaxVerbBytes},
+		{"verb", ev.Verb, countkey.MaxVerbBytes},
+		{"username", ev.Username, countkey.MaxUsernameBytes},
+		{"impersonatedBy", ev.ImpersonatedBy, countkey.MaxUsernameBytes},
+		{"userAgent", ev.UserAgent, countkey.MaxUserAgentBytes},
+		{"podName", ev.PodName, countkey.MaxNodeBytes},
+		{"podNode", ev.PodNode, countkey.MaxNodeBytes},
+		{"removedRelease", ev.RemovedRelease, countkey.MaxReleaseBytes},
 	} {
 		if len(s.value) > s.max {
 			t.Fatalf("%s is %d bytes, over %d", s.name, len(s.value), s.max)
 		}
 	}
-	if len(ev.ID) > aggregate.MaxIDBytes {
-		t.Fatalf("auditID is %d bytes, over %d", len(ev.ID), aggregate.MaxIDBytes)
+	if len(ev.ID) > countkey.MaxIDBytes {
+		t.Fatalf("auditID is %d bytes, over %d", len(ev.ID), countkey.MaxIDBytes)
 	}
 	if r := ev.RemovedRelease; r != "" {
 		if _, err := catalog.ParseRelease(r); err != nil {
 			t.Fatalf("removedRelease %q is not a release", r)
 		}
 	}
-	if len(ev.SourceIPs) > aggregate.MaxSourceIPs {
-		t.Fatalf("%d sourceIPs, over %d", len(ev.SourceIPs), aggregate.MaxSourceIPs)
+	if len(ev.SourceIPs) > countkey.MaxSourceIPs {
+		t.Fatalf("%d sourceIPs, over %d", len(ev.SourceIPs), countkey.MaxSourceIPs)
 	}
 	for _, ip := range ev.SourceIPs {
 		if _, err := netip.ParseAddr(ip); err != nil || len(ip) > maxIPBytes {
@@ -81,8 +82,8 @@ func CheckBounds(t testing.TB, ev aggregate.Event) {
 			value string
 			max   int
 		}{
-			{ref.Group, aggregate.MaxGroupBytes}, {ref.Version, aggregate.MaxVersionBytes},
-			{ref.Resource, aggregate.MaxResourceBytes}, {ref.Subresource, aggregate.MaxSubresourceBytes},
+			{ref.Group, countkey.MaxGroupBytes}, {ref.Version, countkey.MaxVersionBytes},
+			{ref.Resource, countkey.MaxResourceBytes}, {ref.Subresource, countkey.MaxSubresourceBytes},
 		} {
 			if len(s.value) > s.max+utf8.UTFMax {
 				t.Fatalf("an objectRef part is %d bytes", len(s.value))

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Flaky fails its first Failures commits, as on a full disk, then keeps
@@ -24,7 +25,7 @@ type Flaky struct {
 }
 
 // IngestAt implements the ingest packages' ingester interfaces.
-func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...aggregate.Cursor) (aggregate.Summary, error) {
+func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Failures > 0 {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -101,17 +102,17 @@ func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err e
 		day := int(hour.Unix() / 86400)
 		for n := range size.Nodes {
 			for u := range size.Users {
-				k := store.CountKey{Cluster: Cluster, API: MainAPI,
-					Cell: store.Cell{Hour: hour, Node: NodeName(n), Username: Username(u), UserAgent: UserAgent(u),
+				k := countkey.CountKey{Cluster: Cluster, API: MainAPI,
+					Cell: countkey.Cell{Hour: hour, Node: NodeName(n), Username: Username(u), UserAgent: UserAgent(u),
 						Verb: mainVerbs[u%len(mainVerbs)]}}
 				// A new pod a day, as a rolling update does. It is recorded
 				// once a day, with the client's first request in the hour
 				// of day of the current hour on the first node: the record
 				// holds the same 10 pods as when every request carries
 				// one, and writing the corpus takes a fraction of the time.
-				var seen *store.Sighting
+				var seen *countkey.Sighting
 				if n == 0 && hour.Hour() == cur.Hour() {
-					seen = &store.Sighting{PodName: fmt.Sprintf("app-%03d-7d9f8b6c5-%s", u, podSuffix(day)), PodNode: fmt.Sprintf("worker-%d", u%20),
+					seen = &countkey.Sighting{PodName: fmt.Sprintf("app-%03d-7d9f8b6c5-%s", u, podSuffix(day)), PodNode: fmt.Sprintf("worker-%d", u%20),
 						SourceIPs: []string{fmt.Sprintf("10.%d.%d.%d", day%200, u/250, u%250)}, At: hour.Add(time.Duration(u) * time.Second)}
 				}
 				series++
@@ -131,8 +132,8 @@ func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err e
 			for n := range size.Nodes {
 				for t := range 2 {
 					tool := (i + t) % 50
-					k := store.CountKey{Cluster: Cluster, API: otherAPI(i),
-						Cell: store.Cell{Hour: hour, Node: NodeName(n), Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", tool),
+					k := countkey.CountKey{Cluster: Cluster, API: otherAPI(i),
+						Cell: countkey.Cell{Hour: hour, Node: NodeName(n), Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", tool),
 							UserAgent: "tool/2.0", Verb: "list"}}
 					series++
 					if err := add(store.Request{Key: k, RemovedRelease: "1.38"}); err != nil {

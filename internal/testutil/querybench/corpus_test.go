@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -33,7 +34,7 @@ func TestFillWritesTheCorpus(t *testing.T) {
 	cur := now.UTC().Truncate(time.Hour)
 	var got int64
 	keys := 0
-	require.NoError(t, s.ScanCounts(Cluster, MainAPI, cur.Add(-23*time.Hour), cur, func(_ store.CountKey, n uint64) error {
+	require.NoError(t, s.ScanCounts(Cluster, MainAPI, cur.Add(-23*time.Hour), cur, func(_ countkey.CountKey, n uint64) error {
 		got += int64(n)
 		keys++
 		return nil
