@@ -8,7 +8,6 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/countkey"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // The admission webhook counter is the second, independent counter of the
@@ -118,26 +117,26 @@ type webhookKey struct {
 // request builds the admission counts of one event: a row for the
 // resource's totals and one per webhook called. ok is false when the event
 // has nothing to count here.
-func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.Time) (store.AdmissionRequest, bool) {
+func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.Time) (countkey.Request, bool) {
 	f := e.Admission
 	if f == nil || (e.Stage != StageResponseComplete && e.Stage != StagePanic) || e.ObjectRef == nil || e.ObjectRef.Resource == "" {
-		return store.AdmissionRequest{}, false
+		return countkey.Request{}, false
 	}
 	hour, res := a.countedHour(e, now)
 	if res != ResultCounted {
-		return store.AdmissionRequest{}, false
+		return countkey.Request{}, false
 	}
 	c.resolver.Resolve(f)
 	ref := e.ObjectRef
-	base := store.AdmissionKey{Hour: hour, Cluster: originCluster(o), Group: countkey.Truncate(ref.Group, countkey.MaxGroupBytes),
+	base := countkey.AdmissionKey{Hour: hour, Cluster: originCluster(o), Group: countkey.Truncate(ref.Group, countkey.MaxGroupBytes),
 		Version: countkey.Truncate(ref.Version, countkey.MaxVersionBytes), Resource: countkey.Truncate(ref.Resource, countkey.MaxResourceBytes),
 		Subresource: countkey.Truncate(ref.Subresource, countkey.MaxSubresourceBytes)}
-	total := store.AdmissionCounts{Requests: 1}
+	total := countkey.AdmissionCounts{Requests: 1}
 	if f.Slowed() {
 		total.Slow, total.LatencyNanos = 1, uint64(f.Latency())
 		total.Buckets[admission.Bucket(f.Latency())] = 1
 	}
-	perWebhook := map[webhookKey]*store.AdmissionCounts{}
+	perWebhook := map[webhookKey]*countkey.AdmissionCounts{}
 	var order []webhookKey
 	for _, call := range f.Calls {
 		// Webhook and configuration names are the sender's: bounded as
@@ -146,7 +145,7 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 			countkey.Truncate(call.Configuration, countkey.MaxRuleBytes), countkey.Truncate(call.Webhook, countkey.MaxRuleBytes)}
 		wc, ok := perWebhook[k]
 		if !ok {
-			wc = &store.AdmissionCounts{Requests: 1}
+			wc = &countkey.AdmissionCounts{Requests: 1}
 			latency := f.MutatingLatency
 			if call.Type == admission.Validating {
 				latency = f.ValidatingLatency
@@ -171,35 +170,40 @@ func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.T
 			total.FailedOpen++
 		}
 	}
-	rows := make([]store.AdmissionRow, 0, 1+len(order)+len(f.Certificates))
-	rows = append(rows, store.AdmissionRow{Key: base, Counts: total})
+	rows := make([]countkey.AdmissionRow, 0, 1+len(order)+len(f.Certificates))
+	rows = append(rows, countkey.AdmissionRow{Key: base, Counts: total})
 	for _, k := range order {
 		key := base
 		key.Type, key.Configuration, key.Webhook = string(k.t), k.configuration, k.webhook
-		rows = append(rows, store.AdmissionRow{Key: key, Counts: *perWebhook[k]})
+		rows = append(rows, countkey.AdmissionRow{Key: key, Counts: *perWebhook[k]})
 	}
 	for _, issue := range f.Certificates {
 		key := base
 		key.Type, key.Configuration = string(issue.Problem), countkey.Truncate(issue.Host, countkey.MaxRuleBytes)
-		rows = append(rows, store.AdmissionRow{Key: key, Counts: store.AdmissionCounts{Requests: 1}})
+		rows = append(rows, countkey.AdmissionRow{Key: key, Counts: countkey.AdmissionCounts{Requests: 1}})
 	}
-	return store.AdmissionRequest{ID: e.identity(), LegacyID: e.ID, Cluster: originCluster(o), Hour: hour, Rows: rows}, true
+	return countkey.Request{ID: e.identity(), LegacyID: e.ID, Key: countkey.CountKey{Cluster: originCluster(o), Cell: countkey.Cell{Hour: hour}}, Admission: rows}, true
 }
 
-// committed updates the metrics with what was newly counted and sums up.
-func (c *admissionCounter) committed(o Origin, reqs []store.AdmissionRequest, dup []bool) *AdmissionSummary {
-	if len(reqs) == 0 {
-		return nil
-	}
-	sum := &AdmissionSummary{}
+// committed updates the metrics with what was newly counted of the
+// admission requests of reqs, whose outcomes are out, and sums up; nil
+// when reqs holds none.
+func (c *admissionCounter) committed(o Origin, reqs []countkey.Request, out []countkey.Outcome) *AdmissionSummary {
+	var sum *AdmissionSummary
 	for i, r := range reqs {
-		if dup[i] {
+		if r.Subject() != countkey.SubjectAdmission {
+			continue
+		}
+		if sum == nil {
+			sum = &AdmissionSummary{}
+		}
+		if out[i].Duplicate {
 			sum.Duplicates++
 			continue
 		}
 		sum.Counted++
 		c.countCertificates(r)
-		total := r.Rows[0]
+		total := r.Admission[0]
 		if total.Counts.Slow == 0 {
 			continue
 		}
@@ -207,6 +211,9 @@ func (c *admissionCounter) committed(o Origin, reqs []store.AdmissionRequest, du
 		l := c.labels.Resource(k.Group, k.Version, k.Resource, k.Subresource)
 		c.latency.WithLabelValues(k.Cluster, l.Group, l.Version, l.Resource, l.Subresource, string(l.Class)).
 			Observe(time.Duration(total.Counts.LatencyNanos).Seconds())
+	}
+	if sum == nil {
+		return nil
 	}
 	c.events.WithLabelValues(o.Source, string(ResultCounted)).Add(float64(sum.Counted))
 	c.events.WithLabelValues(o.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
@@ -217,14 +224,14 @@ func (c *admissionCounter) committed(o Origin, reqs []store.AdmissionRequest, du
 // Both problems' series of the cluster exist from its first counted
 // request on, at zero until one is flagged, so that an alert on their
 // increase sees the first one.
-func (c *admissionCounter) countCertificates(r store.AdmissionRequest) {
+func (c *admissionCounter) countCertificates(r countkey.Request) {
 	for _, rule := range admission.CertificateRules {
 		n := 0
-		for _, row := range r.Rows[1:] {
+		for _, row := range r.Admission[1:] {
 			if row.Key.Webhook == "" && row.Key.Type == string(rule.Problem) {
 				n++
 			}
 		}
-		c.certificates.WithLabelValues(r.Cluster, string(rule.Problem)).Add(float64(n))
+		c.certificates.WithLabelValues(r.Key.Cluster, string(rule.Problem)).Add(float64(n))
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // The certificate shapes (admission/testdata/README.md), counted by hand:
@@ -27,11 +27,11 @@ func TestAdmissionCountsCertificateShapes(t *testing.T) {
 	require.Equal(t, 1, sum.Counted)
 
 	hour := time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
-	key := func(group, version, resource, typ, configuration, webhook string) store.AdmissionKey {
-		return store.AdmissionKey{Hour: hour, Cluster: "prod", Group: group, Version: version, Resource: resource,
+	key := func(group, version, resource, typ, configuration, webhook string) countkey.AdmissionKey {
+		return countkey.AdmissionKey{Hour: hour, Cluster: "prod", Group: group, Version: version, Resource: resource,
 			Type: typ, Configuration: configuration, Webhook: webhook}
 	}
-	want := map[store.AdmissionKey]store.AdmissionCounts{
+	want := map[countkey.AdmissionKey]countkey.AdmissionCounts{
 		// Lines 1 and 3.
 		key("", "v1", "pods", "", "", ""):                                                 {Requests: 2, Calls: 3, Mutations: 1, FailedOpen: 1},
 		key("", "v1", "pods", "mutating", "legacy-injector", "inject.legacy.example.com"): {Requests: 2, Calls: 2, Mutations: 1, FailedOpen: 1},

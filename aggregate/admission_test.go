@@ -58,10 +58,10 @@ func decodeLines(t *testing.T, path string) []aggregate.Event {
 	return out
 }
 
-func scanAdmission(t *testing.T, st *store.Store) map[store.AdmissionKey]store.AdmissionCounts {
+func scanAdmission(t *testing.T, st *store.Store) map[countkey.AdmissionKey]countkey.AdmissionCounts {
 	t.Helper()
-	got := map[store.AdmissionKey]store.AdmissionCounts{}
-	require.NoError(t, st.ScanAdmission(testNow.Add(-48*time.Hour), testNow, func(k store.AdmissionKey, c store.AdmissionCounts) error {
+	got := map[countkey.AdmissionKey]countkey.AdmissionCounts{}
+	require.NoError(t, st.ScanAdmission(testNow.Add(-48*time.Hour), testNow, func(k countkey.AdmissionKey, c countkey.AdmissionCounts) error {
 		got[k] = c
 		return nil
 	}))
@@ -69,8 +69,8 @@ func scanAdmission(t *testing.T, st *store.Store) map[store.AdmissionKey]store.A
 }
 
 // buckets builds the bucket array with one request in bucket i.
-func bucket(i int) [store.AdmissionBuckets]uint64 {
-	var b [store.AdmissionBuckets]uint64
+func bucket(i int) [countkey.AdmissionBuckets]uint64 {
+	var b [countkey.AdmissionBuckets]uint64
 	b[i] = 1
 	return b
 }
@@ -86,12 +86,12 @@ func TestAdmissionCountsCraftedShapes(t *testing.T) {
 	require.Equal(t, &aggregate.AdmissionSummary{Counted: 6}, sum.Admission)
 
 	hour := time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
-	key := func(group, version, resource, typ, configuration, webhook string) store.AdmissionKey {
-		return store.AdmissionKey{Hour: hour, Cluster: "prod", Group: group, Version: version, Resource: resource,
+	key := func(group, version, resource, typ, configuration, webhook string) countkey.AdmissionKey {
+		return countkey.AdmissionKey{Hour: hour, Cluster: "prod", Group: group, Version: version, Resource: resource,
 			Type: typ, Configuration: configuration, Webhook: webhook}
 	}
 	const sec = uint64(time.Second)
-	want := map[store.AdmissionKey]store.AdmissionCounts{
+	want := map[countkey.AdmissionKey]countkey.AdmissionCounts{
 		// Line 2 (1.7 s + 20.5 ms) and line 8 (its latency unreadable).
 		key("", "v1", "pods", "", "", ""): {Requests: 2, Calls: 4, Mutations: 2, Slow: 1, LatencyNanos: 1720500000, Buckets: bucket(2)},
 		key("", "v1", "pods", "mutating", "istio-sidecar-injector", "sidecar-injector.istio.io"): {Requests: 1, Calls: 2, Mutations: 1,
@@ -206,7 +206,7 @@ func TestDeprecatedAndWebhookRequestCountsOnceInEachCounter(t *testing.T) {
 	require.Equal(t, uint64(6), deprecated)
 	rows := scanAdmission(t, st)
 	require.Len(t, rows, 2)
-	var total store.AdmissionCounts
+	var total countkey.AdmissionCounts
 	for k, c := range rows {
 		if k.IsTotal() {
 			total = c

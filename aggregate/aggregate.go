@@ -102,23 +102,20 @@ type Aggregator struct {
 	noSpace bool
 }
 
+// job is one Ingest or Apply call's commit: its requests, of every
+// subject, and its cursors.
 type job struct {
-	source string
-	reqs   []Request
-	// apiReqs is how many of reqs, first, are API requests; field
-	// matches follow.
-	apiReqs   int
-	admission []store.AdmissionRequest
-	cursors   []countkey.Cursor
-	done      chan jobResult
+	source  string
+	reqs    []countkey.Request
+	cursors []countkey.Cursor
+	done    chan jobResult
 }
 
+// jobResult is what the store made of a job: one outcome per request,
+// aligned with job.reqs, or the error of its commit.
 type jobResult struct {
-	dup, admissionDup []bool
-	// skipped says why the store left a request out; nil when it left
-	// none.
-	skipped []store.Skip
-	err     error
+	out []countkey.Outcome
+	err error
 }
 
 // New builds an aggregator. Call Run to start committing.
@@ -242,7 +239,7 @@ collect:
 		case errors.Is(r.err, countkey.ErrNoSpace):
 			noSpace = r.err
 		default:
-			a.log.Error().Err(r.err).Str("source", j.source).Int("requests", len(j.reqs)+len(j.admission)).
+			a.log.Error().Err(r.err).Str("source", j.source).Int("requests", len(j.reqs)).
 				Bool("unstorable", errors.Is(r.err, countkey.ErrUnstorable)).Msg("commit failed; the sender gets an error")
 		}
 	}
@@ -272,19 +269,15 @@ func (a *Aggregator) commitGroup(group []*job) ([]jobResult, error) {
 	for _, j := range group {
 		n += len(j.reqs)
 	}
-	all := make([]Request, 0, n)
+	all := make([]countkey.Request, 0, n)
 	var cursors []countkey.Cursor
-	var adm []store.AdmissionRequest
 	for _, j := range group {
 		all = append(all, j.reqs...)
-		adm = append(adm, j.admission...)
 		// Later jobs of one input carry later positions; the store keeps
 		// the last value written per name.
 		cursors = append(cursors, j.cursors...)
 	}
-	b := batch(all, cursors)
-	b.Admission = adm
-	d, err := a.store.Commit(b)
+	out, err := a.store.Commit(all, cursors...)
 	results := make([]jobResult, len(group))
 	if err != nil {
 		for i := range results {
@@ -292,38 +285,30 @@ func (a *Aggregator) commitGroup(group []*job) ([]jobResult, error) {
 		}
 		return results, err
 	}
-	admDup := d.Admission
-	dup, skipped := duplicates(all, d)
-	off, admOff := 0, 0
 	for i, j := range group {
-		r := jobResult{dup: dup[off : off+len(j.reqs)], admissionDup: admDup[admOff : admOff+len(j.admission)]}
-		if skipped != nil {
-			r.skipped = skipped[off : off+len(j.reqs)]
-		}
-		a.countCommitted(j, r.dup, r.skipped)
-		results[i] = r
-		off += len(j.reqs)
-		admOff += len(j.admission)
+		results[i].out, out = out[:len(j.reqs)], out[len(j.reqs):]
+		a.countCommitted(j, results[i].out)
 	}
 	return results, nil
 }
 
-// countCommitted updates the metrics of a committed job. It runs here, not
-// in Ingest, because Ingest may have given up waiting (its sender timed
-// out) while the commit went through.
-func (a *Aggregator) countCommitted(j *job, dup []bool, skipped []store.Skip) {
+// countCommitted updates the metrics of a committed job's API requests;
+// ingested counts its admission requests. It runs here, not in Ingest,
+// because Ingest may have given up waiting (its sender timed out) while
+// the commit went through.
+func (a *Aggregator) countCommitted(j *job, out []countkey.Outcome) {
 	counted, duplicates := 0, 0
-	for i, d := range dup[:j.apiReqs] {
-		if d {
+	for i, r := range j.reqs {
+		switch o := out[i]; {
+		case r.Subject() != countkey.SubjectAPI:
+		case o.Duplicate:
 			duplicates++
-			continue
+		case o.Skipped != "":
+			a.metrics.events.WithLabelValues(j.source, string(o.Skipped)).Inc()
+		default:
+			counted++
+			a.countRequest(r)
 		}
-		if skipped != nil && skipped[i] != "" {
-			a.metrics.events.WithLabelValues(j.source, string(skipped[i])).Inc()
-			continue
-		}
-		counted++
-		a.countRequest(j.reqs[i])
 	}
 	a.metrics.events.WithLabelValues(j.source, string(ResultCounted)).Add(float64(counted))
 	a.metrics.events.WithLabelValues(j.source, string(ResultDuplicate)).Add(float64(duplicates))
@@ -400,28 +385,28 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 // ingestJob classifies events into the job IngestAt commits, nil when
 // there is nothing to commit, and what became of the others.
 func (a *Aggregator) ingestJob(origin Origin, events []Event, cursors []countkey.Cursor) (*job, Summary) {
-	reqs, apiReqs, adm, sum := a.classifyAll(origin, events, true)
-	if len(reqs) == 0 && len(adm) == 0 && len(cursors) == 0 {
+	reqs, sum := a.classifyAll(origin, events, true)
+	if len(reqs) == 0 && len(cursors) == 0 {
 		return nil, sum
 	}
-	return &job{source: origin.Source, reqs: reqs, apiReqs: apiReqs, admission: adm, cursors: cursors, done: make(chan jobResult, 1)}, sum
+	return &job{source: origin.Source, reqs: reqs, cursors: cursors, done: make(chan jobResult, 1)}, sum
 }
 
 // ingested adds the committed job j, whose result is r, to sum.
 func (a *Aggregator) ingested(origin Origin, j *job, r jobResult, sum Summary) Summary {
-	sum.Admission = a.admission.committed(origin, j.admission, r.admissionDup)
-	sum.tally(r.dup, r.skipped, j.apiReqs)
+	sum.Admission = a.admission.committed(origin, j.reqs, r.out)
+	sum.tally(j.reqs, r.out)
 	return sum
 }
 
-// classifyAll decides which of events count: it returns the requests of
-// APIs (the first apiReqs) and then those of field rules, and, with
-// admission, the admission webhook requests; sum tells what was skipped.
-func (a *Aggregator) classifyAll(origin Origin, events []Event, admission bool) (reqs []Request, apiReqs int, adm []store.AdmissionRequest, sum Summary) {
+// classifyAll decides which of events count: it returns the requests to
+// APIs, then the matches of field rules and, with admission, the
+// admission webhook requests; sum tells what was skipped.
+func (a *Aggregator) classifyAll(origin Origin, events []Event, admission bool) (reqs []countkey.Request, sum Summary) {
 	now := a.now()
 	a.noteEvents(origin, events)
-	reqs = make([]Request, 0, len(events))
-	var fields []Request
+	reqs = make([]countkey.Request, 0, len(events))
+	var fields, adm []countkey.Request
 	for i := range events {
 		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
 		if admission {
@@ -440,8 +425,7 @@ func (a *Aggregator) classifyAll(origin Origin, events []Event, admission bool) 
 		}
 		reqs = append(reqs, req)
 	}
-	// Field matches go last, so the first apiReqs results are the APIs'.
-	return append(reqs, fields...), len(reqs), adm, sum
+	return append(append(reqs, fields...), adm...), sum
 }
 
 // submit hands j to the commit loop and waits until it is durable. A
@@ -463,26 +447,28 @@ func (a *Aggregator) submit(ctx context.Context, j *job) (jobResult, error) {
 		return r, ctx.Err()
 	}
 	if r.err != nil {
-		return r, fmt.Errorf("aggregate: committing %d requests: %w", len(j.reqs)+len(j.admission), r.err)
+		return r, fmt.Errorf("aggregate: committing %d requests: %w", len(j.reqs), r.err)
 	}
 	return r, nil
 }
 
-// tally adds the outcome of committed requests, the first apiReqs of them
-// API requests and the rest field matches; skipped (nil when none) says
-// which the store left out, and why.
-func (s *Summary) tally(dup []bool, skipped []store.Skip, apiReqs int) {
-	for i, d := range dup {
-		switch {
-		case skipped != nil && skipped[i] != "":
-			if i < apiReqs {
-				s.skip(Result(skipped[i]))
+// tally adds what the store made of committed requests to s: API
+// requests counted, duplicates and skipped, field rules' matches newly
+// counted. Admission requests are the admission counter's (committed).
+func (s *Summary) tally(reqs []countkey.Request, out []countkey.Outcome) {
+	for i, r := range reqs {
+		o := out[i]
+		switch sub := r.Subject(); {
+		case sub == countkey.SubjectAdmission:
+		case o.Skipped != "":
+			if sub == countkey.SubjectAPI {
+				s.skip(Result(o.Skipped))
 			}
-		case i >= apiReqs:
-			if !d {
+		case sub == countkey.SubjectFieldRule:
+			if !o.Duplicate {
 				s.FieldMatches++
 			}
-		case d:
+		case o.Duplicate:
 			s.Duplicates++
 		default:
 			s.Counted++
@@ -492,7 +478,7 @@ func (s *Summary) tally(dup []bool, skipped []store.Skip, apiReqs int) {
 
 // countRequest adds one committed request to sunset_deprecated_requests_total,
 // its label values bounded: they come from the sender.
-func (a *Aggregator) countRequest(r Request) {
+func (a *Aggregator) countRequest(r countkey.Request) {
 	k := r.Key
 	group, version, resource := a.labels.API(countkey.SplitAPIName(k.API))
 	state := catalog.StateDeprecated

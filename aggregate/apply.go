@@ -11,9 +11,8 @@ import (
 // field rules) without committing them; Summary tells what was skipped.
 // Together with Apply it lets a caller do something with the requests
 // between the two steps, such as sending them to other Sunset replicas.
-func (a *Aggregator) Classify(origin Origin, events []Event) ([]Request, Summary) {
-	reqs, _, _, sum := a.classifyAll(origin, events, false)
-	return reqs, sum
+func (a *Aggregator) Classify(origin Origin, events []Event) ([]countkey.Request, Summary) {
+	return a.classifyAll(origin, events, false)
 }
 
 // Apply commits requests that are already classified, by Classify here or
@@ -21,36 +20,29 @@ func (a *Aggregator) Classify(origin Origin, events []Event) ([]Request, Summary
 // once they are durable. Requests whose hour has expired meanwhile are
 // skipped. Like Ingest, a non-nil error means nothing may be assumed
 // committed, and applying the same requests again is safe.
-func (a *Aggregator) Apply(ctx context.Context, source string, reqs []Request, cursors ...countkey.Cursor) (Summary, error) {
+func (a *Aggregator) Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (Summary, error) {
 	var sum Summary
 	now := a.now()
-	// API requests first, field matches after, as the commit loop counts
-	// the metrics of the first apiReqs.
 	// Sized once: a Request is large, and a Kafka batch holds hundreds.
-	live := make([]Request, 0, len(reqs))
-	var fields []Request
+	live := make([]countkey.Request, 0, len(reqs))
 	for _, r := range reqs {
-		switch {
-		case a.expired(r.Key.Hour, now):
+		if a.expired(r.Key.Hour, now) {
 			a.metrics.events.WithLabelValues(source, string(ResultExpired)).Inc()
 			sum.skip(ResultExpired)
-		case r.FieldRule != "":
-			fields = append(fields, r)
-		default:
-			live = append(live, r)
+			continue
 		}
+		live = append(live, r)
 	}
-	apiReqs := len(live)
-	live = append(live, fields...)
 	if len(live) == 0 && len(cursors) == 0 {
 		return sum, nil
 	}
-	r, err := a.submit(ctx, &job{source: source, reqs: live, apiReqs: apiReqs, cursors: cursors, done: make(chan jobResult, 1)})
+	j := &job{source: source, reqs: live, cursors: cursors, done: make(chan jobResult, 1)}
+	r, err := a.submit(ctx, j)
 	if err != nil {
 		return sum, err
 	}
 	// The commit loop has counted the metrics (countCommitted).
-	sum.tally(r.dup, r.skipped, apiReqs)
+	sum.tally(j.reqs, r.out)
 	return sum, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/countkey"
-	"github.com/kube-sunset/sunset/store"
 )
 
 // Audit stages that end a request. Only these carry the deprecation
@@ -151,7 +150,7 @@ const (
 	// allows (an API group, version, resource or subresource, or a part
 	// of a key the store bounds): no apiserver sends one, and shortening
 	// it could merge it with another API's counts.
-	ResultTooLong Result = Result(store.SkipTooLong)
+	ResultTooLong Result = Result(countkey.SkipTooLong)
 )
 
 // futureSlack is how far ahead of Sunset's clock an event may claim to be.
@@ -171,30 +170,30 @@ func (e *Event) Hour() (hour time.Time, ok bool) {
 	return time.Time{}, false
 }
 
-func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (Request, Result) {
+func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (countkey.Request, Result) {
 	a.countDropped(o.Source, e.Dropped)
 	if e.Stage != StageResponseComplete && e.Stage != StagePanic {
-		return Request{}, ResultOtherStage
+		return countkey.Request{}, ResultOtherStage
 	}
 	if e.ObjectRef == nil || e.ObjectRef.Resource == "" || e.ObjectRef.Version == "" {
 		if e.Deprecated {
-			return Request{}, ResultNoObjectRef
+			return countkey.Request{}, ResultNoObjectRef
 		}
-		return Request{}, ResultNotDeprecated
+		return countkey.Request{}, ResultNotDeprecated
 	}
 	ref := e.ObjectRef
 	removedRelease, removed, counts := a.lifecycle(o.Cluster, e)
 	if !counts {
-		return Request{}, ResultNotDeprecated
+		return countkey.Request{}, ResultNotDeprecated
 	}
 	if refTooLong(ref) {
-		return Request{}, ResultTooLong
+		return countkey.Request{}, ResultTooLong
 	}
 	hour, res := a.countedHour(e, now)
 	if res != ResultCounted {
-		return Request{}, res
+		return countkey.Request{}, res
 	}
-	return Request{
+	return countkey.Request{
 		ID:       e.identity(),
 		LegacyID: e.ID,
 		Key: countkey.CountKey{
@@ -254,7 +253,7 @@ func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) countkey.Cell {
 
 // fieldRequests counts the deprecated fields a completed request sets, each
 // once per request like an API.
-func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request {
+func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []countkey.Request {
 	if a.fieldRules == nil || e.ObjectRef == nil || len(e.RequestObject) == 0 ||
 		(e.Stage != StageResponseComplete && e.Stage != StagePanic) {
 		return nil
@@ -272,10 +271,10 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []Request 
 		return nil
 	}
 	cell := a.cell(o, e, hour)
-	out := make([]Request, 0, len(matches))
+	out := make([]countkey.Request, 0, len(matches))
 	id := e.identity()
 	for _, r := range matches {
-		out = append(out, Request{
+		out = append(out, countkey.Request{
 			ID:             fieldRuleID(id, r.Name),
 			LegacyID:       fieldRuleID(e.ID, r.Name),
 			Key:            countkey.CountKey{Cluster: originCluster(o), Cell: cell},

@@ -45,7 +45,7 @@ func TestFieldRuleMatchesCountUnderTheirRule(t *testing.T) {
 	require.Len(t, reqs, 2)
 	// The request's identity is its received time (in nanoseconds) and
 	// its auditID; older versions used the auditID alone.
-	require.Equal(t, Request{ID: "1795290000000000000/c#field:kube-proxy-version", LegacyID: "c#field:kube-proxy-version",
+	require.Equal(t, countkey.Request{ID: "1795290000000000000/c#field:kube-proxy-version", LegacyID: "c#field:kube-proxy-version",
 		FieldRule: "kube-proxy-version", Key: countkey.CountKey{Cluster: "c",
 			Cell: countkey.Cell{Hour: now.Truncate(time.Hour), Node: "master-0", Subresource: "status", Username: "system:node:worker-1",
 				UserAgent: "kubelet/v1.30.2", Verb: "patch"}}}, reqs[0])

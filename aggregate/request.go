@@ -6,39 +6,10 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/countkey"
-	"github.com/kube-sunset/sunset/store"
 )
 
-// Request is one request that counts, as Classify returns it and Apply
-// commits it: a request to a deprecated or removed API, or, with FieldRule
-// set, a request that set a deprecated field.
-type Request struct {
-	// ID identifies the request within its cluster for deduplication: the
-	// event's identity (RequestID), followed for a field rule's match by
-	// the rule's name, so that each rule counts a request once.
-	ID string
-	// LegacyID is the ID older versions gave the request, the auditID
-	// alone, so that the store still recognises a request it counted
-	// before it was upgraded (store.Request.LegacyID). Empty for requests
-	// that did not come from an event here.
-	LegacyID string
-	// Key is where the request is counted. A field rule's match is
-	// counted under its rule: Key.API is empty.
-	Key countkey.CountKey
-	// FieldRule names the field rule whose match this is; empty for a
-	// request to an API.
-	FieldRule      string
-	RemovedRelease string
-	// Seen, if set, records the pod and addresses behind the request.
-	Seen *countkey.Sighting
-}
-
-// fieldRuleIDSeparator joins an event's ID and a field rule's name into
-// the ID of the rule's match: the dedupe marks of stored matches hold it.
-const fieldRuleIDSeparator = "#field:"
-
 // fieldRuleID is the ID of rule's match of the event with the given ID.
-func fieldRuleID(eventID, rule string) string { return eventID + fieldRuleIDSeparator + rule }
+func fieldRuleID(eventID, rule string) string { return eventID + countkey.FieldRuleIDSeparator + rule }
 
 // RequestID is the identity of a request within its cluster: its auditID
 // and its requestReceivedTimestamp. A retried batch repeats both, so it
@@ -79,62 +50,4 @@ func shiftedFrom(original, received time.Time) bool {
 		return false
 	}
 	return received.Sub(original)%time.Hour == 0
-}
-
-// EventID is the ID of the event the request came from: ID without a
-// field rule's name.
-func (r Request) EventID() string {
-	if r.FieldRule == "" {
-		return r.ID
-	}
-	return strings.TrimSuffix(r.ID, fieldRuleIDSeparator+r.FieldRule)
-}
-
-// batch sorts reqs into the store's requests to APIs and to field rules.
-func batch(reqs []Request, cursors []countkey.Cursor) store.Batch {
-	b := store.Batch{Requests: make([]store.Request, 0, len(reqs))}
-	for _, r := range reqs {
-		if r.FieldRule == "" {
-			b.Requests = append(b.Requests, store.Request{ID: r.ID, LegacyID: r.LegacyID, Key: r.Key, RemovedRelease: r.RemovedRelease, Seen: r.Seen})
-			continue
-		}
-		k := r.Key
-		b.FieldRules = append(b.FieldRules, store.FieldRuleRequest{ID: r.ID, LegacyID: r.LegacyID, RemovedRelease: r.RemovedRelease, Seen: r.Seen,
-			Key: store.FieldRuleKey{Cluster: k.Cluster, Rule: r.FieldRule, Cell: k.Cell}})
-	}
-	for _, c := range cursors {
-		b.Cursors = append(b.Cursors, countkey.Cursor(c))
-	}
-	return b
-}
-
-// duplicates is what the store says of a batch of reqs, in the order of
-// reqs: which were duplicates, and which it skipped (nil when none).
-func duplicates(reqs []Request, d store.Duplicates) ([]bool, []store.Skip) {
-	out := make([]bool, len(reqs))
-	var skipped []store.Skip
-	api, field := 0, 0
-	for i, r := range reqs {
-		var why store.Skip
-		if r.FieldRule == "" {
-			out[i] = d.Requests[api]
-			if d.Skipped != nil && d.Skipped.Requests != nil {
-				why = d.Skipped.Requests[api]
-			}
-			api++
-		} else {
-			out[i] = d.FieldRules[field]
-			if d.Skipped != nil && d.Skipped.FieldRules != nil {
-				why = d.Skipped.FieldRules[field]
-			}
-			field++
-		}
-		if why != "" {
-			if skipped == nil {
-				skipped = make([]store.Skip, len(reqs))
-			}
-			skipped[i] = why
-		}
-	}
-	return out, skipped
 }

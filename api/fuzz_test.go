@@ -16,6 +16,7 @@ import (
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -38,16 +39,16 @@ func FuzzQueryParameters(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = st.Close() })
-	var reqs []store.Request
+	var reqs []countkey.Request
 	for i, u := range []string{"alice", "bob", "system:apiserver", "system:serviceaccount:ci:deployer"} {
 		for h := range 3 {
-			reqs = append(reqs, store.Request{ID: u + string(rune('a'+h)), RemovedRelease: "1.37",
+			reqs = append(reqs, countkey.Request{ID: u + string(rune('a'+h)), RemovedRelease: "1.37",
 				Key: countkey.CountKey{Cluster: []string{"default", "prod"}[i%2], API: "volumeattributesclasses.v1beta1.storage.k8s.io",
 					Cell: countkey.Cell{Hour: now.Add(-time.Duration(h*30) * time.Hour).Truncate(time.Hour), Node: "master-0", Username: u,
 						UserAgent: "kubectl/v1.32.4", Verb: "get"}, Removed: h == 2}})
 		}
 	}
-	if _, err := st.Apply(reqs); err != nil {
+	if _, err := storetest.Apply(st, reqs); err != nil {
 		f.Fatal(err)
 	}
 	const retention = 30 * 24 * time.Hour

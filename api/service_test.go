@@ -11,6 +11,7 @@ import (
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/countkey"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -34,7 +35,7 @@ func TestGetFromStoreMatchesAnIndependentCount(t *testing.T) {
 	cellTotals := map[cellKey]int64{}
 	clientTotals := map[cellKey]map[string]int64{}
 	var dayTotal int64
-	var reqs []store.Request
+	var reqs []countkey.Request
 	// 26 hours: the two oldest are outside last24h and must not count.
 	for h := 25; h >= 0; h-- {
 		hour := cur.Add(-time.Duration(h) * time.Hour)
@@ -44,7 +45,7 @@ func TestGetFromStoreMatchesAnIndependentCount(t *testing.T) {
 				user := fmt.Sprintf("system:serviceaccount:ns:app-%02d", u)
 				times := 1 + (u*7+h+n)%5 // the top clients change from cell to cell
 				for i := range times {
-					r := store.Request{ID: fmt.Sprintf("%d-%d-%d-%d", h, n, u, i), RemovedRelease: "1.32",
+					r := countkey.Request{ID: fmt.Sprintf("%d-%d-%d-%d", h, n, u, i), RemovedRelease: "1.32",
 						Key: countkey.CountKey{Cluster: "c", API: api,
 							Cell: countkey.Cell{Hour: hour, Node: node, Username: user, UserAgent: "app/1.0", Verb: []string{"get", "list"}[i%2]}}}
 					if u%3 == 0 {
@@ -64,7 +65,7 @@ func TestGetFromStoreMatchesAnIndependentCount(t *testing.T) {
 			}
 		}
 	}
-	_, err = s.Apply(reqs)
+	_, err = storetest.Apply(s, reqs)
 	require.NoError(t, err)
 
 	svc := NewService(s, nil, nil, nil, func() time.Time { return now })

@@ -13,13 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // admissionRows is a hand fake of WebhookQuerier: fixed admission counts.
-type admissionRows map[store.AdmissionKey]store.AdmissionCounts
+type admissionRows map[countkey.AdmissionKey]countkey.AdmissionCounts
 
-func (a admissionRows) ScanAdmission(from, to time.Time, fn func(store.AdmissionKey, store.AdmissionCounts) error) error {
+func (a admissionRows) ScanAdmission(from, to time.Time, fn func(countkey.AdmissionKey, countkey.AdmissionCounts) error) error {
 	for k, c := range a {
 		if k.Hour.Before(from) || k.Hour.After(to) {
 			continue
@@ -40,12 +40,12 @@ const kubectlAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/
 func tableServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	hour := buildNow.Truncate(time.Hour)
-	key := func(hour time.Time, resource, typ, configuration, webhook string) store.AdmissionKey {
-		return store.AdmissionKey{Hour: hour, Cluster: "prod", Version: "v1", Resource: resource, Type: typ, Configuration: configuration, Webhook: webhook}
+	key := func(hour time.Time, resource, typ, configuration, webhook string) countkey.AdmissionKey {
+		return countkey.AdmissionKey{Hour: hour, Cluster: "prod", Version: "v1", Resource: resource, Type: typ, Configuration: configuration, Webhook: webhook}
 	}
 	rows := admissionRows{
 		key(hour, "pods", "mutating", "cfg", "mutate"): {Requests: 3, Calls: 4, Mutations: 2, Slow: 2, LatencyNanos: uint64(3 * time.Second),
-			Buckets: [store.AdmissionBuckets]uint64{0, 0, 2}},
+			Buckets: [countkey.AdmissionBuckets]uint64{0, 0, 2}},
 		key(hour, "secrets", "validating", "cfg", "validate"):                    {Requests: 1, Calls: 1, FailedOpen: 1},
 		key(hour.Add(-30*time.Hour), "secrets", "validating", "cfg", "validate"): {Requests: 1, Calls: 1, FailedOpen: 1},
 		key(hour, "pods", "insecure-sha1", "hook.example.com:443", ""):           {Requests: 2},

@@ -18,7 +18,6 @@ import (
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/httpjson"
-	"github.com/kube-sunset/sunset/store"
 )
 
 const webhooksPath = "/apis/" + sunsetv1.APIVersion + "/webhookcounts"
@@ -51,7 +50,7 @@ func ParseWebhookQuery(v url.Values, maxSince time.Duration) (sunsetv1.WebhookQu
 // WebhookQuerier reads admission webhook counts. *store.Store implements
 // it.
 type WebhookQuerier interface {
-	ScanAdmission(from, to time.Time, fn func(store.AdmissionKey, store.AdmissionCounts) error) error
+	ScanAdmission(from, to time.Time, fn func(countkey.AdmissionKey, countkey.AdmissionCounts) error) error
 }
 
 // WebhookService builds WebhookCount objects from admission webhook
@@ -79,20 +78,20 @@ type resourceID struct{ cluster, group, version, resource, subresource string }
 
 // span accumulates counts over some hours, in total and per resource.
 type span struct {
-	total store.AdmissionCounts
-	byRes map[resourceID]*store.AdmissionCounts
+	total countkey.AdmissionCounts
+	byRes map[resourceID]*countkey.AdmissionCounts
 	seen  bool
 }
 
-func (s *span) add(r resourceID, c store.AdmissionCounts) {
+func (s *span) add(r resourceID, c countkey.AdmissionCounts) {
 	s.seen = true
 	s.total.Add(c)
 	if s.byRes == nil {
-		s.byRes = map[resourceID]*store.AdmissionCounts{}
+		s.byRes = map[resourceID]*countkey.AdmissionCounts{}
 	}
 	rc := s.byRes[r]
 	if rc == nil {
-		rc = &store.AdmissionCounts{}
+		rc = &countkey.AdmissionCounts{}
 		s.byRes[r] = rc
 	}
 	rc.Add(c)
@@ -131,7 +130,7 @@ type certificateAgg struct {
 
 // certificateRow reports whether k holds a server's certificate problem
 // (see package aggregate) rather than a webhook's counts.
-func certificateRow(k store.AdmissionKey) (admission.CertificateRule, bool) {
+func certificateRow(k countkey.AdmissionKey) (admission.CertificateRule, bool) {
 	if k.Webhook != "" {
 		return admission.CertificateRule{}, false
 	}
@@ -149,7 +148,7 @@ func (s *WebhookService) read(q sunsetv1.WebhookQuery) (*webhookReading, error) 
 			from = rd.windowFrom
 		}
 	}
-	err := s.q.ScanAdmission(from, now, func(k store.AdmissionKey, c store.AdmissionCounts) error {
+	err := s.q.ScanAdmission(from, now, func(k countkey.AdmissionKey, c countkey.AdmissionCounts) error {
 		if (q.Cluster != "" && k.Cluster != q.Cluster) || (q.Class != "" && !s.classes.In(q.Class, k.Resource, k.Subresource)) {
 			return nil
 		}
@@ -296,7 +295,7 @@ func (s *WebhookService) renderSpan(sp *span) (sunsetv1.WebhookCounts, []sunsetv
 	return counts(sp.total), res
 }
 
-func counts(c store.AdmissionCounts) sunsetv1.WebhookCounts {
+func counts(c countkey.AdmissionCounts) sunsetv1.WebhookCounts {
 	out := sunsetv1.WebhookCounts{RequestCount: int64(c.Requests), CallCount: int64(c.Calls), MutationCount: int64(c.Mutations),
 		FailedOpenCount: int64(c.FailedOpen), SlowRequestCount: int64(c.Slow),
 		WebhookLatencySeconds: time.Duration(c.LatencyNanos).Seconds(), LatencyBuckets: latencyBuckets(c.Buckets)}
@@ -307,9 +306,9 @@ func counts(c store.AdmissionCounts) sunsetv1.WebhookCounts {
 }
 
 // The store keeps one count per bucket of admission.LatencyBounds.
-var _ [store.AdmissionBuckets]struct{} = [admission.LatencyBuckets]struct{}{}
+var _ [countkey.AdmissionBuckets]struct{} = [admission.LatencyBuckets]struct{}{}
 
-func latencyBuckets(b [store.AdmissionBuckets]uint64) sunsetv1.LatencyBuckets {
+func latencyBuckets(b [countkey.AdmissionBuckets]uint64) sunsetv1.LatencyBuckets {
 	return sunsetv1.LatencyBuckets{UpTo500ms: int64(b[0]), UpTo1s: int64(b[1]), UpTo2s: int64(b[2]), UpTo5s: int64(b[3]), UpTo10s: int64(b[4]), Over10s: int64(b[5])}
 }
 

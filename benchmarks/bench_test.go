@@ -20,6 +20,7 @@ import (
 	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
 	"github.com/kube-sunset/sunset/internal/testutil/testserver"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -78,17 +79,17 @@ func BenchmarkCommit(b *testing.B) {
 			id := 0
 			b.ResetTimer()
 			for b.Loop() {
-				reqs := make([]store.Request, group.size)
+				reqs := make([]countkey.Request, group.size)
 				for i := range reqs {
 					id++
-					reqs[i] = store.Request{ID: strconv.Itoa(id), Key: countkey.CountKey{
+					reqs[i] = countkey.Request{ID: strconv.Itoa(id), Key: countkey.CountKey{
 						Cluster: "default",
 						API:     "endpoints.v1",
 						Cell: countkey.Cell{Hour: hour, Node: "n1", Username: "user-" + strconv.Itoa(id%50), UserAgent: "kubectl/v1.32.4",
 							Verb: "get"},
 					}}
 				}
-				if _, err := s.Apply(reqs); err != nil {
+				if _, err := storetest.Apply(s, reqs); err != nil {
 					b.Fatal(err)
 				}
 			}

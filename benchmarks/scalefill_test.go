@@ -6,6 +6,7 @@ import (
 
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/querybench"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -61,16 +62,16 @@ func (s scaleShape) seriesPerHour() int64 {
 type hourWriter struct {
 	s        *store.Store
 	shape    scaleShape
-	batch    []store.Request
+	batch    []countkey.Request
 	ids      uint64
 	requests int64
 }
 
 func newHourWriter(s *store.Store, shape scaleShape, batchSize int) *hourWriter {
-	return &hourWriter{s: s, shape: shape, batch: make([]store.Request, 0, batchSize)}
+	return &hourWriter{s: s, shape: shape, batch: make([]countkey.Request, 0, batchSize)}
 }
 
-func (w *hourWriter) add(r store.Request) error {
+func (w *hourWriter) add(r countkey.Request) error {
 	w.ids++
 	// Shaped as kube-apiserver's auditIDs, random UUIDs of 36 bytes, so
 	// that the dedupe marks of an hour are spread over all the marks as
@@ -98,7 +99,7 @@ func (w *hourWriter) flush() error {
 	if len(w.batch) == 0 {
 		return nil
 	}
-	dup, err := w.s.Apply(w.batch)
+	dup, err := storetest.Apply(w.s, w.batch)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func (w *hourWriter) hour(hour time.Time, sight bool) error {
 					Cell: countkey.Cell{Hour: hour, Node: node, Username: querybench.Username(u), UserAgent: querybench.UserAgent(u),
 						Verb: scaleVerbs[u%len(scaleVerbs)]}}
 				for i := range querybench.Requests(u) {
-					r := store.Request{Key: k, RemovedRelease: "1.37"}
+					r := countkey.Request{Key: k, RemovedRelease: "1.37"}
 					if i == 0 && n == 0 && sight {
 						r.Seen = &countkey.Sighting{PodName: fmt.Sprintf("app-%05d-7d9f8b6c5-%05d", u, day%100000),
 							PodNode: fmt.Sprintf("worker-%d", u%20), SourceIPs: []string{fmt.Sprintf("10.%d.%d.%d", day%200, u/250%250, u%250)},
@@ -143,7 +144,7 @@ func (w *hourWriter) hour(hour time.Time, sight bool) error {
 					k := countkey.CountKey{Cluster: cluster, API: quietAPI(i),
 						Cell: countkey.Cell{Hour: hour, Node: node, Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", (i+t)%50),
 							UserAgent: "tool/2.0", Verb: "list"}}
-					if err := w.add(store.Request{Key: k, RemovedRelease: "1.38"}); err != nil {
+					if err := w.add(countkey.Request{Key: k, RemovedRelease: "1.38"}); err != nil {
 						return err
 					}
 				}

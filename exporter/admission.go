@@ -6,13 +6,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 // AdmissionQuerier reads admission webhook counts. *store.Store implements
 // it.
 type AdmissionQuerier interface {
-	ScanAdmission(from, to time.Time, fn func(store.AdmissionKey, store.AdmissionCounts) error) error
+	ScanAdmission(from, to time.Time, fn func(countkey.AdmissionKey, countkey.AdmissionCounts) error) error
 }
 
 // AdmissionOptions configures NewAdmission.
@@ -82,7 +82,7 @@ func (c *AdmissionCollector) compute(now time.Time) ([]prometheus.Metric, error)
 	windowStart := cur.Add(-c.o.Window + time.Hour)
 	graceStart := windowStart.Add(-c.o.Grace)
 	calls := map[callsKey]float64{}
-	err := c.o.Querier.ScanAdmission(graceStart, cur, func(k store.AdmissionKey, n store.AdmissionCounts) error {
+	err := c.o.Querier.ScanAdmission(graceStart, cur, func(k countkey.AdmissionKey, n countkey.AdmissionCounts) error {
 		if k.IsTotal() {
 			return nil
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/store"
+	"github.com/kube-sunset/sunset/countkey"
 )
 
 const callsHeader = `
@@ -22,19 +22,19 @@ const callsHeader = `
 func TestAdmissionGaugesFallToZeroThenDisappear(t *testing.T) {
 	now := hour.Add(10 * time.Minute)
 	st := openStore(t, &now)
-	pods := store.AdmissionKey{Cluster: "prod", Version: "v1", Resource: "pods"}
+	pods := countkey.AdmissionKey{Cluster: "prod", Version: "v1", Resource: "pods"}
 	istio := pods
 	istio.Type, istio.Configuration, istio.Webhook = "mutating", "istio", "sidecar-injector.istio.io"
-	var reqs []store.AdmissionRequest
+	var reqs []countkey.Request
 	for i, h := range []time.Time{hour.Add(-time.Hour), hour} {
 		total, call := pods, istio
 		total.Hour, call.Hour = h, h
-		reqs = append(reqs, store.AdmissionRequest{ID: string(rune('a' + i)), Cluster: "prod", Hour: h, Rows: []store.AdmissionRow{
-			{Key: total, Counts: store.AdmissionCounts{Requests: 1, Calls: 3, Mutations: 1, FailedOpen: 1}},
-			{Key: call, Counts: store.AdmissionCounts{Requests: 1, Calls: 3, Mutations: 1, FailedOpen: 1}},
+		reqs = append(reqs, countkey.Request{ID: string(rune('a' + i)), Key: countkey.CountKey{Cluster: "prod", Cell: countkey.Cell{Hour: h}}, Admission: []countkey.AdmissionRow{
+			{Key: total, Counts: countkey.AdmissionCounts{Requests: 1, Calls: 3, Mutations: 1, FailedOpen: 1}},
+			{Key: call, Counts: countkey.AdmissionCounts{Requests: 1, Calls: 3, Mutations: 1, FailedOpen: 1}},
 		}})
 	}
-	_, err := st.ApplyAdmission(reqs)
+	_, err := st.Commit(reqs)
 	require.NoError(t, err)
 	c := NewAdmission(AdmissionOptions{Querier: st, Now: func() time.Time { return now }})
 	series := func(mutated, unchanged, failedOpen int) string {

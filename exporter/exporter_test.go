@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/countkey"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -42,7 +43,7 @@ func TestGaugesFallToZeroThenDisappear(t *testing.T) {
 	key := func(api, user, verb string, removed bool) countkey.CountKey {
 		return countkey.CountKey{Cluster: "prod", API: api, Cell: countkey.Cell{Hour: hour, Node: "m0", Username: user, Verb: verb}, Removed: removed}
 	}
-	_, err := st.Apply([]store.Request{
+	_, err := storetest.Apply(st, []countkey.Request{
 		{ID: "1", Key: key("volumeattributesclasses.v1beta1.storage.k8s.io", "alice", "get", false), RemovedRelease: "1.37"},
 		{ID: "2", Key: key("volumeattributesclasses.v1beta1.storage.k8s.io", "alice", "get", false), RemovedRelease: "1.37"},
 		{ID: "3", Key: key("endpoints.v1", "system:apiserver", "get", false)},

@@ -10,7 +10,7 @@ import (
 )
 
 func TestAdmissionRecordsRoundTrip(t *testing.T) {
-	for _, k := range []AdmissionKey{
+	for _, k := range []countkey.AdmissionKey{
 		{Hour: hour19, Cluster: "prod", Version: "v1", Resource: "pods"},
 		{Hour: hour19, Cluster: "a\x00b", Group: "g\x00", Version: "\xff", Resource: "r", Subresource: "s\x00",
 			Type: "mutating", Configuration: "c\x00\x01", Webhook: "w\x00"},
@@ -19,12 +19,12 @@ func TestAdmissionRecordsRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, k, got)
 	}
-	c := AdmissionCounts{Requests: 1, Calls: 300, Mutations: 2, FailedOpen: 3, Slow: 1, LatencyNanos: 1<<63 - 1,
-		Buckets: [AdmissionBuckets]uint64{0, 0, 1, 0, 0, 7}}
-	got, err := decodeAdmissionCounts(c.encode())
+	c := countkey.AdmissionCounts{Requests: 1, Calls: 300, Mutations: 2, FailedOpen: 3, Slow: 1, LatencyNanos: 1<<63 - 1,
+		Buckets: [countkey.AdmissionBuckets]uint64{0, 0, 1, 0, 0, 7}}
+	got, err := decodeAdmissionCounts(encodeAdmissionCounts(c))
 	require.NoError(t, err)
 	require.Equal(t, c, got)
-	for _, bad := range [][]byte{nil, {0x80}, append(c.encode(), 0)} {
+	for _, bad := range [][]byte{nil, {0x80}, append(encodeAdmissionCounts(c), 0)} {
 		_, err := decodeAdmissionCounts(bad)
 		require.ErrorIs(t, err, errCorruptKey)
 	}
@@ -35,9 +35,9 @@ func TestAdmissionRecordsRoundTrip(t *testing.T) {
 func TestAdmissionDedupeSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	now := hour19.Add(30 * time.Minute)
-	key := AdmissionKey{Hour: hour19, Cluster: "prod", Version: "v1", Resource: "secrets"}
+	key := countkey.AdmissionKey{Hour: hour19, Cluster: "prod", Version: "v1", Resource: "secrets"}
 	req := AdmissionRequest{ID: "id-1", Cluster: "prod", Hour: hour19,
-		Rows: []AdmissionRow{{Key: key, Counts: AdmissionCounts{Requests: 1, Calls: 1, FailedOpen: 1}}}}
+		Rows: []countkey.AdmissionRow{{Key: key, Counts: countkey.AdmissionCounts{Requests: 1, Calls: 1, FailedOpen: 1}}}}
 	s := openTest(t, dir, now)
 	dup, err := s.ApplyAdmission([]AdmissionRequest{req, req})
 	require.NoError(t, err)
@@ -59,14 +59,14 @@ func TestAdmissionDedupeSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, seen)
 
-	var rows []AdmissionCounts
-	require.NoError(t, s.ScanAdmission(hour19, hour19, func(k AdmissionKey, c AdmissionCounts) error {
+	var rows []countkey.AdmissionCounts
+	require.NoError(t, s.ScanAdmission(hour19, hour19, func(k countkey.AdmissionKey, c countkey.AdmissionCounts) error {
 		require.Equal(t, key, k)
 		rows = append(rows, c)
 		return nil
 	}))
-	require.Equal(t, []AdmissionCounts{{Requests: 1, Calls: 1, FailedOpen: 1}}, rows)
-	require.NoError(t, s.ScanAdmission(hour19.Add(time.Hour), now.Add(time.Hour), func(AdmissionKey, AdmissionCounts) error {
+	require.Equal(t, []countkey.AdmissionCounts{{Requests: 1, Calls: 1, FailedOpen: 1}}, rows)
+	require.NoError(t, s.ScanAdmission(hour19.Add(time.Hour), now.Add(time.Hour), func(countkey.AdmissionKey, countkey.AdmissionCounts) error {
 		t.Fatal("no counts after 19:00")
 		return nil
 	}))

@@ -46,30 +46,10 @@ const (
 	maxValueBytes = valueLogFileSize
 )
 
-// Skip says why the store left a request out: neither counted nor a
-// duplicate. Values are metric label values.
-type Skip string
-
-// SkipTooLong is a request with a part of its key over its bound above.
-// The store does not shorten it: that could merge it with another
-// request's key, and whoever built the request should have bounded it.
-const SkipTooLong Skip = "too_long"
-
-// SkipTooLarge is a request that would store a value over its bound
-// above (its removed release, its sighting), or a record over badger's
-// limits: the store never hands badger a record it would refuse, which
-// would fail the whole transaction.
-const SkipTooLarge Skip = "too_large"
-
-// SkipUnstorable is a request that badger or the store refused for
-// another reason of its own, that would refuse it again: a damaged record
-// it would update. The requests committed with it are counted.
-const SkipUnstorable Skip = "unstorable"
-
 // unstorableError is an ErrUnstorable with the reason a request it
 // belongs to is skipped for.
 type unstorableError struct {
-	why Skip
+	why countkey.Skip
 	msg string
 }
 
@@ -79,24 +59,24 @@ func (e *unstorableError) Is(target error) bool { return target == countkey.ErrU
 // recordTooLarge is the error of a record over badger's limits. It says
 // the sizes but never the record: its bytes come from senders.
 func recordTooLarge(key, value int) error {
-	return &unstorableError{why: SkipTooLarge, msg: fmt.Sprintf("store: a record with a key of %d bytes and a value of %d bytes is over badger's limits (%d and %d bytes)", key, value, maxKeyBytes, maxValueBytes)}
+	return &unstorableError{why: countkey.SkipTooLarge, msg: fmt.Sprintf("store: a record with a key of %d bytes and a value of %d bytes is over badger's limits (%d and %d bytes)", key, value, maxKeyBytes, maxValueBytes)}
 }
 
 // damaged is the error of a stored record a write cannot read.
 func damaged(what string, err error) error {
-	return &unstorableError{why: SkipUnstorable, msg: fmt.Sprintf("store: a stored %s is damaged: %v", what, err)}
+	return &unstorableError{why: countkey.SkipUnstorable, msg: fmt.Sprintf("store: a stored %s is damaged: %v", what, err)}
 }
 
 // skipReason is why a request whose write failed with err alone is
 // skipped, or "" when err does not let it be.
-func skipReason(err error) Skip {
+func skipReason(err error) countkey.Skip {
 	var ue *unstorableError
 	switch {
 	case errors.As(err, &ue):
 		return ue.why
 	case errors.Is(err, badger.ErrTxnTooBig):
 		// Its records alone are more than a transaction holds.
-		return SkipTooLarge
+		return countkey.SkipTooLarge
 	}
 	return ""
 }
@@ -111,7 +91,7 @@ func (sub *subject) what() string {
 
 // valueTooLarge names what r brings to a value over its bound, and its
 // length; the name is empty when nothing is.
-func valueTooLarge(r Request) (string, int) {
+func valueTooLarge(r countkey.Request) (string, int) {
 	if len(r.RemovedRelease) > MaxReleaseBytes {
 		return "removedRelease", len(r.RemovedRelease)
 	}
@@ -159,11 +139,11 @@ func tooLong(sub *subject, k countkey.CountKey) (string, int) {
 }
 
 // admissionTooLong is tooLong for an admission request.
-func admissionTooLong(r AdmissionRequest) (string, int) {
-	if name, n := overBound(part{"cluster", r.Cluster, countkey.MaxClusterBytes}); name != "" {
+func admissionTooLong(r countkey.Request) (string, int) {
+	if name, n := overBound(part{"cluster", r.Key.Cluster, countkey.MaxClusterBytes}); name != "" {
 		return name, n
 	}
-	for _, row := range r.Rows {
+	for _, row := range r.Admission {
 		k := row.Key
 		if name, n := overBound(part{"cluster", k.Cluster, countkey.MaxClusterBytes}, part{"group", k.Group, countkey.MaxGroupBytes},
 			part{"version", k.Version, countkey.MaxVersionBytes}, part{"resource", k.Resource, countkey.MaxResourceBytes},
@@ -184,7 +164,7 @@ type skipLog struct {
 	logged map[string]bool
 }
 
-func (s *Store) logSkip(what, part string, length int, why Skip) {
+func (s *Store) logSkip(what, part string, length int, why countkey.Skip) {
 	s.skipped.mu.Lock()
 	defer s.skipped.mu.Unlock()
 	if s.skipped.logged[what+"/"+part+"/"+string(why)] {
@@ -195,7 +175,7 @@ func (s *Store) logSkip(what, part string, length int, why Skip) {
 	}
 	s.skipped.logged[what+"/"+part+"/"+string(why)] = true
 	msg := "skipped a request: a part of its key is longer than the store's bound (logged once per part); the rest of its batch is counted"
-	if why == SkipTooLarge {
+	if why == countkey.SkipTooLarge {
 		msg = "skipped a request: what it would store is larger than the store's bound (logged once per part); the rest of its batch is counted"
 	}
 	s.log.Warn().Str("kind", what).Str("part", part).Int("bytes", length).Str("reason", string(why)).Msg(msg)
@@ -203,7 +183,7 @@ func (s *Store) logSkip(what, part string, length int, why Skip) {
 
 // logRefused logs the first request of each kind and reason that badger
 // or the store refused as it was written (skipReason).
-func (s *Store) logRefused(what string, why Skip, err error) {
+func (s *Store) logRefused(what string, why countkey.Skip, err error) {
 	s.skipped.mu.Lock()
 	defer s.skipped.mu.Unlock()
 	if s.skipped.logged[what+"//"+string(why)] {

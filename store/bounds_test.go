@@ -50,16 +50,16 @@ func TestCommitSkipsAnUnstorableRequestAlone(t *testing.T) {
 	for i := range 5 {
 		reqs = append(reqs, Request{ID: fmt.Sprint(i), Key: key})
 	}
-	d, err := s.Commit(Batch{Requests: reqs, Admission: []AdmissionRequest{
-		{ID: "a", Cluster: "c", Hour: hour19, Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Resource: strings.Repeat("r", 64)}}}},
-		{ID: "b", Cluster: "c", Hour: hour19, Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}},
+	d, err := s.commitBatch(Batch{Requests: reqs, Admission: []AdmissionRequest{
+		{ID: "a", Cluster: "c", Hour: hour19, Rows: []countkey.AdmissionRow{{Key: countkey.AdmissionKey{Hour: hour19, Cluster: "c", Resource: strings.Repeat("r", 64)}}}},
+		{ID: "b", Cluster: "c", Hour: hour19, Rows: []countkey.AdmissionRow{{Key: countkey.AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}, Counts: countkey.AdmissionCounts{Requests: 1}}}},
 	}})
 	require.NoError(t, err)
 	require.Equal(t, make([]bool, 6), d.Requests)
-	require.Equal(t, &Skipped{Admission: []Skip{SkipTooLong, ""}, Requests: []Skip{SkipTooLong, "", "", "", "", ""}, FieldRules: []Skip{}}, d.Skipped)
+	require.Equal(t, &Skipped{Admission: []countkey.Skip{countkey.SkipTooLong, ""}, Requests: []countkey.Skip{countkey.SkipTooLong, "", "", "", "", ""}, FieldRules: []countkey.Skip{}}, d.Skipped)
 	require.Equal(t, uint64(5), countOf(t, s, "c", "endpoints.v1"))
 	var admission uint64
-	require.NoError(t, s.ScanAdmission(hour19, hour19, func(_ AdmissionKey, c AdmissionCounts) error {
+	require.NoError(t, s.ScanAdmission(hour19, hour19, func(_ countkey.AdmissionKey, c countkey.AdmissionCounts) error {
 		admission += c.Requests
 		return nil
 	}))
@@ -150,7 +150,7 @@ func TestOpenKeepsDeduplicatingMarksOfTheOldLayout(t *testing.T) {
 	require.Equal(t, hour19.Add(2*time.Hour), s.legacyMarksUntil)
 	later := key
 	later.Hour = hour19.Add(3 * time.Hour)
-	d, err := s.Commit(Batch{
+	d, err := s.commitBatch(Batch{
 		Requests: []Request{
 			{ID: "t1/a1", LegacyID: "a1", Key: key},   // the retry of a counted request
 			{ID: "t2/a2", LegacyID: "a2", Key: later}, // a new request after the upgrade, reusing an ID
@@ -159,7 +159,7 @@ func TestOpenKeepsDeduplicatingMarksOfTheOldLayout(t *testing.T) {
 			{ID: "t4/a1", LegacyID: "a1", Key: later}, // a1 reused after the upgrade
 		},
 		FieldRules: []FieldRuleRequest{{ID: "t1/a1#field:rule", LegacyID: "a1#field:rule", Key: FieldRuleKey{Cluster: "c", Rule: "rule", Cell: key.Cell}}},
-		Admission:  []AdmissionRequest{{ID: "t1/a1", LegacyID: "a1", Cluster: "c", Hour: hour19, Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}}}}},
+		Admission:  []AdmissionRequest{{ID: "t1/a1", LegacyID: "a1", Cluster: "c", Hour: hour19, Rows: []countkey.AdmissionRow{{Key: countkey.AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}}}}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false, false, true, false}, d.Requests)

@@ -29,26 +29,6 @@ func fieldRuleKey(k countkey.CountKey) FieldRuleKey {
 	return FieldRuleKey{Cluster: k.Cluster, Rule: k.API, Cell: k.Cell}
 }
 
-// FieldRuleRequest is one request that set a field rule's field, to count
-// once.
-type FieldRuleRequest struct {
-	// ID identifies the match for deduplication within its cluster, in
-	// the space of Request IDs: it must differ from the request's own ID
-	// and from the IDs of its matches of other rules.
-	ID string
-	// LegacyID is the ID a store of schema 1 marked the match with, as
-	// Request.LegacyID.
-	LegacyID       string
-	Key            FieldRuleKey
-	RemovedRelease string
-	// Seen, if set, records the pod and addresses behind the request.
-	Seen *countkey.Sighting
-}
-
-func (r FieldRuleRequest) request() Request {
-	return Request{ID: r.ID, LegacyID: r.LegacyID, Key: r.Key.countKey(), RemovedRelease: r.RemovedRelease, Seen: r.Seen}
-}
-
 // FieldRuleInfo describes one field rule of one cluster that has counts.
 type FieldRuleInfo struct {
 	Cluster        string

@@ -33,7 +33,7 @@ func TestFieldRuleCountsAreTheirOwnKind(t *testing.T) {
 	rule := FieldRuleKey{Cluster: "c", Rule: "services.v1",
 		Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
 	seen := &countkey.Sighting{PodName: "app-0", At: hour19}
-	d, err := s.Commit(Batch{
+	d, err := s.commitBatch(Batch{
 		Requests: []Request{{ID: "a", Key: api, RemovedRelease: "1.40"}},
 		FieldRules: []FieldRuleRequest{
 			{ID: "a#field:services.v1", Key: rule, RemovedRelease: "1.22", Seen: seen},
@@ -44,7 +44,7 @@ func TestFieldRuleCountsAreTheirOwnKind(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, Duplicates{Requests: []bool{false}, FieldRules: []bool{false, false, true}}, d)
-	d, err = s.Commit(Batch{Requests: []Request{{ID: "a#field:services.v1", Key: api}}})
+	d, err = s.commitBatch(Batch{Requests: []Request{{ID: "a#field:services.v1", Key: api}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, d.Requests, "one space of dedupe marks")
 
@@ -79,7 +79,7 @@ func TestFieldRuleClientCap(t *testing.T) {
 	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", Verb: "create"}}
 	other := k
 	other.Username = "bob"
-	_, err = s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k}, {ID: "2", Key: other}}})
+	_, err = s.commitBatch(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k}, {ID: "2", Key: other}}})
 	require.NoError(t, err)
 	folded := k
 	folded.Username, folded.UserAgent = OtherClient, OtherClient
@@ -93,7 +93,7 @@ func TestSweepDeletesExpiredFieldRuleRecords(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: countkey.Cell{Hour: nextWeek, Node: "n1", Username: "alice", Verb: "create"}}
-	_, err = s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k, Seen: &countkey.Sighting{PodName: "p", At: nextWeek}}}})
+	_, err = s.commitBatch(Batch{FieldRules: []FieldRuleRequest{{ID: "1", Key: k, Seen: &countkey.Sighting{PodName: "p", At: nextWeek}}}})
 	require.NoError(t, err)
 	require.Equal(t, map[byte]int{prefixFieldRuleCount: 1, prefixMark: 1, prefixFieldRuleMeta: 1, prefixFieldRuleWorkload: 1}, keysByKind(t, s))
 	require.Len(t, s.FieldRules(), 1)
@@ -198,7 +198,7 @@ func TestOpenMergesFieldRulesStoredBothWays(t *testing.T) {
 	}
 	s := open()
 	k := FieldRuleKey{Cluster: "c", Rule: "r", Cell: countkey.Cell{Hour: hour19, Node: "n1", Username: "alice", UserAgent: "kubectl", Verb: "create"}}
-	_, err := s.Commit(Batch{FieldRules: []FieldRuleRequest{{ID: "x#field:r", Key: k, RemovedRelease: "1.22", Seen: &countkey.Sighting{PodName: "pod-0", At: hour19}}}})
+	_, err := s.commitBatch(Batch{FieldRules: []FieldRuleRequest{{ID: "x#field:r", Key: k, RemovedRelease: "1.22", Seen: &countkey.Sighting{PodName: "pod-0", At: hour19}}}})
 	require.NoError(t, err)
 	writeLegacyFieldRule(t, s, "a", "r", "alice", hour19)
 	require.NoError(t, s.Close())

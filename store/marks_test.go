@@ -179,10 +179,10 @@ func TestSegmentsOfARefusedRequestAreNotKept(t *testing.T) {
 		return txn.Set(encodeCountKey(bad), []byte{1, 2, 3})
 	}))
 	refused, counted := timedID(hour19, "refused"), timedID(hour19, "counted")
-	d, err := s.Commit(Batch{Requests: []Request{{ID: refused, Key: bad}, {ID: counted, Key: good}}})
+	d, err := s.commitBatch(Batch{Requests: []Request{{ID: refused, Key: bad}, {ID: counted, Key: good}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, d.Requests)
-	require.Equal(t, []Skip{SkipUnstorable, ""}, d.Skipped.Requests)
+	require.Equal(t, []countkey.Skip{countkey.SkipUnstorable, ""}, d.Skipped.Requests)
 	require.Equal(t, map[markScope]int{{"c", hour19.Unix()}: 1}, segmentsOf(t, s))
 
 	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Delete(encodeCountKey(bad)) }))
@@ -339,10 +339,10 @@ func TestDamagedSegmentSkipsItsHoursRequests(t *testing.T) {
 		return txn.Set(s.marks.nextKey(sc), []byte{1, 2, 3})
 	}))
 	key := countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}
-	d, err := s.Commit(Batch{Requests: []Request{{ID: timedID(hour19, "a"), Key: key}, {ID: timedID(hour19.Add(-time.Hour), "b"), Key: key}}})
+	d, err := s.commitBatch(Batch{Requests: []Request{{ID: timedID(hour19, "a"), Key: key}, {ID: timedID(hour19.Add(-time.Hour), "b"), Key: key}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, d.Requests)
-	require.Equal(t, []Skip{SkipUnstorable, ""}, d.Skipped.Requests)
+	require.Equal(t, []countkey.Skip{countkey.SkipUnstorable, ""}, d.Skipped.Requests)
 	require.Equal(t, uint64(1), countOf(t, s, "c", "a.v1"))
 }
 

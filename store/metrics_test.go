@@ -22,8 +22,8 @@ func TestStoreRegistersItsMetrics(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	adm := AdmissionRequest{ID: "a", Cluster: "c", Hour: hour19,
-		Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Version: "v1", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}}
-	d, err := s.Commit(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "a.v1",
+		Rows: []countkey.AdmissionRow{{Key: countkey.AdmissionKey{Hour: hour19, Cluster: "c", Version: "v1", Resource: "pods"}, Counts: countkey.AdmissionCounts{Requests: 1}}}}
+	d, err := s.commitBatch(Batch{Admission: []AdmissionRequest{adm, adm}, Requests: []Request{{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "a.v1",
 		Cell: countkey.Cell{Hour: hour19}}}}})
 	require.NoError(t, err)
 	require.Equal(t, Duplicates{Admission: []bool{false, true}, Requests: []bool{false}, FieldRules: []bool{}}, d)
@@ -52,7 +52,7 @@ func TestStoreRegistersItsMetrics(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(s.metrics.commitErrors))
 
 	s.readOnly = true
-	_, err = s.Commit(Batch{Requests: []Request{{ID: "b"}}})
+	_, err = s.commitBatch(Batch{Requests: []Request{{ID: "b"}}})
 	require.Error(t, err)
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.commitErrors))
 	require.Equal(t, uint64(2), histogramCount(t, reg, "sunset_store_commit_duration_seconds"))
@@ -78,7 +78,7 @@ func TestStoreSizeIsWhatIsOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir, Logger: zerolog.Nop(), Now: func() time.Time { return hour19 }})
 	require.NoError(t, err)
-	_, err = s.Commit(Batch{Requests: []Request{{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}}}})
+	_, err = s.commitBatch(Batch{Requests: []Request{{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "a.v1", Cell: countkey.Cell{Hour: hour19}}}}})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 

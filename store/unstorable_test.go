@@ -31,10 +31,10 @@ func TestCommitSkipsARequestWithA9MiBRemovedRelease(t *testing.T) {
 	// Last, so that the store's default merge rule (the last release
 	// given) would keep it.
 	reqs = append(reqs, Request{ID: "bad", Key: unstorableKey, RemovedRelease: strings.Repeat("1", 9<<20)})
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("4")}}})
+	d, err := s.commitBatch(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("4")}}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false, false, false}, d.Requests)
-	require.Equal(t, &Skipped{Requests: []Skip{"", "", "", SkipTooLarge}, FieldRules: []Skip{}}, d.Skipped)
+	require.Equal(t, &Skipped{Requests: []countkey.Skip{"", "", "", countkey.SkipTooLarge}, FieldRules: []countkey.Skip{}}, d.Skipped)
 	require.Equal(t, uint64(3), countOf(t, s, "c", "endpoints.v1"))
 	apis := s.APIs()
 	require.Len(t, apis, 1)
@@ -43,13 +43,13 @@ func TestCommitSkipsARequestWithA9MiBRemovedRelease(t *testing.T) {
 
 	// A release just over the bound, and a sighting over its own, are
 	// skipped the same way.
-	d, err = s.Commit(Batch{Requests: []Request{
+	d, err = s.commitBatch(Batch{Requests: []Request{
 		{ID: "long", Key: unstorableKey, RemovedRelease: strings.Repeat("1", MaxReleaseBytes+1)},
 		{ID: "seen", Key: unstorableKey, Seen: &countkey.Sighting{PodName: strings.Repeat("p", MaxSightingBytes+1)}},
 		{ID: "fine", Key: unstorableKey, RemovedRelease: strings.Repeat("1", MaxReleaseBytes)},
 	}})
 	require.NoError(t, err)
-	require.Equal(t, []Skip{SkipTooLarge, SkipTooLarge, ""}, d.Skipped.Requests)
+	require.Equal(t, []countkey.Skip{countkey.SkipTooLarge, countkey.SkipTooLarge, ""}, d.Skipped.Requests)
 	require.Equal(t, uint64(4), countOf(t, s, "c", "endpoints.v1"))
 }
 
@@ -75,9 +75,9 @@ func TestCommitSkipsARequestWhoseRecordBadgerWouldRefuse(t *testing.T) {
 	for i := range 5 {
 		reqs = append(reqs, Request{ID: fmt.Sprint(i), Key: unstorableKey, Seen: &countkey.Sighting{PodName: "pod", At: hour19}})
 	}
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("6")}}})
+	d, err := s.commitBatch(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("6")}}})
 	require.NoError(t, err)
-	require.Equal(t, []Skip{SkipTooLarge, "", "", "", "", ""}, d.Skipped.Requests)
+	require.Equal(t, []countkey.Skip{countkey.SkipTooLarge, "", "", "", "", ""}, d.Skipped.Requests)
 	require.Equal(t, uint64(5), countOf(t, s, "c", "endpoints.v1"))
 	requireCursor(t, s, "in", "6")
 	w, err := s.Workloads("c", "endpoints.v1")
@@ -102,9 +102,9 @@ func TestCommitSkipsARequestWhoseCountIsDamaged(t *testing.T) {
 	}
 	// The damaged count last, in the transaction of the cursor.
 	reqs = append(reqs[1:], reqs[0])
-	d, err := s.Commit(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("6")}}})
+	d, err := s.commitBatch(Batch{Requests: reqs, Cursors: []countkey.Cursor{{Name: "in", Value: []byte("6")}}})
 	require.NoError(t, err)
-	require.Equal(t, []Skip{"", "", "", "", "", SkipUnstorable}, d.Skipped.Requests)
+	require.Equal(t, []countkey.Skip{"", "", "", "", "", countkey.SkipUnstorable}, d.Skipped.Requests)
 	requireCursor(t, s, "in", "6")
 	require.Equal(t, uint64(5), countOf(t, s, "c", "endpoints.v1"))
 	// The skipped request left no mark: it is not a duplicate.
@@ -119,8 +119,8 @@ func TestCommitSkipsARequestWhoseCountIsDamaged(t *testing.T) {
 func TestCommitRefusesACursorItCannotStore(t *testing.T) {
 	s := openTest(t, t.TempDir(), hour19.Add(30*time.Minute))
 	defer s.Close()
-	_, err := s.Commit(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}},
-		Admission: []AdmissionRequest{{ID: "a", Cluster: "c", Hour: hour19, Rows: []AdmissionRow{{Key: AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}, Counts: AdmissionCounts{Requests: 1}}}}},
+	_, err := s.commitBatch(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}},
+		Admission: []AdmissionRequest{{ID: "a", Cluster: "c", Hour: hour19, Rows: []countkey.AdmissionRow{{Key: countkey.AdmissionKey{Hour: hour19, Cluster: "c", Resource: "pods"}, Counts: countkey.AdmissionCounts{Requests: 1}}}}},
 		Cursors:   []countkey.Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes+1)}}})
 	require.ErrorIs(t, err, countkey.ErrUnstorable)
 	require.NotErrorIs(t, err, countkey.ErrNoSpace)
@@ -129,7 +129,7 @@ func TestCommitRefusesACursorItCannotStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, seen)
 	// At badger's limit it is stored.
-	_, err = s.Commit(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}}, Cursors: []countkey.Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes)}}})
+	_, err = s.commitBatch(Batch{Requests: []Request{{ID: "1", Key: unstorableKey}}, Cursors: []countkey.Cursor{{Name: "outbox", Value: make([]byte, maxValueBytes)}}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), countOf(t, s, "c", "endpoints.v1"))
 }
@@ -153,7 +153,7 @@ func TestSetEntryHoldsBadgersLimits(t *testing.T) {
 			continue
 		}
 		require.ErrorIs(t, err, countkey.ErrUnstorable)
-		require.Equal(t, SkipTooLarge, skipReason(err))
+		require.Equal(t, countkey.SkipTooLarge, skipReason(err))
 		require.NotContains(t, err.Error(), "kkkk")
 	}
 	// badger's own checks agree: one byte over is refused by badger too.

@@ -78,12 +78,12 @@ func lastSighting(w *Workload, s countkey.Sighting) {
 
 // applySightings merges the sightings of counted requests into their
 // workload records within txn.
-func (s *Store) applySightings(txn *badger.Txn, entries []entry, dup []bool) error {
+func (s *Store) applySightings(txn *badger.Txn, entries []entry) error {
 	records := map[string]*Workload{}
 	expiry := map[string]uint64{}
 	var order []string
-	for i, r := range entries {
-		if dup[i] || r.Seen == nil {
+	for _, r := range entries {
+		if r.out.Duplicate || r.Seen == nil {
 			continue
 		}
 		key := string(r.sub.workloadKey(r.Key))

@@ -18,175 +18,118 @@ import (
 // badger's transaction size limit for realistic key sizes.
 const maxChunk = 4096
 
-// Request is one audit request to count once.
-type Request struct {
-	// ID identifies the request within its cluster for deduplication.
-	// One longer than MaxIDBytes is stored as its digest.
-	ID string
-	// LegacyID is the ID a store of schema 1 marked the request with, if
-	// any: a request of an hour before the upgrade (schema.go) whose
-	// legacy mark is stored is a duplicate, so that a batch committed
-	// before the upgrade and retried after it still counts once.
-	LegacyID       string
-	Key            countkey.CountKey
-	RemovedRelease string
-	// Seen, if set, records the pod and addresses behind the request.
-	Seen *countkey.Sighting
-}
-
-// Apply counts each request whose ID has not been counted before in its
-// cluster, and reports for each request whether it was a duplicate. Marks,
-// counts and metadata of a request are committed in one transaction and
-// fsynced before Apply returns, so a nil error means everything is durable.
-// Cursors are written in the transaction of the last requests, so a cursor
-// is never ahead of the counts. Requests from an expired hour must be
-// filtered out by the caller. A request with a part of its key over its
-// bound, or what it would store over its bound (bounds.go), or whose
-// records badger or the store refuses alone, is skipped (reported as not
-// a duplicate; Commit tells it apart and why): the others are counted.
-// Below the disk reserve it writes nothing and returns an error that
-// matches ErrNoSpace; a cursor that cannot be stored fails it with an
-// error that matches ErrUnstorable.
-func (s *Store) Apply(reqs []Request, cursors ...countkey.Cursor) ([]bool, error) {
-	d, err := s.commit(Batch{Requests: reqs, Cursors: cursors})
-	return d.Requests, err
-}
-
-// Batch is what one Commit writes.
-type Batch struct {
-	// Admission are admission webhook counts (see ApplyAdmission).
-	Admission []AdmissionRequest
-	// Requests count against APIs, FieldRules against field rules. Their
-	// IDs share one space of dedupe marks per cluster.
-	Requests   []Request
-	FieldRules []FieldRuleRequest
-	// Cursors are written with the last requests.
-	Cursors []countkey.Cursor
-}
-
-// Duplicates says, request by request, which requests of a Batch had been
-// counted before, and which were skipped.
-type Duplicates struct {
-	Admission, Requests, FieldRules []bool
-	// Skipped says, for the same requests, why one was left out, neither
-	// counted nor a duplicate; empty for the others. Nil when none was.
-	Skipped *Skipped
-}
-
-// Skipped says why requests of a Batch were left out, in the layout of
-// Duplicates.
-type Skipped struct {
-	Admission, Requests, FieldRules []Skip
-}
-
-// Commit is one group commit, timed and counted in the store's metrics:
-// the admission counts as ApplyAdmission commits them, then the requests
-// as Apply commits them, every request once, durable when it returns, with
-// the cursors in the last transaction, so that a cursor is never ahead of
-// either. A non-nil error means nothing may be assumed committed.
-func (s *Store) Commit(b Batch) (Duplicates, error) {
+// Commit counts each request once against its subject (an API, a field
+// rule, admission webhooks; countkey.Request.Subject) and returns what
+// became of each, aligned with reqs: counted, a duplicate (its ID was
+// counted before in its cluster, by an earlier commit or earlier in
+// reqs), or skipped with the reason. Marks, counts and metadata of a
+// request are committed in one transaction and fsynced before Commit
+// returns, so a nil error means everything is durable. Admission counts
+// commit first, then the other requests, with the cursors in the
+// transaction of the last, so that a cursor is never ahead of either.
+// Requests from an expired hour must be filtered out by the caller.
+//
+// A request with a part of its key over its bound, or what it would store
+// over its bound (bounds.go), or whose records badger or the store
+// refuses alone, is skipped: the others are counted. Below the disk
+// reserve it writes nothing and returns an error that matches
+// countkey.ErrNoSpace; a cursor that cannot be stored fails it with an
+// error that matches countkey.ErrUnstorable. A non-nil error means
+// nothing may be assumed committed. Commit is timed and counted in the
+// store's metrics.
+func (s *Store) Commit(reqs []countkey.Request, cursors ...countkey.Cursor) ([]countkey.Outcome, error) {
 	start := time.Now()
-	d, err := s.commit(b)
+	out, err := s.commit(reqs, cursors)
 	s.metrics.commitDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.metrics.commitErrors.Inc()
 	}
-	return d, err
+	return out, err
 }
 
-func (s *Store) commit(b Batch) (Duplicates, error) {
+func (s *Store) commit(reqs []countkey.Request, cursors []countkey.Cursor) ([]countkey.Outcome, error) {
 	if s.readOnly {
-		return Duplicates{}, errors.New("store: opened read-only")
+		return nil, errors.New("store: opened read-only")
 	}
-	if err := checkCursors(b.Cursors); err != nil {
-		return Duplicates{}, err
+	if err := checkCursors(cursors); err != nil {
+		return nil, err
 	}
-	var out Duplicates
-	if len(b.Admission) > 0 {
-		var err error
-		var skipped []Skip
-		if out.Admission, skipped, err = s.applyAdmission(b.Admission); err != nil {
-			return Duplicates{}, err
+	out := make([]countkey.Outcome, len(reqs))
+	var adm, entries []entry
+	for i, r := range reqs {
+		e := entry{Request: r, out: &out[i]}
+		switch r.Subject() {
+		case countkey.SubjectAdmission:
+			if part, length := admissionTooLong(r); part != "" {
+				e.skip(countkey.SkipTooLong)
+				s.logSkip("admission", part, length, countkey.SkipTooLong)
+				continue
+			}
+			adm = append(adm, e)
+			continue
+		case countkey.SubjectFieldRule:
+			// A field rule's records are an API's, with the rule's name
+			// in place of the API's.
+			e.sub, e.Key.API = fieldRuleSubject, r.FieldRule
+		default:
+			e.sub = apiSubject
 		}
-		if skipped != nil {
-			out.Skipped = &Skipped{Admission: skipped}
-		}
-	}
-	n := len(b.Requests) + len(b.FieldRules)
-	entries := make([]entry, 0, n)
-	// at is the index in requests, then field rules, of each entry.
-	at := make([]int, 0, n)
-	var skipped []Skip
-	skip := func(i int, why Skip) {
-		if skipped == nil {
-			skipped = make([]Skip, n)
-		}
-		skipped[i] = why
-	}
-	add := func(i int, sub *subject, r Request) {
-		part, length := tooLong(sub, r.Key)
-		why := SkipTooLong
+		part, length := tooLong(e.sub, e.Key)
+		why := countkey.SkipTooLong
 		if part == "" {
-			part, length = valueTooLarge(r)
-			why = SkipTooLarge
+			part, length = valueTooLarge(e.Request)
+			why = countkey.SkipTooLarge
 		}
 		if part != "" {
-			skip(i, why)
-			s.logSkip(sub.what(), part, length, why)
-			return
+			e.skip(why)
+			s.logSkip(e.sub.what(), part, length, why)
+			continue
 		}
-		entries = append(entries, entry{sub, r})
-		at = append(at, i)
-	}
-	for i, r := range b.Requests {
-		add(i, apiSubject, r)
-	}
-	for i, r := range b.FieldRules {
-		add(len(b.Requests)+i, fieldRuleSubject, r.request())
+		entries = append(entries, e)
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	dup := make([]bool, len(entries))
-	refused := func(j int, why Skip, err error) {
-		skip(at[j], why)
-		s.logRefused(entries[j].sub.what(), why, err)
-	}
-	if err := s.apply(entries, dup, b.Cursors, refused); err != nil {
-		return Duplicates{}, err
-	}
-	all := make([]bool, n)
-	for j, i := range at {
-		all[i] = dup[j]
-	}
-	out.Requests, out.FieldRules = all[:len(b.Requests)], all[len(b.Requests):]
-	if skipped != nil {
-		if out.Skipped == nil {
-			out.Skipped = &Skipped{}
+	if len(adm) > 0 {
+		if err := s.applyAdmission(adm); err != nil {
+			return nil, err
 		}
-		out.Skipped.Requests, out.Skipped.FieldRules = skipped[:len(b.Requests)], skipped[len(b.Requests):]
+	}
+	if err := s.apply(entries, cursors); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// entry is one request to count against its subject. For a field rule,
-// Key.API holds the rule's name.
+// entry is one request to count against its subject, and where its
+// outcome goes. For a field rule, Key.API holds the rule's name.
 type entry struct {
 	sub *subject
-	Request
+	countkey.Request
+	out *countkey.Outcome
+}
+
+// skip sets e's outcome to skipped, for why.
+func (e entry) skip(why countkey.Skip) { e.out.Skipped = why }
+
+// refuse skips the entry whose records badger or the store refused alone
+// with err, and logs it.
+func (s *Store) refuse(e entry, what string, err error) {
+	why := skipReason(err)
+	e.skip(why)
+	s.logRefused(what, why, err)
 }
 
 // apply commits entries in chunks and cursors with the last; the caller
 // holds applyMu. An entry whose records badger or the store refuses
-// alone (skipReason) is left out, and refused is told which; it is never
-// set as a duplicate.
-func (s *Store) apply(entries []entry, dup []bool, cursors []countkey.Cursor, refused func(i int, why Skip, err error)) error {
+// alone (skipReason) is left out and its outcome says why.
+func (s *Store) apply(entries []entry, cursors []countkey.Cursor) error {
 	write := func(lo, hi int, cursors []countkey.Cursor) error {
 		// Each chunk is its own transaction: check before each, so that
 		// no badger write starts below the reserve.
 		if err := s.guardSpace(); err != nil {
 			return err
 		}
-		return s.spaceError(s.applyChunk(entries[lo:hi], dup[lo:hi], cursors))
+		return s.spaceError(s.applyChunk(entries[lo:hi], cursors))
 	}
 	if len(entries) == 0 && len(cursors) > 0 {
 		return cursorError(write(0, 0, cursors))
@@ -209,7 +152,7 @@ func (s *Store) apply(entries []entry, dup []bool, cursors []countkey.Cursor, re
 		}
 		return err
 	}, func(i int, err error) {
-		refused(i, skipReason(err), err)
+		s.refuse(entries[i], entries[i].sub.what(), err)
 	})
 	if err != nil || written || len(cursors) == 0 {
 		return err
@@ -283,24 +226,13 @@ func isolating(n, limit int, apply func(lo, hi int) error, refused func(i int, e
 	return run(0, n)
 }
 
-// hasMark reports whether the mark mk is stored; a nil mk is not.
-func hasMark(txn *badger.Txn, mk []byte) (bool, error) {
+// marked reports whether the dedupe mark mk is stored or, with seen, is
+// already in the transaction; a nil mk is not. With seen, a mark not found
+// is added to it: the caller writes it.
+func marked(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, error) {
 	if mk == nil {
 		return false, nil
 	}
-	_, err := txn.Get(mk)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, badger.ErrKeyNotFound):
-		return false, nil
-	}
-	return false, fmt.Errorf("store: reading dedupe mark: %w", err)
-}
-
-// isDuplicate reports whether the dedupe mark mk is already in the batch
-// (seen) or in the store, and adds it to seen otherwise.
-func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, error) {
 	if _, ok := seen[string(mk)]; ok {
 		return true, nil
 	}
@@ -311,13 +243,15 @@ func isDuplicate(txn *badger.Txn, mk []byte, seen map[string]struct{}) (bool, er
 	case !errors.Is(err, badger.ErrKeyNotFound):
 		return false, fmt.Errorf("store: reading dedupe mark: %w", err)
 	}
-	seen[string(mk)] = struct{}{}
+	if seen != nil {
+		seen[string(mk)] = struct{}{}
+	}
 	return false, nil
 }
 
 // applyChunk counts entries and writes cursors in one transaction, and
-// sets dup for the entries counted before.
-func (s *Store) applyChunk(entries []entry, dup []bool, cursors []countkey.Cursor) error {
+// marks the outcomes of the entries counted before as duplicates.
+func (s *Store) applyChunk(entries []entry, cursors []countkey.Cursor) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -326,7 +260,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []countkey.Curso
 	defer w.cc.close()
 	s.topology.prune(s)
 	w.tc = newTopologyCap(s.topology)
-	if err := s.markNew(w, entries, dup); err != nil {
+	if err := s.markNew(w, entries); err != nil {
 		return err
 	}
 	if err := w.writeCounts(); err != nil {
@@ -338,7 +272,7 @@ func (s *Store) applyChunk(entries []entry, dup []bool, cursors []countkey.Curso
 	if w.capped != nil {
 		entries = w.capped
 	}
-	if err := s.applySightings(txn, entries, dup); err != nil {
+	if err := s.applySightings(txn, entries); err != nil {
 		return err
 	}
 	if err := writeCursors(txn, cursors); err != nil {
@@ -374,16 +308,16 @@ type chunkWrite struct {
 	legacySeen map[string]struct{}
 }
 
-// markNew sets dup for the entries counted before and, for each other
-// one, caps its key, writes its dedupe mark and tallies what it adds to
-// its count and metadata.
-func (s *Store) markNew(w *chunkWrite, entries []entry, dup []bool) error {
+// markNew marks the outcomes of the entries counted before as duplicates
+// and, for each other one, caps its key, writes its dedupe mark and
+// tallies what it adds to its count and metadata.
+func (s *Store) markNew(w *chunkWrite, entries []entry) error {
 	for i, e := range entries {
 		d, mark, err := s.counted(w, e)
 		if err != nil {
 			return err
 		}
-		if dup[i] = d; d {
+		if e.out.Duplicate = d; d {
 			continue
 		}
 		if e, err = w.capKey(entries, i, e); err != nil {
@@ -414,9 +348,9 @@ func (s *Store) counted(w *chunkWrite, e entry) (bool, func(expires uint64) erro
 	sc, ok := scopeOf(e.Key.Cluster, id)
 	if !ok {
 		mk := rawMarkKey(prefixMark, e.Key.Cluster, id)
-		d, err := isDuplicate(w.txn, mk, w.legacySeen)
+		d, err := marked(w.txn, mk, w.legacySeen)
 		if err == nil && !d {
-			d, err = hasMark(w.txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour))
+			d, err = marked(w.txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour), nil)
 		}
 		return d, func(exp uint64) error { return setEntry(w.txn, expiringEntry(mk, nil, exp)) }, err
 	}
@@ -432,10 +366,10 @@ func (s *Store) counted(w *chunkWrite, e entry) (bool, func(expires uint64) erro
 	if !d && !s.marksMigrated {
 		// Until Open has moved them into segments, marks of their own
 		// may still be stored for such IDs.
-		d, err = hasMark(w.txn, rawMarkKey(prefixMark, e.Key.Cluster, id))
+		d, err = marked(w.txn, rawMarkKey(prefixMark, e.Key.Cluster, id), nil)
 	}
 	if err == nil && !d {
-		d, err = hasMark(w.txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour))
+		d, err = marked(w.txn, s.legacyMark(prefixMark, e.Key.Cluster, e.LegacyID, e.Key.Hour), nil)
 	}
 	return d, func(exp uint64) error { w.segments.mark(ref, exp); return nil }, err
 }

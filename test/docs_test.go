@@ -73,7 +73,7 @@ func TestDocsNameCodeThatExists(t *testing.T) {
 	}
 	// The other pages write config keys, JSON fields and words as code
 	// too, so only what is plainly Go is checked there: a name after one
-	// of Sunset's packages, with a capital (store.Request, api.Handler).
+	// of Sunset's packages, with a capital (countkey.Request, api.Handler).
 	checked := 0
 	for path, page := range docPages(t) {
 		if _, walked := docsNaming["../"+path]; walked {

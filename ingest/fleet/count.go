@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/ingest/sink"
@@ -230,7 +229,7 @@ func (c *counter) consumeFrom(ctx context.Context, partition int, log zerolog.Lo
 	log.Debug().Int64("offset", start).Int64("end", end).Msg("counting partition")
 	label := strconv.Itoa(partition)
 	kafka.ReadBatches(ctx, r, c.cfg.Config, log, func(ctx context.Context, batch []kafkago.Message) error {
-		reqs := make([]aggregate.Request, 0, len(batch))
+		reqs := make([]countkey.Request, 0, len(batch))
 		for _, m := range batch {
 			if skippedBatch(m) {
 				// It stands for a record batch over

@@ -25,7 +25,7 @@ var (
 // IngestBatch produces the requests of a whole batch in one round trip.
 // The cursor is not stored: the group's offset is the filter's position.
 func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents, _ countkey.Cursor) error {
-	var reqs []aggregate.Request
+	var reqs []countkey.Request
 	for _, g := range origins {
 		r, _ := f.agg.Classify(g.Origin, g.Events)
 		reqs = append(reqs, r...)

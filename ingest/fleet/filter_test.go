@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -26,7 +27,7 @@ type classifyRecorder struct {
 	heard      map[string]bool
 }
 
-func (r *classifyRecorder) Classify(o aggregate.Origin, events []aggregate.Event) ([]aggregate.Request, aggregate.Summary) {
+func (r *classifyRecorder) Classify(o aggregate.Origin, events []aggregate.Event) ([]countkey.Request, aggregate.Summary) {
 	r.mu.Lock()
 	r.classified += len(events)
 	r.mu.Unlock()

@@ -42,8 +42,8 @@ const Source = "fleet"
 
 // Aggregator classifies events and commits classified requests.
 type Aggregator interface {
-	Classify(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Request, aggregate.Summary)
-	Apply(ctx context.Context, source string, reqs []aggregate.Request, cursors ...countkey.Cursor) (aggregate.Summary, error)
+	Classify(origin aggregate.Origin, events []aggregate.Event) ([]countkey.Request, aggregate.Summary)
+	Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (aggregate.Summary, error)
 	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)

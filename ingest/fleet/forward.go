@@ -124,7 +124,7 @@ func (f *Forwarder) drain(ctx context.Context) {
 // drainOnce produces up to outboxBatch entries and removes them from the
 // outbox once acknowledged.
 func (f *Forwarder) drainOnce(ctx context.Context) (int, error) {
-	var reqs []aggregate.Request
+	var reqs []countkey.Request
 	var names []string
 	err := f.store.ScanCursors(outboxPrefix, outboxBatch, func(name string, value []byte) error {
 		names = append(names, name)

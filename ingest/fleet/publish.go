@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/logbridge"
 )
 
@@ -55,7 +55,7 @@ func newPublisher(cfg settings, d *kafkago.Dialer, log zerolog.Logger, m *metric
 // request of a cluster this replica holds no key of is not sent (counting
 // replicas would refuse it): it is counted in
 // sunset_fleet_records_unsigned_total and logged.
-func (p *publisher) publish(ctx context.Context, role string, reqs []aggregate.Request) error {
+func (p *publisher) publish(ctx context.Context, role string, reqs []countkey.Request) error {
 	if len(reqs) == 0 {
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/countkey"
 )
@@ -17,7 +16,7 @@ import (
 // encoding/json's result; what it declines, encoding/json decodes or
 // refuses with the same answer from decodeRecord.
 func TestReadRecordAgreesWithEncodingJSON(t *testing.T) {
-	full := aggregate.Request{ID: "a", RemovedRelease: "1.37", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+	full := countkey.Request{ID: "a", RemovedRelease: "1.37", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
 		Cell:    countkey.Cell{Hour: hour, Node: "n", Subresource: "status", Username: "u", UserAgent: "kubectl/v1.36", Verb: "get", DryRun: true},
 		Removed: true},
 		Seen: &countkey.Sighting{PodName: "p", PodNode: "w", SourceIPs: []string{"10.0.0.1"}, ImpersonatedBy: "alice", At: hour.Add(time.Minute)}}
@@ -51,7 +50,7 @@ func TestReadRecordAgreesWithEncodingJSON(t *testing.T) {
 // FuzzReadRecord holds the fast read to encoding/json: whatever it takes,
 // encoding/json decodes without error to the same record.
 func FuzzReadRecord(f *testing.F) {
-	m, err := message(aggregate.Request{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
+	m, err := message(countkey.Request{ID: "a", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1",
 		Cell: countkey.Cell{Hour: hour, Node: "n", Username: "u", Verb: "get"}},
 		Seen: &countkey.Sighting{SourceIPs: []string{"10.0.0.1", "fd00::1"}, At: hour}})
 	require.NoError(f, err)
@@ -88,7 +87,7 @@ func FuzzReadRecord(f *testing.F) {
 
 // checkRequestBounds fails t unless every value of a request a record
 // gave is within the bound the store keeps, and what it kept is valid.
-func checkRequestBounds(t *testing.T, req aggregate.Request) {
+func checkRequestBounds(t *testing.T, req countkey.Request) {
 	t.Helper()
 	k := req.Key
 	for _, f := range []struct {

@@ -11,7 +11,6 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
 	"github.com/kube-sunset/sunset/countkey"
 )
@@ -56,7 +55,7 @@ type seen struct {
 	At             time.Time `json:"at"`
 }
 
-func toRecord(r aggregate.Request) record {
+func toRecord(r countkey.Request) record {
 	k := r.Key
 	api := k.API
 	if r.FieldRule != "" {
@@ -71,8 +70,8 @@ func toRecord(r aggregate.Request) record {
 	return rec
 }
 
-func (rec record) request() aggregate.Request {
-	r := aggregate.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: countkey.CountKey{
+func (rec record) request() countkey.Request {
+	r := countkey.Request{ID: rec.ID, RemovedRelease: rec.RemovedRelease, Key: countkey.CountKey{
 		Cluster: rec.Cluster,
 		API:     rec.API,
 		Cell: countkey.Cell{Hour: rec.Hour.UTC(), Node: rec.Node, Subresource: rec.Subresource,
@@ -157,28 +156,28 @@ const (
 // decodeRecord reads and checks one record. Every field is a sender's: a
 // record is read only with fields this version knows, and each within its
 // bound, so that nothing it holds can make the store refuse a commit.
-func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
+func decodeRecord(value []byte, now time.Time) (countkey.Request, error) {
 	var rec record
 	if !readRecord(value, &rec) {
 		var err error
 		if rec, err = decodeRecordJSON(value); err != nil {
-			return aggregate.Request{}, err
+			return countkey.Request{}, err
 		}
 	}
 	switch {
 	case rec.V > recordVersion:
-		return aggregate.Request{}, fmt.Errorf("%w (version %d)", errNewVersion, rec.V)
+		return countkey.Request{}, fmt.Errorf("%w (version %d)", errNewVersion, rec.V)
 	case rec.V < 1:
-		return aggregate.Request{}, fmt.Errorf("%w: no version", errMalformed)
+		return countkey.Request{}, fmt.Errorf("%w: no version", errMalformed)
 	case rec.Cluster == "" || rec.ID == "" || rec.API == "":
-		return aggregate.Request{}, fmt.Errorf("%w: cluster, id and api are required", errMalformed)
+		return countkey.Request{}, fmt.Errorf("%w: cluster, id and api are required", errMalformed)
 	case rec.Hour.IsZero() || !rec.Hour.Equal(rec.Hour.Truncate(time.Hour)):
-		return aggregate.Request{}, fmt.Errorf("%w: hour %s is not a whole hour", errMalformed, rec.Hour)
+		return countkey.Request{}, fmt.Errorf("%w: hour %s is not a whole hour", errMalformed, rec.Hour)
 	case rec.Hour.After(now.Add(maxClockSkew)):
-		return aggregate.Request{}, fmt.Errorf("%w: %s", errFuture, rec.Hour.UTC().Format(time.RFC3339))
+		return countkey.Request{}, fmt.Errorf("%w: %s", errFuture, rec.Hour.UTC().Format(time.RFC3339))
 	}
 	if field := rec.tooLong(); field != "" {
-		return aggregate.Request{}, fmt.Errorf("%w: %s", errTooLong, field)
+		return countkey.Request{}, fmt.Errorf("%w: %s", errTooLong, field)
 	}
 	return rec.request(), nil
 }
@@ -188,7 +187,7 @@ func decodeRecord(value []byte, now time.Time) (aggregate.Request, error) {
 // a release such as "1.37" as the forwarder writes it, dropped as the
 // webhook and Kafka paths drop such an annotation, so that the record
 // counts as if it had none.
-func decodeCounted(value []byte, now time.Time) (aggregate.Request, string, error) {
+func decodeCounted(value []byte, now time.Time) (countkey.Request, string, error) {
 	req, err := decodeRecord(value, now)
 	if err != nil || req.RemovedRelease == "" {
 		return req, "", err
@@ -268,7 +267,7 @@ func (rec record) tooLong() string {
 // message is a request as a Kafka message. The key is the cluster and the
 // request's auditID, so every record of one request (its API and its field
 // matches, and all re-sent copies) lands in one partition, in order.
-func message(r aggregate.Request) (kafkago.Message, error) {
+func message(r countkey.Request) (kafkago.Message, error) {
 	value, err := json.Marshal(toRecord(r))
 	if err != nil {
 		return kafkago.Message{}, err

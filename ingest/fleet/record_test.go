@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -18,7 +17,7 @@ var (
 )
 
 func TestFleetRecordRoundTrip(t *testing.T) {
-	req := aggregate.Request{
+	req := countkey.Request{
 		ID: "0b7e5c1a-6a2f-4c4b-9b8f-3c2d1e0f9a8b",
 		Key: countkey.CountKey{Cluster: "prod-eu", API: "volumeattributesclasses.v1beta1.storage.k8s.io",
 			Cell: countkey.Cell{Hour: hour, Node: "master-1", Subresource: "status", Username: "system:serviceaccount:csi:driver",
@@ -40,7 +39,7 @@ func TestFleetRecordRoundTrip(t *testing.T) {
 	require.Equal(t, req, got)
 
 	// A field rule's match of the same request goes to the same partition.
-	field := aggregate.Request{ID: req.ID + "#field:kube-proxy-version", FieldRule: "kube-proxy-version",
+	field := countkey.Request{ID: req.ID + "#field:kube-proxy-version", FieldRule: "kube-proxy-version",
 		Key: countkey.CountKey{Cluster: "prod-eu", Cell: countkey.Cell{Hour: hour, Node: "master-1", Verb: "patch"}}}
 	fm, err := message(field)
 	require.NoError(t, err)

@@ -17,7 +17,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -129,8 +128,8 @@ func TestCounterRefusesRecordsNotSignedForTheirCluster(t *testing.T) {
 // signed with the retired key are refused.
 func TestKeyringSignsAndRotates(t *testing.T) {
 	old, next := Key{Cluster: "a", ID: "old", Secret: secret('o')}, Key{Cluster: "a", ID: "new", Secret: secret('n')}
-	req := aggregate.Request{ID: "r", Key: countkey.CountKey{Cluster: "a", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour}}}
-	signed := func(k *keyring, r aggregate.Request) (kafkago.Message, bool) {
+	req := countkey.Request{ID: "r", Key: countkey.CountKey{Cluster: "a", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour}}}
+	signed := func(k *keyring, r countkey.Request) (kafkago.Message, bool) {
 		m, err := message(r)
 		require.NoError(t, err)
 		return m, k.sign(&m, r.Key.Cluster)
@@ -175,7 +174,7 @@ func TestPublisherSendsNoRecordItCannotSign(t *testing.T) {
 	p := newPublisher(cfg, d, zerolog.Nop(), m, newKeyring([]Key{k}))
 	defer func() { require.NoError(t, p.close()) }()
 	at := time.Now().UTC().Truncate(time.Hour)
-	reqs := []aggregate.Request{
+	reqs := []countkey.Request{
 		{ID: "1", Key: countkey.CountKey{Cluster: "a", API: "endpoints.v1", Cell: countkey.Cell{Hour: at}}},
 		{ID: "2", Key: countkey.CountKey{Cluster: "b", API: "endpoints.v1", Cell: countkey.Cell{Hour: at}}},
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -62,7 +61,7 @@ func TestFleetRecordRequiredFields(t *testing.T) {
 	// Node, user and verb may be empty: the store keeps "".
 	got, err := decodeRecord([]byte(`{"v":1,"cluster":"c","id":"i","api":"endpoints.v1","hour":"2026-11-21T19:00:00Z"}`), now)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Request{ID: "i", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour}}}, got)
+	require.Equal(t, countkey.Request{ID: "i", Key: countkey.CountKey{Cluster: "c", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour}}}, got)
 }
 
 // The hour must be a whole UTC hour: an offset is taken as the instant it

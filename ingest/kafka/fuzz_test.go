@@ -95,7 +95,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	d := newDecoder(cfg, auditjson.NewPrefilter(agg.Interest()))
 	unfiltered := newDecoder(cfg, nil)
 	reasons := []string{ReasonMalformedJSON, ReasonUnrecognizedShape, ReasonInvalidEvent, ReasonEmptyEnvelope}
-	counted := func(out decoded) []aggregate.Request {
+	counted := func(out decoded) []countkey.Request {
 		reqs, _ := agg.Classify(aggregate.Origin{Source: Source, Node: out.node, Cluster: out.cluster}, out.events)
 		return reqs
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/countkey"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -79,16 +80,16 @@ func Requests(u int) int { return 1 + 20/(u+1) }
 func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err error) {
 	cur := now.UTC().Truncate(time.Hour)
 	hours := size.Days * 24
-	batch := make([]store.Request, 0, 16384)
+	batch := make([]countkey.Request, 0, 16384)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		_, err := s.Apply(batch)
+		_, err := storetest.Apply(s, batch)
 		batch = batch[:0]
 		return err
 	}
-	add := func(r store.Request) error {
+	add := func(r countkey.Request) error {
 		r.ID = strconv.Itoa(requests)
 		requests++
 		batch = append(batch, r)
@@ -117,7 +118,7 @@ func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err e
 				}
 				series++
 				for i := range Requests(u) {
-					r := store.Request{Key: k, RemovedRelease: "1.37"}
+					r := countkey.Request{Key: k, RemovedRelease: "1.37"}
 					if i == 0 {
 						r.Seen = seen
 					}
@@ -136,7 +137,7 @@ func Fill(s *store.Store, size Size, now time.Time) (requests, series int, err e
 						Cell: countkey.Cell{Hour: hour, Node: NodeName(n), Username: fmt.Sprintf("system:serviceaccount:ops:tool-%02d", tool),
 							UserAgent: "tool/2.0", Verb: "list"}}
 					series++
-					if err := add(store.Request{Key: k, RemovedRelease: "1.38"}); err != nil {
+					if err := add(countkey.Request{Key: k, RemovedRelease: "1.38"}); err != nil {
 						return requests, series, err
 					}
 				}
