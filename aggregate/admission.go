@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/kube-sunset/sunset/admission"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -28,36 +29,12 @@ type AdmissionOptions struct {
 	// caps.
 	Labels *admission.Labels
 	// Resolver names the configuration of validating webhooks; nil leaves
-	// it empty.
+	// it empty. The classifier resolves them.
 	Resolver *admission.Resolver
-}
-
-// AdmissionSummary tells what the admission webhook counter made of a
-// batch: requests with webhook annotations newly counted, and duplicates.
-type AdmissionSummary struct {
-	Counted    int `json:"counted"`
-	Duplicates int `json:"duplicates"`
-}
-
-// TallyAdmission records what the admission counter would do with one
-// event (a Planned.Admission): counted, duplicate, or nothing.
-func (s *Summary) TallyAdmission(r Result) {
-	if r == "" {
-		return
-	}
-	if s.Admission == nil {
-		s.Admission = &AdmissionSummary{}
-	}
-	if r == ResultDuplicate {
-		s.Admission.Duplicates++
-	} else {
-		s.Admission.Counted++
-	}
 }
 
 type admissionCounter struct {
 	labels       *admission.Labels
-	resolver     *admission.Resolver
 	events       *prometheus.CounterVec
 	invalid      prometheus.Counter
 	latency      *prometheus.HistogramVec
@@ -87,8 +64,7 @@ func newAdmissionCounter(o AdmissionOptions, reg prometheus.Registerer) admissio
 		ConstLabels: prometheus.Labels{"kind": "webhook"},
 	}, func() float64 { _, w := labels.Folded(); return float64(w) })
 	return admissionCounter{
-		labels:   o.Labels,
-		resolver: o.Resolver,
+		labels: o.Labels,
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sunset_admission_events_total",
 			Help: "Requests with admission webhook annotations, by source and what became of them (counted, duplicate).",
@@ -109,93 +85,17 @@ func newAdmissionCounter(o AdmissionOptions, reg prometheus.Registerer) admissio
 	}
 }
 
-type webhookKey struct {
-	t                      admission.Type
-	configuration, webhook string
-}
-
-// request builds the admission counts of one event: a row for the
-// resource's totals and one per webhook called. ok is false when the event
-// has nothing to count here.
-func (c *admissionCounter) request(a *Aggregator, o Origin, e *Event, now time.Time) (countkey.Request, bool) {
-	f := e.Admission
-	if f == nil || (e.Stage != StageResponseComplete && e.Stage != StagePanic) || e.ObjectRef == nil || e.ObjectRef.Resource == "" {
-		return countkey.Request{}, false
-	}
-	hour, res := a.countedHour(e, now)
-	if res != ResultCounted {
-		return countkey.Request{}, false
-	}
-	c.resolver.Resolve(f)
-	ref := e.ObjectRef
-	base := countkey.AdmissionKey{Hour: hour, Cluster: originCluster(o), Group: countkey.Truncate(ref.Group, countkey.MaxGroupBytes),
-		Version: countkey.Truncate(ref.Version, countkey.MaxVersionBytes), Resource: countkey.Truncate(ref.Resource, countkey.MaxResourceBytes),
-		Subresource: countkey.Truncate(ref.Subresource, countkey.MaxSubresourceBytes)}
-	total := countkey.AdmissionCounts{Requests: 1}
-	if f.Slowed() {
-		total.Slow, total.LatencyNanos = 1, uint64(f.Latency())
-		total.Buckets[admission.Bucket(f.Latency())] = 1
-	}
-	perWebhook := map[webhookKey]*countkey.AdmissionCounts{}
-	var order []webhookKey
-	for _, call := range f.Calls {
-		// Webhook and configuration names are the sender's: bounded as
-		// the DNS subdomains real ones are.
-		k := webhookKey{admission.Type(countkey.Truncate(string(call.Type), countkey.MaxRuleBytes)),
-			countkey.Truncate(call.Configuration, countkey.MaxRuleBytes), countkey.Truncate(call.Webhook, countkey.MaxRuleBytes)}
-		wc, ok := perWebhook[k]
-		if !ok {
-			wc = &countkey.AdmissionCounts{Requests: 1}
-			latency := f.MutatingLatency
-			if call.Type == admission.Validating {
-				latency = f.ValidatingLatency
-			}
-			// A webhook's latency is that of every webhook of its kind on
-			// the request: the apiserver does not split it further.
-			if latency > 0 {
-				wc.Slow, wc.LatencyNanos = 1, uint64(latency)
-				wc.Buckets[admission.Bucket(latency)] = 1
-			}
-			perWebhook[k] = wc
-			order = append(order, k)
-		}
-		wc.Calls++
-		total.Calls++
-		if call.Mutated {
-			wc.Mutations++
-			total.Mutations++
-		}
-		if call.FailedOpen {
-			wc.FailedOpen++
-			total.FailedOpen++
-		}
-	}
-	rows := make([]countkey.AdmissionRow, 0, 1+len(order)+len(f.Certificates))
-	rows = append(rows, countkey.AdmissionRow{Key: base, Counts: total})
-	for _, k := range order {
-		key := base
-		key.Type, key.Configuration, key.Webhook = string(k.t), k.configuration, k.webhook
-		rows = append(rows, countkey.AdmissionRow{Key: key, Counts: *perWebhook[k]})
-	}
-	for _, issue := range f.Certificates {
-		key := base
-		key.Type, key.Configuration = string(issue.Problem), countkey.Truncate(issue.Host, countkey.MaxRuleBytes)
-		rows = append(rows, countkey.AdmissionRow{Key: key, Counts: countkey.AdmissionCounts{Requests: 1}})
-	}
-	return countkey.Request{ID: e.identity(), LegacyID: e.ID, Key: countkey.CountKey{Cluster: originCluster(o), Cell: countkey.Cell{Hour: hour}}, Admission: rows}, true
-}
-
 // committed updates the metrics with what was newly counted of the
 // admission requests of reqs, whose outcomes are out, and sums up; nil
 // when reqs holds none.
-func (c *admissionCounter) committed(o Origin, reqs []countkey.Request, out []countkey.Outcome) *AdmissionSummary {
-	var sum *AdmissionSummary
+func (c *admissionCounter) committed(o classify.Origin, reqs []countkey.Request, out []countkey.Outcome) *classify.AdmissionSummary {
+	var sum *classify.AdmissionSummary
 	for i, r := range reqs {
 		if r.Subject() != countkey.SubjectAdmission {
 			continue
 		}
 		if sum == nil {
-			sum = &AdmissionSummary{}
+			sum = &classify.AdmissionSummary{}
 		}
 		if out[i].Duplicate {
 			sum.Duplicates++
@@ -215,8 +115,8 @@ func (c *admissionCounter) committed(o Origin, reqs []countkey.Request, out []co
 	if sum == nil {
 		return nil
 	}
-	c.events.WithLabelValues(o.Source, string(ResultCounted)).Add(float64(sum.Counted))
-	c.events.WithLabelValues(o.Source, string(ResultDuplicate)).Add(float64(sum.Duplicates))
+	c.events.WithLabelValues(o.Source, string(classify.ResultCounted)).Add(float64(sum.Counted))
+	c.events.WithLabelValues(o.Source, string(classify.ResultDuplicate)).Add(float64(sum.Duplicates))
 	return sum
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -19,10 +19,10 @@ import (
 func TestAdmissionCountsCertificateShapes(t *testing.T) {
 	a, st, reg := newAdmissionTest(t)
 	events := decodeLines(t, "../admission/testdata/certificate-events.jsonl")
-	origin := aggregate.Origin{Source: "webhook", Cluster: "prod", Node: "master-0"}
+	origin := classify.Origin{Source: "webhook", Cluster: "prod", Node: "master-0"}
 	sum, err := a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, &aggregate.AdmissionSummary{Counted: 5}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Counted: 5}, sum.Admission)
 	// Line 4 is also a deprecated API's request.
 	require.Equal(t, 1, sum.Counted)
 
@@ -53,7 +53,7 @@ func TestAdmissionCountsCertificateShapes(t *testing.T) {
 	// A retry: duplicates, nothing added, the counter unchanged.
 	sum, err = a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, &aggregate.AdmissionSummary{Duplicates: 5}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Duplicates: 5}, sum.Admission)
 	require.Equal(t, want, scanAdmission(t, st))
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP sunset_admission_annotations_invalid_total Admission webhook annotations that could not be read and were left out.
@@ -71,7 +71,7 @@ sunset_admission_webhook_certificate_problems_total{cluster="prod",problem="miss
 func TestCertificateCounterStartsAtZero(t *testing.T) {
 	a, _, reg := newAdmissionTest(t)
 	events := decodeLines(t, "../admission/testdata/crafted-events.jsonl")
-	_, err := a.Ingest(context.Background(), aggregate.Origin{Source: "webhook", Cluster: "dev", Node: "n"}, events)
+	_, err := a.Ingest(context.Background(), classify.Origin{Source: "webhook", Cluster: "dev", Node: "n"}, events)
 	require.NoError(t, err)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP sunset_admission_webhook_certificate_problems_total Webhook servers whose serving certificate kube-apiserver flagged, one per newly counted request and server, by problem: insecure-sha1 (a SHA-1 signature) or missing-san (no subjectAltName). Current kube-apiserver releases refuse both.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-sunset/sunset/admission"
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -41,12 +42,12 @@ func newAdmissionTest(t *testing.T) (*aggregate.Aggregator, *store.Store, *prome
 	return a, st, reg
 }
 
-func decodeLines(t *testing.T, path string) []aggregate.Event {
+func decodeLines(t *testing.T, path string) []classify.Event {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	var out []aggregate.Event
+	var out []classify.Event
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -80,10 +81,10 @@ func bucket(i int) [countkey.AdmissionBuckets]uint64 {
 func TestAdmissionCountsCraftedShapes(t *testing.T) {
 	a, st, reg := newAdmissionTest(t)
 	events := decodeLines(t, "../admission/testdata/crafted-events.jsonl")
-	origin := aggregate.Origin{Source: "file", Cluster: "prod", Node: "master-0"}
+	origin := classify.Origin{Source: "file", Cluster: "prod", Node: "master-0"}
 	sum, err := a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, &aggregate.AdmissionSummary{Counted: 6}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Counted: 6}, sum.Admission)
 
 	hour := time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)
 	key := func(group, version, resource, typ, configuration, webhook string) countkey.AdmissionKey {
@@ -117,7 +118,7 @@ func TestAdmissionCountsCraftedShapes(t *testing.T) {
 	// Sent again (an apiserver retry): nothing changes.
 	sum, err = a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, &aggregate.AdmissionSummary{Duplicates: 6}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Duplicates: 6}, sum.Admission)
 	require.Equal(t, want, scanAdmission(t, st))
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -168,29 +169,29 @@ func histogram(t *testing.T, reg *prometheus.Registry, resource string) (uint64,
 // without the admission counter) still counts for webhooks.
 func TestDeprecatedAndWebhookRequestCountsOnceInEachCounter(t *testing.T) {
 	a, st, _ := newAdmissionTest(t)
-	var both []aggregate.Event
+	var both []classify.Event
 	for _, ev := range decodeLines(t, "../testdata/apiserver-v1.36/request-level-blocking/audit-log-file.jsonl") {
 		if ev.Deprecated && ev.Admission != nil {
 			both = append(both, ev)
 		}
 	}
 	require.Len(t, both, 6)
-	origin := aggregate.Origin{Source: "webhook", Cluster: "c", Node: "n"}
+	origin := classify.Origin{Source: "webhook", Cluster: "c", Node: "n"}
 	ctx := context.Background()
 
 	sum, err := a.Ingest(ctx, origin, both[:1])
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Counted)
-	require.Equal(t, &aggregate.AdmissionSummary{Counted: 1}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Counted: 1}, sum.Admission)
 	sum, err = a.Ingest(ctx, origin, both[:1])
 	require.NoError(t, err)
 	require.Equal(t, 0, sum.Counted)
 	require.Equal(t, 1, sum.Duplicates)
-	require.Equal(t, &aggregate.AdmissionSummary{Duplicates: 1}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Duplicates: 1}, sum.Admission)
 
 	withoutFacts := both[1]
 	withoutFacts.Admission = nil
-	sum, err = a.Ingest(ctx, origin, []aggregate.Event{withoutFacts})
+	sum, err = a.Ingest(ctx, origin, []classify.Event{withoutFacts})
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Counted)
 	require.Nil(t, sum.Admission)
@@ -198,7 +199,7 @@ func TestDeprecatedAndWebhookRequestCountsOnceInEachCounter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, sum.Counted)
 	require.Equal(t, 1, sum.Duplicates)
-	require.Equal(t, &aggregate.AdmissionSummary{Counted: 5}, sum.Admission)
+	require.Equal(t, &classify.AdmissionSummary{Counted: 5}, sum.Admission)
 
 	var deprecated uint64
 	require.NoError(t, st.ScanCounts("c", "widgets.v1beta1.e2e.example.com", testNow.Add(-48*time.Hour), testNow,
@@ -222,20 +223,20 @@ func TestDeprecatedAndWebhookRequestCountsOnceInEachCounter(t *testing.T) {
 func TestAdmissionPlan(t *testing.T) {
 	a, st, _ := newAdmissionTest(t)
 	events := decodeLines(t, "../admission/testdata/crafted-events.jsonl")
-	origin := aggregate.Origin{Source: "webhook", Cluster: "prod", Node: "n"}
-	results := func() []aggregate.Result {
+	origin := classify.Origin{Source: "webhook", Cluster: "prod", Node: "n"}
+	results := func() []classify.Result {
 		planned, err := a.Plan(origin, append(events, events[1]))
 		require.NoError(t, err)
-		var out []aggregate.Result
+		var out []classify.Result
 		for _, p := range planned {
 			out = append(out, p.Admission)
 		}
 		return out
 	}
-	c, d := aggregate.ResultCounted, aggregate.ResultDuplicate
-	require.Equal(t, []aggregate.Result{"", c, c, c, c, c, "", c, d}, results())
+	c, d := classify.ResultCounted, classify.ResultDuplicate
+	require.Equal(t, []classify.Result{"", c, c, c, c, c, "", c, d}, results())
 	require.Empty(t, scanAdmission(t, st))
 	_, err := a.Ingest(context.Background(), origin, events[:3])
 	require.NoError(t, err)
-	require.Equal(t, []aggregate.Result{"", d, d, c, c, c, "", c, d}, results())
+	require.Equal(t, []classify.Result{"", d, d, c, c, c, "", c, d}, results())
 }

@@ -1,12 +1,15 @@
-// Package aggregate decides which audit events count and turns them into
-// exact, durable counts.
+// Package aggregate is the committer: it turns the requests that
+// classify makes of audit events into exact, durable counts.
 //
 // Ingest packages (webhook, Kafka, files) convert what they receive into
-// Event values and call Aggregator.Ingest. The aggregator classifies each
-// event (which stage, deprecated or not, which API, hour, node and client),
-// and commits the resulting requests to the store. Concurrent Ingest calls are
-// group-committed: one badger transaction and one fsync serve them all, and
-// each call returns only once its own requests are on disk.
+// classify.Event values and call Aggregator.Ingest, which classifies each
+// event with its classify.Classifier and commits the resulting requests
+// (countkey.Request) to the store. Concurrent Ingest calls are
+// group-committed: one badger transaction and one fsync serve them all,
+// and each call returns only once its own requests are on disk, with one
+// outcome per request. The fleet drives the halves apart: Classify, and
+// Apply for requests classified elsewhere. The counting metrics are
+// counted here, once a commit tells what became of each request.
 //
 // The package does not parse JSON or speak HTTP; that belongs to ingest.
 package aggregate
@@ -24,6 +27,7 @@ import (
 
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
@@ -31,18 +35,6 @@ import (
 
 // ErrStopped is returned by Ingest once the aggregator has stopped.
 var ErrStopped = errors.New("aggregate: stopped")
-
-// UserAgentMode says how much of the user agent is kept.
-type UserAgentMode string
-
-const (
-	// UserAgentShort keeps the user agent up to its first space, as
-	// OpenShift does: "kubectl/v1.32.4 (linux/amd64) kubernetes/abc" is
-	// kept as "kubectl/v1.32.4".
-	UserAgentShort UserAgentMode = "short"
-	// UserAgentFull keeps the whole user agent, up to MaxUserAgentBytes.
-	UserAgentFull UserAgentMode = "full"
-)
 
 // maxGroupCommit bounds how many Ingest calls share one commit.
 const maxGroupCommit = 64
@@ -53,7 +45,7 @@ type Options struct {
 	Logger     zerolog.Logger
 	Registerer prometheus.Registerer
 	// UserAgent is UserAgentShort (the default) or UserAgentFull.
-	UserAgent UserAgentMode
+	UserAgent classify.UserAgentMode
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Catalog tells removed releases and already-removed APIs; nil means
@@ -81,22 +73,19 @@ type Options struct {
 
 // Aggregator classifies events and group-commits their counts.
 type Aggregator struct {
-	store      *store.Store
-	log        zerolog.Logger
-	uaMode     UserAgentMode
-	now        func() time.Time
-	catalog    *catalog.Catalog
-	versions   map[string]catalog.Release
-	retention  time.Duration
-	isSystem   func(string) bool
-	fieldRules *fieldrule.Set
-	metrics    *metrics
-	admission  admissionCounter
-	labels     *cardinality.Guard
-	series     *cardinality.Series
-	reads      *readWatch
-	jobs       chan *job
-	stopped    chan struct{}
+	store *store.Store
+	// cls classifies events into the requests the loop commits.
+	cls       *classify.Classifier
+	log       zerolog.Logger
+	now       func() time.Time
+	isSystem  func(string) bool
+	metrics   *metrics
+	admission admissionCounter
+	labels    *cardinality.Guard
+	series    *cardinality.Series
+	reads     *readWatch
+	jobs      chan *job
+	stopped   chan struct{}
 	// noSpace is set while commits are refused for lack of disk space, so
 	// that the condition is logged once, not at every retried batch.
 	noSpace bool
@@ -130,9 +119,6 @@ func New(opts Options) *Aggregator {
 	if opts.IsSystem == nil {
 		opts.IsSystem = func(string) bool { return false }
 	}
-	if opts.UserAgent == "" {
-		opts.UserAgent = UserAgentShort
-	}
 	if opts.Labels == nil {
 		opts.Labels = cardinality.New(cardinality.Options{Catalog: opts.Catalog})
 	}
@@ -141,24 +127,35 @@ func New(opts Options) *Aggregator {
 		opts.Registerer.MustRegister(reads)
 	}
 	return &Aggregator{
-		reads:      reads,
-		admission:  newAdmissionCounter(opts.Admission, opts.Registerer),
-		labels:     opts.Labels,
-		series:     opts.Labels.Series(requestsMetric, requestsLabels, "dry_run", "system", "state"),
-		store:      opts.Store,
-		log:        opts.Logger.With().Str("component", "aggregate").Logger(),
-		uaMode:     opts.UserAgent,
-		now:        opts.Now,
-		catalog:    opts.Catalog,
-		versions:   opts.ClusterVersions,
-		retention:  cmp.Or(opts.Retention, store.DefaultRetention),
-		isSystem:   opts.IsSystem,
-		fieldRules: opts.FieldRules,
-		metrics:    newMetrics(opts.Registerer),
-		jobs:       make(chan *job),
-		stopped:    make(chan struct{}),
+		reads:     reads,
+		admission: newAdmissionCounter(opts.Admission, opts.Registerer),
+		labels:    opts.Labels,
+		series:    opts.Labels.Series(requestsMetric, requestsLabels, "dry_run", "system", "state"),
+		store:     opts.Store,
+		cls:       newClassifier(opts),
+		log:       opts.Logger.With().Str("component", "aggregate").Logger(),
+		now:       opts.Now,
+		isSystem:  opts.IsSystem,
+		metrics:   newMetrics(opts.Registerer),
+		jobs:      make(chan *job),
+		stopped:   make(chan struct{}),
 	}
 }
+
+// newClassifier is the classifier of an aggregator of opts, which has its
+// catalog: one that a dry run without a store can use too.
+func newClassifier(opts Options) *classify.Classifier {
+	co := classify.Options{UserAgent: opts.UserAgent, Catalog: opts.Catalog, FieldRules: opts.FieldRules,
+		ClusterVersions: opts.ClusterVersions, Retention: cmp.Or(opts.Retention, store.DefaultRetention), Resolver: opts.Admission.Resolver}
+	if opts.Store != nil {
+		co.Expired = opts.Store.Expired
+	}
+	return classify.New(co)
+}
+
+// Classifier is the aggregator's classifier: what Ingest classifies
+// events with.
+func (a *Aggregator) Classifier() *classify.Classifier { return a.cls }
 
 // Run commits queued requests until ctx is done. Ingest calls that were
 // already accepted when ctx ends are still committed before Run returns.
@@ -310,67 +307,21 @@ func (a *Aggregator) countCommitted(j *job, out []countkey.Outcome) {
 			a.countRequest(r)
 		}
 	}
-	a.metrics.events.WithLabelValues(j.source, string(ResultCounted)).Add(float64(counted))
-	a.metrics.events.WithLabelValues(j.source, string(ResultDuplicate)).Add(float64(duplicates))
-}
-
-// Origin says where a set of events came from.
-type Origin struct {
-	// Source is the ingest path: "webhook", "kafka" or "file".
-	Source  string
-	Cluster string
-	Node    string
-}
-
-// Summary tells what became of the events of one Ingest call.
-type Summary struct {
-	Counted    int `json:"counted"`
-	Duplicates int `json:"duplicates"`
-	// Skipped counts events that are not counted by design: other stages,
-	// APIs that are not deprecated, expired hours.
-	Skipped int `json:"skipped"`
-	// SkippedBy breaks Skipped down by reason (a Result).
-	SkippedBy map[string]int `json:"skippedBy,omitempty"`
-	// FieldMatches counts requests newly counted by field rules; an event
-	// can be skipped as an API request and still set a deprecated field.
-	FieldMatches int `json:"fieldMatches,omitempty"`
-	// Admission tells what the admission webhook counter made of the
-	// events, independently of the deprecation counter above.
-	Admission *AdmissionSummary `json:"admission,omitempty"`
-}
-
-// skip records one skipped event.
-func (s *Summary) skip(r Result) {
-	s.Skipped++
-	if s.SkippedBy == nil {
-		s.SkippedBy = map[string]int{}
-	}
-	s.SkippedBy[string(r)]++
-}
-
-// Tally records what became of one event.
-func (s *Summary) Tally(r Result) {
-	switch r {
-	case ResultCounted:
-		s.Counted++
-	case ResultDuplicate:
-		s.Duplicates++
-	default:
-		s.skip(r)
-	}
+	a.metrics.events.WithLabelValues(j.source, string(classify.ResultCounted)).Add(float64(counted))
+	a.metrics.events.WithLabelValues(j.source, string(classify.ResultDuplicate)).Add(float64(duplicates))
 }
 
 // Ingest classifies events and commits the counted ones. It returns once
 // they are durable. A non-nil error means nothing of this call may be
 // assumed committed; re-sending the same events is always safe because
 // counted requests are deduplicated.
-func (a *Aggregator) Ingest(ctx context.Context, origin Origin, events []Event) (Summary, error) {
+func (a *Aggregator) Ingest(ctx context.Context, origin classify.Origin, events []classify.Event) (classify.Summary, error) {
 	return a.IngestAt(ctx, origin, events)
 }
 
 // IngestAt is Ingest that also commits input positions (cursors) in the same
 // transaction as the counts of events, even when none of them counts.
-func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event, cursors ...countkey.Cursor) (Summary, error) {
+func (a *Aggregator) IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	j, sum := a.ingestJob(origin, events, cursors)
 	if j == nil {
 		return sum, nil
@@ -384,7 +335,7 @@ func (a *Aggregator) IngestAt(ctx context.Context, origin Origin, events []Event
 
 // ingestJob classifies events into the job IngestAt commits, nil when
 // there is nothing to commit, and what became of the others.
-func (a *Aggregator) ingestJob(origin Origin, events []Event, cursors []countkey.Cursor) (*job, Summary) {
+func (a *Aggregator) ingestJob(origin classify.Origin, events []classify.Event, cursors []countkey.Cursor) (*job, classify.Summary) {
 	reqs, sum := a.classifyAll(origin, events, true)
 	if len(reqs) == 0 && len(cursors) == 0 {
 		return nil, sum
@@ -393,34 +344,35 @@ func (a *Aggregator) ingestJob(origin Origin, events []Event, cursors []countkey
 }
 
 // ingested adds the committed job j, whose result is r, to sum.
-func (a *Aggregator) ingested(origin Origin, j *job, r jobResult, sum Summary) Summary {
+func (a *Aggregator) ingested(origin classify.Origin, j *job, r jobResult, sum classify.Summary) classify.Summary {
 	sum.Admission = a.admission.committed(origin, j.reqs, r.out)
-	sum.tally(j.reqs, r.out)
+	sum.Committed(j.reqs, r.out)
 	return sum
 }
 
 // classifyAll decides which of events count: it returns the requests to
 // APIs, then the matches of field rules and, with admission, the
 // admission webhook requests; sum tells what was skipped.
-func (a *Aggregator) classifyAll(origin Origin, events []Event, admission bool) (reqs []countkey.Request, sum Summary) {
+func (a *Aggregator) classifyAll(origin classify.Origin, events []classify.Event, admission bool) (reqs []countkey.Request, sum classify.Summary) {
 	now := a.now()
 	a.noteEvents(origin, events)
 	reqs = make([]countkey.Request, 0, len(events))
 	var fields, adm []countkey.Request
 	for i := range events {
-		fields = append(fields, a.fieldRequests(origin, &events[i], now)...)
+		fields = append(fields, a.cls.FieldRequests(origin, &events[i], now)...)
 		if admission {
 			if f := events[i].Admission; f != nil && f.Invalid > 0 {
 				a.admission.invalid.Add(float64(f.Invalid))
 			}
-			if r, ok := a.admission.request(a, origin, &events[i], now); ok {
+			if r, ok := a.cls.AdmissionRequest(origin, &events[i], now); ok {
 				adm = append(adm, r)
 			}
 		}
-		req, res := a.classify(origin, &events[i], now)
-		if res != ResultCounted {
+		a.countDropped(origin.Source, events[i].Dropped)
+		req, res := a.cls.Request(origin, &events[i], now)
+		if res != classify.ResultCounted {
 			a.metrics.events.WithLabelValues(origin.Source, string(res)).Inc()
-			sum.skip(res)
+			sum.Tally(res)
 			continue
 		}
 		reqs = append(reqs, req)
@@ -450,30 +402,6 @@ func (a *Aggregator) submit(ctx context.Context, j *job) (jobResult, error) {
 		return r, fmt.Errorf("aggregate: committing %d requests: %w", len(j.reqs), r.err)
 	}
 	return r, nil
-}
-
-// tally adds what the store made of committed requests to s: API
-// requests counted, duplicates and skipped, field rules' matches newly
-// counted. Admission requests are the admission counter's (committed).
-func (s *Summary) tally(reqs []countkey.Request, out []countkey.Outcome) {
-	for i, r := range reqs {
-		o := out[i]
-		switch sub := r.Subject(); {
-		case sub == countkey.SubjectAdmission:
-		case o.Skipped != "":
-			if sub == countkey.SubjectAPI {
-				s.skip(Result(o.Skipped))
-			}
-		case sub == countkey.SubjectFieldRule:
-			if !o.Duplicate {
-				s.FieldMatches++
-			}
-		case o.Duplicate:
-			s.Duplicates++
-		default:
-			s.Counted++
-		}
-	}
 }
 
 // countRequest adds one committed request to sunset_deprecated_requests_total,

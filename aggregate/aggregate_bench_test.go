@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
@@ -19,7 +20,7 @@ import (
 // benchBatch is the 400-event batch of the ingest benchmarks (~1.2 KB
 // Metadata events from internal/testutil/auditgen, fresh auditIDs), decoded in full:
 // every DeprecatedEvery-th event deprecated, none when it is 0.
-func benchBatch(b *testing.B, at time.Time, deprecatedEvery int) (events []aggregate.Event, deprecated int) {
+func benchBatch(b *testing.B, at time.Time, deprecatedEvery int) (events []classify.Event, deprecated int) {
 	b.Helper()
 	opts := auditgen.Options{Prefix: "bench", DeprecatedEvery: deprecatedEvery, At: at}
 	events, bad, err := auditjson.DecodeBody(opts.List(0, 400))
@@ -29,7 +30,7 @@ func benchBatch(b *testing.B, at time.Time, deprecatedEvery int) (events []aggre
 	return events, opts.CountDeprecated(0, 400)
 }
 
-var benchOrigin = aggregate.Origin{Source: "bench", Cluster: "default", Node: "master-0"}
+var benchOrigin = classify.Origin{Source: "bench", Cluster: "default", Node: "master-0"}
 
 // reportEvents reports the events classified per second over n batches.
 func reportEvents(b *testing.B, n int) {
@@ -38,8 +39,8 @@ func reportEvents(b *testing.B, n int) {
 
 // copyBaseline is the floor of both benchmarks: the batch copied and its
 // deprecated events added up, which any classification must at least do.
-func copyBaseline(b *testing.B, events []aggregate.Event, want int) {
-	buf := make([]aggregate.Event, len(events))
+func copyBaseline(b *testing.B, events []classify.Event, want int) {
+	buf := make([]classify.Event, len(events))
 	n := 0
 	for b.Loop() {
 		copy(buf, events)
@@ -70,7 +71,7 @@ func BenchmarkPlan(b *testing.B) {
 	events, want := benchBatch(b, at, 33)
 	quiet, _ := benchBatch(b, at, 0)
 	a := aggregate.New(aggregate.Options{Logger: zerolog.Nop(), Now: func() time.Time { return at.Add(30 * time.Minute) }})
-	plan := func(b *testing.B, events []aggregate.Event, want int) {
+	plan := func(b *testing.B, events []classify.Event, want int) {
 		n := 0
 		for b.Loop() {
 			out, err := a.Plan(benchOrigin, events)
@@ -79,7 +80,7 @@ func BenchmarkPlan(b *testing.B) {
 			}
 			counted := 0
 			for i := range out {
-				if out[i].Result == aggregate.ResultCounted {
+				if out[i].Result == classify.ResultCounted {
 					counted++
 				}
 			}
@@ -149,7 +150,7 @@ func BenchmarkIngest(b *testing.B) {
 	})
 	b.Run("sunset", func(b *testing.B) {
 		a, st := open(b)
-		batch := make([]aggregate.Event, len(events))
+		batch := make([]classify.Event, len(events))
 		copy(batch, events)
 		n := 0
 		for b.Loop() {

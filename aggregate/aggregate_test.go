@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -31,9 +32,9 @@ func newTest(t *testing.T) (*Aggregator, *store.Store) {
 	return a, st
 }
 
-func deprecatedEvent(id, user string) Event {
-	return Event{ID: id, Stage: StageResponseComplete, Verb: "get", Username: user, UserAgent: "ua/1 (x)",
-		ObjectRef: &ObjectRef{Version: "v1", Resource: "endpoints"}, Deprecated: true,
+func deprecatedEvent(id, user string) classify.Event {
+	return classify.Event{ID: id, Stage: classify.StageResponseComplete, Verb: "get", Username: user, UserAgent: "ua/1 (x)",
+		ObjectRef: &classify.ObjectRef{Version: "v1", Resource: "endpoints"}, Deprecated: true,
 		RequestReceived: now.Add(-10 * time.Minute)}
 }
 
@@ -44,17 +45,17 @@ func TestConcurrentIngestCountsEachRequestOnce(t *testing.T) {
 	a, st := newTest(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	total := Summary{}
+	total := classify.Summary{}
 	for s := 0; s < 16; s++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for round := 0; round < 2; round++ {
-				var events []Event
+				var events []classify.Event
 				for i := 0; i < 50; i++ {
 					events = append(events, deprecatedEvent(fmt.Sprintf("id-%d", s*25+i), fmt.Sprintf("u%d", (s*25+i)%4)))
 				}
-				sum, err := a.Ingest(context.Background(), Origin{Source: "test", Cluster: "c", Node: "n"}, events)
+				sum, err := a.Ingest(context.Background(), classify.Origin{Source: "test", Cluster: "c", Node: "n"}, events)
 				assert.NoError(t, err)
 				mu.Lock()
 				total.Counted += sum.Counted
@@ -65,7 +66,7 @@ func TestConcurrentIngestCountsEachRequestOnce(t *testing.T) {
 	}
 	wg.Wait()
 	// IDs 0..15*25+49 = 0..424: 425 distinct requests out of 1,600 deliveries.
-	require.Equal(t, Summary{Counted: 425, Duplicates: 1175}, total)
+	require.Equal(t, classify.Summary{Counted: 425, Duplicates: 1175}, total)
 	perUser := map[string]uint64{}
 	require.NoError(t, st.ScanCounts("c", "endpoints.v1", now, now, func(k countkey.CountKey, n uint64) error {
 		require.Equal(t, "ua/1", k.UserAgent)
@@ -85,7 +86,7 @@ func TestIngestAfterStopFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	a.Run(ctx)
-	_, err = a.Ingest(context.Background(), Origin{Source: "test"}, []Event{deprecatedEvent("x", "u")})
+	_, err = a.Ingest(context.Background(), classify.Origin{Source: "test"}, []classify.Event{deprecatedEvent("x", "u")})
 	require.ErrorIs(t, err, ErrStopped)
 }
 

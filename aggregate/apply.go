@@ -3,6 +3,7 @@ package aggregate
 import (
 	"context"
 
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -11,7 +12,7 @@ import (
 // field rules) without committing them; Summary tells what was skipped.
 // Together with Apply it lets a caller do something with the requests
 // between the two steps, such as sending them to other Sunset replicas.
-func (a *Aggregator) Classify(origin Origin, events []Event) ([]countkey.Request, Summary) {
+func (a *Aggregator) Classify(origin classify.Origin, events []classify.Event) ([]countkey.Request, classify.Summary) {
 	return a.classifyAll(origin, events, false)
 }
 
@@ -20,15 +21,15 @@ func (a *Aggregator) Classify(origin Origin, events []Event) ([]countkey.Request
 // once they are durable. Requests whose hour has expired meanwhile are
 // skipped. Like Ingest, a non-nil error means nothing may be assumed
 // committed, and applying the same requests again is safe.
-func (a *Aggregator) Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (Summary, error) {
-	var sum Summary
+func (a *Aggregator) Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (classify.Summary, error) {
+	var sum classify.Summary
 	now := a.now()
 	// Sized once: a Request is large, and a Kafka batch holds hundreds.
 	live := make([]countkey.Request, 0, len(reqs))
 	for _, r := range reqs {
-		if a.expired(r.Key.Hour, now) {
-			a.metrics.events.WithLabelValues(source, string(ResultExpired)).Inc()
-			sum.skip(ResultExpired)
+		if a.cls.Expired(r.Key.Hour, now) {
+			a.metrics.events.WithLabelValues(source, string(classify.ResultExpired)).Inc()
+			sum.Tally(classify.ResultExpired)
 			continue
 		}
 		live = append(live, r)
@@ -42,20 +43,6 @@ func (a *Aggregator) Apply(ctx context.Context, source string, reqs []countkey.R
 		return sum, err
 	}
 	// The commit loop has counted the metrics (countCommitted).
-	sum.tally(j.reqs, r.out)
+	sum.Committed(j.reqs, r.out)
 	return sum, nil
-}
-
-// Add adds o's tallies to s.
-func (s *Summary) Add(o Summary) {
-	s.Counted += o.Counted
-	s.Duplicates += o.Duplicates
-	s.FieldMatches += o.FieldMatches
-	s.Skipped += o.Skipped
-	for r, n := range o.SkippedBy {
-		if s.SkippedBy == nil {
-			s.SkippedBy = map[string]int{}
-		}
-		s.SkippedBy[r] += n
-	}
 }

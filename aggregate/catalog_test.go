@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -20,12 +21,12 @@ import (
 
 // falcoEvents decodes the Falco sample line by line, as a log replay would.
 // It returns the events that decoded and how many lines did not.
-func falcoEvents(t *testing.T) ([]aggregate.Event, int) {
+func falcoEvents(t *testing.T) ([]classify.Event, int) {
 	t.Helper()
 	f, err := os.Open("../testdata/public/falco-k8s_audit-trace_files.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
-	var events []aggregate.Event
+	var events []classify.Event
 	bad := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
@@ -60,18 +61,18 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 	require.Len(t, events, 51)
 	require.Equal(t, 1, bad)
 	now := time.Date(2018, 10, 27, 0, 0, 0, 0, time.UTC)
-	origin := aggregate.Origin{Source: "file", Cluster: "minikube", Node: "minikube"}
+	origin := classify.Origin{Source: "file", Cluster: "minikube", Node: "minikube"}
 
 	a, _ := runAggregator(t, now, nil)
 	sum, err := a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Skipped: 51, SkippedBy: map[string]int{"not_deprecated": 49, "skipped_stage": 2}}, sum,
+	require.Equal(t, classify.Summary{Skipped: 51, SkippedBy: map[string]int{"not_deprecated": 49, "skipped_stage": 2}}, sum,
 		"without a version nothing in 2018 was annotated")
 
 	a, st := runAggregator(t, now, map[string]catalog.Release{"minikube": catalog.MustParseRelease("1.15")})
 	sum, err = a.Ingest(context.Background(), origin, events)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Counted: 2, Skipped: 49, SkippedBy: map[string]int{"not_deprecated": 47, "skipped_stage": 2}}, sum)
+	require.Equal(t, classify.Summary{Counted: 2, Skipped: 49, SkippedBy: map[string]int{"not_deprecated": 47, "skipped_stage": 2}}, sum)
 	require.Equal(t, []store.APIInfo{{Cluster: "minikube", API: "deployments.v1beta1.extensions", RemovedRelease: "1.16",
 		FirstHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC), LastHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC),
 		Nodes: map[string]time.Time{"minikube": time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)}}}, st.APIs())
@@ -86,15 +87,15 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 
 func TestCatalogClassification(t *testing.T) {
 	now := ingesttest.CapturedNow
-	ev := func(id, group, version, resource string, code int32, annotated bool) aggregate.Event {
-		return aggregate.Event{ID: id, Stage: aggregate.StageResponseComplete, Verb: "get", Username: "alice",
-			ObjectRef: &aggregate.ObjectRef{Group: group, Version: version, Resource: resource}, ResponseCode: code,
+	ev := func(id, group, version, resource string, code int32, annotated bool) classify.Event {
+		return classify.Event{ID: id, Stage: classify.StageResponseComplete, Verb: "get", Username: "alice",
+			ObjectRef: &classify.ObjectRef{Group: group, Version: version, Resource: resource}, ResponseCode: code,
 			Deprecated: annotated, RequestReceived: now}
 	}
 	tests := []struct {
 		name     string
 		versions map[string]catalog.Release
-		event    aggregate.Event
+		event    classify.Event
 		counted  bool
 		removed  bool
 		release  string
@@ -112,14 +113,14 @@ func TestCatalogClassification(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a, st := runAggregator(t, now, tc.versions)
-			sum, err := a.Ingest(context.Background(), aggregate.Origin{Source: "test", Cluster: "c", Node: "n"}, []aggregate.Event{tc.event})
+			sum, err := a.Ingest(context.Background(), classify.Origin{Source: "test", Cluster: "c", Node: "n"}, []classify.Event{tc.event})
 			require.NoError(t, err)
 			if !tc.counted {
-				require.Equal(t, aggregate.Summary{Skipped: 1, SkippedBy: map[string]int{"not_deprecated": 1}}, sum)
+				require.Equal(t, classify.Summary{Skipped: 1, SkippedBy: map[string]int{"not_deprecated": 1}}, sum)
 				require.Empty(t, st.APIs())
 				return
 			}
-			require.Equal(t, aggregate.Summary{Counted: 1}, sum)
+			require.Equal(t, classify.Summary{Counted: 1}, sum)
 			infos := st.APIs()
 			require.Len(t, infos, 1)
 			require.Equal(t, tc.release, infos[0].RemovedRelease)

@@ -9,15 +9,16 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
 )
 
 // kubeletPatch sets the deprecated kube-proxy version field of a node.
-func kubeletPatch(id string) Event {
-	return Event{ID: id, Stage: StageResponseComplete, Verb: "patch", Username: "system:node:worker-1", UserAgent: "kubelet/v1.30.2",
-		ObjectRef: &ObjectRef{Version: "v1", Resource: "nodes", Subresource: "status"}, RequestReceived: now.Add(-10 * time.Minute),
+func kubeletPatch(id string) classify.Event {
+	return classify.Event{ID: id, Stage: classify.StageResponseComplete, Verb: "patch", Username: "system:node:worker-1", UserAgent: "kubelet/v1.30.2",
+		ObjectRef: &classify.ObjectRef{Version: "v1", Resource: "nodes", Subresource: "status"}, RequestReceived: now.Add(-10 * time.Minute),
 		RequestObject: []byte(`{"status":{"nodeInfo":{"kubeProxyVersion":"v1.30.2"}}}`)}
 }
 
@@ -35,13 +36,13 @@ func TestFieldRuleMatchesCountUnderTheirRule(t *testing.T) {
 	go func() { a.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
 
-	origin := Origin{Source: "test", Cluster: "c", Node: "master-0"}
-	sum, err := a.Ingest(context.Background(), origin, []Event{kubeletPatch("a"), deprecatedEvent("b", "u")})
+	origin := classify.Origin{Source: "test", Cluster: "c", Node: "master-0"}
+	sum, err := a.Ingest(context.Background(), origin, []classify.Event{kubeletPatch("a"), deprecatedEvent("b", "u")})
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.FieldMatches)
 	require.Equal(t, 1, sum.Counted)
 
-	reqs, _ := a.Classify(origin, []Event{kubeletPatch("c"), kubeletPatch("a")})
+	reqs, _ := a.Classify(origin, []classify.Event{kubeletPatch("c"), kubeletPatch("a")})
 	require.Len(t, reqs, 2)
 	// The request's identity is its received time (in nanoseconds) and
 	// its auditID; older versions used the auditID alone.
@@ -52,7 +53,7 @@ func TestFieldRuleMatchesCountUnderTheirRule(t *testing.T) {
 	require.Equal(t, "1795290000000000000/c", reqs[0].EventID())
 	sum, err = a.Apply(context.Background(), "fleet", reqs)
 	require.NoError(t, err)
-	require.Equal(t, Summary{FieldMatches: 1}, sum, "the second was counted by Ingest")
+	require.Equal(t, classify.Summary{FieldMatches: 1}, sum, "the second was counted by Ingest")
 
 	require.Equal(t, []string{"endpoints.v1"}, func() (out []string) {
 		for _, i := range st.APIs() {

@@ -3,6 +3,8 @@ package aggregate
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // requestsMetric is sunset_deprecated_requests_total, whose label values
@@ -40,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // CountInvalid records events that ingest could not decode, so that all
 // event outcomes share one metric.
 func (a *Aggregator) CountInvalid(source string, n int) {
-	a.metrics.events.WithLabelValues(source, string(ResultInvalid)).Add(float64(n))
+	a.metrics.events.WithLabelValues(source, string(classify.ResultInvalid)).Add(float64(n))
 }
 
 // CountDecodeError records n bodies, items or lines of one source that could
@@ -49,3 +51,28 @@ func (a *Aggregator) CountInvalid(source string, n int) {
 func (a *Aggregator) CountDecodeError(source, reason string, n int) {
 	a.metrics.decodeErrors.WithLabelValues(source, reason).Add(float64(n))
 }
+
+// CountPrefiltered adds events set aside by an ingest path to the metrics,
+// as Ingest would have.
+func (a *Aggregator) CountPrefiltered(source string, p classify.Prefiltered) {
+	if p.OtherStage > 0 {
+		a.metrics.events.WithLabelValues(source, string(classify.ResultOtherStage)).Add(float64(p.OtherStage))
+	}
+	if p.NotDeprecated > 0 {
+		a.metrics.events.WithLabelValues(source, string(classify.ResultNotDeprecated)).Add(float64(p.NotDeprecated))
+	}
+}
+
+// countDropped counts what the decoder left out of one event.
+func (a *Aggregator) countDropped(source string, d classify.Dropped) {
+	for _, reason := range d.Reasons() {
+		a.metrics.decodeErrors.WithLabelValues(source, reason).Inc()
+	}
+}
+
+// Interest says which completed requests may count: the classifier's.
+func (a *Aggregator) Interest() classify.Interest { return a.cls.Interest() }
+
+// NeedsRequestObject reports whether Ingest reads e's request object: the
+// classifier's.
+func (a *Aggregator) NeedsRequestObject(e *classify.Event) bool { return a.cls.NeedsRequestObject(e) }

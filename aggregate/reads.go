@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/cardinality"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -206,10 +207,10 @@ func (a *Aggregator) HeardReads(cluster string, read bool) { a.reads.note(cluste
 func (a *Aggregator) ClustersWithoutReads() []string { return a.reads.missing() }
 
 // noteEvents notes a batch of decoded events from origin.
-func (a *Aggregator) noteEvents(origin Origin, events []Event) {
+func (a *Aggregator) noteEvents(origin classify.Origin, events []classify.Event) {
 	if len(events) == 0 {
 		return
 	}
-	read := slices.ContainsFunc(events, func(e Event) bool { return isRead(e.Verb) })
+	read := slices.ContainsFunc(events, func(e classify.Event) bool { return isRead(e.Verb) })
 	a.reads.note(origin.Cluster, read)
 }

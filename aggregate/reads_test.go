@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -36,7 +37,7 @@ func TestClustersWithoutReads(t *testing.T) {
 	write := func(cluster, id string) {
 		e := deprecatedEvent(id, "u")
 		e.Verb, e.RequestReceived = "create", at().Add(-time.Minute)
-		_, err := a.Ingest(ctx, Origin{Source: "test", Cluster: cluster, Node: "n"}, []Event{e})
+		_, err := a.Ingest(ctx, classify.Origin{Source: "test", Cluster: cluster, Node: "n"}, []classify.Event{e})
 		require.NoError(t, err)
 	}
 	write("admin-only", "w-1")
@@ -51,7 +52,7 @@ func TestClustersWithoutReads(t *testing.T) {
 	require.Equal(t, []string{"admin-only", "full"}, a.ClustersWithoutReads(), "a day since full's last read too")
 	r := deprecatedEvent("r-1", "u")
 	r.RequestReceived = at().Add(-time.Minute)
-	_, err = a.Ingest(ctx, Origin{Source: "test", Cluster: "full", Node: "n"}, []Event{r})
+	_, err = a.Ingest(ctx, classify.Origin{Source: "test", Cluster: "full", Node: "n"}, []classify.Event{r})
 	require.NoError(t, err)
 	require.Equal(t, []string{"admin-only"}, a.ClustersWithoutReads())
 	require.NoError(t, testutil.CollectAndCompare(reg, strings.NewReader(`
@@ -108,7 +109,7 @@ func TestClustersWithoutReadsSurviveRestart(t *testing.T) {
 	send := func(a *Aggregator, cluster, id, verb string) {
 		e := deprecatedEvent(id, "u")
 		e.Verb, e.RequestReceived = verb, clock.now().Add(-time.Minute)
-		_, err := a.Ingest(context.Background(), Origin{Source: "test", Cluster: cluster, Node: "n"}, []Event{e})
+		_, err := a.Ingest(context.Background(), classify.Origin{Source: "test", Cluster: cluster, Node: "n"}, []classify.Event{e})
 		require.NoError(t, err)
 	}
 	for h := range 23 {

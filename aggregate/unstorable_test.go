@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
@@ -41,8 +42,8 @@ func requestsOf(t *testing.T, st *store.Store, cluster string) uint64 {
 	return n
 }
 
-func deprecatedEvents(prefix string, n int) []Event {
-	events := make([]Event, n)
+func deprecatedEvents(prefix string, n int) []classify.Event {
+	events := make([]classify.Event, n)
 	for i := range events {
 		events[i] = deprecatedEvent(fmt.Sprint(prefix, i), "alice")
 	}
@@ -61,9 +62,9 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 	// group, as concurrent senders' jobs are.
 	a.jobs = make(chan *job, 3)
 	type sender struct {
-		origin Origin
+		origin classify.Origin
 		job    *job
-		sum    Summary
+		sum    classify.Summary
 	}
 	var senders []*sender
 	for _, s := range []struct {
@@ -71,7 +72,7 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 		events  int
 		cursor  []byte
 	}{{"a", 3, []byte("3")}, {"b", 2, make([]byte, 9<<20)}, {"c", 4, []byte("4")}} {
-		o := Origin{Source: "test", Cluster: s.cluster, Node: "n"}
+		o := classify.Origin{Source: "test", Cluster: s.cluster, Node: "n"}
 		j, sum := a.ingestJob(o, deprecatedEvents(s.cluster, s.events), []countkey.Cursor{{Name: "in-" + s.cluster, Value: s.cursor}})
 		require.NotNil(t, j)
 		a.jobs <- j
@@ -88,8 +89,8 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 	require.ErrorIs(t, results[1].err, countkey.ErrUnstorable)
 	require.NotErrorIs(t, results[1].err, countkey.ErrNoSpace)
 	require.NoError(t, results[2].err)
-	require.Equal(t, Summary{Counted: 3}, a.ingested(senders[0].origin, senders[0].job, results[0], senders[0].sum))
-	require.Equal(t, Summary{Counted: 4}, a.ingested(senders[2].origin, senders[2].job, results[2], senders[2].sum))
+	require.Equal(t, classify.Summary{Counted: 3}, a.ingested(senders[0].origin, senders[0].job, results[0], senders[0].sum))
+	require.Equal(t, classify.Summary{Counted: 4}, a.ingested(senders[2].origin, senders[2].job, results[2], senders[2].sum))
 
 	require.Equal(t, uint64(3), requestsOf(t, st, "a"))
 	require.Equal(t, uint64(0), requestsOf(t, st, "b"))
@@ -103,7 +104,7 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 	_, ok, err := st.Cursor("in-b")
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.Equal(t, 7.0, testutil.ToFloat64(a.metrics.events.WithLabelValues("test", string(ResultCounted))))
+	require.Equal(t, 7.0, testutil.ToFloat64(a.metrics.events.WithLabelValues("test", string(classify.ResultCounted))))
 	// One group commit, then one per job: the group's and b's failed.
 	require.Equal(t, 2.0, counterValue(t, reg, "sunset_store_commit_errors_total"))
 	require.Equal(t, 4, histogramCount(t, reg, "sunset_store_commit_duration_seconds"))
@@ -112,13 +113,13 @@ func TestGroupCommitFailsOnlyTheJobAtFault(t *testing.T) {
 	// c's retries are duplicates.
 	sum, err := a.ingestAlone(t, senders[0].origin, deprecatedEvents("a", 3), countkey.Cursor{Name: "in-a", Value: []byte("3")})
 	require.NoError(t, err)
-	require.Equal(t, Summary{Duplicates: 3}, sum)
+	require.Equal(t, classify.Summary{Duplicates: 3}, sum)
 	_, err = a.ingestAlone(t, senders[1].origin, deprecatedEvents("b", 2), countkey.Cursor{Name: "in-b", Value: make([]byte, 9<<20)})
 	require.ErrorIs(t, err, countkey.ErrUnstorable)
 }
 
 // ingestAlone is IngestAt with the test running the commit loop.
-func (a *Aggregator) ingestAlone(t *testing.T, o Origin, events []Event, cursors ...countkey.Cursor) (Summary, error) {
+func (a *Aggregator) ingestAlone(t *testing.T, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	t.Helper()
 	j, sum := a.ingestJob(o, events, cursors)
 	a.jobs <- j
@@ -147,12 +148,12 @@ func TestIngestSkipsARequestWithA9MiBRemovedRelease(t *testing.T) {
 	bad.RemovedRelease = strings.Repeat("9", 9<<20)
 	// First: the newest hour decides the release, and in one hour the
 	// first one given stays.
-	events = append([]Event{bad}, events...)
-	sum, err := a.Ingest(ctx, Origin{Source: "test", Cluster: "c", Node: "n"}, events)
+	events = append([]classify.Event{bad}, events...)
+	sum, err := a.Ingest(ctx, classify.Origin{Source: "test", Cluster: "c", Node: "n"}, events)
 	require.NoError(t, err)
-	require.Equal(t, Summary{Counted: 3, Skipped: 1, SkippedBy: map[string]int{string(countkey.SkipTooLarge): 1}}, sum)
+	require.Equal(t, classify.Summary{Counted: 3, Skipped: 1, SkippedBy: map[string]int{string(countkey.SkipTooLarge): 1}}, sum)
 	require.Equal(t, uint64(3), requestsOf(t, st, "c"))
-	require.Equal(t, 3.0, testutil.ToFloat64(a.metrics.events.WithLabelValues("test", string(ResultCounted))))
+	require.Equal(t, 3.0, testutil.ToFloat64(a.metrics.events.WithLabelValues("test", string(classify.ResultCounted))))
 	require.Equal(t, 1.0, testutil.ToFloat64(a.metrics.events.WithLabelValues("test", string(countkey.SkipTooLarge))))
 	apis := st.APIs()
 	require.Len(t, apis, 1)

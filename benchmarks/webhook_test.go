@@ -20,6 +20,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
@@ -248,14 +249,14 @@ func (m *memoryCounter) count(body []byte) error {
 	if err != nil {
 		return err
 	}
-	planned, err := m.agg.Plan(aggregate.Origin{Source: "webhook", Node: "n1"}, events)
+	planned, err := m.agg.Plan(classify.Origin{Source: "webhook", Node: "n1"}, events)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range planned {
-		if p.Result == aggregate.ResultCounted {
+		if p.Result == classify.ResultCounted {
 			m.counts[p.Key]++
 		}
 	}

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/access"
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/webhook"
 	"github.com/kube-sunset/sunset/store"
@@ -137,7 +137,7 @@ func Default() Config {
 		DataDir:                 "./sunset-data",
 		Listen:                  "127.0.0.1:8080",
 		DefaultCluster:          "default",
-		UserAgent:               string(aggregate.UserAgentShort),
+		UserAgent:               string(classify.UserAgentShort),
 		Decoder:                 DecoderPrefilter,
 		MaxBodyBytes:            webhook.DefaultMaxBodyBytes,
 		MaxInFlightBatches:      webhook.DefaultMaxInFlight,

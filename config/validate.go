@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/fieldrule"
 )
 
@@ -91,7 +91,7 @@ func (c Config) validateCounting(bad func(key, format string, args ...any)) {
 	if c.DefaultCluster == "" {
 		bad("default-cluster", "must not be empty")
 	}
-	if c.UserAgent != string(aggregate.UserAgentShort) && c.UserAgent != string(aggregate.UserAgentFull) {
+	if c.UserAgent != string(classify.UserAgentShort) && c.UserAgent != string(classify.UserAgentFull) {
 		bad("user-agent", "%q is not one of short, full", c.UserAgent)
 	}
 	if c.Decoder != DecoderPrefilter && c.Decoder != DecoderFull {

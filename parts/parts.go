@@ -20,6 +20,7 @@ import (
 	"github.com/kube-sunset/sunset/api"
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/config"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/store"
@@ -109,7 +110,7 @@ func (p *Parts) Close() error {
 // from the parts and their configuration.
 func (p *Parts) Aggregator(o aggregate.Options) *aggregate.Aggregator {
 	o.Store, o.Catalog, o.FieldRules, o.IsSystem = p.Store, p.Catalog, p.Rules, p.System.IsSystem
-	o.UserAgent = aggregate.UserAgentMode(p.Config.UserAgent)
+	o.UserAgent = classify.UserAgentMode(p.Config.UserAgent)
 	o.ClusterVersions = p.Config.ClusterVersions()
 	o.Retention = p.Config.Retention
 	o.Now = p.now

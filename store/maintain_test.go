@@ -54,7 +54,7 @@ func hourOfLoad(t *testing.T, s *Store, h time.Time, perHour, series int) {
 	reqs := make([]Request, 0, perHour)
 	for i := 0; i < perHour; i++ {
 		k := i % series
-		// Shaped like aggregate.RequestID of kube-apiserver's events:
+		// Shaped like classify.RequestID of kube-apiserver's events:
 		// the received time, then a 36-byte UUID.
 		id := timedID(h.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Unix()/3600, i))
 		reqs = append(reqs, Request{ID: id, Key: countkey.CountKey{

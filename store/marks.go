@@ -16,7 +16,7 @@ import (
 )
 
 // Dedupe marks of most requests are not records of their own. A request
-// whose ID starts with the time it was received (aggregate.RequestID:
+// whose ID starts with the time it was received (classify.RequestID:
 // decimal Unix nanoseconds, then "/") is marked by an 8-byte hash of its
 // ID in a segment: one record per cluster, hour of that time and commit,
 // holding the hashes of the requests the commit counted first, written in

@@ -14,7 +14,7 @@ import (
 	"github.com/kube-sunset/sunset/countkey"
 )
 
-// timedID is a request's ID as aggregate.RequestID makes it: the time it
+// timedID is a request's ID as classify.RequestID makes it: the time it
 // was received in Unix nanoseconds, "/", its auditID.
 func timedID(at time.Time, auditID string) string {
 	return fmt.Sprintf("%d/%s", at.UnixNano(), auditID)

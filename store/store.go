@@ -29,7 +29,7 @@
 // exact.
 //
 // A request is identified by its cluster and its ID. Of the ID the store
-// reads only the time it may start with (aggregate.RequestID), which
+// reads only the time it may start with (classify.RequestID), which
 // says the hour whose segments hold its mark. The directory records the
 // version of its layout (schema.go), so that marks written before the ID
 // or the marks changed are still found.

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/cli"
 	"github.com/kube-sunset/sunset/cli/connect"
 	"github.com/kube-sunset/sunset/client"
@@ -103,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 		defer func() { _ = r.Close() }()
 		stdin = r
 	}
-	origin := aggregate.Origin{Source: "file", Cluster: o.Cluster, Node: o.Node}
+	origin := classify.Origin{Source: "file", Cluster: o.Cluster, Node: o.Node}
 	sink, done, err := newSink(o, cfg, origin)
 	if err != nil {
 		return err
@@ -164,7 +165,7 @@ func writeShift(w io.Writer, newest time.Time, by time.Duration) {
 }
 
 // newSink builds where events go, and a function that releases it.
-func newSink(o Options, cfg config.Config, origin aggregate.Origin) (file.Sink, func() error, error) {
+func newSink(o Options, cfg config.Config, origin classify.Origin) (file.Sink, func() error, error) {
 	noop := func() error { return nil }
 	if o.Source.Server != "" {
 		c, err := o.Source.Client()
@@ -201,7 +202,7 @@ func newSink(o Options, cfg config.Config, origin aggregate.Origin) (file.Sink, 
 // aggregatorSink counts into a local data directory.
 type aggregatorSink struct {
 	agg    *aggregate.Aggregator
-	origin aggregate.Origin
+	origin classify.Origin
 }
 
 // Prefilter lets replay set aside, undecoded, the lines that cannot count.
@@ -213,7 +214,7 @@ func (s *aggregatorSink) Prefilter() *auditjson.Prefilter {
 // merges them into one transaction and one fsync.
 func (s *aggregatorSink) InFlight() int { return 8 }
 
-func (s *aggregatorSink) Send(ctx context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
+func (s *aggregatorSink) Send(ctx context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
 	return s.agg.Ingest(ctx, s.origin, events)
 }
 
@@ -237,7 +238,7 @@ type serverSink struct {
 // webhook does.
 func (s *serverSink) InFlight() int { return 4 }
 
-func (s *serverSink) Send(_ context.Context, _ []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
+func (s *serverSink) Send(_ context.Context, _ []classify.Event, raw [][]byte) (classify.Summary, error) {
 	var resp webhook.Response
 	err := post(s.c, s.path, raw, false, &resp)
 	return resp.Summary, err
@@ -260,24 +261,24 @@ func post(c *client.Client, path string, raw [][]byte, dryRun bool, resp any) er
 // counted, for printing.
 type planSink struct {
 	local  *aggregate.Aggregator
-	origin aggregate.Origin
+	origin classify.Origin
 	server *client.Client
 	path   string
 	counts map[webhook.PlannedEvent]int64
 }
 
-func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
+func (s *planSink) Send(_ context.Context, events []classify.Event, raw [][]byte) (classify.Summary, error) {
 	var planned []webhook.PlannedEvent
 	if s.server != nil {
 		var resp webhook.DryRunResponse
 		if err := post(s.server, s.path, raw, true, &resp); err != nil {
-			return aggregate.Summary{}, err
+			return classify.Summary{}, err
 		}
 		planned = resp.Events
 	} else {
 		ps, err := s.local.Plan(s.origin, events)
 		if err != nil {
-			return aggregate.Summary{}, err
+			return classify.Summary{}, err
 		}
 		for _, p := range ps {
 			planned = append(planned, webhook.NewPlannedEvent(p))
@@ -286,11 +287,11 @@ func (s *planSink) Send(_ context.Context, events []aggregate.Event, raw [][]byt
 	if s.counts == nil {
 		s.counts = map[webhook.PlannedEvent]int64{}
 	}
-	var sum aggregate.Summary
+	var sum classify.Summary
 	for _, p := range planned {
-		sum.Tally(aggregate.Result(p.Result))
-		sum.TallyAdmission(aggregate.Result(p.Admission))
-		if aggregate.Result(p.Result) == aggregate.ResultCounted {
+		sum.Tally(classify.Result(p.Result))
+		sum.TallyAdmission(classify.Result(p.Admission))
+		if classify.Result(p.Result) == classify.ResultCounted {
 			key := webhook.PlannedEvent{API: p.API, Hour: p.Hour, Node: p.Node, Username: p.Username, UserAgent: p.UserAgent, Verb: p.Verb, AlreadyRemoved: p.AlreadyRemoved}
 			s.counts[key]++
 		}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // wireEventWithAdmission is a wireEvent whose annotations are also read for
@@ -16,7 +16,7 @@ type wireEventWithAdmission struct {
 	Annotations annotationsWithAdmission `json:"annotations"`
 }
 
-func (w *wireEventWithAdmission) event(raw []byte) (aggregate.Event, error) {
+func (w *wireEventWithAdmission) event(raw []byte) (classify.Event, error) {
 	w.wireEvent.Annotations = w.Annotations.deprecation
 	ev, err := convert(&w.wireEvent, raw)
 	ev.Admission = w.Annotations.facts

@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // withoutFacts drops what only the admission path fills in.
-func withoutFacts(events []aggregate.Event) (out []aggregate.Event, facts int) {
+func withoutFacts(events []classify.Event) (out []classify.Event, facts int) {
 	for _, e := range events {
 		if e.Admission != nil {
 			facts++

@@ -5,8 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -16,7 +16,7 @@ import (
 type annotationValues struct {
 	deprecated     bool
 	removedRelease string
-	dropped        aggregate.Dropped
+	dropped        classify.Dropped
 }
 
 // decodeAnnotations reads the annotations object or null at b[start], depth
@@ -84,7 +84,7 @@ func decodeAnnotations(b []byte, start, depth int, a *annotationValues, webhooks
 			}
 			r, err := catalog.ParseRelease(s)
 			if cut || err != nil {
-				a.dropped |= aggregate.DroppedRemovedRelease
+				a.dropped |= classify.DroppedRemovedRelease
 				break
 			}
 			a.removedRelease = r.String()
@@ -118,9 +118,9 @@ type webhookAnnotations struct {
 
 // add records the annotation key, whose value is raw; the last of
 // repeated keys wins.
-func (w *webhookAnnotations) add(key, raw []byte, dropped *aggregate.Dropped) {
+func (w *webhookAnnotations) add(key, raw []byte, dropped *classify.Dropped) {
 	if len(raw) > maxWebhookValueBytes {
-		*dropped |= aggregate.DroppedOverBound
+		*dropped |= classify.DroppedOverBound
 		// Read as a value of its type that no webhook annotation has.
 		if raw[0] == '"' {
 			raw = []byte(`""`)
@@ -133,7 +133,7 @@ func (w *webhookAnnotations) add(key, raw []byte, dropped *aggregate.Dropped) {
 		return
 	}
 	if len(w.m) >= maxWebhookAnnotations {
-		*dropped |= aggregate.DroppedOverBound
+		*dropped |= classify.DroppedOverBound
 		return
 	}
 	if w.m == nil {

@@ -12,7 +12,7 @@ import (
 	"errors"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // The only audit API version Sunset accepts; kube-apiserver has sent nothing
@@ -46,7 +46,7 @@ var errNeedRaw = errors.New("auditjson: event needs its raw bytes")
 // DecodeBody decodes a whole body: an EventList or one Event. A non-nil error
 // means the body as a whole is unusable (*Error). Otherwise the good events
 // are returned, and the malformed items of a list are tallied in bad.
-func DecodeBody(body []byte) (events []aggregate.Event, bad Invalid, err error) {
+func DecodeBody(body []byte) (events []classify.Event, bad Invalid, err error) {
 	// A batch without admission webhook annotations (one memory scan
 	// tells) decodes exactly as if the admission counter did not exist.
 	if admission.MayHave(body) {
@@ -58,7 +58,7 @@ func DecodeBody(body []byte) (events []aggregate.Event, bad Invalid, err error) 
 func decodeBody[T any, P interface {
 	*T
 	wireItem
-}](body []byte) (events []aggregate.Event, bad Invalid, err error) {
+}](body []byte) (events []classify.Event, bad Invalid, err error) {
 	// The envelope first, its items left as bytes: nothing is allocated
 	// per item until the items are known to be few and all objects. A
 	// plain list is walked by the scanner; anything else is read by
@@ -79,10 +79,10 @@ func decodeBody[T any, P interface {
 			if err != nil {
 				return nil, Invalid{}, err
 			}
-			return []aggregate.Event{ev}, Invalid{}, nil
+			return []classify.Event{ev}, Invalid{}, nil
 		}
 		if items = env.Items.raw; items == nil {
-			return []aggregate.Event{}, Invalid{}, nil
+			return []classify.Event{}, Invalid{}, nil
 		}
 		if n, objects = countItems(items); n < 0 {
 			// encoding/json has validated it; should the scanner
@@ -102,7 +102,7 @@ func decodeBody[T any, P interface {
 	if json.Unmarshal(items, &list) != nil {
 		return decodeItems[T, P](items)
 	}
-	events = make([]aggregate.Event, 0, len(list))
+	events = make([]classify.Event, 0, len(list))
 	for i := range list {
 		ev, err := P(&list[i]).event(nil)
 		if errors.Is(err, errNeedRaw) {
@@ -159,8 +159,8 @@ func countItems(items []byte) (n int, objects bool) {
 func decodeItems[T any, P interface {
 	*T
 	wireItem
-}](items []byte) (events []aggregate.Event, bad Invalid, err error) {
-	events = []aggregate.Event{}
+}](items []byte) (events []classify.Event, bad Invalid, err error) {
+	events = []classify.Event{}
 	index := 0
 	end := scanArray(items, 0, 2, func(start int) int {
 		end := skipValue(items, start, 2)
@@ -191,14 +191,14 @@ func decodeItems[T any, P interface {
 func decodeRawItems[T any, P interface {
 	*T
 	wireItem
-}](items []byte) (events []aggregate.Event, bad Invalid, err error) {
+}](items []byte) (events []classify.Event, bad Invalid, err error) {
 	var list []json.RawMessage
 	if err := json.Unmarshal(items, &list); err != nil {
 		e := syntaxError("body", err)
 		e.Reason = ReasonMalformedJSON
 		return nil, Invalid{}, e
 	}
-	events = make([]aggregate.Event, 0, len(list))
+	events = make([]classify.Event, 0, len(list))
 	for i, raw := range list {
 		ev, err := decodeEvent[T, P](raw)
 		if err != nil {
@@ -213,7 +213,7 @@ func decodeRawItems[T any, P interface {
 }
 
 // DecodeEvent decodes one audit event. The error, if any, is an *Error.
-func DecodeEvent(raw []byte) (aggregate.Event, error) {
+func DecodeEvent(raw []byte) (classify.Event, error) {
 	ev, err := decodeInPlace(raw)
 	ev.RequestObject = bytes.Clone(ev.RequestObject)
 	return ev, err
@@ -221,7 +221,7 @@ func DecodeEvent(raw []byte) (aggregate.Event, error) {
 
 // decodeInPlace is DecodeEvent with the event's RequestObject still a part
 // of raw: the caller copies it, if it keeps it at all.
-func decodeInPlace(raw []byte) (aggregate.Event, error) {
+func decodeInPlace(raw []byte) (classify.Event, error) {
 	if admission.MayHave(raw) {
 		return decodeEventInPlace[wireEventWithAdmission](raw)
 	}
@@ -235,7 +235,7 @@ func decodeInPlace(raw []byte) (aggregate.Event, error) {
 func decodeEvent[T any, P interface {
 	*T
 	wireItem
-}](raw []byte) (aggregate.Event, error) {
+}](raw []byte) (classify.Event, error) {
 	ev, err := decodeEventInPlace[T, P](raw)
 	ev.RequestObject = bytes.Clone(ev.RequestObject)
 	return ev, err
@@ -244,10 +244,10 @@ func decodeEvent[T any, P interface {
 func decodeEventInPlace[T any, P interface {
 	*T
 	wireItem
-}](raw []byte) (aggregate.Event, error) {
+}](raw []byte) (classify.Event, error) {
 	var w T
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return aggregate.Event{}, syntaxError("event", err)
+		return classify.Event{}, syntaxError("event", err)
 	}
 	return P(&w).event(raw)
 }

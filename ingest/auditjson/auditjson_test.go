@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 const captured = "../../testdata/apiserver-v1.36/webhook-metadata-batch"
@@ -50,10 +50,10 @@ func TestDecodeEventExtractsTheCountedFields(t *testing.T) {
 		"annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":"1.37"}}`)
 	got, err := DecodeEvent(raw)
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Event{
+	require.Equal(t, classify.Event{
 		ID: "a1", Stage: "ResponseComplete", Verb: "create",
 		Username: "bob", UserAgent: "bob-script/2.0",
-		ObjectRef:    &aggregate.ObjectRef{Group: "storage.k8s.io", Version: "v1beta1", Resource: "volumeattributesclasses", Subresource: "status"},
+		ObjectRef:    &classify.ObjectRef{Group: "storage.k8s.io", Version: "v1beta1", Resource: "volumeattributesclasses", Subresource: "status"},
 		ResponseCode: 201, Deprecated: true, RemovedRelease: "1.37",
 		RequestReceived: time.Date(2026, 11, 21, 19, 18, 48, 18394000, time.UTC),
 		StageTime:       time.Date(2026, 11, 21, 19, 18, 48, 30000000, time.UTC),

@@ -23,7 +23,7 @@ import (
 //	pod name and node (user.extra)      253 bytes, the first of each list
 //	objectRef parts                     their bound and one character more, so
 //	                                    that the aggregator still refuses them
-//	                                    as too long (aggregate.ResultTooLong)
+//	                                    as too long (classify.ResultTooLong)
 //	sourceIPs                           countkey.MaxSourceIPs entries: the first
 //	                                    forwarded ones (of the first 64) and the
 //	                                    last (the address the apiserver saw
@@ -52,7 +52,7 @@ import (
 // and copied only for the events whose field rules read it, and only
 // from an item within the stream's item bound (maxItemBytes).
 //
-// What is left out is noted on the event (aggregate.Event.Dropped) and
+// What is left out is noted on the event (classify.Event.Dropped) and
 // counted once per event and reason by the aggregator.
 const (
 	// maxIPBytes is far above the longest IPv6 address with a zone a

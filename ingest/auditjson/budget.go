@@ -5,7 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // Budget is the memory, in bytes, that the bodies being decoded at once
@@ -109,7 +109,7 @@ func (a *Account) Close() {
 }
 
 // eventBytes is the struct of an event; eventCost adds what it points to.
-const eventBytes = int64(unsafe.Sizeof(aggregate.Event{}))
+const eventBytes = int64(unsafe.Sizeof(classify.Event{}))
 
 // admissionBytes stands for an event's admission facts: at most 256 calls
 // and 64 hosts (admission.Parse), of bounded names.
@@ -118,7 +118,7 @@ const admissionBytes = 64 << 10
 // eventCost is about what a decoded event holds: its struct (twice, for
 // the slice it is appended to) and the strings and lists it points to.
 // Interned strings are counted too: an estimate from above.
-func eventCost(ev *aggregate.Event) int64 {
+func eventCost(ev *classify.Event) int64 {
 	n := 2*eventBytes + int64(len(ev.ID)+len(ev.Stage)+len(ev.Verb)+len(ev.Username)+len(ev.ImpersonatedBy)+
 		len(ev.UserAgent)+len(ev.RemovedRelease)+len(ev.PodName)+len(ev.PodNode)+len(ev.RequestObject))
 	if ev.ObjectRef != nil {

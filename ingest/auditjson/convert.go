@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // APIVersionV1beta1 is the audit version of apiservers before 1.24. Its
@@ -22,17 +22,17 @@ const APIVersionV1beta1 = "audit.k8s.io/v1beta1"
 
 // convert checks a decoded event and keeps what Sunset counts by. raw may be
 // nil when the event has an auditID; without one, its digest is the ID.
-func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
+func convert(w *wireEvent, raw []byte) (classify.Event, error) {
 	// Items of an EventList carry no kind or apiVersion; a standalone event
 	// (a log line, a Kafka message) does.
 	if v := w.APIVersion.s; v != "" && v != APIVersion && v != APIVersionV1beta1 {
-		return aggregate.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q or %q", bounded(v), APIVersion, APIVersionV1beta1)}
+		return classify.Event{}, &Error{ReasonWrongAPIVersion, fmt.Sprintf("event apiVersion %q is not supported; want %q or %q", bounded(v), APIVersion, APIVersionV1beta1)}
 	}
 	if k := w.Kind.s; k != "" && k != KindEvent {
-		return aggregate.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(k), KindEvent)}
+		return classify.Event{}, &Error{ReasonWrongKind, fmt.Sprintf("event kind %q is not supported; want %q", bounded(k), KindEvent)}
 	}
 	if w.Stage.s == "" {
-		return aggregate.Event{}, &Error{ReasonMissingStage, "event has no stage"}
+		return classify.Event{}, &Error{ReasonMissingStage, "event has no stage"}
 	}
 	// A request made as another user counts under that user, with that
 	// user's pod-bound token claims; the real caller is kept beside it.
@@ -40,7 +40,7 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	if w.ImpersonatedUser != nil && w.ImpersonatedUser.Username.s != "" {
 		as, impersonatedBy = w.ImpersonatedUser, w.User.Username.s
 	}
-	ev := aggregate.Event{
+	ev := classify.Event{
 		ID:             w.AuditID.s,
 		Stage:          w.Stage.s,
 		Verb:           w.Verb.s,
@@ -54,16 +54,16 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 		Dropped:        w.Annotations.dropped,
 	}
 	if w.SourceIPs.invalid {
-		ev.Dropped |= aggregate.DroppedSourceIP
+		ev.Dropped |= classify.DroppedSourceIP
 	}
 	if w.SourceIPs.cut || w.Stage.cut || w.Verb.cut || as.Username.cut || impersonatedBy != "" && w.User.Username.cut ||
 		w.UserAgent.cut || as.Extra.PodName.cut || as.Extra.NodeName.cut || w.RequestURI.cut {
-		ev.Dropped |= aggregate.DroppedOverBound
+		ev.Dropped |= classify.DroppedOverBound
 	}
 	ev.DryRun = dryRun(boundedURI(w.RequestURI), ev.Verb, w.RequestObject)
 	if ev.ID == "" {
 		if raw == nil {
-			return aggregate.Event{}, errNeedRaw
+			return classify.Event{}, errNeedRaw
 		}
 		// Re-sent events are byte-identical, so a digest deduplicates them.
 		ev.ID = digestID(raw)
@@ -71,7 +71,7 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	if w.ObjectRef != nil {
 		// A part cut at its bound is still longer than the aggregator
 		// allows, which refuses it (too_long).
-		ev.ObjectRef = &aggregate.ObjectRef{
+		ev.ObjectRef = &classify.ObjectRef{
 			Group:       w.ObjectRef.APIGroup.s,
 			Version:     w.ObjectRef.APIVersion.s,
 			Resource:    w.ObjectRef.Resource.s,
@@ -85,13 +85,13 @@ func convert(w *wireEvent, raw []byte) (aggregate.Event, error) {
 	ev.RemovedRelease = w.Annotations.removedRelease
 	var err error
 	if ev.RequestReceived, err = parseBoundedTime(w.RequestReceivedTimestamp); err != nil {
-		return aggregate.Event{}, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}
+		return classify.Event{}, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}
 	}
 	if ev.StageTime, err = parseBoundedTime(w.StageTimestamp); err != nil {
-		return aggregate.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
+		return classify.Event{}, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}
 	}
 	if ev.IdentityTime, err = parseBoundedTime(w.IdentityTimestamp); err != nil {
-		return aggregate.Event{}, &Error{ReasonBadTimestamp, fieldIdentity + " is not an RFC 3339 time"}
+		return classify.Event{}, &Error{ReasonBadTimestamp, fieldIdentity + " is not an RFC 3339 time"}
 	}
 	return ev, nil
 }

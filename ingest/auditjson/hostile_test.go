@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
@@ -47,35 +48,35 @@ var eventDecoders = []struct {
 	name string
 	// input is what the decoder reads for the event raw.
 	input  func(raw []byte) []byte
-	decode func(t testing.TB, in []byte) aggregate.Event
+	decode func(t testing.TB, in []byte) classify.Event
 	slack  func(raw []byte) uint64
 }{
-	{"DecodeEvent", same, func(t testing.TB, raw []byte) aggregate.Event {
+	{"DecodeEvent", same, func(t testing.TB, raw []byte) classify.Event {
 		var w wireEvent
 		require.True(t, decodeWire(raw, &w), "the scanner's path")
 		ev, err := DecodeEvent(raw)
 		require.NoError(t, err)
 		return ev
 	}, none},
-	{"encoding/json", same, func(t testing.TB, raw []byte) aggregate.Event {
+	{"encoding/json", same, func(t testing.TB, raw []byte) classify.Event {
 		ev, err := decodeEvent[wireEvent](raw)
 		require.NoError(t, err)
 		return ev
 	}, none},
-	{"admission path", same, func(t testing.TB, raw []byte) aggregate.Event {
+	{"admission path", same, func(t testing.TB, raw []byte) classify.Event {
 		ev, err := decodeEvent[wireEventWithAdmission](raw)
 		require.NoError(t, err)
 		return ev
 	}, none},
-	{"DecodeBody", list, func(t testing.TB, body []byte) aggregate.Event {
+	{"DecodeBody", list, func(t testing.TB, body []byte) classify.Event {
 		events, bad, err := DecodeBody(body)
 		require.NoError(t, err)
 		require.Zero(t, bad.Count)
 		require.Len(t, events, 1)
 		return events[0]
 	}, none},
-	{"DecodeStreamFiltered", list, func(t testing.TB, body []byte) aggregate.Event {
-		events, bad, _, err := DecodeStreamFiltered(bytes.NewReader(body), nil, NewPrefilter(aggregate.Interest{AllCompleted: true}))
+	{"DecodeStreamFiltered", list, func(t testing.TB, body []byte) classify.Event {
+		events, bad, _, err := DecodeStreamFiltered(bytes.NewReader(body), nil, NewPrefilter(classify.Interest{AllCompleted: true}))
 		require.NoError(t, err)
 		if len(body) > maxItemBytes {
 			// Streamed, an event this large is skipped unread and
@@ -118,12 +119,12 @@ func TestArrayBombInSourceIPs(t *testing.T) {
 	for _, d := range eventDecoders {
 		t.Run(d.name, func(t *testing.T) {
 			in := d.input(raw)
-			var ev aggregate.Event
+			var ev classify.Event
 			n := allocated(func() { ev = d.decode(t, in) })
 			t.Logf("%s: %d MiB allocated decoding %d MiB", d.name, n>>20, len(raw)>>20)
 			require.Less(t, n, heapBudget+d.slack(raw))
 			require.Equal(t, []string{"10.0.0.1", "192.0.2.7"}, ev.SourceIPs)
-			require.Equal(t, aggregate.DroppedSourceIP, ev.Dropped&aggregate.DroppedSourceIP)
+			require.Equal(t, classify.DroppedSourceIP, ev.Dropped&classify.DroppedSourceIP)
 			require.True(t, ev.Deprecated)
 		})
 	}
@@ -168,7 +169,7 @@ func TestArrayBombsInOtherLists(t *testing.T) {
 			}
 			t.Run(name+"/"+d.name, func(t *testing.T) {
 				in := d.input(raw)
-				var ev aggregate.Event
+				var ev classify.Event
 				allocs := allocated(func() { ev = d.decode(t, in) })
 				t.Logf("%d MiB allocated decoding %d MiB", allocs>>20, len(raw)>>20)
 				require.Less(t, allocs, heapBudget+d.slack(raw), "%d MiB allocated", allocs>>20)
@@ -217,17 +218,17 @@ func TestRemovedReleaseIsValidated(t *testing.T) {
 			raw := []byte(`{"auditID":"r","stage":"ResponseComplete","annotations":{"k8s.io/deprecated":"true","k8s.io/removed-release":` + c.value + `}}`)
 			for _, d := range eventDecoders {
 				in := d.input(raw)
-				var ev aggregate.Event
+				var ev classify.Event
 				allocs := allocated(func() { ev = d.decode(t, in) })
 				require.Less(t, allocs, uint64(1<<20)+d.slack(raw), "%s: %d KiB allocated", d.name, allocs>>10)
 				require.Equal(t, c.want, ev.RemovedRelease, d.name)
-				require.Equal(t, c.dropped, ev.Dropped&aggregate.DroppedRemovedRelease != 0, d.name)
+				require.Equal(t, c.dropped, ev.Dropped&classify.DroppedRemovedRelease != 0, d.name)
 				require.True(t, ev.Deprecated)
 			}
 			before := decodeErrors(t, reg, "bad_removed_release")
 			ev, err := DecodeEvent(raw)
 			require.NoError(t, err)
-			_, err = agg.Plan(aggregate.Origin{Source: "webhook", Cluster: "c", Node: "n"}, []aggregate.Event{ev})
+			_, err = agg.Plan(classify.Origin{Source: "webhook", Cluster: "c", Node: "n"}, []classify.Event{ev})
 			require.NoError(t, err)
 			after := decodeErrors(t, reg, "bad_removed_release")
 			if c.dropped {
@@ -268,14 +269,14 @@ func TestSourceIPsKeepOnlyAddresses(t *testing.T) {
 	for _, c := range []struct {
 		name, list string
 		want       []string
-		dropped    aggregate.Dropped
+		dropped    classify.Dropped
 	}{
 		{"not addresses", `["10.0.0.1","bad","","::1","1.2.3.4:80","300.1.1.1",null,"fe80::1%eth0","10.0.0.2"]`,
-			[]string{"10.0.0.1", "::1", "fe80::1%eth0", "10.0.0.2"}, aggregate.DroppedSourceIP},
-		{"too long, and escaped", `["10.0.0.1","` + strings.Repeat("1", 100) + `","\u0031\u0030.0.0.2"]`, []string{"10.0.0.1", "10.0.0.2"}, aggregate.DroppedSourceIP},
+			[]string{"10.0.0.1", "::1", "fe80::1%eth0", "10.0.0.2"}, classify.DroppedSourceIP},
+		{"too long, and escaped", `["10.0.0.1","` + strings.Repeat("1", 100) + `","\u0031\u0030.0.0.2"]`, []string{"10.0.0.1", "10.0.0.2"}, classify.DroppedSourceIP},
 		{"over the bound", `["10.0.0.1","10.0.0.2","10.0.0.3","10.0.0.4","10.0.0.5","10.0.0.6","10.0.0.7","10.0.0.8","10.0.0.9","10.0.0.10","10.0.0.11","192.0.2.7"]`,
 			[]string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8", "10.0.0.9", "192.0.2.7"},
-			aggregate.DroppedOverBound},
+			classify.DroppedOverBound},
 		{"one", `["192.0.2.7"]`, []string{"192.0.2.7"}, 0},
 		{"empty", `[]`, []string{}, 0},
 		{"null", `null`, nil, 0},
@@ -294,7 +295,7 @@ func TestSourceIPsKeepOnlyAddresses(t *testing.T) {
 	raw := bombEvent(`"sourceIPs":`, `[`, `"x",`, `"192.0.2.7"]`, 1<<20)
 	for _, d := range eventDecoders {
 		in := d.input(raw)
-		var ev aggregate.Event
+		var ev classify.Event
 		require.Less(t, allocated(func() { ev = d.decode(t, in) }), uint64(1<<20)+d.slack(raw), d.name)
 		require.Equal(t, []string{"192.0.2.7"}, ev.SourceIPs)
 	}
@@ -319,12 +320,12 @@ func TestStringsAreBoundedAsRead(t *testing.T) {
 		require.Len(t, ev.Verb, countkey.MaxVerbBytes-1, d.name)
 		require.Greater(t, len(ev.ObjectRef.Resource), countkey.MaxResourceBytes, d.name)
 		require.Greater(t, len(ev.ObjectRef.Group), countkey.MaxGroupBytes, d.name)
-		require.Equal(t, aggregate.DroppedOverBound, ev.Dropped, d.name)
+		require.Equal(t, classify.DroppedOverBound, ev.Dropped, d.name)
 	}
 }
 
 // checkBounds fails t when ev holds anything over the decoder's bounds.
-func checkBounds(t testing.TB, ev aggregate.Event) { t.Helper(); ingesttest.CheckBounds(t, ev) }
+func checkBounds(t testing.TB, ev classify.Event) { t.Helper(); ingesttest.CheckBounds(t, ev) }
 
 // hostileSeeds are fuzz seeds of hostile lengths: long lists, long
 // values, many annotations.

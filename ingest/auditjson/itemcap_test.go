@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -44,11 +44,11 @@ func TestOneHugeItemIsSkippedWithinBoundedMemory(t *testing.T) {
 	const bound = 2*maxItemBytes + 2*maxWholeBody + 1<<20 + raceSlack
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
-			var events []aggregate.Event
+			var events []classify.Event
 			var bad Invalid
 			var err error
 			n := allocated(func() {
-				events, bad, _, err = DecodeStreamFiltered(bytes.NewReader(body), keepAll, NewPrefilter(aggregate.Interest{AllCompleted: true}))
+				events, bad, _, err = DecodeStreamFiltered(bytes.NewReader(body), keepAll, NewPrefilter(classify.Interest{AllCompleted: true}))
 			})
 			t.Logf("%s: %.1f MiB allocated decoding %.1f MiB", name, float64(n)/(1<<20), float64(len(body))/(1<<20))
 			if name == "kind first" {
@@ -77,7 +77,7 @@ func TestAnItemOverTheBoundIsRefusedAlone(t *testing.T) {
 		items[i] = string(deprecatedItem(fmt.Sprintf("id-%d", i), size))
 	}
 	body := list([]byte(strings.Join(items, ",")))
-	events, bad, _, err := DecodeStreamFiltered(bytes.NewReader(body), keepAll, NewPrefilter(aggregate.Interest{AllCompleted: true}))
+	events, bad, _, err := DecodeStreamFiltered(bytes.NewReader(body), keepAll, NewPrefilter(classify.Interest{AllCompleted: true}))
 	require.NoError(t, err)
 	var ids []string
 	for _, ev := range events {
@@ -136,27 +136,27 @@ func TestLongIdentifiersAreBoundedOnEveryPath(t *testing.T) {
 	base := `"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true"}`
 	for _, c := range []struct {
 		name, raw string
-		want      func(t *testing.T, ev aggregate.Event, err error)
+		want      func(t *testing.T, ev classify.Event, err error)
 	}{
-		{"auditID", `{"auditID":"` + id + `",` + base + `}`, func(t *testing.T, ev aggregate.Event, err error) {
+		{"auditID", `{"auditID":"` + id + `",` + base + `}`, func(t *testing.T, ev classify.Event, err error) {
 			require.NoError(t, err)
 			require.Equal(t, countkey.MarkID(id), ev.ID)
 		}},
-		{"escaped auditID", `{"auditID":"` + escapedID + `",` + base + `}`, func(t *testing.T, ev aggregate.Event, err error) {
+		{"escaped auditID", `{"auditID":"` + escapedID + `",` + base + `}`, func(t *testing.T, ev classify.Event, err error) {
 			require.NoError(t, err)
 			require.Equal(t, countkey.MarkID(strings.Repeat("i", long/6)), ev.ID)
 		}},
-		{"requestURI", `{"auditID":"u","requestURI":"` + uri + `",` + base + `}`, func(t *testing.T, ev aggregate.Event, err error) {
+		{"requestURI", `{"auditID":"u","requestURI":"` + uri + `",` + base + `}`, func(t *testing.T, ev classify.Event, err error) {
 			require.NoError(t, err)
 			require.True(t, ev.DryRun, "dryRun=All comes before the bound")
-			require.Equal(t, aggregate.DroppedOverBound, ev.Dropped)
+			require.Equal(t, classify.DroppedOverBound, ev.Dropped)
 		}},
 		{"requestReceivedTimestamp", `{"auditID":"t","requestReceivedTimestamp":"2026-11-24T10:00:00.` + strings.Repeat("0", long) + `Z",` + base + `}`,
-			func(t *testing.T, ev aggregate.Event, err error) {
+			func(t *testing.T, ev classify.Event, err error) {
 				require.Equal(t, &Error{ReasonBadTimestamp, "requestReceivedTimestamp is not an RFC 3339 time"}, err)
 			}},
 		{"stageTimestamp", `{"auditID":"t","stageTimestamp":"` + strings.Repeat("2", long) + `",` + base + `}`,
-			func(t *testing.T, ev aggregate.Event, err error) {
+			func(t *testing.T, ev classify.Event, err error) {
 				require.Equal(t, &Error{ReasonBadTimestamp, "stageTimestamp is not an RFC 3339 time"}, err)
 			}},
 	} {
@@ -164,18 +164,18 @@ func TestLongIdentifiersAreBoundedOnEveryPath(t *testing.T) {
 			raw := []byte(c.raw)
 			for _, path := range []struct {
 				name   string
-				decode func(*testing.T, []byte) (aggregate.Event, error)
+				decode func(*testing.T, []byte) (classify.Event, error)
 			}{
-				{"scanner", func(t *testing.T, b []byte) (aggregate.Event, error) {
+				{"scanner", func(t *testing.T, b []byte) (classify.Event, error) {
 					var w wireEvent
 					require.True(t, decodeWire(b, &w))
 					return convert(&w, b)
 				}},
-				{"encoding/json", func(_ *testing.T, b []byte) (aggregate.Event, error) { return decodeEvent[wireEvent](b) }},
-				{"admission", func(_ *testing.T, b []byte) (aggregate.Event, error) { return decodeEvent[wireEventWithAdmission](b) }},
+				{"encoding/json", func(_ *testing.T, b []byte) (classify.Event, error) { return decodeEvent[wireEvent](b) }},
+				{"admission", func(_ *testing.T, b []byte) (classify.Event, error) { return decodeEvent[wireEventWithAdmission](b) }},
 			} {
 				t.Run(path.name, func(t *testing.T) {
-					var ev aggregate.Event
+					var ev classify.Event
 					var err error
 					n := allocated(func() { ev, err = path.decode(t, raw) })
 					c.want(t, ev, err)

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // Prefilter sets aside, from its bytes alone and without allocating, an
@@ -23,7 +23,7 @@ type Prefilter struct {
 }
 
 // NewPrefilter returns a Prefilter for what an aggregator may count.
-func NewPrefilter(in aggregate.Interest) *Prefilter {
+func NewPrefilter(in classify.Interest) *Prefilter {
 	p := &Prefilter{allCompleted: in.AllCompleted}
 	for _, r := range in.Resources {
 		p.resources = append(p.resources, []byte(`"`+r+`"`))
@@ -146,37 +146,37 @@ func once(b []byte, s *span, start, end int, sh *eventShape) {
 
 // Skip reports whether the event raw, one JSON value, cannot count, and the
 // result Ingest would give it. A nil Prefilter sets nothing aside.
-func (p *Prefilter) Skip(raw []byte) (aggregate.SetAside, bool) {
+func (p *Prefilter) Skip(raw []byte) (classify.SetAside, bool) {
 	if p == nil {
-		return aggregate.SetAside{}, false
+		return classify.SetAside{}, false
 	}
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
-		return aggregate.SetAside{}, false
+		return classify.SetAside{}, false
 	}
 	var sh eventShape
 	end := inspect(raw, i, 1, &sh)
 	if end < 0 || skipSpace(raw, end) != len(raw) {
-		return aggregate.SetAside{}, false
+		return classify.SetAside{}, false
 	}
 	return p.setAside(raw, &sh)
 }
 
 // setAside is judge's verdict with whether the event was a read.
-func (p *Prefilter) setAside(b []byte, sh *eventShape) (aggregate.SetAside, bool) {
+func (p *Prefilter) setAside(b []byte, sh *eventShape) (classify.SetAside, bool) {
 	r, skip := p.judge(b, sh)
 	if !skip {
-		return aggregate.SetAside{}, false
+		return classify.SetAside{}, false
 	}
 	switch string(sh.verb.of(b)) {
 	case "get", "list", "watch":
-		return aggregate.SetAside{Result: r, Read: true}, true
+		return classify.SetAside{Result: r, Read: true}, true
 	}
-	return aggregate.SetAside{Result: r}, true
+	return classify.SetAside{Result: r}, true
 }
 
 // judge decides from an event's shape.
-func (p *Prefilter) judge(b []byte, sh *eventShape) (aggregate.Result, bool) {
+func (p *Prefilter) judge(b []byte, sh *eventShape) (classify.Result, bool) {
 	if p == nil || sh.unsure || sh.stage.end == sh.stage.start {
 		// Without a stage the event is invalid: the decoder says so.
 		return "", false
@@ -191,8 +191,8 @@ func (p *Prefilter) judge(b []byte, sh *eventShape) (aggregate.Result, bool) {
 	if sh.deprecated || admission.MayHave(sh.annotations.of(b)) {
 		return "", false
 	}
-	if stage := string(sh.stage.of(b)); stage != aggregate.StageResponseComplete && stage != aggregate.StagePanic {
-		return aggregate.ResultOtherStage, true
+	if stage := string(sh.stage.of(b)); stage != classify.StageResponseComplete && stage != classify.StagePanic {
+		return classify.ResultOtherStage, true
 	}
 	if p.allCompleted || bytes.Contains(sh.responseStat.of(b), markerNotFound) {
 		return "", false
@@ -208,26 +208,26 @@ func (p *Prefilter) judge(b []byte, sh *eventShape) (aggregate.Result, bool) {
 			}
 		}
 	}
-	return aggregate.ResultNotDeprecated, true
+	return classify.ResultNotDeprecated, true
 }
 
 // DecodeBodyFiltered is DecodeBody with the events that p sets aside left
 // undecoded and tallied in skipped. Its answer is DecodeBody's for every
 // other event, errors included: a body it cannot walk plainly (invalid
 // JSON, an unusual envelope) is handed to DecodeBody whole.
-func DecodeBodyFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
+func DecodeBodyFiltered(body []byte, p *Prefilter) (events []classify.Event, bad Invalid, skipped classify.Prefiltered, err error) {
 	if p != nil {
 		if events, bad, skipped, ok := decodeListFiltered(body, p); ok {
 			return events, bad, skipped, nil
 		}
 	}
 	events, bad, err = DecodeBody(body)
-	return events, bad, aggregate.Prefiltered{}, err
+	return events, bad, classify.Prefiltered{}, err
 }
 
 // decodeListFiltered walks an EventList once. ok is false when the body is
 // anything else, or anything but plain: DecodeBody then has the last word.
-func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, ok bool) {
+func decodeListFiltered(body []byte, p *Prefilter) (events []classify.Event, bad Invalid, skipped classify.Prefiltered, ok bool) {
 	index := 0
 	item := func(start int) int {
 		defer func() { index++ }()
@@ -263,7 +263,7 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []aggregate.Event, ba
 		return end
 	}
 	if !plainEnvelope(body, func(start int) int { return scanArray(body, start, 2, item) }) {
-		return nil, Invalid{}, aggregate.Prefiltered{}, false
+		return nil, Invalid{}, classify.Prefiltered{}, false
 	}
 	return events, bad, skipped, true
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
@@ -90,20 +91,20 @@ func testAggregator(t testing.TB, now time.Time) *aggregate.Aggregator {
 // outcome is what became of a body's events, by result, with the counted
 // requests named by ID and key, and those whose bodies field rules read.
 type outcome struct {
-	Results   map[aggregate.Result]int
+	Results   map[classify.Result]int
 	Counted   map[string]string
-	Admission map[string]aggregate.Result
+	Admission map[string]classify.Result
 	Invalid   int
 	Err       string
 }
 
-func plan(t testing.TB, a *aggregate.Aggregator, events []aggregate.Event, skipped aggregate.Prefiltered, bad Invalid, err error) outcome {
-	o := outcome{Results: map[aggregate.Result]int{}, Counted: map[string]string{}, Admission: map[string]aggregate.Result{}, Invalid: bad.Count}
+func plan(t testing.TB, a *aggregate.Aggregator, events []classify.Event, skipped classify.Prefiltered, bad Invalid, err error) outcome {
+	o := outcome{Results: map[classify.Result]int{}, Counted: map[string]string{}, Admission: map[string]classify.Result{}, Invalid: bad.Count}
 	if err != nil {
 		o.Err = err.Error()
 		return o
 	}
-	planned, perr := a.Plan(aggregate.Origin{Source: "test", Cluster: "c", Node: "n"}, events)
+	planned, perr := a.Plan(classify.Origin{Source: "test", Cluster: "c", Node: "n"}, events)
 	require.NoError(t, perr)
 	for i, p := range planned {
 		if a.NeedsRequestObject(&events[i]) {
@@ -111,16 +112,16 @@ func plan(t testing.TB, a *aggregate.Aggregator, events []aggregate.Event, skipp
 			o.Counted["field:"+p.ID] = "selected"
 		}
 		o.Results[p.Result]++
-		if p.Result == aggregate.ResultCounted {
+		if p.Result == classify.ResultCounted {
 			o.Counted[p.ID] = fmt.Sprintf("%+v %s", p.Key, p.RemovedRelease)
 		}
 		if p.Admission != "" {
 			o.Admission[p.ID] = p.Admission
 		}
 	}
-	o.Results[aggregate.ResultOtherStage] += skipped.OtherStage
-	o.Results[aggregate.ResultNotDeprecated] += skipped.NotDeprecated
-	maps.DeleteFunc(o.Results, func(_ aggregate.Result, n int) bool { return n == 0 })
+	o.Results[classify.ResultOtherStage] += skipped.OtherStage
+	o.Results[classify.ResultNotDeprecated] += skipped.NotDeprecated
+	maps.DeleteFunc(o.Results, func(_ classify.Result, n int) bool { return n == 0 })
 	return o
 }
 
@@ -129,7 +130,7 @@ func plan(t testing.TB, a *aggregate.Aggregator, events []aggregate.Event, skipp
 func compareWithDecodeBody(t testing.TB, a *aggregate.Aggregator, body []byte) outcome {
 	t.Helper()
 	events, bad, err := DecodeBody(body)
-	want := plan(t, a, events, aggregate.Prefiltered{}, bad, err)
+	want := plan(t, a, events, classify.Prefiltered{}, bad, err)
 	fevents, fbad, skipped, ferr := DecodeBodyFiltered(body, NewPrefilter(a.Interest()))
 	for _, ev := range fevents {
 		checkBounds(t, ev)
@@ -140,13 +141,13 @@ func compareWithDecodeBody(t testing.TB, a *aggregate.Aggregator, body []byte) o
 		// an invalid item that cannot count may be skipped instead.
 		require.Less(t, got.Invalid, want.Invalid)
 		skippedMore := 0
-		for _, r := range []aggregate.Result{aggregate.ResultOtherStage, aggregate.ResultNotDeprecated} {
+		for _, r := range []classify.Result{classify.ResultOtherStage, classify.ResultNotDeprecated} {
 			require.GreaterOrEqual(t, got.Results[r], want.Results[r])
 			skippedMore += got.Results[r] - want.Results[r]
 			want.Results[r] = got.Results[r]
 		}
 		require.Equal(t, want.Invalid-got.Invalid, skippedMore)
-		maps.DeleteFunc(want.Results, func(_ aggregate.Result, n int) bool { return n == 0 })
+		maps.DeleteFunc(want.Results, func(_ classify.Result, n int) bool { return n == 0 })
 		want.Invalid = got.Invalid
 	}
 	require.Equal(t, want, got)
@@ -161,7 +162,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 	if json.Unmarshal(body, &list) != nil || list.Kind != KindEventList || list.APIVersion != APIVersion {
 		return nil, false
 	}
-	events := make([]aggregate.Event, 0, len(list.Items))
+	events := make([]classify.Event, 0, len(list.Items))
 	for _, e := range list.Items {
 		if e.AuditID == "" || e.Stage == "" {
 			return nil, false
@@ -175,7 +176,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 		if e.ImpersonatedUser != nil && e.ImpersonatedUser.Username != "" {
 			as, by = *e.ImpersonatedUser, e.User.Username
 		}
-		ev := aggregate.Event{ID: string(e.AuditID), Stage: string(e.Stage), Verb: e.Verb, Username: as.Username, ImpersonatedBy: by,
+		ev := classify.Event{ID: string(e.AuditID), Stage: string(e.Stage), Verb: e.Verb, Username: as.Username, ImpersonatedBy: by,
 			UserAgent: e.UserAgent, Deprecated: e.Annotations[AnnotationDeprecated] == "true", RemovedRelease: referenceRelease(e.Annotations[AnnotationRemovedRelease]),
 			RequestReceived: e.RequestReceivedTimestamp.Time, StageTime: e.StageTimestamp.Time, SourceIPs: e.SourceIPs}
 		if e.RequestObject != nil {
@@ -183,7 +184,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 		}
 		ev.DryRun = dryRun(e.RequestURI, e.Verb, ev.RequestObject)
 		if e.ObjectRef != nil {
-			ev.ObjectRef = &aggregate.ObjectRef{Group: e.ObjectRef.APIGroup, Version: e.ObjectRef.APIVersion, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource}
+			ev.ObjectRef = &classify.ObjectRef{Group: e.ObjectRef.APIGroup, Version: e.ObjectRef.APIVersion, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource}
 		}
 		if e.ResponseStatus != nil {
 			ev.ResponseCode = e.ResponseStatus.Code
@@ -194,7 +195,7 @@ func reference(t testing.TB, a *aggregate.Aggregator, body []byte) (counted map[
 		}
 		events = append(events, ev)
 	}
-	return plan(t, a, events, aggregate.Prefiltered{}, Invalid{}, nil).Counted, true
+	return plan(t, a, events, classify.Prefiltered{}, Invalid{}, nil).Counted, true
 }
 
 // The captured batches of a real kube-apiserver, and a generated stream of
@@ -230,7 +231,7 @@ func TestPrefilterCountsTheSameAsTheFullDecode(t *testing.T) {
 	got := compareWithDecodeBody(t, testAggregator(t, now), body)
 	require.Len(t, got.Counted, gen.CountDeprecated(0, 4000))
 	require.Len(t, got.Counted, 122)
-	require.Equal(t, map[aggregate.Result]int{aggregate.ResultCounted: 122, aggregate.ResultNotDeprecated: 4000 - 122}, got.Results)
+	require.Equal(t, map[classify.Result]int{classify.ResultCounted: 122, classify.ResultNotDeprecated: 4000 - 122}, got.Results)
 }
 
 // Inputs meant to trick a byte-level filter: each must come to the same
@@ -319,7 +320,7 @@ func TestPrefilterSkipDoesNotAllocate(t *testing.T) {
 	raw := auditgen.Options{Prefix: "a", At: now}.Append(nil, 1)
 	r, skip := p.Skip(raw)
 	require.True(t, skip)
-	require.Equal(t, aggregate.SetAside{Result: aggregate.ResultNotDeprecated, Read: true}, r, "auditgen's events are gets")
+	require.Equal(t, classify.SetAside{Result: classify.ResultNotDeprecated, Read: true}, r, "auditgen's events are gets")
 	require.Zero(t, testing.AllocsPerRun(100, func() { p.Skip(raw) }))
 }
 
@@ -345,9 +346,9 @@ func FuzzPrefilter(f *testing.F) {
 		}
 		if _, skip := NewPrefilter(a.Interest()).Skip(body); skip {
 			events, _, _ := DecodeBody(body)
-			planned, err := a.Plan(aggregate.Origin{Cluster: "c", Node: "n"}, events)
+			planned, err := a.Plan(classify.Origin{Cluster: "c", Node: "n"}, events)
 			require.NoError(t, err)
-			require.False(t, slices.ContainsFunc(planned, func(p aggregate.Planned) bool { return p.Result == aggregate.ResultCounted }))
+			require.False(t, slices.ContainsFunc(planned, func(p aggregate.Planned) bool { return p.Result == classify.ResultCounted }))
 		}
 	})
 }

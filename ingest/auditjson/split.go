@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // maxItemBytes is the largest item of a streamed list that is decoded, with
@@ -29,9 +29,9 @@ const maxItemBytes = 8 << 20
 // their request object when keep asks for it. It returns a decoder of the
 // rest of the envelope, as if the items had been an empty value of an
 // empty key, and the body offset of what that decoder reads.
-func splitItems(dec *json.Decoder, src io.Reader, keep func(*aggregate.Event) bool, acct *Account) ([]aggregate.Event, Invalid, *json.Decoder, int64, error) {
+func splitItems(dec *json.Decoder, src io.Reader, keep func(*classify.Event) bool, acct *Account) ([]classify.Event, Invalid, *json.Decoder, int64, error) {
 	s := &splitter{src: io.MultiReader(dec.Buffered(), src), base: dec.InputOffset(), maxItem: maxItemBytes, acct: acct}
-	var events []aggregate.Event
+	var events []classify.Event
 	var bad Invalid
 	for i := 0; ; i++ {
 		start, end, done, tooLarge, err := s.item(i)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // DecodeStream decodes a body as DecodeBody does, reading it from r as it
@@ -25,11 +25,11 @@ import (
 //
 // A *Error means the body is unusable; any other error is r's, such as
 // *http.MaxBytesError.
-func DecodeStream(r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, error) {
+func DecodeStream(r io.Reader, keep func(*classify.Event) bool) ([]classify.Event, Invalid, error) {
 	return decodeStream(nil, r, keep)
 }
 
-func decodeStream(acct *Account, r io.Reader, keep func(*aggregate.Event) bool) ([]aggregate.Event, Invalid, error) {
+func decodeStream(acct *Account, r io.Reader, keep func(*classify.Event) bool) ([]classify.Event, Invalid, error) {
 	rec := &recorder{r: r, acct: acct}
 	dec := json.NewDecoder(rec)
 	events, bad, streamed, err := streamList(dec, rec, keep, acct)
@@ -55,7 +55,7 @@ func decodeStream(acct *Account, r io.Reader, keep func(*aggregate.Event) bool) 
 
 // keepAndCharge drops the request objects keep does not ask for, and
 // charges the events to acct.
-func keepAndCharge(events []aggregate.Event, keep func(*aggregate.Event) bool, acct *Account) error {
+func keepAndCharge(events []classify.Event, keep func(*classify.Event) bool, acct *Account) error {
 	for i := range events {
 		dropRequestObject(&events[i], keep)
 		if err := acct.take(eventCost(&events[i])); err != nil {
@@ -86,7 +86,7 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 // read whole and walked once (DecodeBodyFiltered); a larger one is
 // streamed by DecodeStream, without the prefilter. A nil p sets nothing
 // aside.
-func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
+func DecodeStreamFiltered(r io.Reader, keep func(*classify.Event) bool, p *Prefilter) (events []classify.Event, bad Invalid, skipped classify.Prefiltered, err error) {
 	return DecodeStreamWithin(nil, r, keep, p)
 }
 
@@ -95,7 +95,7 @@ func DecodeStreamFiltered(r io.Reader, keep func(*aggregate.Event) bool, p *Pref
 // Budget as it grows: past it, the decode stops with ErrOverBudget or
 // ErrBodyOverBudget. The events stay charged until acct is closed. A nil
 // acct limits nothing.
-func DecodeStreamWithin(acct *Account, r io.Reader, keep func(*aggregate.Event) bool, p *Prefilter) (events []aggregate.Event, bad Invalid, skipped aggregate.Prefiltered, err error) {
+func DecodeStreamWithin(acct *Account, r io.Reader, keep func(*classify.Event) bool, p *Prefilter) (events []classify.Event, bad Invalid, skipped classify.Prefiltered, err error) {
 	if p == nil {
 		events, bad, err = decodeStream(acct, r, keep)
 		return events, bad, skipped, err
@@ -153,7 +153,7 @@ func readAtMost(b []byte, r io.Reader, limit int, acct *Account) (_ []byte, whol
 	return b, false, nil
 }
 
-func dropRequestObject(ev *aggregate.Event, keep func(*aggregate.Event) bool) {
+func dropRequestObject(ev *classify.Event, keep func(*classify.Event) bool) {
 	if keep == nil || !keep(ev) {
 		ev.RequestObject = nil
 	}
@@ -162,7 +162,7 @@ func dropRequestObject(ev *aggregate.Event, keep func(*aggregate.Event) bool) {
 // streamList reads an EventList's envelope up to its items and streams them.
 // streamed is false, with rec still recording, when the body is anything
 // else or goes wrong before the items: DecodeBody then says what.
-func streamList(dec *json.Decoder, rec *recorder, keep func(*aggregate.Event) bool, acct *Account) (events []aggregate.Event, bad Invalid, streamed bool, err error) {
+func streamList(dec *json.Decoder, rec *recorder, keep func(*classify.Event) bool, acct *Account) (events []classify.Event, bad Invalid, streamed bool, err error) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, Invalid{}, false, nil
 	}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
-func keepAll(*aggregate.Event) bool { return true }
+func keepAll(*classify.Event) bool { return true }
 
 // requestLevelList is the captured Request-level audit log as one
 // EventList: events with request objects.
@@ -138,7 +138,7 @@ func TestDecodeStreamKeepsRequestObjectsOnlyWhenAsked(t *testing.T) {
 	}
 	// An independent count: the log's lines with a request object.
 	require.Equal(t, bytes.Count(body, []byte(`"requestObject":`)), withObject)
-	onlyDeletes := func(ev *aggregate.Event) bool { return ev.Verb == "delete" }
+	onlyDeletes := func(ev *classify.Event) bool { return ev.Verb == "delete" }
 	some, _, err := DecodeStream(bytes.NewReader(body), onlyDeletes)
 	require.NoError(t, err)
 	for i, ev := range some {

@@ -3,7 +3,7 @@ package auditjson
 import (
 	"encoding/json"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 type envelope struct {
@@ -114,7 +114,7 @@ func (a *deprecationAnnotations) UnmarshalJSON(b []byte) error {
 
 // wireItem is an event type the fast path can decode into.
 type wireItem interface {
-	event(raw []byte) (aggregate.Event, error)
+	event(raw []byte) (classify.Event, error)
 }
 
-func (w *wireEvent) event(raw []byte) (aggregate.Event, error) { return convert(w, raw) }
+func (w *wireEvent) event(raw []byte) (classify.Event, error) { return convert(w, raw) }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
@@ -25,11 +25,11 @@ func BenchmarkDecodeMessages(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		prefilter *auditjson.Prefilter
-	}{{"full", nil}, {"prefilter", auditjson.NewPrefilter(aggregate.Interest{})}} {
+	}{{"full", nil}, {"prefilter", auditjson.NewPrefilter(classify.Interest{})}} {
 		b.Run(c.name, func(b *testing.B) {
 			s := &Source{o: Options{Prefilter: c.prefilter}}
 			for b.Loop() {
-				var aside aggregate.Prefiltered
+				var aside classify.Prefiltered
 				for _, m := range msgs {
 					if _, _, bad := s.decode(m, 0, &aside); bad != nil {
 						b.Fatal(bad)

@@ -26,7 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
@@ -67,7 +67,7 @@ type Options struct {
 // prefilterCounter is an Ingester that also tallies the events the
 // pre-filter set aside (the aggregator does).
 type prefilterCounter interface {
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	CountPrefiltered(source string, p classify.Prefiltered)
 	HeardReads(cluster string, read bool)
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
@@ -41,8 +41,8 @@ type countStore interface {
 	sink.Ingester
 	sink.CursorReader
 	Requests(cluster, api string, from, to time.Time) (uint64, error)
-	Interest() aggregate.Interest
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	Interest() classify.Interest
+	CountPrefiltered(source string, p classify.Prefiltered)
 	HeardReads(cluster string, read bool)
 }
 
@@ -56,18 +56,18 @@ type recorder struct {
 	nodes               map[string]bool
 	reasons             map[string]int
 	invalid             int
-	aside               aggregate.Prefiltered
+	aside               classify.Prefiltered
 	// failCommit, if set, is asked before each commit whether to fail it
 	// instead, as a crash or a full disk would.
-	failCommit func(origin aggregate.Origin, cursors int) bool
+	failCommit func(origin classify.Origin, cursors int) bool
 }
 
-func (r *recorder) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (r *recorder) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	r.mu.Lock()
 	fail := r.failCommit != nil && r.failCommit(o, len(cursors))
 	r.mu.Unlock()
 	if fail {
-		return aggregate.Summary{}, fmt.Errorf("test: commit refused")
+		return classify.Summary{}, fmt.Errorf("test: commit refused")
 	}
 	sum, err := r.countStore.IngestAt(ctx, o, events, cursors...)
 	if err != nil {
@@ -97,7 +97,7 @@ func (r *recorder) CountInvalid(source string, n int) {
 	r.countStore.CountInvalid(source, n)
 }
 
-func (r *recorder) CountPrefiltered(source string, p aggregate.Prefiltered) {
+func (r *recorder) CountPrefiltered(source string, p classify.Prefiltered) {
 	r.mu.Lock()
 	r.aside.Merge(p)
 	r.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/internal/testutil/cloudwatchtest"
 )
 
@@ -27,7 +27,7 @@ func TestFailedCommitReadsThePageAgain(t *testing.T) {
 	}
 	const failedAt = 3
 	commits, cursorless := 0, 0
-	e.rec.failCommit = func(_ aggregate.Origin, cursors int) bool {
+	e.rec.failCommit = func(_ classify.Origin, cursors int) bool {
 		if cursors != 1 {
 			cursorless++
 		}

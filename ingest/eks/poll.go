@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
@@ -183,7 +183,7 @@ type pageSummary struct {
 	Late       int
 	Unreadable map[auditjson.Reason]int
 	// Aside is what the pre-filter set aside of New, undecoded.
-	Aside aggregate.Prefiltered
+	Aside classify.Prefiltered
 	// Newest is the newest new event's time, in Unix milliseconds.
 	Newest int64
 }
@@ -195,10 +195,10 @@ type pageSummary struct {
 func (s *Source) page(ctx context.Context, stream string, st *streamState, lateBefore int64, events []types.FilteredLogEvent) error {
 	var (
 		sum    pageSummary
-		batch  []aggregate.Event
+		batch  []classify.Event
 		first  string // the first unreadable event, to find it by
 		now    = s.now().UnixMilli()
-		origin = aggregate.Origin{Source: SourceName, Cluster: s.cfg.Cluster, Node: stream}
+		origin = classify.Origin{Source: SourceName, Cluster: s.cfg.Cluster, Node: stream}
 	)
 	for i := range events {
 		e := &events[i]
@@ -244,7 +244,7 @@ func (s *Source) page(ctx context.Context, stream string, st *streamState, lateB
 		return fmt.Errorf("eks %s: committing %d events of %s: %w", s.cfg.Cluster, len(batch), stream, err)
 	}
 	s.counted(sum)
-	if pc, ok := s.o.Ingester.(prefilterCounter); ok && sum.Aside != (aggregate.Prefiltered{}) {
+	if pc, ok := s.o.Ingester.(prefilterCounter); ok && sum.Aside != (classify.Prefiltered{}) {
 		pc.CountPrefiltered(SourceName, sum.Aside)
 		pc.HeardReads(s.cfg.Cluster, sum.Aside.Reads > 0)
 	}

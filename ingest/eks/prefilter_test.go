@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -30,5 +30,5 @@ func TestPrefilteredFeedCountsAsTheFullDecode(t *testing.T) {
 	require.Equal(t, n, r.events(eventNew))
 	e.rec.mu.Lock()
 	defer e.rec.mu.Unlock()
-	require.Equal(t, aggregate.Prefiltered{OtherStage: 62, NotDeprecated: 39, Reads: 52}, e.rec.aside)
+	require.Equal(t, classify.Prefiltered{OtherStage: 62, NotDeprecated: 39, Reads: 52}, e.rec.aside)
 }

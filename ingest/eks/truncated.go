@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -29,7 +29,7 @@ const ReasonTooLarge auditjson.Reason = "too_large"
 // and says whether CloudWatch had cut it. ts is the log event's time, in
 // Unix milliseconds, which stands in for the event's own timestamps when
 // the cut took them.
-func decodeMessage(msg string, ts int64) (ev aggregate.Event, truncated bool, e *auditjson.Error) {
+func decodeMessage(msg string, ts int64) (ev classify.Event, truncated bool, e *auditjson.Error) {
 	if len(msg) > maxMessageBytes {
 		return ev, false, &auditjson.Error{Reason: ReasonTooLarge, Message: fmt.Sprintf("message is %d bytes, over %d", len(msg), maxMessageBytes)}
 	}
@@ -43,7 +43,7 @@ func decodeMessage(msg string, ts int64) (ev aggregate.Event, truncated bool, e 
 	return decodeRaw(raw, truncated)
 }
 
-func decodeRaw(raw []byte, truncated bool) (ev aggregate.Event, _ bool, e *auditjson.Error) {
+func decodeRaw(raw []byte, truncated bool) (ev classify.Event, _ bool, e *auditjson.Error) {
 	ev, err := auditjson.DecodeEvent(raw)
 	if err != nil && !errors.As(err, &e) {
 		e = &auditjson.Error{Reason: auditjson.ReasonMalformedEvent, Message: err.Error()}
@@ -55,7 +55,7 @@ func decodeRaw(raw []byte, truncated bool) (ev aggregate.Event, _ bool, e *audit
 // is not decoded, and comes back nil with what the aggregator would have
 // made of it, in aside. A cut event is pre-filtered as rebuilt, as the
 // aggregator would judge it: without its annotations.
-func (s *Source) decode(msg string, ts int64, aside *aggregate.Prefiltered) (*aggregate.Event, bool, *auditjson.Error) {
+func (s *Source) decode(msg string, ts int64, aside *classify.Prefiltered) (*classify.Event, bool, *auditjson.Error) {
 	if s.o.Prefilter == nil || len(msg) > maxMessageBytes {
 		ev, truncated, bad := decodeMessage(msg, ts)
 		return &ev, truncated, bad

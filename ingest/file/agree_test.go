@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -51,11 +51,11 @@ func (r *reasonsIngester) Reasons() map[string]int {
 // idSink keeps the IDs of the events replay sends it.
 type idSink struct{ ids []string }
 
-func (s *idSink) Send(_ context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
+func (s *idSink) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
 	for _, e := range events {
 		s.ids = append(s.ids, e.ID)
 	}
-	return aggregate.Summary{Counted: len(events)}, nil
+	return classify.Summary{Counted: len(events)}, nil
 }
 
 // replayed is what replay made of an input: the IDs of its events and the

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -113,6 +113,6 @@ sunset_ingest_events_total{result="invalid",source="file"} 3
 // discardSink takes events and counts nothing.
 type discardSink struct{}
 
-func (discardSink) Send(_ context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
-	return aggregate.Summary{Skipped: len(events)}, nil
+func (discardSink) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
+	return classify.Summary{Skipped: len(events)}, nil
 }

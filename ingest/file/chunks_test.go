@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/fieldrule"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
@@ -127,23 +128,23 @@ type planningSink struct {
 
 func (s *planningSink) Prefilter() *auditjson.Prefilter { return s.prefilter }
 
-func (s *planningSink) Send(_ context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
-	planned, err := s.agg.Plan(aggregate.Origin{Source: "file", Cluster: "c", Node: "n"}, events)
+func (s *planningSink) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
+	planned, err := s.agg.Plan(classify.Origin{Source: "file", Cluster: "c", Node: "n"}, events)
 	if err != nil {
-		return aggregate.Summary{}, err
+		return classify.Summary{}, err
 	}
-	var sum aggregate.Summary
+	var sum classify.Summary
 	for i, p := range planned {
 		r, a := p.Result, p.Admission
-		if r == aggregate.ResultDuplicate {
-			r = aggregate.ResultCounted
+		if r == classify.ResultDuplicate {
+			r = classify.ResultCounted
 		}
-		if a == aggregate.ResultDuplicate {
-			a = aggregate.ResultCounted
+		if a == classify.ResultDuplicate {
+			a = classify.ResultCounted
 		}
 		sum.Tally(r)
 		sum.TallyAdmission(a)
-		if r == aggregate.ResultCounted {
+		if r == classify.ResultCounted {
 			s.counted = append(s.counted, events[i].ID)
 		}
 	}
@@ -156,7 +157,7 @@ func (s *planningSink) Send(_ context.Context, events []aggregate.Event, _ [][]b
 func lineByLine(t *testing.T, data []byte, limit int, sink *planningSink) Summary {
 	t.Helper()
 	sum := Summary{Inputs: 1}
-	var events []aggregate.Event
+	var events []classify.Event
 	err := readLines(Input{Name: Stdin}, bytes.NewReader(data), nil, limit, func(l Line) error {
 		if !l.TooLong {
 			if r, skip := sink.prefilter.Skip(l.Bytes); skip {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
@@ -48,7 +48,7 @@ type FollowOptions struct {
 // prefilterCounter is an Ingester that also tallies the events the
 // pre-filter set aside (the aggregator does).
 type prefilterCounter interface {
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	CountPrefiltered(source string, p classify.Prefiltered)
 	HeardReads(cluster string, read bool)
 }
 
@@ -65,7 +65,7 @@ type position struct {
 // restart neither skips nor re-reads a line.
 type Follower struct {
 	opts   FollowOptions
-	origin aggregate.Origin
+	origin classify.Origin
 	log    zerolog.Logger
 	// Lines counts lines read (complete lines, blank ones included).
 	Lines atomic.Int64
@@ -79,7 +79,7 @@ func NewFollower(o FollowOptions) *Follower {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = time.Second
 	}
-	return &Follower{opts: o, origin: aggregate.Origin{Source: SourceFollow, Cluster: o.Cluster, Node: o.Node},
+	return &Follower{opts: o, origin: classify.Origin{Source: SourceFollow, Cluster: o.Cluster, Node: o.Node},
 		log: o.Logger.With().Str("component", "follow").Str("path", o.Path).Logger()}
 }
 
@@ -246,9 +246,9 @@ const batchLinesSetAside = 16 * DefaultBatchSize
 
 // skip reports whether the pre-filter sets the line aside; a line over
 // MaxLineBytes is left to DecodeLine, which says so.
-func (f *Follower) skip(l Line) (aggregate.SetAside, bool) {
+func (f *Follower) skip(l Line) (classify.SetAside, bool) {
 	if l.TooLong {
-		return aggregate.SetAside{}, false
+		return classify.SetAside{}, false
 	}
 	return f.opts.Prefilter.Skip(l.Bytes)
 }
@@ -264,8 +264,8 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 	}
 	sc := newLineScanner(bufio.NewReaderSize(file, readBufferBytes), MaxLineBytes)
 	var (
-		events []aggregate.Event
-		aside  aggregate.Prefiltered
+		events []classify.Event
+		aside  classify.Prefiltered
 		bad    map[auditjson.Reason]int
 		first  int64 // offset of the first bad line of the batch
 	)
@@ -277,7 +277,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 		}
 		// Counted once committed: a failed commit reads the same lines
 		// again.
-		if pc, ok := f.opts.Ingester.(prefilterCounter); ok && aside != (aggregate.Prefiltered{}) {
+		if pc, ok := f.opts.Ingester.(prefilterCounter); ok && aside != (classify.Prefiltered{}) {
 			pc.CountPrefiltered(SourceFollow, aside)
 			pc.HeardReads(f.origin.Cluster, aside.Reads > 0)
 		}
@@ -292,7 +292,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 				Msg("skipped lines that are not audit events")
 		}
 		pos = cur
-		events, bad, aside = events[:0], nil, aggregate.Prefiltered{}
+		events, bad, aside = events[:0], nil, classify.Prefiltered{}
 		if f.opts.OnCommit != nil {
 			f.opts.OnCommit(at)
 		}

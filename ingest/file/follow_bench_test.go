@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
@@ -23,14 +23,14 @@ const benchLines = 4000
 // the follower's reading and decoding, not the store.
 type discard struct{}
 
-func (discard) IngestAt(context.Context, aggregate.Origin, []aggregate.Event, ...countkey.Cursor) (aggregate.Summary, error) {
-	return aggregate.Summary{}, nil
+func (discard) IngestAt(context.Context, classify.Origin, []classify.Event, ...countkey.Cursor) (classify.Summary, error) {
+	return classify.Summary{}, nil
 }
-func (discard) CountInvalid(string, int)                       {}
-func (discard) CountDecodeError(string, string, int)           {}
-func (discard) Cursor(string) ([]byte, bool, error)            { return nil, false, nil }
-func (discard) CountPrefiltered(string, aggregate.Prefiltered) {}
-func (discard) HeardReads(string, bool)                        {}
+func (discard) CountInvalid(string, int)                      {}
+func (discard) CountDecodeError(string, string, int)          {}
+func (discard) Cursor(string) ([]byte, bool, error)           { return nil, false, nil }
+func (discard) CountPrefiltered(string, classify.Prefiltered) {}
+func (discard) HeardReads(string, bool)                       {}
 
 // BenchmarkFollowLines reads a file of audit lines to its end as the
 // follower does, in full and behind the pre-filter, and reports the CPU a
@@ -48,7 +48,7 @@ func BenchmarkFollowLines(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		prefilter *auditjson.Prefilter
-	}{{"full", nil}, {"prefilter", auditjson.NewPrefilter(aggregate.Interest{})}} {
+	}{{"full", nil}, {"prefilter", auditjson.NewPrefilter(classify.Interest{})}} {
 		b.Run(c.name, func(b *testing.B) {
 			f := NewFollower(FollowOptions{Path: path, Ingester: discard{}, Cursors: discard{}, Logger: zerolog.Nop(), Prefilter: c.prefilter})
 			file, err := os.Open(path)

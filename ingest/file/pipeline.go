@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -54,11 +54,11 @@ type scannedChunk struct {
 	// lines is how many lines the chunk held, blank ones included.
 	lines int
 	// events decoded, and their lines (copied: the chunk is reused).
-	events []aggregate.Event
+	events []classify.Event
 	raw    [][]byte
 	// read is how many lines were events, decoded or set aside.
 	read    int64
-	skipped map[aggregate.Result]int64
+	skipped map[classify.Result]int64
 	invalid int64
 	// examples are the first invalid lines of the chunk, numbered from
 	// the chunk's first line: reorder numbers them in the input.
@@ -149,7 +149,7 @@ func scan(c *chunk, prefilter *auditjson.Prefilter, limit int, prog *Progress) *
 			if r, skip := prefilter.Skip(l.Bytes); skip {
 				out.read++
 				if out.skipped == nil {
-					out.skipped = map[aggregate.Result]int64{}
+					out.skipped = map[classify.Result]int64{}
 				}
 				out.skipped[r.Result]++
 				return
@@ -194,7 +194,7 @@ type sender struct {
 }
 
 type batch struct {
-	events []aggregate.Event
+	events []classify.Event
 	raw    [][]byte
 }
 

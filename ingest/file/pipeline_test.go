@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
@@ -41,7 +42,7 @@ func (s *recordingSink) InFlight() int                   { return s.inFlight }
 
 var errSinkDown = errors.New("the sink is down")
 
-func (s *recordingSink) Send(ctx context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
+func (s *recordingSink) Send(ctx context.Context, events []classify.Event, raw [][]byte) (classify.Summary, error) {
 	s.mu.Lock()
 	s.sends++
 	n := s.sends
@@ -57,14 +58,14 @@ func (s *recordingSink) Send(ctx context.Context, events []aggregate.Event, raw 
 		select {
 		case <-s.concurrent:
 		case <-ctx.Done():
-			return aggregate.Summary{}, ctx.Err()
+			return classify.Summary{}, ctx.Err()
 		}
 	}
 	if n == s.failAt {
-		return aggregate.Summary{}, errSinkDown
+		return classify.Summary{}, errSinkDown
 	}
 	if len(events) != len(raw) {
-		return aggregate.Summary{}, errors.New("events and raw lines differ in number")
+		return classify.Summary{}, errors.New("events and raw lines differ in number")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,7 +73,7 @@ func (s *recordingSink) Send(ctx context.Context, events []aggregate.Event, raw 
 		s.ids = append(s.ids, e.ID)
 	}
 	s.batches = append(s.batches, len(events))
-	return aggregate.Summary{Counted: len(events)}, nil
+	return classify.Summary{Counted: len(events)}, nil
 }
 
 // replayLog writes n generated events, with an invalid line in place of

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -40,7 +40,7 @@ type reasonCounter struct {
 	aside   int
 }
 
-func (r *reasonCounter) CountPrefiltered(source string, p aggregate.Prefiltered) {
+func (r *reasonCounter) CountPrefiltered(source string, p classify.Prefiltered) {
 	r.mu.Lock()
 	r.aside += p.OtherStage + p.NotDeprecated
 	r.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -29,9 +29,9 @@ const ReasonLineTooLong auditjson.Reason = "line_too_long"
 // a reason (a metric label value) and a message that never quotes the line.
 // Replay and follow judge lines with it, so both skip the same lines for the
 // same reasons.
-func DecodeLine(l Line) (aggregate.Event, *auditjson.Error) {
+func DecodeLine(l Line) (classify.Event, *auditjson.Error) {
 	if l.TooLong {
-		return aggregate.Event{}, &auditjson.Error{Reason: ReasonLineTooLong, Message: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)}
+		return classify.Event{}, &auditjson.Error{Reason: ReasonLineTooLong, Message: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)}
 	}
 	ev, err := auditjson.DecodeEvent(l.Bytes)
 	if err != nil {
@@ -47,7 +47,7 @@ func DecodeLine(l Line) (aggregate.Event, *auditjson.Error) {
 // Sink receives decoded events in batches; raw[i] holds the line of
 // events[i]. It returns what became of them.
 type Sink interface {
-	Send(ctx context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error)
+	Send(ctx context.Context, events []classify.Event, raw [][]byte) (classify.Summary, error)
 }
 
 // PrefilteringSink is a Sink that needs only the events that may count:

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 )
@@ -23,8 +23,8 @@ type prefilteredDiscard struct{ prefilter *auditjson.Prefilter }
 
 func (s prefilteredDiscard) Prefilter() *auditjson.Prefilter { return s.prefilter }
 
-func (prefilteredDiscard) Send(_ context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
-	return aggregate.Summary{Counted: len(events)}, nil
+func (prefilteredDiscard) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
+	return classify.Summary{Counted: len(events)}, nil
 }
 
 // BenchmarkReplayScan replays a file of 200,000 lines, 3 % deprecated,
@@ -50,7 +50,7 @@ func BenchmarkReplayScan(b *testing.B) {
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
-	sink := prefilteredDiscard{prefilter: auditjson.NewPrefilter(aggregate.Interest{Resources: []string{"nodes"}})}
+	sink := prefilteredDiscard{prefilter: auditjson.NewPrefilter(classify.Interest{Resources: []string{"nodes"}})}
 	want := int64(gen.CountDeprecated(0, replayBenchLines))
 	for b.Loop() {
 		sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, nil)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -24,7 +24,7 @@ func Newest(ctx context.Context, inputs []Input, stdin io.Reader, prog *Progress
 
 type newestSink struct{ newest time.Time }
 
-func (s *newestSink) Send(_ context.Context, events []aggregate.Event, _ [][]byte) (aggregate.Summary, error) {
+func (s *newestSink) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
 	for _, e := range events {
 		t := e.RequestReceived
 		if t.IsZero() {
@@ -34,7 +34,7 @@ func (s *newestSink) Send(_ context.Context, events []aggregate.Event, _ [][]byt
 			s.newest = t
 		}
 	}
-	return aggregate.Summary{}, nil
+	return classify.Summary{}, nil
 }
 
 // ShiftToHour is how far to move events whose newest is at newest so that
@@ -74,14 +74,14 @@ func (s Shifted) InFlight() int {
 }
 
 // Send implements Sink.
-func (s Shifted) Send(ctx context.Context, events []aggregate.Event, raw [][]byte) (aggregate.Summary, error) {
+func (s Shifted) Send(ctx context.Context, events []classify.Event, raw [][]byte) (classify.Summary, error) {
 	if s.By == 0 {
 		return s.Sink.Send(ctx, events, raw)
 	}
 	for i := range events {
 		e := &events[i]
 		if e.IdentityTime.IsZero() {
-			// The request stays the one it was (aggregate.RequestID).
+			// The request stays the one it was (classify.RequestID).
 			e.IdentityTime = e.RequestReceived
 		}
 		if !e.RequestReceived.IsZero() {
@@ -93,7 +93,7 @@ func (s Shifted) Send(ctx context.Context, events []aggregate.Event, raw [][]byt
 		shifted, err := auditjson.Shift(raw[i], s.By)
 		if err != nil {
 			// Replay only passes events that decoded, so this is a bug.
-			return aggregate.Summary{}, err
+			return classify.Summary{}, err
 		}
 		raw[i] = shifted
 	}

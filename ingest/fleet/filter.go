@@ -3,7 +3,7 @@ package fleet
 import (
 	"context"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
 )
@@ -34,7 +34,7 @@ func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents,
 }
 
 // IngestAt produces the requests of events.
-func (f *filter) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, _ ...countkey.Cursor) (aggregate.Summary, error) {
+func (f *filter) IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, _ ...countkey.Cursor) (classify.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	return sum, f.pub.publish(ctx, roleFilter, reqs)
 }
@@ -49,7 +49,7 @@ func (t tallies) CountInvalid(source string, n int) { t.agg.CountInvalid(source,
 
 // CountPrefiltered counts events set aside undecoded because they cannot
 // count.
-func (t tallies) CountPrefiltered(source string, p aggregate.Prefiltered) {
+func (t tallies) CountPrefiltered(source string, p classify.Prefiltered) {
 	t.agg.CountPrefiltered(source, p)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
@@ -23,18 +24,18 @@ type classifyRecorder struct {
 	*aggregate.Aggregator
 	mu         sync.Mutex
 	classified int
-	setAside   aggregate.Prefiltered
+	setAside   classify.Prefiltered
 	heard      map[string]bool
 }
 
-func (r *classifyRecorder) Classify(o aggregate.Origin, events []aggregate.Event) ([]countkey.Request, aggregate.Summary) {
+func (r *classifyRecorder) Classify(o classify.Origin, events []classify.Event) ([]countkey.Request, classify.Summary) {
 	r.mu.Lock()
 	r.classified += len(events)
 	r.mu.Unlock()
 	return r.Aggregator.Classify(o, events)
 }
 
-func (r *classifyRecorder) CountPrefiltered(source string, p aggregate.Prefiltered) {
+func (r *classifyRecorder) CountPrefiltered(source string, p classify.Prefiltered) {
 	r.mu.Lock()
 	r.setAside.Merge(p)
 	r.mu.Unlock()
@@ -93,6 +94,6 @@ func TestFilterDecodesOnlyWhatMayCount(t *testing.T) {
 	require.Equal(t, 10, rec.classified, "decoded and classified: the deprecated requests only")
 	// The other 20 are set aside; all are reads but the lease updates
 	// (events 8, 13, 23 and 28: i%5 == 3).
-	require.Equal(t, aggregate.Prefiltered{NotDeprecated: 20, Reads: 16}, rec.setAside)
+	require.Equal(t, classify.Prefiltered{NotDeprecated: 20, Reads: 16}, rec.setAside)
 	require.Equal(t, map[string]bool{"edge": true}, rec.heard, "reads set aside are heard, for the clusters-without-reads warning")
 }

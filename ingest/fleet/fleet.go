@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
@@ -42,12 +43,12 @@ const Source = "fleet"
 
 // Aggregator classifies events and commits classified requests.
 type Aggregator interface {
-	Classify(origin aggregate.Origin, events []aggregate.Event) ([]countkey.Request, aggregate.Summary)
-	Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (aggregate.Summary, error)
-	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
+	Classify(origin classify.Origin, events []classify.Event) ([]countkey.Request, classify.Summary)
+	Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (classify.Summary, error)
+	Plan(origin classify.Origin, events []classify.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	CountPrefiltered(source string, p classify.Prefiltered)
 	HeardReads(cluster string, read bool)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
@@ -53,12 +54,12 @@ func newForwarder(agg Aggregator, st Store, pub *publisher, log zerolog.Logger, 
 }
 
 // Ingest counts events and queues their requests for forwarding.
-func (f *Forwarder) Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error) {
+func (f *Forwarder) Ingest(ctx context.Context, origin classify.Origin, events []classify.Event) (classify.Summary, error) {
 	return f.IngestAt(ctx, origin, events)
 }
 
 // IngestAt is Ingest that also commits input positions with the counts.
-func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (f *Forwarder) IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	if len(reqs) > 0 {
 		recs := make([]record, len(reqs))
@@ -84,7 +85,7 @@ func (f *Forwarder) IngestAt(ctx context.Context, origin aggregate.Origin, event
 }
 
 // Plan is the aggregator's dry run; nothing is forwarded.
-func (f *Forwarder) Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error) {
+func (f *Forwarder) Plan(origin classify.Origin, events []classify.Event) ([]aggregate.Planned, error) {
 	return f.agg.Plan(origin, events)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/kafka"
@@ -30,7 +31,7 @@ import (
 )
 
 // edge is where the forwarder's events come from.
-var edge = aggregate.Origin{Source: "webhook", Cluster: "edge", Node: "master-0"}
+var edge = classify.Origin{Source: "webhook", Cluster: "edge", Node: "master-0"}
 
 // outboxEnv is a real store in a directory of the test's own and an
 // aggregator that commits to it: the forwarder's Aggregator and Store.
@@ -62,9 +63,9 @@ func newOutboxEnv(t *testing.T) *outboxEnv {
 
 // events decodes the generated events [from, to): every third is a
 // deprecated request that counts.
-func (e *outboxEnv) events(t *testing.T, from, to int) []aggregate.Event {
+func (e *outboxEnv) events(t *testing.T, from, to int) []classify.Event {
 	t.Helper()
-	var out []aggregate.Event
+	var out []classify.Event
 	for i := from; i < to; i++ {
 		ev, err := auditjson.DecodeEvent(e.gen.Append(nil, i))
 		require.NoError(t, err)
@@ -75,7 +76,7 @@ func (e *outboxEnv) events(t *testing.T, from, to int) []aggregate.Event {
 
 // id is the request ID of generated event i.
 func (e *outboxEnv) id(i int) string {
-	return aggregate.RequestID(fmt.Sprintf("%s-00000000-4e5f-8a9b-%012d", e.gen.Prefix, i), e.gen.At.Add(time.Duration(i)*time.Millisecond))
+	return classify.RequestID(fmt.Sprintf("%s-00000000-4e5f-8a9b-%012d", e.gen.Prefix, i), e.gen.At.Add(time.Duration(i)*time.Millisecond))
 }
 
 // outbox is the outbox's entries, by name, decoded.
@@ -112,7 +113,7 @@ func TestForwarderQueuesWhatCountsInTheOutbox(t *testing.T) {
 
 	sum, err := f.Ingest(ctx, edge, e.events(t, 0, 6))
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Counted: 2, Skipped: 4, SkippedBy: map[string]int{"not_deprecated": 4}}, sum)
+	require.Equal(t, classify.Summary{Counted: 2, Skipped: 4, SkippedBy: map[string]int{"not_deprecated": 4}}, sum)
 	require.Equal(t, uint64(2), e.counted(t))
 	require.Len(t, f.wake, 1, "the drain is woken")
 
@@ -134,7 +135,7 @@ func TestForwarderQueuesWhatCountsInTheOutbox(t *testing.T) {
 	<-f.wake
 	sum, err = f.IngestAt(ctx, edge, e.events(t, 0, 6))
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Duplicates: 2, Skipped: 4, SkippedBy: map[string]int{"not_deprecated": 4}}, sum)
+	require.Equal(t, classify.Summary{Duplicates: 2, Skipped: 4, SkippedBy: map[string]int{"not_deprecated": 4}}, sum)
 	require.Equal(t, uint64(2), e.counted(t))
 	names, again := e.outbox(t)
 	require.Equal(t, []string{first, outboxPrefix + f.run + "-000000000002"}, names)
@@ -145,7 +146,7 @@ func TestForwarderQueuesWhatCountsInTheOutbox(t *testing.T) {
 	<-f.wake
 	sum, err = f.Ingest(ctx, edge, e.events(t, 1, 3))
 	require.NoError(t, err)
-	require.Equal(t, aggregate.Summary{Skipped: 2, SkippedBy: map[string]int{"not_deprecated": 2}}, sum)
+	require.Equal(t, classify.Summary{Skipped: 2, SkippedBy: map[string]int{"not_deprecated": 2}}, sum)
 	planned, err := f.Plan(edge, e.events(t, 6, 10))
 	require.NoError(t, err)
 	require.Len(t, planned, 4)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
 
@@ -219,7 +219,7 @@ func toEvent(data []byte) (event []byte, node string, err error) {
 		Kind:           auditjson.KindEvent,
 		APIVersion:     auditjson.APIVersion,
 		AuditID:        e.InsertID,
-		Stage:          aggregate.StageResponseComplete,
+		Stage:          classify.StageResponseComplete,
 		Verb:           verb,
 		User:           user{Username: p.AuthenticationInfo.PrincipalEmail},
 		UserAgent:      p.RequestMetadata.CallerSuppliedUserAgent,
@@ -264,7 +264,7 @@ func toEvent(data []byte) (event []byte, node string, err error) {
 
 // decode makes the message data of one entry into an event, with its node.
 // The error is an *entryError.
-func decode(data []byte) (aggregate.Event, string, error) {
+func decode(data []byte) (classify.Event, string, error) {
 	ev, node, _, err := decodeFiltered(data, nil)
 	return ev, node, err
 }
@@ -278,13 +278,13 @@ func decode(data []byte) (aggregate.Event, string, error) {
 // resourceName and status), so its bytes cannot be judged. It judges the
 // event toEvent writes instead: the same bytes auditjson would decode,
 // so the same verdict, and what it saves is that second decode.
-func decodeFiltered(data []byte, p *auditjson.Prefilter) (ev aggregate.Event, node string, aside aggregate.SetAside, err error) {
+func decodeFiltered(data []byte, p *auditjson.Prefilter) (ev classify.Event, node string, aside classify.SetAside, err error) {
 	raw, node, err := toEvent(data)
 	if err != nil {
-		return aggregate.Event{}, "", aside, err
+		return classify.Event{}, "", aside, err
 	}
 	if r, skip := p.Skip(raw); skip {
-		return aggregate.Event{}, node, r, nil
+		return classify.Event{}, node, r, nil
 	}
 	ev, err = auditjson.DecodeEvent(raw)
 	if err != nil {
@@ -294,11 +294,11 @@ func decodeFiltered(data []byte, p *auditjson.Prefilter) (ev aggregate.Event, no
 		var ae *auditjson.Error
 		if errors.As(err, &ae) {
 			if ae.Reason == auditjson.ReasonMalformedEvent {
-				return aggregate.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry field labels: " + ae.Message}
+				return classify.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry field labels: " + ae.Message}
 			}
-			return aggregate.Event{}, "", aside, &entryError{Reason(ae.Reason), ae.Message}
+			return classify.Event{}, "", aside, &entryError{Reason(ae.Reason), ae.Message}
 		}
-		return aggregate.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry is not an audit event"}
+		return classify.Event{}, "", aside, &entryError{ReasonMalformedEntry, "entry is not an audit event"}
 	}
 	return ev, node, aside, nil
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/auditgen"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
@@ -30,7 +30,7 @@ func BenchmarkDecodeEntries(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		prefilter *auditjson.Prefilter
-	}{{"full", nil}, {"prefilter", auditjson.NewPrefilter(aggregate.Interest{})}} {
+	}{{"full", nil}, {"prefilter", auditjson.NewPrefilter(classify.Interest{})}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				for _, e := range entries {

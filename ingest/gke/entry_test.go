@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/golden"
@@ -40,81 +40,81 @@ func at(s string) time.Time {
 // event JSON toEvent builds is kept as a golden beside it.
 func TestEntriesMapToTheirEvents(t *testing.T) {
 	const kubectl = "kubectl/v1.36.3 (linux/amd64) kubernetes/2d8c1c4"
-	ref := func(group, version, resource, sub string) *aggregate.ObjectRef {
-		return &aggregate.ObjectRef{Group: group, Version: version, Resource: resource, Subresource: sub}
+	ref := func(group, version, resource, sub string) *classify.ObjectRef {
+		return &classify.ObjectRef{Group: group, Version: version, Resource: resource, Subresource: sub}
 	}
 	for _, tc := range []struct {
 		name string
-		want aggregate.Event
+		want classify.Event
 		// admission says whether the labels hold admission webhook facts.
 		admission bool
 		// body says whether the request body is kept (requestObject).
 		body bool
 	}{
-		{name: "list-deprecated", want: aggregate.Event{ // verb, cluster-scoped collection, user, IP, agent, labels
+		{name: "list-deprecated", want: classify.Event{ // verb, cluster-scoped collection, user, IP, agent, labels
 			ID: "0b6f4c1e-3a52-4d7e-9a0c-5f1d2e8b7a10", Stage: "ResponseComplete", Verb: "list", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("storage.k8s.io", "v1beta1", "volumeattributesclasses", ""), ResponseCode: 200, Deprecated: true, RemovedRelease: "1.37",
 			RequestReceived: at("2026-11-21T19:24:03.118204Z"), StageTime: at("2026-11-21T19:24:03.118204Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "get-namespaced", want: aggregate.Event{ // core group, namespaced name
+		{name: "get-namespaced", want: classify.Event{ // core group, namespaced name
 			ID: "5d1f0a77-2c64-4b8e-8e31-9c0f7b6a2d45", Stage: "ResponseComplete", Verb: "get", Username: "system:serviceaccount:monitoring:prometheus",
 			UserAgent: "prometheus/3.2.1", ObjectRef: ref("", "v1", "endpoints", ""), ResponseCode: 200, Deprecated: true,
 			RequestReceived: at("2026-11-21T19:25:11.004512Z"), StageTime: at("2026-11-21T19:25:11.004512Z"), SourceIPs: []string{"10.8.0.14"}}},
-		{name: "watch-started", want: aggregate.Event{ // first && !last: ResponseStarted
+		{name: "watch-started", want: classify.Event{ // first && !last: ResponseStarted
 			ID: "8e2b7d90-1f4c-4a3b-b5e6-0d9c8a7f6e51", Stage: "ResponseStarted", Verb: "watch", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("e2e.example.com", "v1beta1", "widgets", ""), ResponseCode: 200, Deprecated: true,
 			RequestReceived: at("2026-11-21T19:26:00.250114Z"), StageTime: at("2026-11-21T19:26:00.250114Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "watch-complete", want: aggregate.Event{ // last: ResponseComplete, the same ID; timestamp, not receiveTimestamp
+		{name: "watch-complete", want: classify.Event{ // last: ResponseComplete, the same ID; timestamp, not receiveTimestamp
 			ID: "8e2b7d90-1f4c-4a3b-b5e6-0d9c8a7f6e51", Stage: "ResponseComplete", Verb: "watch", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("e2e.example.com", "v1beta1", "widgets", ""), ResponseCode: 200, Deprecated: true,
 			RequestReceived: at("2026-11-21T19:26:00.250114Z"), StageTime: at("2026-11-21T19:26:00.250114Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "create-crd", body: true, want: aggregate.Event{ // cluster-scoped name
+		{name: "create-crd", body: true, want: classify.Event{ // cluster-scoped name
 			ID: "c41a9e2d-6b0f-4f17-a8d3-2e5b9c7d1f06", Stage: "ResponseComplete", Verb: "create", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("apiextensions.k8s.io", "v1", "customresourcedefinitions", ""), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:19:42.771930Z"), StageTime: at("2026-11-21T19:19:42.771930Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "exec-create", want: aggregate.Event{ // subresource; the method's last part is the verb
+		{name: "exec-create", want: classify.Event{ // subresource; the method's last part is the verb
 			ID: "f07c3b5a-9d28-4e61-b4a7-3c2e1d0f9b88", Stage: "ResponseComplete", Verb: "create", Username: "bob@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("", "v1", "pods", "exec"), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:27:15.401288Z"), StageTime: at("2026-11-21T19:27:15.401288Z"), SourceIPs: []string{"198.51.100.23"}}},
-		{name: "status-update", want: aggregate.Event{
+		{name: "status-update", want: classify.Event{
 			ID: "2a6d8f41-0c7e-4b95-9e3a-7f1b5c2d8e64", Stage: "ResponseComplete", Verb: "update", Username: "system:serviceaccount:kube-system:deployment-controller",
 			UserAgent: "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/2d8c1c4/system:serviceaccount:kube-system:deployment-controller",
 			ObjectRef: ref("apps", "v1", "deployments", "status"), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:27:20.009811Z"), StageTime: at("2026-11-21T19:27:20.009811Z"), SourceIPs: []string{"172.16.0.2"}}},
-		{name: "patch", body: true, want: aggregate.Event{
+		{name: "patch", body: true, want: classify.Event{
 			ID: "6e3c1a92-8b4d-4f0e-a7c5-1d9b3e2f4a70", Stage: "ResponseComplete", Verb: "patch", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("apps", "v1", "deployments", ""), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:28:02.640117Z"), StageTime: at("2026-11-21T19:28:02.640117Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "deletecollection", want: aggregate.Event{ // namespaced collection
+		{name: "deletecollection", want: classify.Event{ // namespaced collection
 			ID: "9b0e4d27-5a1c-4c83-b6f2-8e7d3a1c5b92", Stage: "ResponseComplete", Verb: "deletecollection", Username: "system:serviceaccount:ci:janitor",
 			UserAgent: "janitor/1.4.0", ObjectRef: ref("", "v1", "pods", ""), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:28:30.1185Z"), StageTime: at("2026-11-21T19:28:30.1185Z"), SourceIPs: []string{"10.8.1.31"}}},
-		{name: "delete-dryrun", body: true, want: aggregate.Event{ // a DELETE's DeleteOptions body tells a dry run
+		{name: "delete-dryrun", body: true, want: classify.Event{ // a DELETE's DeleteOptions body tells a dry run
 			ID: "3f7a2c08-d1e9-4b6a-85c4-0a2b9d8e7f13", Stage: "ResponseComplete", Verb: "delete", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("", "v1", "endpoints", ""), ResponseCode: 200, Deprecated: true, DryRun: true,
 			RequestReceived: at("2026-11-21T19:28:45.550021Z"), StageTime: at("2026-11-21T19:28:45.550021Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "not-found", want: aggregate.Event{ // NOT_FOUND (5) is 404: a removed API
+		{name: "not-found", want: classify.Event{ // NOT_FOUND (5) is 404: a removed API
 			ID: "71c5e9b3-2f8a-4d06-9b1e-6c4d0a3f2e85", Stage: "ResponseComplete", Verb: "list", Username: "system:serviceaccount:legacy:old-operator",
 			UserAgent: "old-operator/0.9.1", ObjectRef: ref("extensions", "v1beta1", "ingresses", ""), ResponseCode: 404,
 			RequestReceived: at("2026-11-21T19:29:10.33127Z"), StageTime: at("2026-11-21T19:29:10.33127Z"), SourceIPs: []string{"10.8.2.9"}}},
-		{name: "forbidden", want: aggregate.Event{ // PERMISSION_DENIED (7) is 403
+		{name: "forbidden", want: classify.Event{ // PERMISSION_DENIED (7) is 403
 			ID: "d2a8f6c4-7e1b-4a59-8c30-5b9e2d1f0a67", Stage: "ResponseComplete", Verb: "list", Username: "carol@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("e2e.example.com", "v1beta1", "widgets", ""), ResponseCode: 403, Deprecated: true,
 			RequestReceived: at("2026-11-21T19:29:40.720385Z"), StageTime: at("2026-11-21T19:29:40.720385Z"), SourceIPs: []string{"192.0.2.44"}}},
-		{name: "namespace-finalize", want: aggregate.Event{ // namespaces/<ns>/finalize is the namespace's subresource
+		{name: "namespace-finalize", want: classify.Event{ // namespaces/<ns>/finalize is the namespace's subresource
 			ID: "4c9e1b36-a0d7-4f28-b3e5-9d2c7a6f1e04", Stage: "ResponseComplete", Verb: "update", Username: "system:serviceaccount:kube-system:namespace-controller",
 			UserAgent: "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/2d8c1c4/system:serviceaccount:kube-system:namespace-controller",
 			ObjectRef: ref("", "v1", "namespaces", "finalize"), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:30:05.002117Z"), StageTime: at("2026-11-21T19:30:05.002117Z"), SourceIPs: []string{"172.16.0.2"}}},
-		{name: "no-operation", want: aggregate.Event{ // no operation: ResponseComplete, the ID from insertId; a dotted group
+		{name: "no-operation", want: classify.Event{ // no operation: ResponseComplete, the ID from insertId; a dotted group
 			ID: "e5b3d7a1-4c2f-4e90-a6b8-2d1c0f9e8a37", Stage: "ResponseComplete", Verb: "get", Username: "alice@acme.example", UserAgent: kubectl,
 			ObjectRef: ref("rbac.authorization.k8s.io", "v1", "roles", ""), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:30:30.447802Z"), StageTime: at("2026-11-21T19:30:30.447802Z"), SourceIPs: []string{"203.0.113.7"}}},
-		{name: "admission-webhook", admission: true, want: aggregate.Event{ // webhook annotations are labels too
+		{name: "admission-webhook", admission: true, want: classify.Event{ // webhook annotations are labels too
 			ID: "a1f4c8e2-6d3b-4a70-9e51-b8c2d7f0e3a9", Stage: "ResponseComplete", Verb: "create", Username: "system:serviceaccount:kube-system:replicaset-controller",
 			UserAgent: "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/2d8c1c4/system:serviceaccount:kube-system:replicaset-controller",
 			ObjectRef: ref("", "v1", "pods", ""), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:30:50.880141Z"), StageTime: at("2026-11-21T19:30:50.880141Z"), SourceIPs: []string{"172.16.0.2"}}},
-		{name: "node-proxy", want: aggregate.Event{ // a proxy's path after the subresource is not part of it
+		{name: "node-proxy", want: classify.Event{ // a proxy's path after the subresource is not part of it
 			ID: "b7e2a9d4-3c1f-4b86-a0e7-5d4c3b2a1f98", Stage: "ResponseComplete", Verb: "get", Username: "system:serviceaccount:monitoring:prometheus",
 			UserAgent: "prometheus/3.2.1", ObjectRef: ref("", "v1", "nodes", "proxy"), ResponseCode: 200,
 			RequestReceived: at("2026-11-21T19:31:15.223019Z"), StageTime: at("2026-11-21T19:31:15.223019Z"), SourceIPs: []string{"10.8.0.14"}}},
@@ -270,7 +270,7 @@ func TestHostileEntriesThatStillDecode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(500), ev.ResponseCode)
 	require.Nil(t, ev.RequestObject)
-	require.Equal(t, &aggregate.ObjectRef{Version: "v1", Resource: "pods", Subresource: "c"}, ev.ObjectRef)
+	require.Equal(t, &classify.ObjectRef{Version: "v1", Resource: "pods", Subresource: "c"}, ev.ObjectRef)
 }
 
 // Every captured event, written as GKE's entry by pubsubtest.LogEntry (the
@@ -292,10 +292,10 @@ func TestCapturedEventsRoundTrip(t *testing.T) {
 		require.NoError(t, err, "%s", line)
 		require.Equal(t, pubsubtest.Location, node)
 		n++
-		if want.Stage != aggregate.StageResponseComplete && want.Stage != aggregate.StagePanic {
+		if want.Stage != classify.StageResponseComplete && want.Stage != classify.StagePanic {
 			want.Stage = "ResponseStarted"
 		} else {
-			want.Stage = aggregate.StageResponseComplete
+			want.Stage = classify.StageResponseComplete
 		}
 		if want.RequestReceived.IsZero() {
 			want.RequestReceived = want.StageTime

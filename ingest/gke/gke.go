@@ -21,7 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/api/option"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/logbridge"
@@ -56,7 +56,7 @@ type Options struct {
 // prefilterCounter is an Ingester that also tallies the events the
 // pre-filter set aside (the aggregator does).
 type prefilterCounter interface {
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	CountPrefiltered(source string, p classify.Prefiltered)
 	HeardReads(cluster string, read bool)
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -130,7 +130,7 @@ func (a *ackOrder) publish(t *testing.T, srv *pubsubtest.Server, events []string
 	return ids
 }
 
-func (a *ackOrder) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (a *ackOrder) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	sum, err := a.Ingester.IngestAt(ctx, o, events, cursors...)
 	if err == nil {
 		a.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
@@ -31,7 +32,7 @@ func prefilterAgrees(t *testing.T, a *aggregate.Aggregator, p *auditjson.Prefilt
 		require.Equal(t, full, ev)
 		return false
 	}
-	planned, err := a.Plan(aggregate.Origin{Source: SourceName, Cluster: "c", Node: node}, []aggregate.Event{full})
+	planned, err := a.Plan(classify.Origin{Source: SourceName, Cluster: "c", Node: node}, []classify.Event{full})
 	require.NoError(t, err)
 	require.Equal(t, aside.Result, planned[0].Result, "set aside with the result the aggregator gives")
 	require.Equal(t, full.Verb == "get" || full.Verb == "list" || full.Verb == "watch", aside.Read)

@@ -7,7 +7,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
@@ -15,7 +15,7 @@ import (
 // item is one message made into an event, waiting for its commit.
 type item struct {
 	msg  *pubsub.Message
-	ev   aggregate.Event
+	ev   classify.Event
 	node string
 	// done is closed once the message is acknowledged or handed back.
 	done chan struct{}
@@ -111,9 +111,9 @@ func (s *Source) handle(ctx context.Context, m *pubsub.Message, in chan<- *item)
 // setAside acknowledges an entry the pre-filter set aside: it cannot
 // count, so there is nothing to commit first. The aggregator is told, as
 // it would have been had it judged the event.
-func (s *Source) setAside(m *pubsub.Message, aside aggregate.SetAside) {
+func (s *Source) setAside(m *pubsub.Message, aside classify.SetAside) {
 	if pc, ok := s.ing.(prefilterCounter); ok {
-		var p aggregate.Prefiltered
+		var p classify.Prefiltered
 		p.Add(aside)
 		pc.CountPrefiltered(SourceName, p)
 		pc.HeardReads(s.cfg.Cluster, aside.Read)
@@ -194,11 +194,11 @@ func (s *Source) commit(ctx context.Context, batch []*item) error {
 	start := time.Now()
 	var failed error
 	for _, group := range byNode(batch) {
-		events := make([]aggregate.Event, len(group))
+		events := make([]classify.Event, len(group))
 		for i, it := range group {
 			events[i] = it.ev
 		}
-		origin := aggregate.Origin{Source: SourceName, Cluster: s.cfg.Cluster, Node: group[0].node}
+		origin := classify.Origin{Source: SourceName, Cluster: s.cfg.Cluster, Node: group[0].node}
 		sum, err := s.ing.IngestAt(ctx, origin, events)
 		if err != nil {
 			reason := nackCommitFailed
@@ -266,7 +266,7 @@ func (s *Source) nack(items []*item, reason string) {
 }
 
 // noteNewest tells Newest the newest entry time committed so far.
-func (s *Source) noteNewest(events []aggregate.Event) {
+func (s *Source) noteNewest(events []classify.Event) {
 	if s.newest == nil {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
@@ -133,11 +133,11 @@ type stopAt struct {
 	reached chan struct{}
 }
 
-func (s *stopAt) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (s *stopAt) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	if s.calls.Add(1) == s.n {
 		close(s.reached)
 		<-ctx.Done()
-		return aggregate.Summary{}, ctx.Err()
+		return classify.Summary{}, ctx.Err()
 	}
 	return s.Ingester.IngestAt(ctx, o, events, cursors...)
 }
@@ -180,9 +180,9 @@ type failing struct {
 	before, after atomic.Int32
 }
 
-func (f *failing) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (f *failing) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	if f.before.Add(-1) >= 0 {
-		return aggregate.Summary{}, errors.New("no space left on device")
+		return classify.Summary{}, errors.New("no space left on device")
 	}
 	sum, err := f.Ingester.IngestAt(ctx, o, events, cursors...)
 	if err == nil && f.after.Add(-1) >= 0 {
@@ -316,7 +316,7 @@ type batches struct {
 	sizes   []string
 }
 
-func (b *batches) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (b *batches) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	if b.held.CompareAndSwap(false, true) {
 		close(b.holding)
 		<-b.release

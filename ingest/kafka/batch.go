@@ -6,7 +6,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // batch is what one or more consecutive fetched batches of a partition
@@ -14,13 +14,13 @@ import (
 // the rest were.
 type batch struct {
 	origins  []*OriginEvents
-	byOrigin map[aggregate.Origin]*OriginEvents
+	byOrigin map[classify.Origin]*OriginEvents
 	// next is the offset after the last message; lag what the broker
 	// still held after it, -1 when unknown (a skipped batch).
 	next, lag int64
 	ok        int
 	invalid   int
-	skipped   aggregate.Prefiltered
+	skipped   classify.Prefiltered
 	// heard are the clusters of the events set aside, and whether any of
 	// them read.
 	heard  []heardCluster
@@ -85,13 +85,13 @@ func (p *partition) prepare(msgs []kafkago.Message) *batch {
 		b.ok++
 		b.invalid += d.invalid
 		b.skipped.Merge(d.skipped)
-		if len(d.events) == 0 && d.skipped == (aggregate.Prefiltered{}) {
+		if len(d.events) == 0 && d.skipped == (classify.Prefiltered{}) {
 			continue
 		}
-		o := aggregate.Origin{Source: Source, Node: c.cfg.Node}
+		o := classify.Origin{Source: Source, Node: c.cfg.Node}
 		o.Node = cmp.Or(header(m, c.cfg.NodeHeader), d.node, o.Node)
 		o.Cluster = cluster
-		if d.skipped != (aggregate.Prefiltered{}) {
+		if d.skipped != (classify.Prefiltered{}) {
 			b.addHeard(o.Cluster, d.skipped.Reads > 0)
 		}
 		if len(d.events) > 0 {
@@ -122,9 +122,9 @@ func (p *partition) skip(first, next int64) *batch {
 
 // add appends events of origin o, and returns their group and where
 // in it they start.
-func (b *batch) add(o aggregate.Origin, events []aggregate.Event) (*OriginEvents, int) {
+func (b *batch) add(o classify.Origin, events []classify.Event) (*OriginEvents, int) {
 	if b.byOrigin == nil {
-		b.byOrigin = map[aggregate.Origin]*OriginEvents{}
+		b.byOrigin = map[classify.Origin]*OriginEvents{}
 	}
 	g := b.byOrigin[o]
 	if g == nil {

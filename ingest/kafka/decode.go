@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 )
@@ -22,7 +22,7 @@ const (
 
 // decoded is what one message holds.
 type decoded struct {
-	events []aggregate.Event
+	events []classify.Event
 	// node and cluster from the message's JSON, "" when absent. They are
 	// read only for messages with events: the others count nothing.
 	node, cluster string
@@ -31,7 +31,7 @@ type decoded struct {
 	invalid int
 	// skipped counts events the pre-filter set aside undecoded: they
 	// cannot count.
-	skipped aggregate.Prefiltered
+	skipped classify.Prefiltered
 }
 
 // decoder recognises the shapes shippers put audit events in.
@@ -234,7 +234,7 @@ func (d *decoder) event(value, raw []byte, whole bool, at *fieldSpans) (decoded,
 		}
 		return decoded{}, ReasonInvalidEvent
 	}
-	out.events = []aggregate.Event{ev}
+	out.events = []classify.Event{ev}
 	if whole {
 		// Decoding it has validated the whole message.
 		return d.located(value, out, at), ""
@@ -247,7 +247,7 @@ func (d *decoder) event(value, raw []byte, whole bool, at *fieldSpans) (decoded,
 // would have it, and then says where it came from.
 func (d *decoder) checked(value []byte, out decoded, reason string, at *fieldSpans) (decoded, string) {
 	if reason != "" || len(out.events) == 0 {
-		if reason == "" && out.skipped != (aggregate.Prefiltered{}) {
+		if reason == "" && out.skipped != (classify.Prefiltered{}) {
 			return d.located(value, out, at), ""
 		}
 		return out, reason

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
@@ -96,7 +97,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	unfiltered := newDecoder(cfg, nil)
 	reasons := []string{ReasonMalformedJSON, ReasonUnrecognizedShape, ReasonInvalidEvent, ReasonEmptyEnvelope}
 	counted := func(out decoded) []countkey.Request {
-		reqs, _ := agg.Classify(aggregate.Origin{Source: Source, Node: out.node, Cluster: out.cluster}, out.events)
+		reqs, _ := agg.Classify(classify.Origin{Source: Source, Node: out.node, Cluster: out.cluster}, out.events)
 		return reqs
 	}
 	// Top-level node and cluster fields, which the shape walk finds on its
@@ -148,8 +149,8 @@ func FuzzDecodeMessage(f *testing.F) {
 		// error may be set aside as skipped rather than invalid: neither
 		// counts.)
 		if allReason == "" && out.invalid == all.invalid {
-			_, sum := agg.Classify(aggregate.Origin{Source: Source}, out.events)
-			_, want := agg.Classify(aggregate.Origin{Source: Source}, all.events)
+			_, sum := agg.Classify(classify.Origin{Source: Source}, out.events)
+			_, want := agg.Classify(classify.Origin{Source: Source}, all.events)
 			sum.AddPrefiltered(out.skipped)
 			if !reflect.DeepEqual(sum.SkippedBy, want.SkippedBy) {
 				t.Fatalf("skipped %v with the pre-filter, %v without", sum.SkippedBy, want.SkippedBy)
@@ -187,7 +188,7 @@ func referenceDecode(d *decoder, value []byte) (decoded, string) {
 			if err != nil {
 				return decoded{}, ReasonInvalidEvent
 			}
-			return decoded{events: []aggregate.Event{ev}, node: at(d.nodeField), cluster: at(d.clusterField)}, ""
+			return decoded{events: []classify.Event{ev}, node: at(d.nodeField), cluster: at(d.clusterField)}, ""
 		}
 	}
 	out := decoded{node: at(d.nodeField), cluster: at(d.clusterField)}
@@ -222,7 +223,7 @@ func referenceDecode(d *decoder, value []byte) (decoded, string) {
 		if err != nil {
 			return decoded{}, ReasonInvalidEvent
 		}
-		out.events = []aggregate.Event{ev}
+		out.events = []classify.Event{ev}
 		return out, ""
 	}
 	for _, f := range d.envelopeFields {
@@ -242,7 +243,7 @@ func referenceDecode(d *decoder, value []byte) (decoded, string) {
 		if err != nil {
 			return decoded{}, ReasonInvalidEvent
 		}
-		out.events = []aggregate.Event{ev}
+		out.events = []classify.Event{ev}
 		return out, ""
 	}
 	return decoded{}, ReasonUnrecognizedShape

@@ -13,7 +13,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -22,14 +22,14 @@ const Source = "kafka"
 
 // Ingester commits events with the positions they were read up to.
 type Ingester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error)
+	IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error)
 	CountInvalid(source string, n int)
 }
 
 // OriginEvents is the events of one batch that share an origin.
 type OriginEvents struct {
-	Origin aggregate.Origin
-	Events []aggregate.Event
+	Origin classify.Origin
+	Events []classify.Event
 }
 
 // BatchIngester is an Ingester that takes a whole batch in one call, so
@@ -43,7 +43,7 @@ type BatchIngester interface {
 // PrefilterCounter is an Ingester that also tallies the events the
 // pre-filter set aside undecoded (the aggregator does).
 type PrefilterCounter interface {
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	CountPrefiltered(source string, p classify.Prefiltered)
 	// HeardReads notes that cluster sent events the pre-filter set
 	// aside, reads among them when read is true, so that a cluster whose
 	// reads are not logged is told from one that reads.

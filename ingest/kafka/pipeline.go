@@ -9,7 +9,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -65,7 +65,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	cursor := p.position(b.next)
 	origins := b.origins
 	if len(origins) == 0 {
-		origins = []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
+		origins = []*OriginEvents{{Origin: classify.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}
 	}
 	if err := c.ingest(ctx, origins, cursor); err != nil {
 		if !errors.Is(err, countkey.ErrUnstorable) {
@@ -79,14 +79,14 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 		if err := p.split(ctx, b, b.records); err != nil {
 			return err
 		}
-		if err := c.ingest(ctx, []*OriginEvents{{Origin: aggregate.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}, cursor); err != nil {
+		if err := c.ingest(ctx, []*OriginEvents{{Origin: classify.Origin{Source: Source, Node: c.cfg.Node, Cluster: c.defaultCluster}}}, cursor); err != nil {
 			return err
 		}
 	}
 	if b.invalid > 0 {
 		c.ingester.CountInvalid(Source, b.invalid)
 	}
-	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (aggregate.Prefiltered{}) {
+	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (classify.Prefiltered{}) {
 		pc.CountPrefiltered(Source, b.skipped)
 		for _, h := range b.heard {
 			pc.HeardReads(h.cluster, h.read)

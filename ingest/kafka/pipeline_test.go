@@ -12,7 +12,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -31,7 +31,7 @@ type gated struct {
 	n       int
 }
 
-func (g *gated) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (g *gated) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	g.mu.Lock()
 	g.n++
 	n := g.n

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -70,7 +70,7 @@ func TestStoredPositionAheadIsToldToTheGroup(t *testing.T) {
 		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	end := binary.BigEndian.AppendUint64(nil, uint64(len(msgs)))
-	_, err = ing.IngestAt(context.Background(), aggregate.Origin{}, nil, countkey.Cursor{Name: c.cursorName(topic, 0), Value: end})
+	_, err = ing.IngestAt(context.Background(), classify.Origin{}, nil, countkey.Cursor{Name: c.cursorName(topic, 0), Value: end})
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())

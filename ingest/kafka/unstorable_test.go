@@ -13,7 +13,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/kafkatest"
@@ -25,10 +25,10 @@ import (
 // countkey.ErrUnstorable.
 type refusing struct{ *ingesttest.Counter }
 
-func (r refusing) IngestAt(ctx context.Context, o aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (r refusing) IngestAt(ctx context.Context, o classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	for _, e := range events {
 		if e.ID == "poison" {
-			return aggregate.Summary{}, fmt.Errorf("refusing the poison event: %w", countkey.ErrUnstorable)
+			return classify.Summary{}, fmt.Errorf("refusing the poison event: %w", countkey.ErrUnstorable)
 		}
 	}
 	return r.Counter.IngestAt(ctx, o, events, cursors...)
@@ -92,14 +92,14 @@ func TestUnstorableMessageIsPoison(t *testing.T) {
 // apart gives each message's events, and consecutive ones of an origin
 // go together.
 func TestMergedBatchesKeepEachMessagesEvents(t *testing.T) {
-	ev := func(ids ...string) []aggregate.Event {
-		out := make([]aggregate.Event, len(ids))
+	ev := func(ids ...string) []classify.Event {
+		out := make([]classify.Event, len(ids))
 		for i, id := range ids {
-			out[i] = aggregate.Event{ID: id}
+			out[i] = classify.Event{ID: id}
 		}
 		return out
 	}
-	a, b := aggregate.Origin{Source: Source, Cluster: "a"}, aggregate.Origin{Source: Source, Cluster: "b"}
+	a, b := classify.Origin{Source: Source, Cluster: "a"}, classify.Origin{Source: Source, Cluster: "b"}
 	prepared := func(offset int64, msgs ...OriginEvents) *batch {
 		bt := &batch{}
 		for i, m := range msgs {

@@ -8,14 +8,14 @@ package sink
 import (
 	"context"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
 // Ingester commits events together with the input positions they were
 // read up to, and tallies what an input could not decode.
 type Ingester interface {
-	IngestAt(ctx context.Context, origin aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error)
+	IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
 }

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -211,7 +211,7 @@ func (c credential) authorize(cluster, node string, pathNode, pathCluster bool) 
 // counts against (pace.go): a bound token's apiserver, a client
 // certificate's subject, else, with one token for every apiserver or
 // none, the apiserver the batch is from.
-func (c credential) share(o aggregate.Origin) string {
+func (c credential) share(o classify.Origin) string {
 	switch {
 	case c.token != nil:
 		return "token " + c.token.String()

@@ -5,12 +5,13 @@ import (
 	"net/http"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
 // ingestFailed is the answer to a batch the aggregator did not commit.
-func (h *Handler) ingestFailed(origin aggregate.Origin, err error) error {
+func (h *Handler) ingestFailed(origin classify.Origin, err error) error {
 	switch {
 	case errors.Is(err, aggregate.ErrStopped):
 		return errShuttingDown

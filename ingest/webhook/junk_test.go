@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -76,7 +76,7 @@ func TestJunkItemsCostACountNotMemory(t *testing.T) {
 	got, err := c.Requests("prod", "endpoints.v1", hostileNow, hostileNow)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), got)
-	require.Equal(t, float64(junkItems), events(t, reg, string(aggregate.ResultInvalid)))
+	require.Equal(t, float64(junkItems), events(t, reg, string(classify.ResultInvalid)))
 	require.Equal(t, float64(junkItems), decodeErrors(t, reg, "malformed_event"))
 
 	// Server and client together; the items were 400 MiB of errors kept,

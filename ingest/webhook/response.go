@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // Response is the body of a 200 answer. kube-apiserver ignores it; it is
@@ -11,7 +12,7 @@ import (
 type Response struct {
 	Cluster string `json:"cluster"`
 	Node    string `json:"node"`
-	aggregate.Summary
+	classify.Summary
 	Invalid int `json:"invalid"`
 	// Errors lists the first malformed items, by index in the list.
 	Errors []ItemError `json:"errors,omitempty"`
@@ -56,7 +57,7 @@ type ItemError struct {
 // NewPlannedEvent describes what planning decided for one event.
 func NewPlannedEvent(p aggregate.Planned) PlannedEvent {
 	pe := PlannedEvent{AuditID: p.ID, Result: string(p.Result), Admission: string(p.Admission)}
-	if p.Result == aggregate.ResultCounted {
+	if p.Result == classify.ResultCounted {
 		k := p.Key
 		pe.API, pe.Subresource, pe.Hour, pe.Node = k.API, k.Subresource, k.Hour.Format(time.RFC3339), k.Node
 		pe.Username, pe.UserAgent, pe.Verb = k.Username, k.UserAgent, k.Verb

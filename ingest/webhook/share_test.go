@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -30,7 +30,7 @@ type heldIngester struct {
 	release chan struct{}
 }
 
-func (h *heldIngester) Ingest(ctx context.Context, o aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error) {
+func (h *heldIngester) Ingest(ctx context.Context, o classify.Origin, events []classify.Event) (classify.Summary, error) {
 	select {
 	case h.entered <- o.Node:
 		<-h.release
@@ -162,7 +162,7 @@ func answeredByCode(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // names has its own share; a bound token's is its apiserver's, and a
 // client certificate's its subject's.
 func TestShareKeys(t *testing.T) {
-	o := aggregate.Origin{Cluster: "prod", Node: "master-0"}
+	o := classify.Origin{Cluster: "prod", Node: "master-0"}
 	require.Equal(t, "apiserver prod/master-0", credential{}.share(o))
 	require.Equal(t, "token prod/master-1", credential{token: &Binding{Cluster: "prod", Node: "master-1"}}.share(o))
 	s := newShares(0, 16)

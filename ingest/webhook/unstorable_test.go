@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -28,7 +28,7 @@ var hugeRelease = strings.Repeat("1", 9<<20)
 // on its own, however the decoder bounds annotations.
 type oversized struct{ *ingesttest.Counter }
 
-func (o oversized) Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error) {
+func (o oversized) Ingest(ctx context.Context, origin classify.Origin, events []classify.Event) (classify.Summary, error) {
 	for i := range events {
 		if events[i].ID == "hostile" {
 			events[i].RemovedRelease = hugeRelease

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/internal/httpjson"
@@ -58,11 +59,11 @@ const maxReportedItemErrors = auditjson.MaxSamples
 
 // Ingester is what the webhook needs from the aggregator.
 type Ingester interface {
-	Ingest(ctx context.Context, origin aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error)
-	Plan(origin aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error)
+	Ingest(ctx context.Context, origin classify.Origin, events []classify.Event) (classify.Summary, error)
+	Plan(origin classify.Origin, events []classify.Event) ([]aggregate.Planned, error)
 	CountInvalid(source string, n int)
 	CountDecodeError(source, reason string, n int)
-	CountPrefiltered(source string, p aggregate.Prefiltered)
+	CountPrefiltered(source string, p classify.Prefiltered)
 	// HeardReads notes that a cluster sent events that were set aside,
 	// reads among them or not.
 	HeardReads(cluster string, read bool)
@@ -105,7 +106,7 @@ type Options struct {
 	// KeepRequestObject says which events' request objects the ingester
 	// reads (field rules); the others are dropped as they are decoded, so
 	// that a batch of large objects is never held whole. Nil keeps all.
-	KeepRequestObject func(*aggregate.Event) bool
+	KeepRequestObject func(*classify.Event) bool
 	// Prefilter sets aside, undecoded, the events of a batch that cannot
 	// count; nil decodes every event.
 	Prefilter *auditjson.Prefilter
@@ -132,7 +133,7 @@ type Handler struct {
 	budget         *auditjson.Budget
 	shares         *shares
 	metrics        *metrics
-	keep           func(*aggregate.Event) bool
+	keep           func(*classify.Event) bool
 	prefilter      *auditjson.Prefilter
 	minRate        int64
 	bodyStart      time.Duration
@@ -163,7 +164,7 @@ func New(opts Options) *Handler {
 		opts.DecodeBudget = DefaultDecodeBudget
 	}
 	if opts.KeepRequestObject == nil {
-		opts.KeepRequestObject = func(*aggregate.Event) bool { return true }
+		opts.KeepRequestObject = func(*classify.Event) bool { return true }
 	}
 	if opts.MinBodyBytesPerSecond == 0 {
 		opts.MinBodyBytesPerSecond = DefaultMinBodyBytesPerSecond
@@ -297,7 +298,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 			Str("first_reason", string(bad.Samples[0].Err.Reason)).Msg("batch has malformed events; counting the others")
 	}
 	h.ingester.CountPrefiltered(Source, skipped)
-	if skipped != (aggregate.Prefiltered{}) {
+	if skipped != (classify.Prefiltered{}) {
 		h.ingester.HeardReads(origin.Cluster, skipped.Reads > 0)
 	}
 	ctx, cancel := requestContext(r)
@@ -327,7 +328,7 @@ func dryRunParam(r *http.Request) (bool, error) {
 
 // plan answers a dry run: every event classified, duplicates checked against
 // the store, nothing stored.
-func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []aggregate.Event, resp Response) error {
+func (h *Handler) plan(w http.ResponseWriter, origin classify.Origin, events []classify.Event, resp Response) error {
 	planned, err := h.ingester.Plan(origin, events)
 	if err != nil {
 		return fail(http.StatusInternalServerError, httpjson.ReasonInternalError, "planning the batch: "+err.Error())
@@ -345,8 +346,8 @@ func (h *Handler) plan(w http.ResponseWriter, origin aggregate.Origin, events []
 // origin works out cluster and node from the path, else the credential (a
 // bound token, a client certificate's common name), else the peer address.
 // A credential of another apiserver is refused with 403, and logged.
-func (h *Handler) origin(r *http.Request, cred credential) (aggregate.Origin, error) {
-	o := aggregate.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
+func (h *Handler) origin(r *http.Request, cred credential) (classify.Origin, error) {
+	o := classify.Origin{Source: Source, Cluster: r.PathValue("cluster"), Node: r.PathValue("node")}
 	pathNode, pathCluster := o.Node != "", o.Cluster != ""
 	if o.Cluster == "" {
 		o.Cluster = h.defaultCluster

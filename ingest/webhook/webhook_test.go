@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 )
 
 // blockingIngester is a hand fake of Ingester whose Ingest waits until
@@ -23,10 +24,10 @@ type blockingIngester struct {
 	release chan struct{}
 	err     error
 	mu      sync.Mutex
-	origins []aggregate.Origin
+	origins []classify.Origin
 }
 
-func (b *blockingIngester) Ingest(_ context.Context, o aggregate.Origin, events []aggregate.Event) (aggregate.Summary, error) {
+func (b *blockingIngester) Ingest(_ context.Context, o classify.Origin, events []classify.Event) (classify.Summary, error) {
 	b.mu.Lock()
 	b.origins = append(b.origins, o)
 	b.mu.Unlock()
@@ -34,20 +35,20 @@ func (b *blockingIngester) Ingest(_ context.Context, o aggregate.Origin, events 
 		b.entered <- struct{}{}
 		<-b.release
 	}
-	return aggregate.Summary{Counted: len(events)}, b.err
+	return classify.Summary{Counted: len(events)}, b.err
 }
 
 func (b *blockingIngester) CountInvalid(string, int) {}
 
 func (b *blockingIngester) CountDecodeError(string, string, int) {}
 
-func (b *blockingIngester) CountPrefiltered(string, aggregate.Prefiltered) {}
-func (b *blockingIngester) HeardReads(string, bool)                        {}
+func (b *blockingIngester) CountPrefiltered(string, classify.Prefiltered) {}
+func (b *blockingIngester) HeardReads(string, bool)                       {}
 
-func (b *blockingIngester) Plan(o aggregate.Origin, events []aggregate.Event) ([]aggregate.Planned, error) {
+func (b *blockingIngester) Plan(o classify.Origin, events []classify.Event) ([]aggregate.Planned, error) {
 	out := make([]aggregate.Planned, len(events))
 	for i, e := range events {
-		out[i] = aggregate.Planned{ID: e.ID, Result: aggregate.ResultNotDeprecated}
+		out[i] = aggregate.Planned{ID: e.ID, Result: classify.ResultNotDeprecated}
 	}
 	return out, nil
 }
@@ -136,7 +137,7 @@ func TestOriginFromPathOrPeer(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 	}
-	require.Equal(t, []aggregate.Origin{
+	require.Equal(t, []classify.Origin{
 		{Source: "webhook", Cluster: "default", Node: "127.0.0.1"},
 		{Source: "webhook", Cluster: "default", Node: "master-2"},
 		{Source: "webhook", Cluster: "eu-1", Node: "master-3"},

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/kube-sunset/sunset/admission"
-	"github.com/kube-sunset/sunset/aggregate"
 	"github.com/kube-sunset/sunset/catalog"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -41,7 +41,7 @@ func HostileEvents() []string {
 
 // CheckBounds fails t unless every string and list of ev is within the
 // bound the decoder promises, and what it kept of each is valid.
-func CheckBounds(t testing.TB, ev aggregate.Event) {
+func CheckBounds(t testing.TB, ev classify.Event) {
 	t.Helper()
 	for _, s := range []struct {
 		name  string

@@ -11,7 +11,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/kube-sunset/sunset/aggregate"
+	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 )
 
@@ -25,12 +25,12 @@ type Flaky struct {
 }
 
 // IngestAt implements the ingest packages' ingester interfaces.
-func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggregate.Event, cursors ...countkey.Cursor) (aggregate.Summary, error) {
+func (f *Flaky) IngestAt(_ context.Context, _ classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Failures > 0 {
 		f.Failures--
-		return aggregate.Summary{}, errors.New("no space left on device")
+		return classify.Summary{}, errors.New("no space left on device")
 	}
 	for _, e := range events {
 		f.ids = append(f.ids, e.ID)
@@ -41,7 +41,7 @@ func (f *Flaky) IngestAt(_ context.Context, _ aggregate.Origin, events []aggrega
 	for _, c := range cursors {
 		f.cursors[c.Name] = c.Value
 	}
-	return aggregate.Summary{Counted: len(events)}, nil
+	return classify.Summary{Counted: len(events)}, nil
 }
 
 // CountInvalid implements the ingester interfaces; it records nothing.
@@ -51,7 +51,7 @@ func (f *Flaky) CountInvalid(string, int) {}
 func (f *Flaky) CountDecodeError(string, string, int) {}
 
 // CountPrefiltered implements the ingester interfaces; it records nothing.
-func (f *Flaky) CountPrefiltered(string, aggregate.Prefiltered) {}
+func (f *Flaky) CountPrefiltered(string, classify.Prefiltered) {}
 
 // Cursor returns a cursor accepted earlier.
 func (f *Flaky) Cursor(name string) ([]byte, bool, error) {

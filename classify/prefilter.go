@@ -1,4 +1,4 @@
-package aggregate
+package classify
 
 // Interest tells ingest which completed requests may count, so that it can
 // set the others aside from their bytes alone, without decoding them.
@@ -16,11 +16,11 @@ type Interest struct {
 }
 
 // Interest says which completed requests may count.
-func (a *Aggregator) Interest() Interest {
-	in := Interest{AllCompleted: len(a.versions) > 0}
-	if a.fieldRules != nil {
+func (c *Classifier) Interest() Interest {
+	in := Interest{AllCompleted: len(c.versions) > 0}
+	if c.fieldRules != nil {
 		seen := map[string]bool{}
-		for _, r := range a.fieldRules.Rules() {
+		for _, r := range c.fieldRules.Rules() {
 			if !seen[r.Resource] {
 				seen[r.Resource] = true
 				in.Resources = append(in.Resources, r.Resource)
@@ -66,17 +66,6 @@ func (p *Prefiltered) Merge(q Prefiltered) {
 	p.OtherStage += q.OtherStage
 	p.NotDeprecated += q.NotDeprecated
 	p.Reads += q.Reads
-}
-
-// CountPrefiltered adds events set aside by an ingest path to the metrics,
-// as Ingest would have.
-func (a *Aggregator) CountPrefiltered(source string, p Prefiltered) {
-	if p.OtherStage > 0 {
-		a.metrics.events.WithLabelValues(source, string(ResultOtherStage)).Add(float64(p.OtherStage))
-	}
-	if p.NotDeprecated > 0 {
-		a.metrics.events.WithLabelValues(source, string(ResultNotDeprecated)).Add(float64(p.NotDeprecated))
-	}
 }
 
 // AddPrefiltered adds events set aside by an ingest path to s.

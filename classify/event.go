@@ -1,4 +1,4 @@
-package aggregate
+package classify
 
 import (
 	"cmp"
@@ -113,18 +113,6 @@ func (d Dropped) Reasons() []string {
 	return out
 }
 
-// countDropped counts what the decoder left out of one event.
-func (a *Aggregator) countDropped(source string, d Dropped) {
-	if d == 0 {
-		return
-	}
-	for _, r := range droppedReasons {
-		if d&r.bit != 0 {
-			a.metrics.decodeErrors.WithLabelValues(source, r.reason).Inc()
-		}
-	}
-}
-
 // ObjectRef names the API resource a request was about.
 type ObjectRef struct {
 	Group       string // empty for the core group
@@ -170,8 +158,10 @@ func (e *Event) Hour() (hour time.Time, ok bool) {
 	return time.Time{}, false
 }
 
-func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (countkey.Request, Result) {
-	a.countDropped(o.Source, e.Dropped)
+// Request classifies e, from o, as a request to a deprecated or removed
+// API: the request when the Result is ResultCounted, else why it does not
+// count. It is the decision Ingest counts in sunset_ingest_events_total.
+func (c *Classifier) Request(o Origin, e *Event, now time.Time) (countkey.Request, Result) {
 	if e.Stage != StageResponseComplete && e.Stage != StagePanic {
 		return countkey.Request{}, ResultOtherStage
 	}
@@ -182,14 +172,14 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (countkey.Reque
 		return countkey.Request{}, ResultNotDeprecated
 	}
 	ref := e.ObjectRef
-	removedRelease, removed, counts := a.lifecycle(o.Cluster, e)
+	removedRelease, removed, counts := c.lifecycle(o.Cluster, e)
 	if !counts {
 		return countkey.Request{}, ResultNotDeprecated
 	}
 	if refTooLong(ref) {
 		return countkey.Request{}, ResultTooLong
 	}
-	hour, res := a.countedHour(e, now)
+	hour, res := c.countedHour(e, now)
 	if res != ResultCounted {
 		return countkey.Request{}, res
 	}
@@ -199,7 +189,7 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (countkey.Reque
 		Key: countkey.CountKey{
 			Cluster: originCluster(o),
 			API:     countkey.APIName(ref.Group, ref.Version, ref.Resource),
-			Cell:    a.cell(o, e, hour),
+			Cell:    c.cell(o, e, hour),
 			Removed: removed,
 		},
 		RemovedRelease: removedRelease,
@@ -208,13 +198,13 @@ func (a *Aggregator) classify(o Origin, e *Event, now time.Time) (countkey.Reque
 }
 
 // countedHour is the hour a request is counted in, or why it cannot be.
-func (a *Aggregator) countedHour(e *Event, now time.Time) (time.Time, Result) {
+func (c *Classifier) countedHour(e *Event, now time.Time) (time.Time, Result) {
 	hour, ok := e.Hour()
 	if !ok {
 		// Without any timestamp the arrival hour is the best guess.
 		hour = now.UTC().Truncate(time.Hour)
 	}
-	if a.expired(hour, now) {
+	if c.Expired(hour, now) {
 		return hour, ResultExpired
 	}
 	if hour.After(now.Add(futureSlack)) {
@@ -223,19 +213,19 @@ func (a *Aggregator) countedHour(e *Event, now time.Time) (time.Time, Result) {
 	return hour, ResultCounted
 }
 
-// NeedsRequestObject reports whether Ingest reads e's request object: only
+// NeedsRequestObject reports whether the classifier reads e's request object: only
 // for a completed request that a field rule selects. Decoders keep the
 // object only then, so that a batch of large objects is not held whole.
-func (a *Aggregator) NeedsRequestObject(e *Event) bool {
-	if a.fieldRules == nil || e.ObjectRef == nil || (e.Stage != StageResponseComplete && e.Stage != StagePanic) {
+func (c *Classifier) NeedsRequestObject(e *Event) bool {
+	if c.fieldRules == nil || e.ObjectRef == nil || (e.Stage != StageResponseComplete && e.Stage != StagePanic) {
 		return false
 	}
 	r := e.ObjectRef
-	return a.fieldRules.Selects(r.Group, r.Version, r.Resource, r.Subresource, e.Verb)
+	return c.fieldRules.Selects(r.Group, r.Version, r.Resource, r.Subresource, e.Verb)
 }
 
 // cell is where in its subject's counts e is counted, within the hour.
-func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) countkey.Cell {
+func (c *Classifier) cell(o Origin, e *Event, hour time.Time) countkey.Cell {
 	return countkey.Cell{
 		Hour: hour,
 		// Node names come from the sender (a webhook path, a Kafka
@@ -243,7 +233,7 @@ func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) countkey.Cell {
 		Node:        countkey.Truncate(o.Node, countkey.MaxNodeBytes),
 		Subresource: e.ObjectRef.Subresource,
 		Username:    countkey.Truncate(e.Username, countkey.MaxUsernameBytes),
-		UserAgent:   a.userAgent(e.UserAgent),
+		UserAgent:   c.userAgent(e.UserAgent),
 		// Unknown verbs are one: a sender can invent them without end,
 		// and the API reports them as "other" anyway.
 		Verb:   cardinality.Verb(e.Verb),
@@ -251,10 +241,10 @@ func (a *Aggregator) cell(o Origin, e *Event, hour time.Time) countkey.Cell {
 	}
 }
 
-// fieldRequests counts the deprecated fields a completed request sets, each
+// FieldRequests are the matches of field rules: the deprecated fields a completed request sets, each
 // once per request like an API.
-func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []countkey.Request {
-	if a.fieldRules == nil || e.ObjectRef == nil || len(e.RequestObject) == 0 ||
+func (c *Classifier) FieldRequests(o Origin, e *Event, now time.Time) []countkey.Request {
+	if c.fieldRules == nil || e.ObjectRef == nil || len(e.RequestObject) == 0 ||
 		(e.Stage != StageResponseComplete && e.Stage != StagePanic) {
 		return nil
 	}
@@ -262,15 +252,15 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []countkey
 	if refTooLong(ref) {
 		return nil
 	}
-	matches := a.fieldRules.Match(ref.Group, ref.Version, ref.Resource, ref.Subresource, e.Verb, e.RequestObject)
+	matches := c.fieldRules.Match(ref.Group, ref.Version, ref.Resource, ref.Subresource, e.Verb, e.RequestObject)
 	if len(matches) == 0 {
 		return nil
 	}
-	hour, res := a.countedHour(e, now)
+	hour, res := c.countedHour(e, now)
 	if res != ResultCounted {
 		return nil
 	}
-	cell := a.cell(o, e, hour)
+	cell := c.cell(o, e, hour)
 	out := make([]countkey.Request, 0, len(matches))
 	id := e.identity()
 	for _, r := range matches {
@@ -296,9 +286,9 @@ func (a *Aggregator) fieldRequests(o Origin, e *Event, now time.Time) []countkey
 //   - Without it, when the cluster's version is configured, an API the
 //     catalog lists as deprecated at or before that version counts: this is
 //     how apiservers older than 1.19, which never annotate, are covered.
-func (a *Aggregator) lifecycle(cluster string, e *Event) (removedRelease string, removed, counts bool) {
+func (c *Classifier) lifecycle(cluster string, e *Event) (removedRelease string, removed, counts bool) {
 	ref := e.ObjectRef
-	entry, known := a.catalog.Lookup(ref.Group, ref.Version, ref.Resource)
+	entry, known := c.catalog.Lookup(ref.Group, ref.Version, ref.Resource)
 	if e.Deprecated {
 		if e.RemovedRelease != "" || !known {
 			return e.RemovedRelease, false, true
@@ -308,7 +298,7 @@ func (a *Aggregator) lifecycle(cluster string, e *Event) (removedRelease string,
 	if !known {
 		return "", false, false
 	}
-	version, versionKnown := a.versions[cluster]
+	version, versionKnown := c.versions[cluster]
 	rem, dep := entry.Removed(), entry.Deprecated()
 	if e.ResponseCode == 404 && !rem.IsZero() && (!versionKnown || !version.Less(rem)) {
 		return entry.RemovedIn, true, true
@@ -319,8 +309,8 @@ func (a *Aggregator) lifecycle(cluster string, e *Event) (removedRelease string,
 	return "", false, false
 }
 
-func (a *Aggregator) userAgent(ua string) string {
-	if a.uaMode == UserAgentShort {
+func (c *Classifier) userAgent(ua string) string {
+	if c.uaMode == UserAgentShort {
 		if i := strings.IndexByte(ua, ' '); i >= 0 {
 			ua = ua[:i]
 		}
@@ -328,13 +318,14 @@ func (a *Aggregator) userAgent(ua string) string {
 	return countkey.Truncate(ua, countkey.MaxUserAgentBytes)
 }
 
-// expired asks the store, or without one (a client-side dry run) applies
-// the configured retention the same way.
-func (a *Aggregator) expired(hour, now time.Time) bool {
-	if a.store != nil {
-		return a.store.Expired(hour)
+// Expired reports whether hour is past the retention: the store's
+// (Options.Expired), or without one (a client-side dry run) the configured
+// retention applied the same way.
+func (c *Classifier) Expired(hour, now time.Time) bool {
+	if c.expired != nil {
+		return c.expired(hour)
 	}
-	return !hour.Add(a.retention + time.Hour).After(now)
+	return !hour.Add(c.retention + time.Hour).After(now)
 }
 
 // sighting is who was behind a request, for workload attribution.
