@@ -51,7 +51,10 @@ func (s *Store) commit(reqs []countkey.Request, cursors []countkey.Cursor) ([]co
 		return nil, err
 	}
 	out := make([]countkey.Outcome, len(reqs))
-	var adm, entries []entry
+	// Admission requests commit first, in their own transactions; then
+	// the requests to APIs before the field rules' matches, each in the
+	// order given, so that the writes go in the order they always have.
+	var adm, entries, fields []entry
 	for i, r := range reqs {
 		e := entry{Request: r, out: &out[i]}
 		switch r.Subject() {
@@ -81,8 +84,13 @@ func (s *Store) commit(reqs []countkey.Request, cursors []countkey.Cursor) ([]co
 			s.logSkip(e.sub.what(), part, length, why)
 			continue
 		}
+		if e.sub == fieldRuleSubject {
+			fields = append(fields, e)
+			continue
+		}
 		entries = append(entries, e)
 	}
+	entries = append(entries, fields...)
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if len(adm) > 0 {
