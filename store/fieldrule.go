@@ -20,11 +20,6 @@ type FieldRuleKey struct {
 	countkey.Cell
 }
 
-// countKey is k in the layout every subject's counts share.
-func (k FieldRuleKey) countKey() countkey.CountKey {
-	return countkey.CountKey{Cluster: k.Cluster, API: k.Rule, Cell: k.Cell}
-}
-
 func fieldRuleKey(k countkey.CountKey) FieldRuleKey {
 	return FieldRuleKey{Cluster: k.Cluster, Rule: k.API, Cell: k.Cell}
 }
