@@ -57,7 +57,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	if cfg.Kafka.Enabled() && a.fleet == nil {
 		var err error
 		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka.Config, DefaultCluster: cfg.DefaultCluster,
-			Ingester: a.agg, Cursors: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
+			Ingester: a.agg, Prefiltered: a.agg, Cursors: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			return err
 		}

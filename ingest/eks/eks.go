@@ -26,7 +26,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
@@ -62,13 +61,6 @@ type Options struct {
 	// Ingester when it has CountPrefiltered and HeardReads, as the
 	// aggregator does.
 	Prefilter *auditjson.Prefilter
-}
-
-// prefilterCounter is an Ingester that also tallies the events the
-// pre-filter set aside (the aggregator does).
-type prefilterCounter interface {
-	CountPrefiltered(source string, p classify.Prefiltered)
-	HeardReads(cluster string, read bool)
 }
 
 // failuresUntilNotReady is how many polls in a row may fail before Ready

@@ -14,6 +14,7 @@ import (
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/ingest/sink"
 )
 
 // load reads the checkpoint back, or starts StartFrom before now.
@@ -244,7 +245,7 @@ func (s *Source) page(ctx context.Context, stream string, st *streamState, lateB
 		return fmt.Errorf("eks %s: committing %d events of %s: %w", s.cfg.Cluster, len(batch), stream, err)
 	}
 	s.counted(sum)
-	if pc, ok := s.o.Ingester.(prefilterCounter); ok && sum.Aside != (classify.Prefiltered{}) {
+	if pc, ok := s.o.Ingester.(sink.PrefilterCounter); ok && sum.Aside != (classify.Prefiltered{}) {
 		pc.CountPrefiltered(SourceName, sum.Aside)
 		pc.HeardReads(s.cfg.Cluster, sum.Aside.Reads > 0)
 	}

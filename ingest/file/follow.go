@@ -45,13 +45,6 @@ type FollowOptions struct {
 	Prefilter *auditjson.Prefilter
 }
 
-// prefilterCounter is an Ingester that also tallies the events the
-// pre-filter set aside (the aggregator does).
-type prefilterCounter interface {
-	CountPrefiltered(source string, p classify.Prefiltered)
-	HeardReads(cluster string, read bool)
-}
-
 // position is where reading stopped: a file, by device and inode so that a
 // rotation is noticed, and a byte offset just after a complete line.
 type position struct {
@@ -277,7 +270,7 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 		}
 		// Counted once committed: a failed commit reads the same lines
 		// again.
-		if pc, ok := f.opts.Ingester.(prefilterCounter); ok && aside != (classify.Prefiltered{}) {
+		if pc, ok := f.opts.Ingester.(sink.PrefilterCounter); ok && aside != (classify.Prefiltered{}) {
 			pc.CountPrefiltered(SourceFollow, aside)
 			pc.HeardReads(f.origin.Cluster, aside.Reads > 0)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/kafka"
+	"github.com/kube-sunset/sunset/ingest/sink"
 )
 
 // filter is the ingester of the filter role's Kafka consumer: instead of
@@ -18,8 +19,8 @@ type filter struct {
 }
 
 var (
-	_ kafka.BatchIngester    = (*filter)(nil)
-	_ kafka.PrefilterCounter = (*filter)(nil)
+	_ kafka.BatchIngester   = (*filter)(nil)
+	_ sink.PrefilterCounter = (*filter)(nil)
 )
 
 // IngestBatch produces the requests of a whole batch in one round trip.

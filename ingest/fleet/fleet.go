@@ -129,8 +129,9 @@ func New(o Options) (*Fleet, error) {
 		cfg.WarnInsecure(log)
 		kafka.InstallBoundedCodecs(int64(cfg.MaxDecompressedBytes))
 	} else {
+		fl := &filter{tallies: tallies{o.Aggregator}, pub: f.pub}
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg.Config, DefaultCluster: o.DefaultCluster,
-			Ingester: &filter{tallies: tallies{o.Aggregator}, pub: f.pub}, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
+			Ingester: fl, Batch: fl, Prefiltered: fl, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
 			Prefilter: o.Prefilter})
 		if err != nil {
 			return nil, err

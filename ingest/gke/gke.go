@@ -21,7 +21,6 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/api/option"
 
-	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
 	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/logbridge"
@@ -51,13 +50,6 @@ type Options struct {
 	// nil decodes every one. What it sets aside is told to the Ingester
 	// when it has CountPrefiltered and HeardReads, as the aggregator does.
 	Prefilter *auditjson.Prefilter
-}
-
-// prefilterCounter is an Ingester that also tallies the events the
-// pre-filter set aside (the aggregator does).
-type prefilterCounter interface {
-	CountPrefiltered(source string, p classify.Prefiltered)
-	HeardReads(cluster string, read bool)
 }
 
 // Source receives one subscription. Run it once.

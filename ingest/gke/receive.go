@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
 
@@ -112,7 +113,7 @@ func (s *Source) handle(ctx context.Context, m *pubsub.Message, in chan<- *item)
 // count, so there is nothing to commit first. The aggregator is told, as
 // it would have been had it judged the event.
 func (s *Source) setAside(m *pubsub.Message, aside classify.SetAside) {
-	if pc, ok := s.ing.(prefilterCounter); ok {
+	if pc, ok := s.ing.(sink.PrefilterCounter); ok {
 		var p classify.Prefiltered
 		p.Add(aside)
 		pc.CountPrefiltered(SourceName, p)

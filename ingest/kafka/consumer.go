@@ -27,10 +27,15 @@ const maxPoisonSamples = 100
 type Options struct {
 	Config         Config
 	DefaultCluster string
-	Ingester       Ingester
-	Cursors        sink.CursorReader
-	Logger         zerolog.Logger
-	Registerer     prometheus.Registerer
+	Ingester       sink.Ingester
+	// Batch, if set, takes each batch whole instead of Ingester.IngestAt
+	// per origin.
+	Batch BatchIngester
+	// Prefiltered, if set, tallies the events the prefilter set aside.
+	Prefiltered sink.PrefilterCounter
+	Cursors     sink.CursorReader
+	Logger      zerolog.Logger
+	Registerer  prometheus.Registerer
 	// Prefilter sets aside, undecoded, the events that cannot count; nil
 	// decodes every event.
 	Prefilter *auditjson.Prefilter
@@ -40,7 +45,9 @@ type Options struct {
 type Consumer struct {
 	cfg            Config
 	defaultCluster string
-	ingester       Ingester
+	ingester       sink.Ingester
+	batch          BatchIngester
+	prefiltered    sink.PrefilterCounter
 	cursors        sink.CursorReader
 	log            zerolog.Logger
 	metrics        *metrics
@@ -101,7 +108,7 @@ func New(o Options) (*Consumer, error) {
 	for _, t := range cfg.Topics {
 		m.unconsumed.WithLabelValues(t)
 	}
-	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, cursors: o.Cursors,
+	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, batch: o.Batch, prefiltered: o.Prefiltered, cursors: o.Cursors,
 		log: log, metrics: m, age: age, decoder: newDecoder(cfg, o.Prefilter), dialer: d, watch: newGroupWatch(cfg, d),
 		lastErr: "not connected yet", topicClusters: cfg.topicClusterMap()}, nil
 }

@@ -20,34 +20,17 @@ import (
 // Source is the value of the source label for events from Kafka.
 const Source = "kafka"
 
-// Ingester commits events with the positions they were read up to.
-type Ingester interface {
-	IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error)
-	CountInvalid(source string, n int)
-}
-
 // OriginEvents is the events of one batch that share an origin.
 type OriginEvents struct {
 	Origin classify.Origin
 	Events []classify.Event
 }
 
-// BatchIngester is an Ingester that takes a whole batch in one call, so
-// that one batch can be one round trip however many origins it holds. The
+// BatchIngester takes a whole batch in one call, so that one batch can be
+// one round trip however many origins it holds (the fleet's filter). The
 // batch's offsets are committed to the group only after it returns nil.
 type BatchIngester interface {
-	Ingester
 	IngestBatch(ctx context.Context, origins []*OriginEvents, cursor countkey.Cursor) error
-}
-
-// PrefilterCounter is an Ingester that also tallies the events the
-// pre-filter set aside undecoded (the aggregator does).
-type PrefilterCounter interface {
-	CountPrefiltered(source string, p classify.Prefiltered)
-	// HeardReads notes that cluster sent events the pre-filter set
-	// aside, reads among them when read is true, so that a cluster whose
-	// reads are not logged is told from one that reads.
-	HeardReads(cluster string, read bool)
 }
 
 // PoisonSample describes a skipped message without its content.

@@ -86,7 +86,7 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 	if b.invalid > 0 {
 		c.ingester.CountInvalid(Source, b.invalid)
 	}
-	if pc, ok := c.ingester.(PrefilterCounter); ok && b.skipped != (classify.Prefiltered{}) {
+	if pc := c.prefiltered; pc != nil && b.skipped != (classify.Prefiltered{}) {
 		pc.CountPrefiltered(Source, b.skipped)
 		for _, h := range b.heard {
 			pc.HeardReads(h.cluster, h.read)
@@ -178,8 +178,8 @@ func recordOrigins(recs []record) []*OriginEvents {
 // ingest hands a batch's origins to the ingester, in one call when it takes
 // whole batches.
 func (c *Consumer) ingest(ctx context.Context, origins []*OriginEvents, cursor countkey.Cursor) error {
-	if bi, ok := c.ingester.(BatchIngester); ok {
-		return bi.IngestBatch(ctx, origins, cursor)
+	if c.batch != nil {
+		return c.batch.IngestBatch(ctx, origins, cursor)
 	}
 	// The position goes with the last origin: earlier origins committed
 	// without it are recognised as duplicates if the batch is re-read.

@@ -25,3 +25,14 @@ type Ingester interface {
 type CursorReader interface {
 	Cursor(name string) ([]byte, bool, error)
 }
+
+// PrefilterCounter tallies the events an input's prefilter set aside
+// undecoded (the aggregator does), by the result they would have had,
+// and notes the clusters heard through them.
+type PrefilterCounter interface {
+	CountPrefiltered(source string, p classify.Prefiltered)
+	// HeardReads notes that cluster sent events the prefilter set aside,
+	// reads among them when read is true, so that a cluster whose reads
+	// are not logged is told from one that reads.
+	HeardReads(cluster string, read bool)
+}
