@@ -90,6 +90,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 		Tokens:                   tokens,
 		RequireClientCert:        cfg.TLSClientCAFile != "",
 		Ingester:                 local,
+		Tallies:                  a.agg,
 		Logger:                   a.log,
 		Registerer:               reg,
 		DefaultCluster:           cfg.DefaultCluster,

@@ -36,3 +36,12 @@ type PrefilterCounter interface {
 	// are not logged is told from one that reads.
 	HeardReads(cluster string, read bool)
 }
+
+// Tallies counts, in the counting metrics, what an input could not
+// decode or set aside undecoded: the aggregator does. An input takes it
+// beside what it commits to, so that committing is one method.
+type Tallies interface {
+	CountInvalid(source string, n int)
+	CountDecodeError(source, reason string, n int)
+	PrefilterCounter
+}

@@ -65,7 +65,7 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
 	mux := http.NewServeMux()
-	New(Options{Ingester: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
+	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
 	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
 	srv := httptest.NewUnstartedServer(mux)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},
@@ -147,7 +147,7 @@ func TestClientCertificateWithoutOrganizationNeedsAPathWithoutCluster(t *testing
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
 	mux := http.NewServeMux()
-	New(Options{Ingester: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
+	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
 	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
 	srv := httptest.NewUnstartedServer(mux)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},

@@ -96,7 +96,7 @@ func FuzzWebhookBody(f *testing.F) {
 
 	now := ingesttest.CapturedNow
 	agg := aggregate.New(aggregate.Options{Logger: zerolog.Nop(), Now: func() time.Time { return now }})
-	h := New(Options{Ingester: agg, Logger: zerolog.Nop(), MaxBodyBytes: 4 << 20})
+	h := New(Options{Ingester: agg, Tallies: agg, Logger: zerolog.Nop(), MaxBodyBytes: 4 << 20})
 	mux := http.NewServeMux()
 	h.Register(mux)
 

@@ -40,7 +40,7 @@ func hostileServer(t *testing.T) (*httptest.Server, *ingesttest.Counter, *promet
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
 	mux := http.NewServeMux()
-	New(Options{Ingester: c, Logger: zerolog.Nop(), MaxBodyBytes: 4 << 20}).Register(mux)
+	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), MaxBodyBytes: 4 << 20}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, c, reg

@@ -68,7 +68,7 @@ func TestConcurrentHugeItemsStayWithinTheDecodeBudget(t *testing.T) {
 	const clients, budget = 8, 32 << 20
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	h := New(Options{Ingester: c, Logger: zerolog.Nop(), Registerer: reg, DecodeBudget: budget})
+	h := New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), Registerer: reg, DecodeBudget: budget})
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)

@@ -37,7 +37,7 @@ func postGzip(t *testing.T, opts Options, zipped []byte) (int, Response, *ingest
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	opts.Ingester, opts.Logger, opts.MaxBodyBytes = c, zerolog.Nop(), 16<<20
+	opts.Ingester, opts.Tallies, opts.Logger, opts.MaxBodyBytes = c, c, zerolog.Nop(), 16<<20
 	mux := http.NewServeMux()
 	New(opts).Register(mux)
 	srv := httptest.NewServer(mux)

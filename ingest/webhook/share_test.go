@@ -58,7 +58,7 @@ func TestOneCredentialHoldsAtMostItsShareOfSlots(t *testing.T) {
 	tokens := Tokens{"tok-a": {Cluster: "prod", Node: "master-a"}, "tok-b": {Cluster: "prod", Node: "master-b"},
 		"tok-c": {Cluster: "prod", Node: "master-c"}}
 	mux := http.NewServeMux()
-	New(Options{Ingester: held, Logger: zerolog.Nop(), Registerer: reg, Tokens: tokens, MinBodyBytesPerSecond: -1}).Register(mux)
+	New(Options{Ingester: held, Tallies: held, Logger: zerolog.Nop(), Registerer: reg, Tokens: tokens, MinBodyBytesPerSecond: -1}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 

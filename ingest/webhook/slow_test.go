@@ -34,7 +34,7 @@ import (
 func slowServer(t *testing.T, opts Options, onBodyWait, onSlot func()) (*httptest.Server, *ingesttest.Counter, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	opts.Ingester, opts.Logger, opts.Registerer, opts.MaxInFlight = c, zerolog.Nop(), reg, 2
+	opts.Ingester, opts.Tallies, opts.Logger, opts.Registerer, opts.MaxInFlight = c, c, zerolog.Nop(), reg, 2
 	// One sender may take both: these tests are about slow bodies, not
 	// fair shares (share_test.go).
 	opts.MaxInFlightPerCredential = 2

@@ -47,7 +47,7 @@ func TestWebhookCountsTheRestOfABatchWithA9MiBRemovedRelease(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
 	mux := http.NewServeMux()
-	New(Options{Ingester: oversized{c}, Logger: zerolog.Nop(), MaxBodyBytes: 16 << 20}).Register(mux)
+	New(Options{Ingester: oversized{c}, Tallies: oversized{c}, Logger: zerolog.Nop(), MaxBodyBytes: 16 << 20}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 

@@ -30,6 +30,7 @@ import (
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/httpjson"
 )
 
@@ -57,22 +58,21 @@ const maxNameBytes = 253
 // as many as the decoder keeps.
 const maxReportedItemErrors = auditjson.MaxSamples
 
-// Ingester is what the webhook needs from the aggregator.
+// Ingester is what the webhook commits to (the aggregator, or the
+// fleet's forwarder) and asks for dry runs.
 type Ingester interface {
 	Ingest(ctx context.Context, origin classify.Origin, events []classify.Event) (classify.Summary, error)
 	Plan(origin classify.Origin, events []classify.Event) ([]aggregate.Planned, error)
-	CountInvalid(source string, n int)
-	CountDecodeError(source, reason string, n int)
-	CountPrefiltered(source string, p classify.Prefiltered)
-	// HeardReads notes that a cluster sent events that were set aside,
-	// reads among them or not.
-	HeardReads(cluster string, read bool)
 }
 
 // Options configures New.
 type Options struct {
 	Ingester Ingester
-	Logger   zerolog.Logger
+	// Tallies counts the events and bodies that could not be decoded or
+	// were set aside undecoded (required; the aggregator's, whatever
+	// commits them).
+	Tallies sink.Tallies
+	Logger  zerolog.Logger
 	// Registerer receives the webhook's metrics; nil means none.
 	Registerer prometheus.Registerer
 	// DefaultCluster names the cluster when the path has none.
@@ -123,6 +123,7 @@ type Options struct {
 // Handler serves the webhook endpoints.
 type Handler struct {
 	ingester       Ingester
+	tallies        sink.Tallies
 	token          []byte
 	tokens         Tokens
 	requireCert    bool
@@ -177,6 +178,7 @@ func New(opts Options) *Handler {
 	}
 	return &Handler{
 		ingester:       opts.Ingester,
+		tallies:        opts.Tallies,
 		log:            opts.Logger.With().Str("component", "webhook").Logger(),
 		defaultCluster: opts.DefaultCluster,
 		maxBody:        opts.MaxBodyBytes,
@@ -267,7 +269,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 		var de *auditjson.Error
 		switch {
 		case errors.As(err, &de):
-			h.ingester.CountDecodeError(Source, string(de.Reason), 1)
+			h.tallies.CountDecodeError(Source, string(de.Reason), 1)
 			return fail(http.StatusBadRequest, httpjson.ReasonBadRequest, de.Message)
 		case errors.Is(err, auditjson.ErrOverBudget):
 			h.metrics.overloaded.Inc()
@@ -283,7 +285,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 	// described (auditjson keeps no more).
 	resp := Response{Cluster: origin.Cluster, Node: origin.Node, Invalid: bad.Count}
 	for reason, n := range bad.ByReason {
-		h.ingester.CountDecodeError(Source, string(reason), n)
+		h.tallies.CountDecodeError(Source, string(reason), n)
 	}
 	for _, b := range bad.Samples[:min(len(bad.Samples), maxReportedItemErrors)] {
 		resp.Errors = append(resp.Errors, ItemError{Index: b.Index, Reason: string(b.Err.Reason), Message: b.Err.Message})
@@ -292,14 +294,14 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) error {
 		return h.plan(w, origin, events, resp)
 	}
 	if bad.Count > 0 {
-		h.ingester.CountInvalid(Source, bad.Count)
+		h.tallies.CountInvalid(Source, bad.Count)
 		h.log.Warn().Int("invalid", bad.Count).Int("events", len(events)+bad.Count).
 			Str("cluster", origin.Cluster).Str("node", origin.Node).
 			Str("first_reason", string(bad.Samples[0].Err.Reason)).Msg("batch has malformed events; counting the others")
 	}
-	h.ingester.CountPrefiltered(Source, skipped)
+	h.tallies.CountPrefiltered(Source, skipped)
 	if skipped != (classify.Prefiltered{}) {
-		h.ingester.HeardReads(origin.Cluster, skipped.Reads > 0)
+		h.tallies.HeardReads(origin.Cluster, skipped.Reads > 0)
 	}
 	ctx, cancel := requestContext(r)
 	defer cancel()

@@ -67,9 +67,9 @@ func TestDryRunParameter(t *testing.T) {
 
 const oneEvent = `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"1","stage":"ResponseComplete"}]}`
 
-func newServer(t *testing.T, ing Ingester, maxInFlight int, reg prometheus.Registerer) *httptest.Server {
+func newServer(t *testing.T, ing *blockingIngester, maxInFlight int, reg prometheus.Registerer) *httptest.Server {
 	mux := http.NewServeMux()
-	New(Options{Ingester: ing, Logger: zerolog.Nop(), Registerer: reg, MaxInFlight: maxInFlight}).Register(mux)
+	New(Options{Ingester: ing, Tallies: ing, Logger: zerolog.Nop(), Registerer: reg, MaxInFlight: maxInFlight}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
