@@ -48,7 +48,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	for _, ff := range cfg.Ingest.Files {
 		a.followers = append(a.followers, file.NewFollower(file.FollowOptions{
 			Path: ff.Path, Node: ff.Node, Cluster: cmp.Or(ff.Cluster, cfg.DefaultCluster),
-			Ingester: local, Cursors: st, Logger: a.log, Prefilter: prefilter,
+			Ingester: local, Tallies: a.agg, Cursors: st, Logger: a.log, Prefilter: prefilter,
 		}))
 	}
 	if err := a.buildManaged(local, prefilter, reg, now); err != nil {
@@ -57,7 +57,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 	if cfg.Kafka.Enabled() && a.fleet == nil {
 		var err error
 		a.kafka, err = kafka.New(kafka.Options{Config: cfg.Kafka.Config, DefaultCluster: cfg.DefaultCluster,
-			Ingester: a.agg, Prefiltered: a.agg, Cursors: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
+			Ingester: a.agg, Tallies: a.agg, Cursors: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			return err
 		}

@@ -35,7 +35,7 @@ func (a *App) buildManaged(local sink.Ingester, prefilter *auditjson.Prefilter, 
 		reg.MustRegister(lag)
 	}
 	for _, c := range a.cfg.Ingest.EKS {
-		src, err := eks.New(eks.Options{Config: c.WithDefaults(), Ingester: local, Cursors: a.store, Logger: a.log,
+		src, err := eks.New(eks.Options{Config: c.WithDefaults(), Ingester: local, Tallies: a.agg, Cursors: a.store, Logger: a.log,
 			Registerer: reg, Newest: newestOf(lag, eks.SourceName), Now: now, Prefilter: prefilter})
 		if err != nil {
 			return fmt.Errorf("ingest.eks %s: %w", c.Cluster, err)
@@ -47,7 +47,7 @@ func (a *App) buildManaged(local sink.Ingester, prefilter *auditjson.Prefilter, 
 		}
 	}
 	for _, c := range a.cfg.Ingest.GKE {
-		src, err := gke.New(context.Background(), gke.Options{Config: c, Ingester: local, Logger: a.log,
+		src, err := gke.New(context.Background(), gke.Options{Config: c, Ingester: local, Tallies: a.agg, Logger: a.log,
 			Registerer: reg, Newest: newestOf(lag, gke.SourceName), Prefilter: prefilter})
 		if err != nil {
 			return fmt.Errorf("ingest.gke %s: %w", c.Cluster, err)

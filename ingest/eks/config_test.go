@@ -72,7 +72,7 @@ func TestNew(t *testing.T) {
 	c := ingesttest.NewCounter(t, t.TempDir(), nil, nil)
 	reg := prometheus.NewRegistry()
 	opts := func(cluster, region string) Options {
-		return Options{Config: Config{Cluster: cluster}, Ingester: c, Cursors: c, Logger: zerolog.Nop(), Registerer: reg,
+		return Options{Config: Config{Cluster: cluster}, Ingester: c, Tallies: c, Cursors: c, Logger: zerolog.Nop(), Registerer: reg,
 			AWSConfig: &aws.Config{Region: region}}
 	}
 	a, err := New(opts("a", "eu-west-1"))
@@ -92,6 +92,6 @@ func TestNew(t *testing.T) {
 	require.Equal(t, "eu-central-1", d.region)
 	_, err = New(Options{Config: Config{Cluster: "e"}, AWSConfig: &aws.Config{Region: "eu-west-1"}})
 	require.EqualError(t, err, "eks: Options.Ingester and Options.Cursors are required")
-	_, err = New(Options{Config: Config{}, Ingester: c, Cursors: c})
+	_, err = New(Options{Config: Config{}, Ingester: c, Tallies: c, Cursors: c})
 	require.ErrorContains(t, err, "eks.cluster: is required")
 }

@@ -40,8 +40,11 @@ const SourceName = "eks"
 type Options struct {
 	Config   Config
 	Ingester sink.Ingester
-	Cursors  sink.CursorReader
-	Logger   zerolog.Logger
+	// Tallies counts what could not be decoded or was set aside
+	// undecoded; nil counts nothing.
+	Tallies sink.Tallies
+	Cursors sink.CursorReader
+	Logger  zerolog.Logger
 	// Registerer takes the sunset_eks_ metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Newest, if set, is called with the time of the newest event
@@ -57,9 +60,7 @@ type Options struct {
 	// the log group, which no two entries of a cluster share.
 	Entry string
 	// Prefilter sets aside, undecoded, the events that cannot count;
-	// nil decodes every event. What it sets aside is told to the
-	// Ingester when it has CountPrefiltered and HeardReads, as the
-	// aggregator does.
+	// nil decodes every event. What it sets aside is told to Tallies.
 	Prefilter *auditjson.Prefilter
 }
 
@@ -74,6 +75,7 @@ const maxRetryPause = 5 * time.Minute
 type Source struct {
 	cfg     Config
 	o       Options
+	tallies sink.Tallies
 	region  string
 	client  *cloudwatchlogs.Client
 	metrics *metrics
@@ -161,7 +163,7 @@ func newSource(o Options, k knobs) (*Source, error) {
 		return nil, err
 	}
 	log := o.Logger.With().Str("component", "eks").Str("cluster", cfg.Cluster).Str("log_group", cfg.LogGroup).Logger()
-	return &Source{cfg: cfg, o: o, region: awsCfg.Region, metrics: m, log: log, now: o.Now, knobs: k,
+	return &Source{cfg: cfg, o: o, tallies: sink.OrNone(o.Tallies), region: awsCfg.Region, metrics: m, log: log, now: o.Now, knobs: k,
 		client: newClient(cfg, awsCfg, m, log, k.retryDelay)}, nil
 }
 

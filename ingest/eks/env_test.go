@@ -39,11 +39,10 @@ var (
 // store.
 type countStore interface {
 	sink.Ingester
+	sink.Tallies
 	sink.CursorReader
 	Requests(cluster, api string, from, to time.Time) (uint64, error)
 	Interest() classify.Interest
-	CountPrefiltered(source string, p classify.Prefiltered)
-	HeardReads(cluster string, read bool)
 }
 
 // recorder passes every call to a store and keeps what the commits said:
@@ -171,6 +170,7 @@ func (e *env) start(adjust func(o *Options, k *knobs, stop func())) *run {
 	o := Options{
 		Config:     Config{Cluster: e.cluster, PollInterval: time.Minute},
 		Ingester:   e.rec,
+		Tallies:    e.rec,
 		Cursors:    e.rec,
 		Logger:     zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.InfoLevel),
 		Registerer: r.reg,

@@ -14,7 +14,6 @@ import (
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/ingest/auditjson"
-	"github.com/kube-sunset/sunset/ingest/sink"
 )
 
 // load reads the checkpoint back, or starts StartFrom before now.
@@ -245,9 +244,9 @@ func (s *Source) page(ctx context.Context, stream string, st *streamState, lateB
 		return fmt.Errorf("eks %s: committing %d events of %s: %w", s.cfg.Cluster, len(batch), stream, err)
 	}
 	s.counted(sum)
-	if pc, ok := s.o.Ingester.(sink.PrefilterCounter); ok && sum.Aside != (classify.Prefiltered{}) {
-		pc.CountPrefiltered(SourceName, sum.Aside)
-		pc.HeardReads(s.cfg.Cluster, sum.Aside.Reads > 0)
+	if sum.Aside != (classify.Prefiltered{}) {
+		s.tallies.CountPrefiltered(SourceName, sum.Aside)
+		s.tallies.HeardReads(s.cfg.Cluster, sum.Aside.Reads > 0)
 	}
 	// A test waits for this line rather than asking again and again.
 	s.log.Debug().Str("stream", stream).Int("events", sum.New).Int64("watermark", st.watermark).Msg("page committed")
@@ -258,10 +257,10 @@ func (s *Source) page(ctx context.Context, stream string, st *streamState, lateB
 	if sum.Unreadable != nil {
 		invalid := 0
 		for reason, n := range sum.Unreadable {
-			s.o.Ingester.CountDecodeError(SourceName, string(reason), n)
+			s.tallies.CountDecodeError(SourceName, string(reason), n)
 			invalid += n
 		}
-		s.o.Ingester.CountInvalid(SourceName, invalid)
+		s.tallies.CountInvalid(SourceName, invalid)
 		// Reasons and where, never the message: it can hold secrets.
 		s.log.Warn().Int("events", invalid).Str("first", first).Interface("reasons", sum.Unreadable).
 			Msg("passed over log events that are not audit events")

@@ -131,7 +131,7 @@ func TestReplayAndFollowReadLinesAlike(t *testing.T) {
 		require.Equal(t, wantReasons, reasons)
 
 		ing := &reasonsIngester{Flaky: &ingesttest.Flaky{}}
-		fol := NewFollower(FollowOptions{Path: path, Node: "n", Ingester: ing, Cursors: ing, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond})
+		fol := NewFollower(FollowOptions{Path: path, Node: "n", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- fol.Run(ctx) }()

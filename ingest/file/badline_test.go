@@ -43,7 +43,7 @@ func TestFollowSkipsBadLinesLikeReplay(t *testing.T) {
 	appendEvents(t, path, 3, 2)
 
 	committed := make(chan int64, 100)
-	fol := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: agg, Cursors: agg, Logger: zerolog.Nop(),
+	fol := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: agg, Tallies: agg, Cursors: agg, Logger: zerolog.Nop(),
 		Poll: 5 * time.Millisecond, OnCommit: func(off int64) { committed <- off }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -29,8 +29,11 @@ const SourceFollow = "file"
 type FollowOptions struct {
 	Path, Cluster, Node string
 	Ingester            sink.Ingester
-	Cursors             sink.CursorReader
-	Logger              zerolog.Logger
+	// Tallies counts what could not be decoded or was set aside
+	// undecoded; nil counts nothing.
+	Tallies sink.Tallies
+	Cursors sink.CursorReader
+	Logger  zerolog.Logger
 	// Poll is how often the end of the file is checked; zero means 250ms.
 	Poll time.Duration
 	// RetryBackoff is the first pause after a failure (doubling up to
@@ -40,8 +43,7 @@ type FollowOptions struct {
 	OnCommit func(offset int64)
 	// Prefilter sets aside, undecoded, the lines that cannot count, as
 	// replay does; nil decodes every line. What it sets aside is told to
-	// the Ingester when it has CountPrefiltered and HeardReads, as the
-	// aggregator does.
+	// Tallies.
 	Prefilter *auditjson.Prefilter
 }
 
@@ -57,9 +59,10 @@ type position struct {
 // counts what is appended. Its position is committed with the counts, so a
 // restart neither skips nor re-reads a line.
 type Follower struct {
-	opts   FollowOptions
-	origin classify.Origin
-	log    zerolog.Logger
+	opts    FollowOptions
+	tallies sink.Tallies
+	origin  classify.Origin
+	log     zerolog.Logger
 	// Lines counts lines read (complete lines, blank ones included).
 	Lines atomic.Int64
 }
@@ -72,7 +75,7 @@ func NewFollower(o FollowOptions) *Follower {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = time.Second
 	}
-	return &Follower{opts: o, origin: classify.Origin{Source: SourceFollow, Cluster: o.Cluster, Node: o.Node},
+	return &Follower{opts: o, tallies: sink.OrNone(o.Tallies), origin: classify.Origin{Source: SourceFollow, Cluster: o.Cluster, Node: o.Node},
 		log: o.Logger.With().Str("component", "follow").Str("path", o.Path).Logger()}
 }
 
@@ -270,17 +273,17 @@ func (f *Follower) readToEnd(ctx context.Context, file *os.File, pos position) (
 		}
 		// Counted once committed: a failed commit reads the same lines
 		// again.
-		if pc, ok := f.opts.Ingester.(sink.PrefilterCounter); ok && aside != (classify.Prefiltered{}) {
-			pc.CountPrefiltered(SourceFollow, aside)
-			pc.HeardReads(f.origin.Cluster, aside.Reads > 0)
+		if aside != (classify.Prefiltered{}) {
+			f.tallies.CountPrefiltered(SourceFollow, aside)
+			f.tallies.HeardReads(f.origin.Cluster, aside.Reads > 0)
 		}
 		invalid := 0
 		for reason, n := range bad {
-			f.opts.Ingester.CountDecodeError(SourceFollow, string(reason), n)
+			f.tallies.CountDecodeError(SourceFollow, string(reason), n)
 			invalid += n
 		}
 		if invalid > 0 {
-			f.opts.Ingester.CountInvalid(SourceFollow, invalid)
+			f.tallies.CountInvalid(SourceFollow, invalid)
 			f.log.Warn().Int("lines", invalid).Int64("first_offset", first).Interface("reasons", bad).
 				Msg("skipped lines that are not audit events")
 		}

@@ -38,7 +38,7 @@ func newFollowEnv(t *testing.T, dataDir string) *followEnv {
 func (e *followEnv) start(path string) (*Follower, func()) {
 	e.path = path
 	e.committed.Store(-1)
-	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.c, Cursors: e.c, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond,
+	f := NewFollower(FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: e.c, Tallies: e.c, Cursors: e.c, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond,
 		OnCommit: func(offset int64) {
 			e.committed.Store(offset)
 			select {

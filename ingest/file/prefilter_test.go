@@ -60,7 +60,7 @@ func follow(t *testing.T, path string, prefilter bool, apis []string) followed {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	c := &reasonCounter{Counter: ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return followNow }, reg), reasons: map[string]int{}}
-	o := FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: c, Cursors: c, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond}
+	o := FollowOptions{Path: path, Cluster: "c", Node: "n", Ingester: c, Tallies: c, Cursors: c, Logger: zerolog.Nop(), Poll: 5 * time.Millisecond}
 	if prefilter {
 		o.Prefilter = auditjson.NewPrefilter(c.Interest())
 	}

@@ -23,7 +23,7 @@ func TestFollowRetriesFailedCommits(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "audit.log")
 		appendEvents(t, path, 0, 3)
 		ing := &ingesttest.Flaky{Failures: 2}
-		f := NewFollower(FollowOptions{Path: path, Node: "n", Ingester: ing, Cursors: ing, Logger: zerolog.Nop(),
+		f := NewFollower(FollowOptions{Path: path, Node: "n", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop(),
 			Poll: 5 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

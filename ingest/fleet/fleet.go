@@ -131,7 +131,7 @@ func New(o Options) (*Fleet, error) {
 	} else {
 		fl := &filter{tallies: tallies{o.Aggregator}, pub: f.pub}
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg.Config, DefaultCluster: o.DefaultCluster,
-			Ingester: fl, Batch: fl, Prefiltered: fl, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
+			Ingester: fl, Batch: fl, Tallies: fl, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
 			Prefilter: o.Prefilter})
 		if err != nil {
 			return nil, err

@@ -33,7 +33,10 @@ const SourceName = "gke"
 type Options struct {
 	Config   Config
 	Ingester sink.Ingester
-	Logger   zerolog.Logger
+	// Tallies counts what could not be decoded or was set aside
+	// undecoded; nil counts nothing.
+	Tallies sink.Tallies
+	Logger  zerolog.Logger
 	// Registerer takes the sunset_gke_* metrics; nil means none. Sources
 	// of several subscriptions may share one.
 	Registerer prometheus.Registerer
@@ -47,18 +50,18 @@ type Options struct {
 	// emulator when that is set.
 	ClientOptions []option.ClientOption
 	// Prefilter sets aside, undecoded, the entries that cannot count;
-	// nil decodes every one. What it sets aside is told to the Ingester
-	// when it has CountPrefiltered and HeardReads, as the aggregator does.
+	// nil decodes every one. What it sets aside is told to Tallies.
 	Prefilter *auditjson.Prefilter
 }
 
 // Source receives one subscription. Run it once.
 type Source struct {
-	cfg    Config
-	ing    sink.Ingester
-	log    zerolog.Logger
-	warn   zerolog.Logger // sampled: per-message warnings
-	newest func(string, time.Time)
+	cfg     Config
+	ing     sink.Ingester
+	tallies sink.Tallies
+	log     zerolog.Logger
+	warn    zerolog.Logger // sampled: per-message warnings
+	newest  func(string, time.Time)
 	// prefilter sets aside entries that cannot count; nil sets none.
 	prefilter *auditjson.Prefilter
 	client    *pubsub.Client
@@ -117,6 +120,7 @@ func New(ctx context.Context, o Options) (*Source, error) {
 	s := &Source{
 		cfg:        cfg,
 		ing:        o.Ingester,
+		tallies:    sink.OrNone(o.Tallies),
 		log:        log,
 		warn:       log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute}),
 		newest:     o.Newest,

@@ -42,13 +42,21 @@ func newCounter(t *testing.T, reg prometheus.Registerer) *ingesttest.Counter {
 	return ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return ingesttest.CapturedNow }, reg)
 }
 
+// Ingester is what the tests hand a Source: the aggregator, or a wrapper
+// of it, which commits and tallies.
+type Ingester interface {
+	sink.Ingester
+	sink.Tallies
+}
+
 // newSource builds a Source on srv's subscription; change, if set, changes
 // its options first.
-func newSource(t *testing.T, srv *pubsubtest.Server, ing sink.Ingester, reg prometheus.Registerer, change func(*Options)) *Source {
+func newSource(t *testing.T, srv *pubsubtest.Server, ing Ingester, reg prometheus.Registerer, change func(*Options)) *Source {
 	t.Helper()
 	o := Options{
 		Config:        Config{Cluster: testCluster, Subscription: srv.Subscription},
 		Ingester:      ing,
+		Tallies:       ing,
 		Logger:        zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 		Registerer:    reg,
 		ClientOptions: srv.ClientOptions(t),
@@ -85,7 +93,7 @@ func run(t *testing.T, s *Source) (stop func()) {
 // before: it knows the event ID of each message published through it, and
 // the ingester it wraps records each commit once IngestAt has returned.
 type ackOrder struct {
-	sink.Ingester
+	Ingester
 	mu        sync.Mutex
 	eventOf   map[string]string // message ID → event ID
 	committed map[string]bool
@@ -93,7 +101,7 @@ type ackOrder struct {
 	acked     int
 }
 
-func newAckOrder(ing sink.Ingester) *ackOrder {
+func newAckOrder(ing Ingester) *ackOrder {
 	return &ackOrder{Ingester: ing, eventOf: map[string]string{}, committed: map[string]bool{}}
 }
 

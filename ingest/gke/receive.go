@@ -9,7 +9,6 @@ import (
 
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
-	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/backoff"
 )
 
@@ -113,12 +112,10 @@ func (s *Source) handle(ctx context.Context, m *pubsub.Message, in chan<- *item)
 // count, so there is nothing to commit first. The aggregator is told, as
 // it would have been had it judged the event.
 func (s *Source) setAside(m *pubsub.Message, aside classify.SetAside) {
-	if pc, ok := s.ing.(sink.PrefilterCounter); ok {
-		var p classify.Prefiltered
-		p.Add(aside)
-		pc.CountPrefiltered(SourceName, p)
-		pc.HeardReads(s.cfg.Cluster, aside.Read)
-	}
+	var p classify.Prefiltered
+	p.Add(aside)
+	s.tallies.CountPrefiltered(SourceName, p)
+	s.tallies.HeardReads(s.cfg.Cluster, aside.Read)
 	m.Ack()
 	s.metrics.acks.WithLabelValues(s.cfg.Cluster).Inc()
 }
@@ -131,9 +128,9 @@ func (s *Source) skip(m *pubsub.Message, err error) {
 		e = &entryError{ReasonMalformedEntry, err.Error()}
 	}
 	s.metrics.messages.WithLabelValues(s.cfg.Cluster, string(e.Reason)).Inc()
-	s.ing.CountDecodeError(SourceName, string(e.Reason), 1)
+	s.tallies.CountDecodeError(SourceName, string(e.Reason), 1)
 	if e.Reason.unreadable() {
-		s.ing.CountInvalid(SourceName, 1)
+		s.tallies.CountInvalid(SourceName, 1)
 		s.warn.Warn().Str("message_id", m.ID).Str("reason", string(e.Reason)).Str("error", e.Message).
 			Msg("skipped a message that is not a readable LogEntry")
 	} else {

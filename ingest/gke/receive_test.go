@@ -16,7 +16,6 @@ import (
 
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
-	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/auditcount"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 	"github.com/kube-sunset/sunset/internal/testutil/pubsubtest"
@@ -127,7 +126,7 @@ func TestCapturedEventsCountAsTheEventsThemselves(t *testing.T) {
 // holds until its context ends, as when Sunset stops in the middle of a
 // commit.
 type stopAt struct {
-	sink.Ingester
+	Ingester
 	n       int32
 	calls   atomic.Int32
 	reached chan struct{}
@@ -176,7 +175,7 @@ func TestRestartMidFeedCountsExactly(t *testing.T) {
 // (as on a full disk) or after (as when the answer is lost), and passes
 // the rest through.
 type failing struct {
-	sink.Ingester
+	Ingester
 	before, after atomic.Int32
 }
 
@@ -307,7 +306,7 @@ func TestBadMessagesNeverCostOthersTheirCount(t *testing.T) {
 // batches passes commits through, telling the size and node of each, and
 // holds the first until release is closed.
 type batches struct {
-	sink.Ingester
+	Ingester
 	release chan struct{}
 	held    atomic.Bool
 	// holding is closed once the first commit is held.

@@ -70,7 +70,7 @@ func TestHeapStaysWithinTheMemoryBudget(t *testing.T) {
 	cfg.MemoryBudget = cfg.WithDefaults().BudgetBytes()
 	require.Equal(t, int64(17<<20), cfg.MemoryBudget, "1 MiB + (1 + 5) x 1 MiB + 2 x 1 MiB + an 8 MiB zstd window")
 	ing := &ingesttest.Flaky{}
-	c, err := New(Options{Config: cfg, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+	c, err := New(Options{Config: cfg, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 
 	var ms runtime.MemStats
@@ -186,7 +186,7 @@ func TestAssignedBeyondMaxPartitionsIsWarned(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ing := &ingesttest.Flaky{}
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "beyond-" + topic, SessionTimeout: 2 * time.Second,
-		MaxPartitions: 2}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.New(&logged), Registerer: reg})
+		MaxPartitions: 2}, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.New(&logged), Registerer: reg})
 	require.NoError(t, err)
 	joined := make(chan int, 4)
 	c.joined = func(_ int32, a map[string][]kafkago.PartitionAssignment) { joined <- len(a[topic]) }

@@ -134,7 +134,7 @@ func TestCompressionBombIsSkipped(t *testing.T) {
 	group := "bomb-" + topic
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
 		MaxDecompressedBytes: 1 << 20, BatchSize: 100, RetryBackoff: 5 * time.Millisecond},
-		DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
+		DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -31,11 +31,12 @@ type Options struct {
 	// Batch, if set, takes each batch whole instead of Ingester.IngestAt
 	// per origin.
 	Batch BatchIngester
-	// Prefiltered, if set, tallies the events the prefilter set aside.
-	Prefiltered sink.PrefilterCounter
-	Cursors     sink.CursorReader
-	Logger      zerolog.Logger
-	Registerer  prometheus.Registerer
+	// Tallies counts what could not be decoded or was set aside
+	// undecoded; nil counts nothing.
+	Tallies    sink.Tallies
+	Cursors    sink.CursorReader
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer
 	// Prefilter sets aside, undecoded, the events that cannot count; nil
 	// decodes every event.
 	Prefilter *auditjson.Prefilter
@@ -47,7 +48,7 @@ type Consumer struct {
 	defaultCluster string
 	ingester       sink.Ingester
 	batch          BatchIngester
-	prefiltered    sink.PrefilterCounter
+	tallies        sink.Tallies
 	cursors        sink.CursorReader
 	log            zerolog.Logger
 	metrics        *metrics
@@ -108,7 +109,7 @@ func New(o Options) (*Consumer, error) {
 	for _, t := range cfg.Topics {
 		m.unconsumed.WithLabelValues(t)
 	}
-	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, batch: o.Batch, prefiltered: o.Prefiltered, cursors: o.Cursors,
+	return &Consumer{cfg: cfg, defaultCluster: o.DefaultCluster, ingester: o.Ingester, batch: o.Batch, tallies: sink.OrNone(o.Tallies), cursors: o.Cursors,
 		log: log, metrics: m, age: age, decoder: newDecoder(cfg, o.Prefilter), dialer: d, watch: newGroupWatch(cfg, d),
 		lastErr: "not connected yet", topicClusters: cfg.topicClusterMap()}, nil
 }

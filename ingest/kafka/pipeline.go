@@ -84,12 +84,12 @@ func (p *partition) commit(ctx context.Context, b *batch) error {
 		}
 	}
 	if b.invalid > 0 {
-		c.ingester.CountInvalid(Source, b.invalid)
+		c.tallies.CountInvalid(Source, b.invalid)
 	}
-	if pc := c.prefiltered; pc != nil && b.skipped != (classify.Prefiltered{}) {
-		pc.CountPrefiltered(Source, b.skipped)
+	if b.skipped != (classify.Prefiltered{}) {
+		c.tallies.CountPrefiltered(Source, b.skipped)
 		for _, h := range b.heard {
-			pc.HeardReads(h.cluster, h.read)
+			c.tallies.HeardReads(h.cluster, h.read)
 		}
 	}
 	if b.ok > 0 {

@@ -64,7 +64,7 @@ func TestSlowCommitDoesNotStallFetching(t *testing.T) {
 
 	ing := &gated{Flaky: &ingesttest.Flaky{}, release: make(chan struct{}), started: make(chan struct{}), held: make(chan int, 1), calls: make(chan int, total)}
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: "slow-" + topic, SessionTimeout: 2 * time.Second,
-		BatchSize: size, BatchWait: time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+		BatchSize: size, BatchWait: time.Millisecond}, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	fetched := make(chan int64, total)
 	c.prepared = func(_ string, _ int, next int64) {

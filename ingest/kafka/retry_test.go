@@ -37,7 +37,7 @@ func TestFailedCommitsAreRetried(t *testing.T) {
 	ing := &ingesttest.Flaky{Failures: 2}
 	group := "retry-" + topic
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
-		BatchSize: 4, RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+		BatchSize: 4, RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -67,7 +67,7 @@ func TestStoredPositionAheadIsToldToTheGroup(t *testing.T) {
 	ing := &ingesttest.Flaky{}
 	group := "ahead-" + topic
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
-		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	end := binary.BigEndian.AppendUint64(nil, uint64(len(msgs)))
 	_, err = ing.IngestAt(context.Background(), classify.Origin{}, nil, countkey.Cursor{Name: c.cursorName(topic, 0), Value: end})
@@ -113,7 +113,7 @@ func TestRefusedGroupCommitIsRetried(t *testing.T) {
 	ing := &ingesttest.Flaky{}
 	group := "refused-" + topic
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
-		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop()})
+		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -46,7 +46,7 @@ func TestRejoinsWhenPartitionsHaveNoConsumer(t *testing.T) {
 	ing := &ingesttest.Flaky{}
 	reg := prometheus.NewRegistry()
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: session,
-		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
+		RetryBackoff: 5 * time.Millisecond}, DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	generations := make(chan []int, 16)
 	c.joined = func(_ int32, a map[string][]kafkago.PartitionAssignment) { generations <- assignedIDs(a[topic]) }

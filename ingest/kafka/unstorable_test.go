@@ -64,7 +64,7 @@ func TestUnstorableMessageIsPoison(t *testing.T) {
 	group := "unstorable-" + topic
 	c, err := New(Options{Config: Config{Brokers: brokers, Topics: []string{topic}, GroupID: group, SessionTimeout: 2 * time.Second,
 		BatchSize: 100, RetryBackoff: 5 * time.Millisecond},
-		DefaultCluster: "c", Ingester: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
+		DefaultCluster: "c", Ingester: ing, Tallies: ing, Cursors: ing, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

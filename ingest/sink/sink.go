@@ -13,11 +13,10 @@ import (
 )
 
 // Ingester commits events together with the input positions they were
-// read up to, and tallies what an input could not decode.
+// read up to: the one thing an input needs of what it hands events to.
+// What it could not decode it tells its Tallies.
 type Ingester interface {
 	IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, cursors ...countkey.Cursor) (classify.Summary, error)
-	CountInvalid(source string, n int)
-	CountDecodeError(source, reason string, n int)
 }
 
 // CursorReader reads a committed position back, so that an input resumes
@@ -45,3 +44,19 @@ type Tallies interface {
 	CountDecodeError(source, reason string, n int)
 	PrefilterCounter
 }
+
+// OrNone is t, or Tallies that count nothing when t is nil: an input
+// whose caller counts nothing (a test, a benchmark) needs none.
+func OrNone(t Tallies) Tallies {
+	if t == nil {
+		return none{}
+	}
+	return t
+}
+
+type none struct{}
+
+func (none) CountInvalid(string, int)                      {}
+func (none) CountDecodeError(string, string, int)          {}
+func (none) CountPrefiltered(string, classify.Prefiltered) {}
+func (none) HeardReads(string, bool)                       {}

@@ -53,6 +53,10 @@ func (f *Flaky) CountDecodeError(string, string, int) {}
 // CountPrefiltered implements the ingester interfaces; it records nothing.
 func (f *Flaky) CountPrefiltered(string, classify.Prefiltered) {}
 
+// HeardReads implements sink.Tallies, for fakes that embed Flaky and
+// record a tally of their own; it records nothing.
+func (f *Flaky) HeardReads(string, bool) {}
+
 // Cursor returns a cursor accepted earlier.
 func (f *Flaky) Cursor(name string) ([]byte, bool, error) {
 	f.mu.Lock()
