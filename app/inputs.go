@@ -36,7 +36,7 @@ func (a *App) buildInputs(reg *prometheus.Registry, now func() time.Time) error 
 		var err error
 		a.fleet, err = fleet.New(fleet.Options{Config: cfg.Kafka.Config, Fleet: cfg.Kafka.Fleet, Forward: cfg.Kafka.Forward,
 			DefaultCluster: cfg.DefaultCluster,
-			Aggregator:     a.agg, Store: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
+			Aggregator:     a.agg, Tallies: a.agg, Store: st, Logger: a.log, Registerer: reg, Prefilter: prefilter})
 		if err != nil {
 			return err
 		}

@@ -53,7 +53,7 @@ func TestCounterSkipsABatchOverTheDecompressionBound(t *testing.T) {
 	c := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil)
 	f, err := New(Options{Config: kafka.Config{Brokers: brokers, MaxDecompressedBytes: 1 << 20, BatchSize: 100,
 		RetryBackoff: 5 * time.Millisecond}, Fleet: Config{Topic: topic},
-		Aggregator: c, Store: counterStore{c}, Logger: zerolog.Nop(), Registerer: reg})
+		Aggregator: c, Tallies: c, Store: counterStore{c}, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	require.Nil(t, f.Consumer(), "the counter alone")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,13 +14,13 @@ import (
 // requests that count to the fleet's topic. The consumer commits the
 // batch's offsets to its group only once that produce is acknowledged.
 type filter struct {
-	tallies
+	agg Aggregator
 	pub *publisher
 }
 
 var (
-	_ kafka.BatchIngester   = (*filter)(nil)
-	_ sink.PrefilterCounter = (*filter)(nil)
+	_ kafka.BatchIngester = (*filter)(nil)
+	_ sink.Ingester       = (*filter)(nil)
 )
 
 // IngestBatch produces the requests of a whole batch in one round trip.
@@ -38,28 +38,6 @@ func (f *filter) IngestBatch(ctx context.Context, origins []*kafka.OriginEvents,
 func (f *filter) IngestAt(ctx context.Context, origin classify.Origin, events []classify.Event, _ ...countkey.Cursor) (classify.Summary, error) {
 	reqs, sum := f.agg.Classify(origin, events)
 	return sum, f.pub.publish(ctx, roleFilter, reqs)
-}
-
-// tallies passes to the aggregator what an ingest path tells of the
-// events it counts no request for: the filter and the forwarder tally
-// them as the aggregator would.
-type tallies struct{ agg Aggregator }
-
-// CountInvalid records events that could not be decoded.
-func (t tallies) CountInvalid(source string, n int) { t.agg.CountInvalid(source, n) }
-
-// CountPrefiltered counts events set aside undecoded because they cannot
-// count.
-func (t tallies) CountPrefiltered(source string, p classify.Prefiltered) {
-	t.agg.CountPrefiltered(source, p)
-}
-
-// HeardReads notes reads set aside undecoded; see aggregate.HeardReads.
-func (t tallies) HeardReads(cluster string, read bool) { t.agg.HeardReads(cluster, read) }
-
-// CountDecodeError counts lines or bodies that were not audit events.
-func (t tallies) CountDecodeError(source, reason string, n int) {
-	t.agg.CountDecodeError(source, reason, n)
 }
 
 // noCursors makes the filter's consumer start every partition from its

@@ -67,7 +67,7 @@ func TestFilterDecodesOnlyWhatMayCount(t *testing.T) {
 	off := false
 	f, err := New(Options{Config: kafka.Config{Brokers: brokers, Topics: []string{raw}, GroupID: "filter-" + raw},
 		Fleet:          Config{Topic: requests, Count: &off},
-		DefaultCluster: "edge", Aggregator: rec, Store: e.st, Logger: zerolog.Nop(), Registerer: prometheus.NewRegistry(),
+		DefaultCluster: "edge", Aggregator: rec, Tallies: rec, Store: e.st, Logger: zerolog.Nop(), Registerer: prometheus.NewRegistry(),
 		Prefilter: auditjson.NewPrefilter(e.agg.Interest())})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -46,10 +46,6 @@ type Aggregator interface {
 	Classify(origin classify.Origin, events []classify.Event) ([]countkey.Request, classify.Summary)
 	Apply(ctx context.Context, source string, reqs []countkey.Request, cursors ...countkey.Cursor) (classify.Summary, error)
 	Plan(origin classify.Origin, events []classify.Event) ([]aggregate.Planned, error)
-	CountInvalid(source string, n int)
-	CountDecodeError(source, reason string, n int)
-	CountPrefiltered(source string, p classify.Prefiltered)
-	HeardReads(cluster string, read bool)
 }
 
 // Store reads committed positions and keeps the forwarding outbox.
@@ -73,9 +69,12 @@ type Options struct {
 	Forward        bool
 	DefaultCluster string
 	Aggregator     Aggregator
-	Store          Store
-	Logger         zerolog.Logger
-	Registerer     prometheus.Registerer
+	// Tallies counts what the filter role's consumer could not decode or
+	// set aside undecoded; nil counts nothing.
+	Tallies    sink.Tallies
+	Store      Store
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer
 	// Prefilter sets aside, undecoded, the raw events the filter role
 	// reads that cannot count; nil decodes every one.
 	Prefilter *auditjson.Prefilter
@@ -129,9 +128,9 @@ func New(o Options) (*Fleet, error) {
 		cfg.WarnInsecure(log)
 		kafka.InstallBoundedCodecs(int64(cfg.MaxDecompressedBytes))
 	} else {
-		fl := &filter{tallies: tallies{o.Aggregator}, pub: f.pub}
+		fl := &filter{agg: o.Aggregator, pub: f.pub}
 		f.consumer, err = kafka.New(kafka.Options{Config: cfg.Config, DefaultCluster: o.DefaultCluster,
-			Ingester: fl, Batch: fl, Tallies: fl, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
+			Ingester: fl, Batch: fl, Tallies: o.Tallies, Cursors: noCursors{}, Logger: o.Logger, Registerer: o.Registerer,
 			Prefilter: o.Prefilter})
 		if err != nil {
 			return nil, err

@@ -43,7 +43,7 @@ func TestEveryRoleWarnsOfPlaintextSASL(t *testing.T) {
 			cfg.Brokers, cfg.SASL = []string{"kafka-0:9092"}, sasl
 			var out bytes.Buffer
 			c := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil)
-			_, err := New(Options{Config: cfg, Fleet: tc.fleet, Forward: tc.forward, Aggregator: c, Store: counterStore{c}, Logger: zerolog.New(&out),
+			_, err := New(Options{Config: cfg, Fleet: tc.fleet, Forward: tc.forward, Aggregator: c, Tallies: c, Store: counterStore{c}, Logger: zerolog.New(&out),
 				Registerer: prometheus.NewRegistry()})
 			require.NoError(t, err)
 			require.Equal(t, 1, strings.Count(out.String(), "kafka.sasl.allowPlaintext: the SASL PLAIN password is sent to the brokers unencrypted"), out.String())

@@ -34,7 +34,7 @@ const outboxBatch = 64
 // a crash loses nothing: what was committed is forwarded after the restart,
 // at least once (counting replicas drop the copies).
 type Forwarder struct {
-	tallies
+	agg     Aggregator
 	store   Store
 	pub     *publisher
 	log     zerolog.Logger
@@ -49,7 +49,7 @@ type Forwarder struct {
 func newForwarder(agg Aggregator, st Store, pub *publisher, log zerolog.Logger, m *metrics) *Forwarder {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return &Forwarder{tallies: tallies{agg}, store: st, pub: pub, log: log, metrics: m,
+	return &Forwarder{agg: agg, store: st, pub: pub, log: log, metrics: m,
 		run: fmt.Sprintf("%020d-%s", time.Now().UnixNano(), hex.EncodeToString(b)), wake: make(chan struct{}, 1)}
 }
 

@@ -99,7 +99,7 @@ func TestCounterRefusesRecordsNotSignedForTheirCluster(t *testing.T) {
 	c := ingesttest.NewCounter(t, t.TempDir(), time.Now, nil)
 	f, err := New(Options{Config: kafka.Config{Brokers: brokers, BatchSize: 100, RetryBackoff: 5 * time.Millisecond},
 		Fleet:      Config{Topic: topic, KeysFile: keysFile, Keys: keyLine("b", "b1", b1)},
-		Aggregator: c, Store: counterStore{c}, Logger: zerolog.Nop(), Registerer: reg})
+		Aggregator: c, Tallies: c, Store: counterStore{c}, Logger: zerolog.Nop(), Registerer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
