@@ -62,16 +62,7 @@ func TestParseTokens(t *testing.T) {
 // path without a cluster posts to the default cluster, which a certificate
 // that names clusters must name too.
 func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	mux := http.NewServeMux()
-	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
-	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
-	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},
-		ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	c, reg, srv, ca, serving := clientCertServer(t)
 
 	certs := map[string]testpki.Pair{
 		"prod/master-0":    ca.Apiserver(t, "prod", "master-0", "master-0.prod.example"),
@@ -83,13 +74,7 @@ func TestClientCertificateIsBoundToClusterAndNode(t *testing.T) {
 	post := func(cert, path, id string) (int, string) {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: serving.Pool(), Certificates: []tls.Certificate{certs[cert].TLS(t)}}}
 		defer tr.CloseIdleConnections()
-		resp, err := (&http.Client{Transport: tr}).Post(srv.URL+path, "application/json",
-			strings.NewReader(string(eventList(deprecatedItem(id, "", "2026-11-21T19:10:00.000001Z")))))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		return postEvent(t, &http.Client{Transport: tr}, srv.URL+path, id)
 	}
 	notIssued := func(cluster string) string {
 		return `the client certificate (CN \"master-0\") is not issued for cluster \"` + cluster + `\": it needs O=` +
@@ -144,27 +129,12 @@ sunset_webhook_forbidden_total 9
 // or which path to post to instead; without a cluster in the path it
 // posts to the default cluster.
 func TestClientCertificateWithoutOrganizationNeedsAPathWithoutCluster(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	mux := http.NewServeMux()
-	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
-	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
-	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},
-		ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	c, reg, srv, ca, serving := clientCertServer(t)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: serving.Pool(),
 		Certificates: []tls.Certificate{ca.Apiserver(t, "", "master-0").TLS(t)}}}
 	t.Cleanup(tr.CloseIdleConnections)
 	post := func(path, id string) (int, string) {
-		resp, err := (&http.Client{Transport: tr}).Post(srv.URL+path, "application/json",
-			strings.NewReader(string(eventList(deprecatedItem(id, "", "2026-11-21T19:10:00.000001Z")))))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		return postEvent(t, &http.Client{Transport: tr}, srv.URL+path, id)
 	}
 	for _, cluster := range []string{"prod", "default"} {
 		code, body := post("/audit/webhook/"+cluster+"/master-0", "no-o-"+cluster)
@@ -186,4 +156,35 @@ func TestClientCertificateWithoutOrganizationNeedsAPathWithoutCluster(t *testing
 # TYPE sunset_webhook_forbidden_total counter
 sunset_webhook_forbidden_total 2
 `), "sunset_webhook_forbidden_total"))
+}
+
+// clientCertServer is the handler over a real counter, served with TLS by
+// a server certificate that serving issued, asking for a client
+// certificate that ca issued, with "default" as the default cluster.
+func clientCertServer(t *testing.T) (*ingesttest.Counter, *prometheus.Registry, *httptest.Server, *testpki.CA, *testpki.CA) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
+	mux := http.NewServeMux()
+	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), Registerer: reg, RequireClientCert: true, DefaultCluster: "default"}).Register(mux)
+	ca, serving := testpki.NewCA(t, "apiserver-clients"), testpki.NewCA(t, "serving")
+	srv := httptest.NewUnstartedServer(mux)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving.Server(t, "127.0.0.1").TLS(t)},
+		ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return c, reg, srv, ca, serving
+}
+
+// postEvent posts one deprecated event with auditID id to url and returns
+// the answer's status code and body.
+func postEvent(t *testing.T, client *http.Client, url, id string) (int, string) {
+	t.Helper()
+	resp, err := client.Post(url, "application/json",
+		strings.NewReader(string(eventList(deprecatedItem(id, "", "2026-11-21T19:10:00.000001Z")))))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/ingest/sink"
 	"github.com/kube-sunset/sunset/internal/testutil/ingesttest"
 )
 
@@ -39,11 +40,17 @@ func eventList(items ...string) []byte {
 func hostileServer(t *testing.T) (*httptest.Server, *ingesttest.Counter, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
+	return serveWebhook(t, c, c, 4<<20), c, reg
+}
+
+// serveWebhook serves the real handler over ing on a loopback server.
+func serveWebhook(t *testing.T, ing Ingester, tallies sink.Tallies, maxBody int64) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
-	New(Options{Ingester: c, Tallies: c, Logger: zerolog.Nop(), MaxBodyBytes: 4 << 20}).Register(mux)
+	New(Options{Ingester: ing, Tallies: tallies, Logger: zerolog.Nop(), MaxBodyBytes: maxBody}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv, c, reg
+	return srv
 }
 
 func post(t *testing.T, url string, body []byte) (int, string) {

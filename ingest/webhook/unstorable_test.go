@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kube-sunset/sunset/classify"
@@ -46,10 +44,7 @@ func (o oversized) Ingest(ctx context.Context, origin classify.Origin, events []
 func TestWebhookCountsTheRestOfABatchWithA9MiBRemovedRelease(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := ingesttest.NewCounter(t, t.TempDir(), func() time.Time { return hostileNow }, reg)
-	mux := http.NewServeMux()
-	New(Options{Ingester: oversized{c}, Tallies: oversized{c}, Logger: zerolog.Nop(), MaxBodyBytes: 16 << 20}).Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := serveWebhook(t, oversized{c}, oversized{c}, 16<<20)
 
 	// The body carries 1 MiB of the release: an event over 8 MiB would be
 	// refused by the decoder before the aggregator saw it
