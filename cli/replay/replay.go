@@ -105,7 +105,7 @@ func Run(ctx context.Context, o Options) error {
 		stdin = r
 	}
 	origin := classify.Origin{Source: "file", Cluster: o.Cluster, Node: o.Node}
-	sink, done, err := newSink(o, cfg, origin)
+	sink, opts, done, err := newSink(o, cfg, origin)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	prog := newProgress(inputs)
 	stopProgress := showProgress(o, prog)
-	sum, err := file.Replay(ctx, inputs, stdin, sink, prog)
+	sum, err := file.Replay(ctx, inputs, stdin, sink, prog, opts)
 	stopProgress()
 	if derr := done(); err == nil {
 		err = derr
@@ -165,28 +165,32 @@ func writeShift(w io.Writer, newest time.Time, by time.Duration) {
 }
 
 // newSink builds where events go, and a function that releases it.
-func newSink(o Options, cfg config.Config, origin classify.Origin) (file.Sink, func() error, error) {
+// newSink is where the replay's events go, with the options that fit it:
+// the local aggregator's pre-filter, and how many batches it or a server
+// takes at once.
+func newSink(o Options, cfg config.Config, origin classify.Origin) (file.Sink, file.ReplayOptions, func() error, error) {
 	noop := func() error { return nil }
 	if o.Source.Server != "" {
 		c, err := o.Source.Client()
 		if err != nil {
-			return nil, nil, err
+			return nil, file.ReplayOptions{}, nil, err
 		}
 		path := "/audit/webhook/" + url.PathEscape(origin.Cluster) + "/" + url.PathEscape(origin.Node)
 		if o.DryRun == DryRunServer {
-			return &planSink{server: c, path: path}, noop, nil
+			return &planSink{server: c, path: path}, file.ReplayOptions{}, noop, nil
 		}
-		return &serverSink{c: c, path: path}, noop, nil
+		// A few batches at once, as kube-apiserver's webhook posts.
+		return &serverSink{c: c, path: path}, file.ReplayOptions{InFlight: 4}, noop, nil
 	}
 	parts, err := parts.Open(cfg, parts.Options{DataDir: o.Source.DataDir, NoStore: o.DryRun == DryRunClient,
 		Logger: zerolog.Nop(), Now: o.Now,
 		Hint: o.Source.LockHint("replay through it", cfg)})
 	if err != nil {
-		return nil, nil, err
+		return nil, file.ReplayOptions{}, nil, err
 	}
 	agg := parts.Aggregator(aggregate.Options{Logger: zerolog.Nop()})
 	if o.DryRun == DryRunClient {
-		return &planSink{local: agg, origin: origin}, noop, nil
+		return &planSink{local: agg, origin: origin}, file.ReplayOptions{}, noop, nil
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -196,7 +200,11 @@ func newSink(o Options, cfg config.Config, origin classify.Origin) (file.Sink, f
 		<-stopped
 		return parts.Close()
 	}
-	return &aggregatorSink{agg: agg, origin: origin}, done, nil
+	// Lines that cannot count are set aside undecoded, and several
+	// batches commit at once: the aggregator merges them into one
+	// transaction and one fsync.
+	opts := file.ReplayOptions{Prefilter: auditjson.NewPrefilter(agg.Interest()), InFlight: 8}
+	return &aggregatorSink{agg: agg, origin: origin}, opts, done, nil
 }
 
 // aggregatorSink counts into a local data directory.
@@ -204,15 +212,6 @@ type aggregatorSink struct {
 	agg    *aggregate.Aggregator
 	origin classify.Origin
 }
-
-// Prefilter lets replay set aside, undecoded, the lines that cannot count.
-func (s *aggregatorSink) Prefilter() *auditjson.Prefilter {
-	return auditjson.NewPrefilter(s.agg.Interest())
-}
-
-// InFlight lets replay commit several batches at once: the aggregator
-// merges them into one transaction and one fsync.
-func (s *aggregatorSink) InFlight() int { return 8 }
 
 func (s *aggregatorSink) Send(ctx context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
 	return s.agg.Ingest(ctx, s.origin, events)
@@ -233,10 +232,6 @@ type serverSink struct {
 	c    *client.Client
 	path string
 }
-
-// InFlight lets replay post a few batches at once, as kube-apiserver's
-// webhook does.
-func (s *serverSink) InFlight() int { return 4 }
 
 func (s *serverSink) Send(_ context.Context, _ []classify.Event, raw [][]byte) (classify.Summary, error) {
 	var resp webhook.Response

@@ -63,7 +63,7 @@ func (s *idSink) Send(_ context.Context, events []classify.Event, _ [][]byte) (c
 func replayed(t *testing.T, in Input) ([]string, map[string]int, Summary) {
 	t.Helper()
 	sink := &idSink{}
-	sum, err := Replay(context.Background(), []Input{in}, nil, sink, nil)
+	sum, err := Replay(context.Background(), []Input{in}, nil, sink, nil, ReplayOptions{})
 	require.NoError(t, err)
 	reasons := map[string]int{}
 	for _, l := range sum.Examples {

@@ -92,7 +92,7 @@ sunset_ingest_events_total{result="invalid",source="file"} 3
 	requireMetrics(5)
 
 	// Replay judges the same file the same way.
-	sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, discardSink{}, nil)
+	sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, discardSink{}, nil, ReplayOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), sum.Invalid)
 	require.Equal(t, []InvalidLine{

@@ -126,8 +126,6 @@ type planningSink struct {
 	counted   []string
 }
 
-func (s *planningSink) Prefilter() *auditjson.Prefilter { return s.prefilter }
-
 func (s *planningSink) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
 	planned, err := s.agg.Plan(classify.Origin{Source: "file", Cluster: "c", Node: "n"}, events)
 	if err != nil {
@@ -231,7 +229,7 @@ func FuzzReplayChunksAgreeWithTheFullDecode(f *testing.F) {
 			ref := &planningSink{agg: agg, prefilter: p}
 			want := lineByLine(t, data, lim.line, ref)
 			sink := &planningSink{agg: agg, prefilter: p}
-			got, err := replay(context.Background(), []Input{{Name: Stdin}}, bytes.NewReader(data), sink, nil, lim)
+			got, err := replay(context.Background(), []Input{{Name: Stdin}}, bytes.NewReader(data), sink, nil, ReplayOptions{Prefilter: sink.prefilter}, lim)
 			require.NoError(t, err)
 			got.Elapsed = 0
 			require.Equal(t, want, got, "pre-filter %v", p != nil)
@@ -259,7 +257,7 @@ func TestReplayChunksSmallerThanALine(t *testing.T) {
 	data := mixedFile()
 	for _, size := range []int{1, 100, 4096, chunkBytes} {
 		sink := &planningSink{agg: agg, prefilter: auditjson.NewPrefilter(agg.Interest())}
-		sum, err := replay(context.Background(), []Input{{Name: Stdin}}, bytes.NewReader(data), sink, nil, limits{line: MaxLineBytes, chunk: size})
+		sum, err := replay(context.Background(), []Input{{Name: Stdin}}, bytes.NewReader(data), sink, nil, ReplayOptions{Prefilter: sink.prefilter}, limits{line: MaxLineBytes, chunk: size})
 		require.NoError(t, err)
 		sum.Elapsed = 0
 		require.Equal(t, Summary{Inputs: 1, Events: 8, Counted: 4, Skipped: 4, SkippedBy: map[string]int64{"not_deprecated": 4}, Invalid: 2,
@@ -283,7 +281,7 @@ func TestReplayNumbersLinesInEachInput(t *testing.T) {
 		inputs = append(inputs, Input{Name: path})
 	}
 	sink := &planningSink{agg: aggregate.New(aggregate.Options{Logger: zerolog.Nop(), Now: func() time.Time { return ingesttest.CapturedNow }})}
-	sum, err := replay(context.Background(), inputs, nil, sink, nil, limits{line: MaxLineBytes, chunk: 1000})
+	sum, err := replay(context.Background(), inputs, nil, sink, nil, ReplayOptions{Prefilter: sink.prefilter}, limits{line: MaxLineBytes, chunk: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(16), sum.Events)
 	require.Equal(t, int64(4), sum.Invalid)

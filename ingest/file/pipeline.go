@@ -21,18 +21,22 @@ import (
 //     cannot count and decode the rest;
 //   - reorder puts the scanned chunks back in order (so batches and
 //     the invalid lines named come out as a one-goroutine read gives them)
-//     and hands batches to senders, up to the sink's InFlight at once.
+//     and hands batches to senders, up to ReplayOptions.InFlight at once.
 
 // chunkBytes is how many bytes the reader reads into a chunk at once; a
 // longer line grows its chunk, up to MaxLineBytes.
 const chunkBytes = 512 << 10
 
-// ConcurrentSink is a Sink whose Send may run on several goroutines at once.
-// Replay keeps up to InFlight batches in flight: with a local aggregator,
-// they share one commit and one fsync.
-type ConcurrentSink interface {
-	Sink
-	InFlight() int
+// ReplayOptions fits a replay to its sink.
+type ReplayOptions struct {
+	// Prefilter, when the sink needs only the events that may count, sets
+	// the others aside by their bytes, undecoded; Replay tallies them
+	// itself. Nil decodes every line.
+	Prefilter *auditjson.Prefilter
+	// InFlight is how many batches may be in the sink's Send at once:
+	// with a local aggregator they share one commit and one fsync. Less
+	// than 1 is 1.
+	InFlight int
 }
 
 // chunk is lines read in a row, from one input.
@@ -198,11 +202,8 @@ type batch struct {
 	raw    [][]byte
 }
 
-func startSender(ctx context.Context, cancel context.CancelFunc, sink Sink, sum *Summary) *sender {
-	inFlight := 1
-	if cs, ok := sink.(ConcurrentSink); ok {
-		inFlight = max(cs.InFlight(), 1)
-	}
+func startSender(ctx context.Context, cancel context.CancelFunc, sink Sink, inFlight int, sum *Summary) *sender {
+	inFlight = max(inFlight, 1)
 	s := &sender{ctx: ctx, cancel: cancel, sink: sink, batches: make(chan batch), sum: sum}
 	for range inFlight {
 		s.wg.Go(func() {
@@ -308,20 +309,17 @@ func reorder(ctx context.Context, in <-chan *scannedChunk, tokens <-chan struct{
 // Invalid lines are counted and the first few named; they never stop the
 // replay. A sink error does: what was sent before it is committed, and
 // replaying again is safe because requests are deduplicated.
-func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress) (Summary, error) {
-	return replay(ctx, inputs, stdin, sink, prog, limits{line: MaxLineBytes, chunk: chunkBytes})
+func Replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress, opts ReplayOptions) (Summary, error) {
+	return replay(ctx, inputs, stdin, sink, prog, opts, limits{line: MaxLineBytes, chunk: chunkBytes})
 }
 
-func replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress, lim limits) (Summary, error) {
+func replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, prog *Progress, opts ReplayOptions, lim limits) (Summary, error) {
 	start := time.Now()
 	sum := Summary{Inputs: len(inputs)}
 	if prog == nil {
 		prog = &Progress{}
 	}
-	var prefilter *auditjson.Prefilter
-	if ps, ok := sink.(PrefilteringSink); ok {
-		prefilter = ps.Prefilter()
-	}
+	prefilter := opts.Prefilter
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := runtime.GOMAXPROCS(0)
@@ -347,7 +345,7 @@ func replay(ctx context.Context, inputs []Input, stdin io.Reader, sink Sink, pro
 	}
 	go func() { scanners.Wait(); close(scanned) }()
 
-	s := startSender(ctx, cancel, sink, &sum)
+	s := startSender(ctx, cancel, sink, opts.InFlight, &sum)
 	reorder(ctx, scanned, tokens, s, &sum)
 	sendErr := s.wait()
 	sum.Elapsed = time.Since(start)

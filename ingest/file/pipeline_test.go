@@ -37,8 +37,9 @@ type recordingSink struct {
 	concurrent chan struct{}
 }
 
-func (s *recordingSink) Prefilter() *auditjson.Prefilter { return s.prefilter }
-func (s *recordingSink) InFlight() int                   { return s.inFlight }
+func (s *recordingSink) options() ReplayOptions {
+	return ReplayOptions{Prefilter: s.prefilter, InFlight: s.inFlight}
+}
 
 var errSinkDown = errors.New("the sink is down")
 
@@ -115,7 +116,7 @@ func TestReplayInParallelReadsAsOneGoroutineWould(t *testing.T) {
 	sink := &recordingSink{prefilter: auditjson.NewPrefilter(agg.Interest()), inFlight: 4, concurrent: make(chan struct{})}
 
 	prog := &Progress{}
-	sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, prog)
+	sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, prog, sink.options())
 	require.NoError(t, err)
 
 	// Every third line is deprecated; line 2500 was one.
@@ -144,7 +145,7 @@ func TestReplayStopsAtTheFirstSinkError(t *testing.T) {
 	gen := auditgen.Options{Prefix: "pipeline-error", DeprecatedEvery: 1, At: time.Date(2026, 11, 21, 19, 0, 0, 0, time.UTC)}
 	path, _ := replayLog(t, gen, 3000)
 	sink := &recordingSink{inFlight: 1, failAt: 3, concurrent: make(chan struct{})}
-	sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, nil)
+	sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, nil, sink.options())
 	require.ErrorIs(t, err, errSinkDown)
 	require.Equal(t, []int{DefaultBatchSize, DefaultBatchSize}, sink.batches, "two batches before the failed third, none after")
 	require.Equal(t, int64(2*DefaultBatchSize), sum.Counted)

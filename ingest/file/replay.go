@@ -50,14 +50,6 @@ type Sink interface {
 	Send(ctx context.Context, events []classify.Event, raw [][]byte) (classify.Summary, error)
 }
 
-// PrefilteringSink is a Sink that needs only the events that may count:
-// Replay sets the others aside by their bytes, undecoded, and tallies
-// them itself.
-type PrefilteringSink interface {
-	Sink
-	Prefilter() *auditjson.Prefilter
-}
-
 // Progress is updated while a replay runs; read it from another goroutine.
 type Progress struct {
 	// TotalBytes is the size of all inputs, 0 if unknown (stdin).

@@ -21,8 +21,6 @@ const replayBenchLines = 200_000
 // scanning, not the store.
 type prefilteredDiscard struct{ prefilter *auditjson.Prefilter }
 
-func (s prefilteredDiscard) Prefilter() *auditjson.Prefilter { return s.prefilter }
-
 func (prefilteredDiscard) Send(_ context.Context, events []classify.Event, _ [][]byte) (classify.Summary, error) {
 	return classify.Summary{Counted: len(events)}, nil
 }
@@ -53,7 +51,7 @@ func BenchmarkReplayScan(b *testing.B) {
 	sink := prefilteredDiscard{prefilter: auditjson.NewPrefilter(classify.Interest{Resources: []string{"nodes"}})}
 	want := int64(gen.CountDeprecated(0, replayBenchLines))
 	for b.Loop() {
-		sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, nil)
+		sum, err := Replay(context.Background(), []Input{{Name: path}}, nil, sink, nil, ReplayOptions{Prefilter: sink.prefilter})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 // as Replay passes over them.
 func Newest(ctx context.Context, inputs []Input, stdin io.Reader, prog *Progress) (time.Time, error) {
 	var s newestSink
-	_, err := Replay(ctx, inputs, stdin, &s, prog)
+	_, err := Replay(ctx, inputs, stdin, &s, prog, ReplayOptions{})
 	return s.newest, err
 }
 
@@ -54,23 +54,6 @@ func ShiftToHour(newest, now time.Time) time.Duration {
 type Shifted struct {
 	Sink Sink
 	By   time.Duration
-}
-
-// Prefilter is the wrapped sink's, if it has one: shifting moves no event
-// from set aside to counted.
-func (s Shifted) Prefilter() *auditjson.Prefilter {
-	if ps, ok := s.Sink.(PrefilteringSink); ok {
-		return ps.Prefilter()
-	}
-	return nil
-}
-
-// InFlight is the wrapped sink's: Send shifts only the batch it is given.
-func (s Shifted) InFlight() int {
-	if cs, ok := s.Sink.(ConcurrentSink); ok {
-		return cs.InFlight()
-	}
-	return 1
 }
 
 // Send implements Sink.
