@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -206,3 +207,31 @@ func sunsetConfig(t *testing.T, r *rendered) map[string]any {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// scanInterval is how often the rendered Sunset scans its cluster in its
+// own pod: the scan.interval of its config file or environment, "" when it
+// does not. No shipped install does: the scan runs in its own workload.
+func scanInterval(t *testing.T, r *rendered) string {
+	t.Helper()
+	interval := ""
+	if s, ok := sunsetConfig(t, r)["scan"].(map[string]any); ok {
+		interval, _ = s["interval"].(string)
+	}
+	if v, ok := stsEnv(r, "SUNSET_SCAN_INTERVAL"); ok {
+		interval = v
+	}
+	if d, err := time.ParseDuration(interval); err == nil && d == 0 {
+		return ""
+	}
+	return interval
+}
+
+// stsEnv is the value of Sunset's container's environment variable name.
+func stsEnv(r *rendered, name string) (string, bool) {
+	for _, e := range r.sts.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
