@@ -39,23 +39,7 @@ func (c *Cluster) storedVersions(crd unstructured.Unstructured) []report.Finding
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
 	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
 	stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	type version struct{ served, deprecated bool }
-	byName := map[string]version{}
-	storage := ""
-	for _, v := range versions {
-		m, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		name, _ := m["name"].(string)
-		served, _ := m["served"].(bool)
-		deprecated, _ := m["deprecated"].(bool)
-		byName[name] = version{served, deprecated}
-		if s, _ := m["storage"].(bool); s {
-			storage = name
-		}
-	}
+	byName, storage := crdVersionsOf(crd)
 	var out []report.Finding
 	for _, sv := range stored {
 		if sv == storage {

@@ -38,28 +38,39 @@ func NewCRDVersions(crds []unstructured.Unstructured) *CRDVersions {
 	for _, crd := range crds {
 		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-		storage := ""
-		for _, v := range versions {
-			if m, ok := v.(map[string]any); ok {
-				if s, _ := m["storage"].(bool); s {
-					storage, _ = m["name"].(string)
-				}
-			}
-		}
-		for _, v := range versions {
-			m, ok := v.(map[string]any)
-			if !ok {
-				continue
-			}
-			name, _ := m["name"].(string)
-			served, _ := m["served"].(bool)
-			deprecated, _ := m["deprecated"].(bool)
-			warning, _ := m["deprecationWarning"].(string)
-			c.byGVK[gvk{group, name, kind}] = crdVersion{crd: crd.GetName(), served: served, deprecated: deprecated, warning: warning, storage: storage}
+		byName, _ := crdVersionsOf(crd)
+		for name, v := range byName {
+			c.byGVK[gvk{group, name, kind}] = v
 		}
 	}
 	return c
+}
+
+// crdVersionsOf reads a CRD's spec.versions: each version by name, every
+// one holding the storage version, which it also returns.
+func crdVersionsOf(crd unstructured.Unstructured) (map[string]crdVersion, string) {
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	storage := ""
+	for _, v := range versions {
+		if m, ok := v.(map[string]any); ok {
+			if s, _ := m["storage"].(bool); s {
+				storage, _ = m["name"].(string)
+			}
+		}
+	}
+	byName := map[string]crdVersion{}
+	for _, v := range versions {
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := m["name"].(string)
+		served, _ := m["served"].(bool)
+		deprecated, _ := m["deprecated"].(bool)
+		warning, _ := m["deprecationWarning"].(string)
+		byName[name] = crdVersion{crd: crd.GetName(), served: served, deprecated: deprecated, warning: warning, storage: storage}
+	}
+	return byName, storage
 }
 
 // ReadCRDVersions lists the cluster's CustomResourceDefinitions.
