@@ -71,6 +71,7 @@ func (s *Store) deleteSubject(sub *subject, cluster, name string, dryRun bool) (
 	}
 	s.metaMu.Lock()
 	delete(s.meta, string(metaKey))
+	s.versions.deleted(string(metaKey))
 	s.metaMu.Unlock()
 	// The deleted cells' clients are gone too.
 	s.clients, s.cachedClients = map[string]map[ClientID]bool{}, 0

@@ -34,6 +34,8 @@ type FieldRuleInfo struct {
 	// Nodes are the apiservers that served requests the rule matched,
 	// each with the last hour it had one, as in APIInfo.
 	Nodes map[string]time.Time
+	// Versions are as in APIInfo.
+	Versions Versions
 }
 
 // FieldRules lists the field rules that have unexpired counts, sorted by
@@ -43,7 +45,7 @@ func (s *Store) FieldRules() []FieldRuleInfo {
 	out := make([]FieldRuleInfo, len(infos))
 	for i, info := range infos {
 		out[i] = FieldRuleInfo{Cluster: info.Cluster, Rule: info.API, RemovedRelease: info.RemovedRelease,
-			FirstHour: info.FirstHour, LastHour: info.LastHour, Nodes: info.Nodes}
+			FirstHour: info.FirstHour, LastHour: info.LastHour, Nodes: info.Nodes, Versions: info.Versions}
 	}
 	return out
 }

@@ -65,7 +65,7 @@ func open(opts Options, migrateChunks int) (*Store, error) {
 		}
 	}
 	s := &Store{db: db, dir: opts.Dir, reserve: DiskReserve, retention: opts.Retention, now: opts.Now,
-		readOnly: opts.ReadOnly, noSync: opts.NoSync, merge: opts.Merge.withDefaults(), meta: map[string]APIInfo{},
+		readOnly: opts.ReadOnly, noSync: opts.NoSync, merge: opts.Merge.withDefaults(), meta: map[string]APIInfo{}, versions: subjectVersions{by: map[string]Versions{}},
 		maxClients: opts.MaxClients, clients: map[string]map[ClientID]bool{}, log: log,
 		topology: newTopology(opts.MaxClusters, opts.MaxNodes), marks: newMarkSets(opts.MarkCacheBytes), migrateChunks: migrateChunks}
 	if err := s.openSchema(); err != nil {

@@ -90,6 +90,7 @@ func (s *Store) infos(metaPrefix byte) []APIInfo {
 		if mk[0] != metaPrefix || s.Expired(info.LastHour) {
 			continue
 		}
+		info.Versions = s.versions.by[mk]
 		info.Nodes = maps.Clone(info.Nodes)
 		maps.DeleteFunc(info.Nodes, func(_ string, last time.Time) bool { return s.Expired(last) })
 		out = append(out, info)

@@ -140,6 +140,9 @@ type APIInfo struct {
 	// retention period, idle or not, without scanning it. APIs leaves out
 	// the expired ones.
 	Nodes map[string]time.Time `json:"nodes,omitempty"`
+	// Versions are those of the API's counts in the cluster when APIs
+	// was called.
+	Versions Versions `json:"-"`
 }
 
 // Store is an open badger database of counts. It is safe for concurrent use,
@@ -181,6 +184,8 @@ type Store struct {
 
 	metaMu sync.RWMutex
 	meta   map[string]APIInfo // of APIs and field rules, by string(subject.metaKey)
+	// versions are the versions of APIs and field rules, as meta keyed.
+	versions subjectVersions
 	// legacy names, by the metadata key of a field rule, the API an older
 	// version stored its records under, while they are still there.
 	legacy map[string]string

@@ -43,7 +43,7 @@ func (s *Store) applyChunk(entries []entry, cursors []countkey.Cursor) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
-	w := &chunkWrite{txn: txn, deltas: map[string]uint64{}, expiry: map[string]uint64{}, meta: map[string]APIInfo{}, legacySeen: map[string]struct{}{}}
+	w := &chunkWrite{txn: txn, deltas: map[string]uint64{}, expiry: map[string]uint64{}, meta: map[string]APIInfo{}, touched: map[string]time.Time{}, legacySeen: map[string]struct{}{}}
 	w.cc = newClientCap(s)
 	defer w.cc.close()
 	s.topology.prune(s)
@@ -88,8 +88,11 @@ type chunkWrite struct {
 	order  []string
 	expiry map[string]uint64
 	// meta are the metadata records the chunk changes, by metadata key.
-	meta   map[string]APIInfo
-	capped []entry // entries with capped keys, copied once one changes
+	meta map[string]APIInfo
+	// touched holds, by metadata key, the earliest hour the chunk counts
+	// a request of, for the versions.
+	touched map[string]time.Time
+	capped  []entry // entries with capped keys, copied once one changes
 	// segments are the marks of requests whose IDs carry a time
 	// (marks.go), legacySeen the keys of the marks of the others.
 	segments   segmentWrite
@@ -121,7 +124,7 @@ func (s *Store) markNew(w *chunkWrite, entries []entry) error {
 		}
 		w.deltas[ck]++
 		w.expiry[ck] = exp
-		s.noteMeta(w.meta, e)
+		s.noteMeta(w, e)
 	}
 	return nil
 }
@@ -238,6 +241,7 @@ func (s *Store) publishChunk(w *chunkWrite) {
 	for mk, info := range w.meta {
 		s.meta[mk] = info
 	}
+	s.versions.written(w.touched, s.now())
 	s.metaMu.Unlock()
 	for _, info := range w.meta {
 		for node, last := range info.Nodes {
@@ -261,11 +265,13 @@ func countValue(item *badger.Item) (uint64, error) {
 	return n, err
 }
 
-// noteMeta records in updates how e changes its subject's metadata, if at
-// all.
-func (s *Store) noteMeta(updates map[string]APIInfo, e entry) {
+// noteMeta records in w.meta how e changes its subject's metadata, if at
+// all, and that the chunk counts a request of it.
+func (s *Store) noteMeta(w *chunkWrite, e entry) {
+	updates := w.meta
 	r := e.Request
 	mk := string(e.sub.metaKey(r.Key.Cluster, r.Key.API))
+	touch(w.touched, mk, r.Key.Hour)
 	info, ok := updates[mk]
 	if !ok {
 		s.metaMu.RLock()
