@@ -6,8 +6,10 @@
 // back to 0. Here every gauge is computed from the store over a sliding
 // window at scrape time: an API that stops being used falls to 0 when its
 // last request leaves the window, and its series disappears once it has
-// shown 0 for a grace period. Nothing is kept in memory between scrapes
-// beyond a short cache, so restarts change nothing.
+// shown 0 for a grace period. Between scrapes only what the scans added
+// up is kept, by API and hour (hours.go), and the store's versions say
+// which of it may have changed since: a scrape rescans nothing of an idle
+// API and only the current hour of a busy one. Restarts change nothing.
 package exporter
 
 import (
@@ -78,6 +80,9 @@ var (
 type Collector struct {
 	o     Options
 	cache cache
+	// hours keeps what the scans added up, so that a compute rescans
+	// only the hours that may have changed.
+	hours hourCache
 	usage *cardinality.Series // folds usage series beyond the bound
 }
 
@@ -228,20 +233,7 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 		// A scan meets each series of the API many times (every hour,
 		// node and client): it adds up by the few raw fields that vary
 		// first, and the labels are made once per series after it.
-		series := map[rawSeries]*float64{}
-		err := c.o.Querier.ScanCounts(info.Cluster, info.API, graceStart, cur, func(k countkey.CountKey, n uint64) error {
-			rk := rawSeries{subresource: k.Subresource, verb: k.Verb, dryRun: k.DryRun, system: system.of(k.Username), removed: k.Removed}
-			v := series[rk]
-			if v == nil {
-				v = new(float64)
-				series[rk] = v
-			}
-			if k.Hour.Before(windowStart) {
-				return nil // seen in the grace period: shown as 0
-			}
-			*v += float64(n)
-			return nil
-		})
+		series, err := c.hours.series(c.o.Querier, info, &system, cur, windowStart, graceStart)
 		if err != nil {
 			return nil, err
 		}
@@ -263,6 +255,7 @@ func (c *Collector) compute(now time.Time) ([]prometheus.Metric, error) {
 			}
 		}
 	}
+	c.hours.forgetUnseen()
 	usages = c.boundUsage(usages)
 	out := make([]prometheus.Metric, 0, len(usages)+len(inUse))
 	for k, u := range usages {
