@@ -73,6 +73,8 @@ type Options struct {
 	Exemptions Exemptions
 	// GateOverrides, if set, are shown in the upgrade checks.
 	GateOverrides GateOverrideReader
+	// Views, if set, keep what queries read for the next ones.
+	Views *Views
 }
 
 // Deleter removes an API's counts in a cluster and says how many requests
@@ -102,6 +104,7 @@ func New(opts Options) *Handler {
 	if opts.GateOverrides != nil {
 		svc.WithGateOverrides(opts.GateOverrides)
 	}
+	svc.WithViews(opts.Views)
 	return &Handler{
 		svc:      svc,
 		log:      opts.Logger.With().Str("component", "api").Logger(),

@@ -96,8 +96,9 @@ func parseHours(key, s string, maxSince time.Duration) (d time.Duration, problem
 	return d, ""
 }
 
-// matches applies the list filters to a built object.
-func matches(q sunsetv1.Query, obj sunsetv1.APIRequestCount, calledBy func(username string) bool) bool {
+// matches applies the list filters to a built object; calledByUser says
+// whether q.User called it.
+func matches(q sunsetv1.Query, obj sunsetv1.APIRequestCount, calledByUser bool) bool {
 	st := obj.Status
 	removedIn, _ := catalog.ParseRelease(st.RemovedInRelease)
 	switch {
@@ -109,7 +110,7 @@ func matches(q sunsetv1.Query, obj sunsetv1.APIRequestCount, calledBy func(usern
 		return false
 	case q.State == sunsetv1.StateDeprecated && st.RequestCount-st.RemovedRequestCount == 0:
 		return false
-	case q.User != "" && !calledBy(q.User):
+	case q.User != "" && !calledByUser:
 		return false
 	}
 	return true

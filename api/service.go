@@ -46,6 +46,8 @@ type Service struct {
 	exemptions Exemptions
 	// overrides, if set, are shown in upgrade checks (WithGateOverrides).
 	overrides GateOverrideReader
+	// views, if set, keep what queries read for the next (WithViews).
+	views *Views
 }
 
 // NewService builds a Service; nil catalog, isSystem and now get defaults
@@ -77,11 +79,11 @@ func (s *Service) List(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
 		for end < len(infos) && infos[end].API == infos[start].API {
 			end++
 		}
-		obj, b, found, err := s.build(s.apiSource(infos[start].API), apiSubjects(infos[start:end]), q, now)
+		obj, calledByUser, found, err := s.build(s.apiSource(infos[start].API), apiSubjects(infos[start:end]), q, now)
 		if err != nil {
 			return out, err
 		}
-		if found && matches(q, obj, b.calledBy) {
+		if found && matches(q, obj, calledByUser) {
 			out.Items = append(out.Items, obj)
 		}
 		start = end
@@ -143,46 +145,62 @@ func (s *Service) fieldRuleSource(rule string) source {
 type subject struct {
 	cluster, removedRelease string
 	nodes                   map[string]time.Time
+	versions                store.Versions
 }
 
 func apiSubjects(infos []store.APIInfo) []subject {
 	out := make([]subject, len(infos))
 	for i, info := range infos {
-		out[i] = subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes}
+		out[i] = subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes, versions: info.Versions}
 	}
 	return out
 }
 
 // build renders one API or field rule from the clusters in subjects that
-// match q.
-func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now time.Time) (sunsetv1.APIRequestCount, *builder, bool, error) {
+// match q, and says whether q.User called it (calledBy).
+func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now time.Time) (obj sunsetv1.APIRequestCount, calledByUser, found bool, err error) {
 	name := src.name
-	b := newBuilder(now, q.Since, s.isSystem)
-	if q.Hourly {
-		b.listHours()
-	}
-	from, to := b.scanRange()
+	var matching []subject
 	var removedIn catalog.Release
-	found := false
 	for _, sub := range subjects {
 		if q.Cluster != "" && sub.cluster != q.Cluster {
 			continue
 		}
-		found = true
+		matching = append(matching, sub)
 		// Clusters may announce different releases; the earliest matters.
 		if r, err := catalog.ParseRelease(sub.removedRelease); err == nil && (removedIn.IsZero() || r.Less(removedIn)) {
 			removedIn = r
 		}
-		for node := range sub.nodes {
-			b.nodes[nodeID{sub.cluster, node}] = true
-		}
-		scan := func(from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
-			return src.scan(sub.cluster, from, to, fn)
-		}
-		if err := s.scan(b, scan, from, to); err != nil {
-			return sunsetv1.APIRequestCount{}, nil, false, err
-		}
 	}
+	found = len(matching) > 0
+	fresh := func() *builder {
+		b := newBuilder(now, q.Since, s.isSystem)
+		if q.Hourly {
+			b.listHours()
+		}
+		return b
+	}
+	collect := func(b *builder, from, to time.Time) error {
+		for _, sub := range matching {
+			for node := range sub.nodes {
+				b.nodes[nodeID{sub.cluster, node}] = true
+			}
+			scan := func(from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
+				return src.scan(sub.cluster, from, to, fn)
+			}
+			if err := s.scan(b, scan, from, to); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	key := viewKey{fieldRule: !src.catalogued, name: name, cluster: q.Cluster, since: q.Since, hourly: q.Hourly, now: now.UTC().Truncate(time.Hour)}
+	b, release, err := s.views.builder(key, matching, fresh, collect)
+	if err != nil {
+		return sunsetv1.APIRequestCount{}, false, false, err
+	}
+	defer release()
+	calledByUser = q.User != "" && b.calledBy(q.User)
 	users := q.Users
 	if users == 0 {
 		users = sunsetv1.DefaultUsersToReport
@@ -193,7 +211,7 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 	for cluster, clients := range b.shownClients() {
 		w, err := src.workloadsOf(cluster, clients)
 		if err != nil {
-			return sunsetv1.APIRequestCount{}, nil, false, err
+			return sunsetv1.APIRequestCount{}, false, false, err
 		}
 		records[cluster] = w
 	}
@@ -211,13 +229,13 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 			}
 		}
 	}
-	obj := sunsetv1.APIRequestCount{
+	obj = sunsetv1.APIRequestCount{
 		TypeMeta: typeMeta("APIRequestCount"),
 		Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
 		Spec:     sunsetv1.APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
 		Status:   st,
 	}
-	return obj, b, found, nil
+	return obj, calledByUser, found, nil
 }
 
 // lookup finds the catalog entry of an API name, resource.version.group.
@@ -250,7 +268,7 @@ func (s *Service) Field(name string, q sunsetv1.Query) (sunsetv1.FieldRequestCou
 	var subjects []subject
 	for _, info := range s.q.FieldRules() {
 		if info.Rule == name {
-			subjects = append(subjects, subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes})
+			subjects = append(subjects, subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes, versions: info.Versions})
 		}
 	}
 	obj, _, _, err := s.build(s.fieldRuleSource(name), subjects, q, s.now())

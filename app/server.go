@@ -28,7 +28,8 @@ func (a *App) buildServer(reg *prometheus.Registry, opts Options) (*http.Server,
 	mux := http.NewServeMux()
 	api.New(api.Options{Querier: a.store, Logger: a.log, Now: opts.Now, Catalog: a.parts.Catalog, IsSystem: a.parts.System.IsSystem,
 		Retention: cfg.Retention, Deleter: a.store, FieldRules: a.parts.Rules, Webhooks: a.parts.WebhookService(),
-		ClusterScan: a.clusterScanResults(), Exemptions: a.exemptions, GateOverrides: a.store}).Register(mux)
+		ClusterScan: a.clusterScanResults(), Exemptions: a.exemptions, GateOverrides: a.store,
+		Views: api.NewViews(cfg.QueryCacheBytes)}).Register(mux)
 	ops.Register(mux, ops.Options{Registry: reg, Ready: a.probeReadiness, Verbose: func(r *http.Request) bool {
 		// Who may scrape /metrics may read why Sunset is not ready.
 		return a.access.Permits(r, "get", "/metrics")

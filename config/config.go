@@ -81,6 +81,7 @@ type Config struct {
 	MaxClientsPerNodeHour   int           `mapstructure:"max-clients-per-node-hour"`
 	MaxStoredClusters       int           `mapstructure:"max-stored-clusters"`
 	MaxAPIServersPerCluster int           `mapstructure:"max-apiservers-per-cluster"`
+	QueryCacheBytes         int64         `mapstructure:"query-cache-bytes"`
 	ShutdownTimeout         time.Duration `mapstructure:"shutdown-timeout"`
 	LogLevel                string        `mapstructure:"log-level"`
 	LogFormat               string        `mapstructure:"log-format"`
@@ -122,6 +123,11 @@ func (c Config) WithServiceAccountTokenFile(path string) Config {
 	return c
 }
 
+// DefaultQueryCacheBytes is the default of query-cache-bytes: room for
+// a 30-day window of an API called by about 10,000 clients through 3
+// apiservers, about 50 MiB.
+const DefaultQueryCacheBytes = 64 << 20
+
 // Values of the decoder key.
 const (
 	DecoderPrefilter = "prefilter"
@@ -145,6 +151,7 @@ func Default() Config {
 		Retention:               store.DefaultRetention,
 		MaxClientsPerNodeHour:   store.DefaultMaxClients,
 		MaxStoredClusters:       store.DefaultMaxClusters,
+		QueryCacheBytes:         DefaultQueryCacheBytes,
 		MaxAPIServersPerCluster: store.DefaultMaxNodes,
 		ShutdownTimeout:         30 * time.Second,
 		LogLevel:                "info",

@@ -91,6 +91,9 @@ var help = map[string]string{
 		"cannot grow the store without end.",
 	"max-apiservers-per-cluster": "Apiservers per cluster the store keeps counts of within the retention " +
 		"period; requests of further ones are counted under node \"other\".",
+	"query-cache-bytes": "Memory, about, that the read API keeps of what recent queries read, so that " +
+		"the next query of the same API reads again only what changed since: nothing of an API nobody " +
+		"called, the current hour of one that was called. The least recently used go first; 0 keeps nothing.",
 	"shutdown-timeout": "How long SIGTERM waits for the batches in flight.",
 	"log-level":        "trace, debug, info, warn or error.",
 	"log-format":       "json, console, or auto (console on a terminal, else json).",

@@ -83,7 +83,7 @@ var keyGroups = []keyGroup{
 		[]string{"data-dir", "retention"}},
 	{"Limits", "Bounds on what one sender or one cluster can make Sunset hold, in memory and on disk.",
 		[]string{"max-body-bytes", "max-inflight-batches", "min-body-bytes-per-second", "max-inflight-batches-per-credential",
-			"max-clients-per-node-hour", "max-stored-clusters", "max-apiservers-per-cluster"}},
+			"max-clients-per-node-hour", "max-stored-clusters", "max-apiservers-per-cluster", "query-cache-bytes"}},
 	{"What counts", "Which requests count, how their clients are named, and the release each cluster runs " +
 		"for its verdict. See [How counting works](counting.md).",
 		[]string{"user-agent", "system-users", "field-rules", "catalog", "clusters"}},

@@ -141,4 +141,7 @@ func (c Config) validateStoreLimits(bad func(key, format string, args ...any)) {
 	if c.MaxAPIServersPerCluster < 1 {
 		bad("max-apiservers-per-cluster", "must be at least 1, got %d", c.MaxAPIServersPerCluster)
 	}
+	if c.QueryCacheBytes < 0 {
+		bad("query-cache-bytes", "must not be negative (0 keeps nothing), got %d", c.QueryCacheBytes)
+	}
 }

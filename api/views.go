@@ -1,0 +1,255 @@
+package api
+
+import (
+	"container/list"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kube-sunset/sunset/store"
+)
+
+// Views keeps what recent queries read, as builders, so that the next
+// query of the same API reads again only what the store's versions
+// (store.Versions) say may have changed since: nothing of an API nobody
+// called, the current hour of one that was called, and every hour again
+// only after a late request or a deletion. A 30-day window of a busy API
+// is hundreds of thousands of counts; its current hour is a 720th of them.
+//
+// What is kept is bounded by an estimate of its bytes; the least recently
+// used views go first. A new hour starts each view afresh, since the day
+// and the window both move. Views is safe for concurrent use; queries of
+// one view wait for each other.
+type Views struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	by     map[viewKey]*list.Element // of *view
+	lru    *list.List                // most recently used first
+}
+
+// NewViews keeps views up to about budget bytes; 0 or less keeps none.
+func NewViews(budget int64) *Views {
+	return &Views{budget: budget, by: map[viewKey]*list.Element{}, lru: list.New()}
+}
+
+// WithViews keeps what queries read in v, for the next queries to read
+// only what changed since.
+func (s *Service) WithViews(v *Views) { s.views = v }
+
+// viewKey is what a view is read for: one query's shape, in one hour.
+type viewKey struct {
+	fieldRule bool
+	name      string
+	cluster   string
+	since     time.Duration
+	hourly    bool
+	now       time.Time // the current hour
+}
+
+// view is one query's builders, and the versions they hold.
+type view struct {
+	mu  sync.Mutex
+	key viewKey
+	// versions are those of the subjects read, by cluster.
+	versions map[string]store.Versions
+	// past holds every hour before the current one; full holds past and
+	// the current hour. past's cells are full's: full is a clone.
+	past, full *builder
+	bytes      int64 // under Views.mu
+}
+
+// collectFunc adds the counts of every subject of a query over [from, to]
+// to b.
+type collectFunc func(b *builder, from, to time.Time) error
+
+// builder returns a builder of the query key over subs, to be rendered
+// before release is called. Without views every call reads everything.
+func (v *Views) builder(key viewKey, subs []subject, fresh func() *builder, collect collectFunc) (b *builder, release func(), err error) {
+	if v == nil || v.budget <= 0 {
+		b = fresh()
+		from, to := b.scanRange()
+		return b, func() {}, collect(b, from, to)
+	}
+	vw := v.get(key)
+	vw.mu.Lock()
+	b, err = vw.build(subs, fresh, collect)
+	if err != nil {
+		vw.past, vw.full, vw.versions = nil, nil, nil
+		vw.mu.Unlock()
+		v.drop(vw)
+		return nil, func() {}, err
+	}
+	v.account(vw, b.footprint())
+	return b, vw.mu.Unlock, nil
+}
+
+// build brings the view up to subs' versions; the caller holds vw.mu.
+func (vw *view) build(subs []subject, fresh func() *builder, collect collectFunc) (*builder, error) {
+	current := vw.key.now
+	switch vw.holds(subs) {
+	case holdsAll:
+		vw.full.forgetShown()
+		return vw.full, nil
+	case holdsNone:
+		past := fresh()
+		from, _ := past.scanRange()
+		if err := collect(past, from, current.Add(-time.Hour)); err != nil {
+			return nil, err
+		}
+		vw.past = past
+	}
+	full := vw.past.clone()
+	if err := collect(full, current, current); err != nil {
+		return nil, err
+	}
+	vw.full = full
+	vw.versions = make(map[string]store.Versions, len(subs))
+	for _, sub := range subs {
+		vw.versions[sub.cluster] = sub.versions
+	}
+	return full, nil
+}
+
+type holding int
+
+const (
+	holdsNone holding = iota
+	holdsPast         // every hour before the current one
+	holdsAll
+)
+
+// holds says which of the view's builders still hold for subs.
+func (vw *view) holds(subs []subject) holding {
+	if vw.full == nil || len(subs) != len(vw.versions) {
+		return holdsNone
+	}
+	h := holdsAll
+	for _, sub := range subs {
+		kept, ok := vw.versions[sub.cluster]
+		switch {
+		case !ok || kept.Past != sub.versions.Past:
+			return holdsNone
+		case kept.Writes != sub.versions.Writes:
+			h = holdsPast
+		}
+	}
+	return h
+}
+
+// get returns the view of key, new or kept, as the most recently used.
+func (v *Views) get(key viewKey) *view {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if el, ok := v.by[key]; ok {
+		v.lru.MoveToFront(el)
+		return el.Value.(*view)
+	}
+	vw := &view{key: key}
+	v.by[key] = v.lru.PushFront(vw)
+	// Views of hours gone by are never read again.
+	for el := v.lru.Back(); el != nil; {
+		prev := el.Prev()
+		if old := el.Value.(*view); old.key.now.Before(key.now) {
+			v.remove(el)
+		}
+		el = prev
+	}
+	return vw
+}
+
+// account records a view's size, and lets go of the least recently used
+// views while the kept ones are over the budget. A view alone over the
+// budget is not kept.
+func (v *Views) account(vw *view, bytes int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	el, ok := v.by[vw.key]
+	if !ok || el.Value.(*view) != vw {
+		return
+	}
+	v.used += bytes - vw.bytes
+	vw.bytes = bytes
+	for v.used > v.budget && v.lru.Len() > 0 {
+		v.remove(v.lru.Back())
+	}
+}
+
+// drop lets go of vw, if kept.
+func (v *Views) drop(vw *view) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if el, ok := v.by[vw.key]; ok && el.Value.(*view) == vw {
+		v.remove(el)
+	}
+}
+
+func (v *Views) remove(el *list.Element) {
+	vw := el.Value.(*view)
+	v.lru.Remove(el)
+	delete(v.by, vw.key)
+	v.used -= vw.bytes
+}
+
+// clone copies b for more counts to be added: everything that adding or
+// rendering changes is copied, and the cells of the hours before the
+// current one are shared, as nothing adds to them.
+func (b *builder) clone() *builder {
+	c := *b
+	c.hours[b.now.Hour()] = hourAgg{}
+	c.nodes = maps.Clone(b.nodes)
+	c.clients = slices.Clone(b.clients)
+	c.verbs = verbInterner{names: slices.Clone(b.verbs.names), ix: maps.Clone(b.verbs.ix)}
+	c.window = b.window.clone()
+	c.lastCell = cellCursor{}
+	c.clientIx = clientIndex{ix: maps.Clone(b.clientIx.ix), last: -1}
+	return &c
+}
+
+func (w windowAgg) clone() windowAgg {
+	c := w
+	if w.users != nil {
+		c.users = make(map[string]*windowUser, len(w.users))
+		for name, u := range w.users {
+			cu := *u
+			cu.agents = maps.Clone(u.agents)
+			c.users[name] = &cu
+		}
+	}
+	if w.hours != nil {
+		c.hours = maps.Clone(w.hours)
+		for h, n := range c.hours {
+			cn := *n
+			c.hours[h] = &cn
+		}
+	}
+	return c
+}
+
+// forgetShown readies a builder rendered before for another rendering.
+func (b *builder) forgetShown() {
+	for i := range b.clients {
+		b.clients[i].shown = false
+	}
+}
+
+// Rough sizes of what a builder holds, for the budget of Views.
+const (
+	rowBytes        = 40
+	verbRowBytes    = 24
+	cellBytes       = 160
+	clientBytes     = 120 // the client, and its entry in the index
+	windowUserBytes = 200 // the user, its map entry and its agents
+)
+
+// footprint estimates the bytes b holds.
+func (b *builder) footprint() int64 {
+	n := int64(len(b.clients))*clientBytes + int64(len(b.window.users))*windowUserBytes
+	for i := range b.hours {
+		for _, cl := range b.hours[i].nodes {
+			n += cellBytes + int64(cap(cl.rows))*rowBytes + int64(cap(cl.verbs))*verbRowBytes
+		}
+	}
+	return n
+}

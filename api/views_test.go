@@ -1,0 +1,234 @@
+package api
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
+	"github.com/kube-sunset/sunset/internal/testutil/storetest"
+	"github.com/kube-sunset/sunset/store"
+)
+
+// scanLog is the store, with the hours each scan reads written down.
+type scanLog struct {
+	*store.Store
+	mu    sync.Mutex
+	hours []time.Time
+}
+
+func (l *scanLog) ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
+	l.mu.Lock()
+	for h := from; !h.After(to); h = h.Add(time.Hour) {
+		l.hours = append(l.hours, h)
+	}
+	l.mu.Unlock()
+	return l.Store.ScanCounts(cluster, api, from, to, fn)
+}
+
+// read returns the hours read since the last call, as ranges, and
+// forgets them: a scan in parallel parts reads one range in several.
+func (l *scanLog) read() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	slices.SortFunc(l.hours, time.Time.Compare)
+	var out []string
+	for i := 0; i < len(l.hours); {
+		j := i
+		for j+1 < len(l.hours) && l.hours[j+1].Equal(l.hours[j].Add(time.Hour)) {
+			j++
+		}
+		out = append(out, l.hours[i].Format("01-02T15")+"/"+l.hours[j].Format("01-02T15"))
+		i = j + 1
+	}
+	l.hours = nil
+	return out
+}
+
+// Whatever is counted, deleted or asked for, in whatever order, a service
+// that keeps views answers exactly as one that reads everything every time:
+// with room for every view, and with room for few, so that views are let
+// go of while others are read.
+func TestViewsAnswerAsReadingEverything(t *testing.T) {
+	for _, budget := range []int64{1 << 30, 40 << 10} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) { testViewsAnswerAsReadingEverything(t, budget) })
+	}
+}
+
+func testViewsAnswerAsReadingEverything(t *testing.T, budget int64) {
+	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	plain := NewService(s, nil, nil, func(u string) bool { return u == "user-0" }, clock)
+	kept := NewService(s, nil, nil, func(u string) bool { return u == "user-0" }, clock)
+	views := NewViews(budget)
+	kept.WithViews(views)
+
+	rng := rand.New(rand.NewPCG(42, 7))
+	apis := []string{"flowschemas.v1beta3.flowcontrol.apiserver.k8s.io", "endpoints.v1", "cronjobs.v1beta1.batch"}
+	clusters := []string{"c1", "c2", "c3"}
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	id := 0
+	count := func() {
+		var reqs []countkey.Request
+		for range 1 + rng.IntN(40) {
+			id++
+			ago := 0
+			switch rng.IntN(10) {
+			case 0:
+				ago = rng.IntN(24 * 30) // late or replayed
+			case 1:
+				ago = 1
+			}
+			hour := now.Truncate(time.Hour).Add(-time.Duration(ago) * time.Hour)
+			r := countkey.Request{ID: fmt.Sprint(id), RemovedRelease: "1.37",
+				Key: countkey.CountKey{Cluster: pick(clusters), API: pick(apis), Removed: rng.IntN(5) == 0,
+					Cell: countkey.Cell{Hour: hour, Node: fmt.Sprintf("m%d", rng.IntN(3)),
+						Username: fmt.Sprintf("user-%d", rng.IntN(12)), UserAgent: fmt.Sprintf("agent/%d", rng.IntN(2)),
+						Verb: []string{"get", "list", "watch"}[rng.IntN(3)], DryRun: rng.IntN(8) == 0}}}
+			if u := rng.IntN(6); u < 3 {
+				// Clients that status.workloads describes.
+				r.Key.Username = fmt.Sprintf("system:serviceaccount:ns:app-%d", u)
+				r.Seen = &countkey.Sighting{PodName: fmt.Sprintf("app-%d-7d9f8b6c5-x2kqz", u), PodNode: "worker-1", At: hour}
+			}
+			reqs = append(reqs, r)
+		}
+		_, err := storetest.Apply(s, reqs)
+		require.NoError(t, err)
+	}
+	query := func() sunsetv1.Query {
+		q := sunsetv1.DefaultQuery()
+		q.Users = []int{0, 1, 3, 10}[rng.IntN(4)]
+		if q.Users == 0 {
+			q.Users = sunsetv1.DefaultUsersToReport
+		}
+		if rng.IntN(3) == 0 {
+			q.Cluster = pick(clusters)
+		}
+		if since := []int{0, 1, 5, 48, 720}[rng.IntN(5)]; since > 0 {
+			q.Since = time.Duration(since) * time.Hour
+			q.Hourly = rng.IntN(2) == 0
+		}
+		if rng.IntN(4) == 0 {
+			q.User = fmt.Sprintf("user-%d", rng.IntN(14))
+		}
+		return q
+	}
+	for step := range 600 {
+		switch rng.IntN(10) {
+		case 0, 1, 2:
+			count()
+		case 3:
+			if rng.IntN(6) == 0 {
+				_, err := s.DeleteAPI(pick(clusters), pick(apis), false)
+				require.NoError(t, err)
+			}
+		case 4:
+			now = now.Add(time.Duration(rng.IntN(50)) * time.Minute)
+		case 5, 6:
+			q := query()
+			want, err := plain.List(q)
+			require.NoError(t, err)
+			got, err := kept.List(q)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "step %d: list %+v", step, q)
+		default:
+			name, q := pick(apis), query()
+			want, wantErr := plain.Get(name, q)
+			got, err := kept.Get(name, q)
+			require.Equal(t, wantErr, err)
+			require.Equal(t, want, got, "step %d: get %s %+v", step, name, q)
+		}
+		require.LessOrEqual(t, views.used, budget)
+	}
+}
+
+func TestViewsReadOnlyWhatMayHaveChanged(t *testing.T) {
+	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
+	cur := now.Truncate(time.Hour)
+	clock := func() time.Time { return now }
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	q := &scanLog{Store: s}
+	svc := NewService(q, nil, nil, nil, clock)
+	svc.WithViews(NewViews(1 << 30))
+	id := 0
+	count := func(hour time.Time) {
+		t.Helper()
+		id++
+		_, err := storetest.Apply(s, []countkey.Request{{ID: fmt.Sprint(id),
+			Key: countkey.CountKey{Cluster: "c1", API: "endpoints.v1", Cell: countkey.Cell{Hour: hour, Node: "m0", Username: "alice", Verb: "get"}}}})
+		require.NoError(t, err)
+	}
+	get := func(want int64) []string {
+		t.Helper()
+		query := sunsetv1.DefaultQuery()
+		query.Since = 720 * time.Hour
+		obj, err := svc.Get("endpoints.v1", query)
+		require.NoError(t, err)
+		require.Equal(t, want, obj.Status.Window.RequestCount)
+		return q.read()
+	}
+	count(cur.Add(-100 * time.Hour))
+	count(cur)
+	require.Equal(t, []string{"10-22T19/11-21T19"}, get(2), "the first query reads the window")
+	require.Empty(t, get(2), "nothing counted since: nothing read")
+	count(cur)
+	require.Equal(t, []string{"11-21T19/11-21T19"}, get(3), "counted in the current hour: that hour alone is read")
+	count(cur.Add(-5 * time.Hour))
+	require.Equal(t, []string{"10-22T19/11-21T19"}, get(4), "a late request: everything is read again")
+	now = now.Add(time.Hour)
+	require.Equal(t, []string{"10-22T20/11-21T20"}, get(4), "a new hour starts afresh")
+}
+
+// Queries of one view at once wait for each other, and all get the answer.
+func TestViewsServeQueriesAtOnce(t *testing.T) {
+	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	var reqs []countkey.Request
+	for i := range 200 {
+		reqs = append(reqs, countkey.Request{ID: fmt.Sprint(i), Key: countkey.CountKey{Cluster: "c1", API: "endpoints.v1",
+			Cell: countkey.Cell{Hour: now.Truncate(time.Hour).Add(-time.Duration(i%30) * time.Hour), Node: fmt.Sprintf("m%d", i%3),
+				Username: fmt.Sprintf("system:serviceaccount:ns:app-%d", i%17), Verb: "get"}}})
+	}
+	_, err = storetest.Apply(s, reqs)
+	require.NoError(t, err)
+	q := sunsetv1.DefaultQuery()
+	q.Since = 48 * time.Hour
+	want, err := NewService(s, nil, nil, nil, clock).Get("endpoints.v1", q)
+	require.NoError(t, err)
+	kept := NewService(s, nil, nil, nil, clock)
+	kept.WithViews(NewViews(1 << 30))
+	got := make([]sunsetv1.APIRequestCount, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			q := q
+			if i%2 == 1 {
+				q.Users = 1 // another rendering of the same view
+			}
+			var err error
+			if got[i], err = kept.Get("endpoints.v1", q); err != nil {
+				panic(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := 0; i < len(got); i += 2 {
+		require.Equal(t, want, got[i])
+	}
+	require.Len(t, got[1].Status.Last24h[19].ByNode[0].ByUser, 1)
+}
