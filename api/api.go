@@ -155,22 +155,41 @@ func (h *Handler) listFields(w http.ResponseWriter, r *http.Request) {
 		func(l *sunsetv1.FieldRequestCountList, items []sunsetv1.FieldRequestCount) { l.Items = items },
 		func(o sunsetv1.FieldRequestCount) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus) {
 			return o.Metadata, o.Status
-		})
+		}, nil)
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	serveList(h, w, r, APIRequestCountsResource.GroupResource(), listParams, h.svc.List,
+	var outs map[string]*output
+	read := func(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
+		list, err := h.svc.list(q)
+		outs = make(map[string]*output, len(list))
+		l := sunsetv1.APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: make([]sunsetv1.APIRequestCount, len(list))}
+		for i, o := range list {
+			l.Items[i] = o.obj
+			outs[o.obj.Metadata.Name] = o
+		}
+		return l, err
+	}
+	serveList(h, w, r, APIRequestCountsResource.GroupResource(), listParams, read,
 		func(l sunsetv1.APIRequestCountList) []sunsetv1.APIRequestCount { return l.Items },
 		func(l *sunsetv1.APIRequestCountList, items []sunsetv1.APIRequestCount) { l.Items = items },
 		func(o sunsetv1.APIRequestCount) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus) {
 			return o.Metadata, o.Status
+		}, func(items []sunsetv1.APIRequestCount) []byte {
+			kept := make([]*output, len(items))
+			for i, it := range items {
+				kept[i] = outs[it.Metadata.Name]
+			}
+			return listJSON(kept)
 		})
 }
 
 // serveList answers a list request with what read returns, filtered by the
-// label and field selectors, as JSON or as a Table.
+// label and field selectors, as JSON or as a Table. kept, if set, returns
+// the compact JSON of a list of items that views kept encoded, or nil.
 func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr schema.GroupResource, params []string,
-	read func(sunsetv1.Query) (L, error), items func(L) []T, setItems func(*L, []T), parts func(T) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus)) {
+	read func(sunsetv1.Query) (L, error), items func(L) []T, setItems func(*L, []T), parts func(T) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus),
+	keptJSON func([]T) []byte) {
 	q, ok := h.begin(w, r, gr, params, kubeListParams)
 	if !ok {
 		return
@@ -195,7 +214,11 @@ func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr 
 		return !sel.matches(meta)
 	})
 	setItems(&out, kept)
-	h.write(w, r, out, func(include string) (*metav1.Table, error) {
+	var encoded func() []byte
+	if keptJSON != nil {
+		encoded = func() []byte { return keptJSON(kept) }
+	}
+	h.writeEncoded(w, r, out, encoded, func(include string) (*metav1.Table, error) {
 		t := newTable()
 		for _, it := range kept {
 			meta, st := parts(it)
@@ -222,12 +245,24 @@ func singleTable(meta metav1.ObjectMeta, st sunsetv1.APIRequestCountStatus, obj 
 // write answers with obj as JSON, or with the Table toTable builds when the
 // client asks for one.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable func(include string) (*metav1.Table, error)) {
+	h.writeEncoded(w, r, obj, nil, toTable)
+}
+
+// writeEncoded is write with, if encoded is set, obj's compact JSON as
+// views kept it, or nil if they did not.
+func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, obj any, encoded func() []byte, toTable func(include string) (*metav1.Table, error)) {
 	table, err := wantsTable(r)
 	if err != nil {
 		httpjson.WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, r.Method, schema.GroupResource{}, "", err.Error(), 0, false))
 		return
 	}
 	if !table {
+		if encoded != nil && !httpjson.Pretty(r) {
+			if b := encoded(); b != nil {
+				httpjson.WriteEncoded(w, http.StatusOK, b)
+				return
+			}
+		}
 		httpjson.WriteFor(w, r, http.StatusOK, obj)
 		return
 	}
@@ -273,7 +308,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	obj, err := h.svc.Get(name, q)
+	out, err := h.svc.get(name, q)
 	switch {
 	case errors.Is(err, sunsetv1.ErrNotFound):
 		why := "no deprecated requests to it were recorded"
@@ -284,7 +319,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.internalError(w, err)
 	default:
-		h.write(w, r, obj, singleTable(obj.Metadata, obj.Status, obj))
+		h.writeEncoded(w, r, out.obj, func() []byte { return out.json }, singleTable(out.obj.Metadata, out.obj.Status, out.obj))
 	}
 }
 

@@ -71,20 +71,30 @@ func NewService(q Querier, cat *catalog.Catalog, rules *fieldrule.Set, isSystem 
 // List returns every API with counts in retention that matches q, sorted by
 // name.
 func (s *Service) List(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
+	outs, err := s.list(q)
+	out := sunsetv1.APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: make([]sunsetv1.APIRequestCount, len(outs))}
+	for i, o := range outs {
+		out.Items[i] = o.obj
+	}
+	return out, err
+}
+
+// list is List as outputs.
+func (s *Service) list(q sunsetv1.Query) ([]*output, error) {
 	now := s.now()
-	out := sunsetv1.APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []sunsetv1.APIRequestCount{}}
+	var out []*output
 	infos := s.q.APIs()
 	for start := 0; start < len(infos); {
 		end := start + 1
 		for end < len(infos) && infos[end].API == infos[start].API {
 			end++
 		}
-		obj, calledByUser, found, err := s.build(s.apiSource(infos[start].API), apiSubjects(infos[start:end]), q, now)
+		item, calledByUser, found, err := s.build(s.apiSource(infos[start].API), apiSubjects(infos[start:end]), q, now)
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		if found && matches(q, obj, calledByUser) {
-			out.Items = append(out.Items, obj)
+		if found && matches(q, item.obj, calledByUser) {
+			out = append(out, item)
 		}
 		start = end
 	}
@@ -93,20 +103,29 @@ func (s *Service) List(q sunsetv1.Query) (sunsetv1.APIRequestCountList, error) {
 
 // Get returns one API, or ErrNotFound.
 func (s *Service) Get(name string, q sunsetv1.Query) (sunsetv1.APIRequestCount, error) {
+	out, err := s.get(name, q)
+	if err != nil {
+		return sunsetv1.APIRequestCount{}, err
+	}
+	return out.obj, nil
+}
+
+// get is Get as an output.
+func (s *Service) get(name string, q sunsetv1.Query) (*output, error) {
 	var infos []store.APIInfo
 	for _, info := range s.q.APIs() {
 		if info.API == name {
 			infos = append(infos, info)
 		}
 	}
-	obj, _, found, err := s.build(s.apiSource(name), apiSubjects(infos), q, s.now())
+	out, _, found, err := s.build(s.apiSource(name), apiSubjects(infos), q, s.now())
 	if err != nil {
-		return obj, err
+		return nil, err
 	}
 	if !found {
-		return obj, sunsetv1.ErrNotFound
+		return nil, sunsetv1.ErrNotFound
 	}
-	return obj, nil
+	return out, nil
 }
 
 // source reads the counts and workload records of one API or field rule.
@@ -158,7 +177,7 @@ func apiSubjects(infos []store.APIInfo) []subject {
 
 // build renders one API or field rule from the clusters in subjects that
 // match q, and says whether q.User called it (calledBy).
-func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now time.Time) (obj sunsetv1.APIRequestCount, calledByUser, found bool, err error) {
+func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now time.Time) (out *output, calledByUser, found bool, err error) {
 	name := src.name
 	var matching []subject
 	var removedIn catalog.Release
@@ -195,9 +214,9 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 		return nil
 	}
 	key := viewKey{fieldRule: !src.catalogued, name: name, cluster: q.Cluster, since: q.Since, hourly: q.Hourly, now: now.UTC().Truncate(time.Hour)}
-	b, release, err := s.views.builder(key, matching, fresh, collect)
+	b, vw, release, err := s.views.builder(key, matching, fresh, collect)
 	if err != nil {
-		return sunsetv1.APIRequestCount{}, false, false, err
+		return nil, false, false, err
 	}
 	defer release()
 	calledByUser = q.User != "" && b.calledBy(q.User)
@@ -205,13 +224,16 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 	if users == 0 {
 		users = sunsetv1.DefaultUsersToReport
 	}
+	if out := vw.kept(users); out != nil {
+		return out, calledByUser, found, nil
+	}
 	st := b.status(removedIn.String(), users)
 	// Workload records are read for the clients shown only, once each.
 	records := map[string]map[store.ClientID]store.Workload{}
 	for cluster, clients := range b.shownClients() {
 		w, err := src.workloadsOf(cluster, clients)
 		if err != nil {
-			return sunsetv1.APIRequestCount{}, false, false, err
+			return nil, false, false, err
 		}
 		records[cluster] = w
 	}
@@ -229,13 +251,14 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 			}
 		}
 	}
-	obj = sunsetv1.APIRequestCount{
+	obj := sunsetv1.APIRequestCount{
 		TypeMeta: typeMeta("APIRequestCount"),
 		Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},
 		Spec:     sunsetv1.APIRequestCountSpec{NumberOfUsersToReport: int64(users)},
 		Status:   st,
 	}
-	return obj, calledByUser, found, nil
+	out, err = s.views.keep(vw, users, obj)
+	return out, calledByUser, found, err
 }
 
 // lookup finds the catalog entry of an API name, resource.version.group.
@@ -271,10 +294,11 @@ func (s *Service) Field(name string, q sunsetv1.Query) (sunsetv1.FieldRequestCou
 			subjects = append(subjects, subject{cluster: info.Cluster, removedRelease: info.RemovedRelease, nodes: info.Nodes, versions: info.Versions})
 		}
 	}
-	obj, _, _, err := s.build(s.fieldRuleSource(name), subjects, q, s.now())
+	out, _, _, err := s.build(s.fieldRuleSource(name), subjects, q, s.now())
 	if err != nil {
 		return sunsetv1.FieldRequestCount{}, err
 	}
+	obj := out.obj
 	st := obj.Status
 	st.RemovedInRelease, st.DeprecatedInRelease, st.Warning = rule.RemovedIn, rule.DeprecatedIn, rule.Message
 	return sunsetv1.FieldRequestCount{TypeMeta: typeMeta("FieldRequestCount"), Metadata: metav1.ObjectMeta{Name: name, Labels: labelsFor(st)},

@@ -2,11 +2,14 @@ package api
 
 import (
 	"container/list"
+	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -57,32 +60,75 @@ type view struct {
 	// past holds every hour before the current one; full holds past and
 	// the current hour. past's cells are full's: full is a clone.
 	past, full *builder
-	bytes      int64 // under Views.mu
+	// outputs are full's renderings, by the users asked for.
+	outputs map[int]*output
+	bytes   int64 // under Views.mu
 }
 
 // collectFunc adds the counts of every subject of a query over [from, to]
 // to b.
 type collectFunc func(b *builder, from, to time.Time) error
 
-// builder returns a builder of the query key over subs, to be rendered
-// before release is called. Without views every call reads everything.
-func (v *Views) builder(key viewKey, subs []subject, fresh func() *builder, collect collectFunc) (b *builder, release func(), err error) {
+// builder returns a builder of the query key over subs, and its view, to
+// be rendered before release is called. Without views every call reads
+// everything, and the view is nil.
+func (v *Views) builder(key viewKey, subs []subject, fresh func() *builder, collect collectFunc) (b *builder, vw *view, release func(), err error) {
 	if v == nil || v.budget <= 0 {
 		b = fresh()
 		from, to := b.scanRange()
-		return b, func() {}, collect(b, from, to)
+		return b, nil, func() {}, collect(b, from, to)
 	}
-	vw := v.get(key)
+	vw = v.get(key)
 	vw.mu.Lock()
 	b, err = vw.build(subs, fresh, collect)
 	if err != nil {
-		vw.past, vw.full, vw.versions = nil, nil, nil
+		vw.past, vw.full, vw.versions, vw.outputs = nil, nil, nil, nil
 		vw.mu.Unlock()
 		v.drop(vw)
-		return nil, func() {}, err
+		return nil, nil, func() {}, err
 	}
-	v.account(vw, b.footprint())
-	return b, vw.mu.Unlock, nil
+	v.account(vw)
+	return b, vw, vw.mu.Unlock, nil
+}
+
+// output is one rendering of a view: the object, and its JSON as
+// encoding/json writes it, without a newline. Neither changes once made;
+// a view that changes makes new ones.
+type output struct {
+	obj  sunsetv1.APIRequestCount
+	json []byte // nil when not kept in a view
+}
+
+// kept returns the view's output for users, if it has one; the caller
+// holds vw.mu.
+func (vw *view) kept(users int) *output {
+	if vw == nil {
+		return nil
+	}
+	return vw.outputs[users]
+}
+
+// keep encodes obj and keeps it as the view's output for users; the
+// caller holds vw.mu. Without a view it only wraps obj.
+func (v *Views) keep(vw *view, users int, obj sunsetv1.APIRequestCount) (*output, error) {
+	out := &output{obj: obj}
+	if vw == nil {
+		return out, nil
+	}
+	if vw.key.fieldRule {
+		// Field rules answer in a shape of their own (Service.Field).
+		return out, nil
+	}
+	var err error
+	if out.json, err = json.Marshal(obj); err != nil {
+		return nil, err
+	}
+	if vw.outputs == nil {
+		vw.outputs = map[int]*output{}
+	}
+	vw.outputs[users] = out
+	v.account(vw)
+	return out, nil
 }
 
 // build brings the view up to subs' versions; the caller holds vw.mu.
@@ -93,6 +139,7 @@ func (vw *view) build(subs []subject, fresh func() *builder, collect collectFunc
 		vw.full.forgetShown()
 		return vw.full, nil
 	case holdsNone:
+		vw.outputs = nil
 		past := fresh()
 		from, _ := past.scanRange()
 		if err := collect(past, from, current.Add(-time.Hour)); err != nil {
@@ -104,7 +151,7 @@ func (vw *view) build(subs []subject, fresh func() *builder, collect collectFunc
 	if err := collect(full, current, current); err != nil {
 		return nil, err
 	}
-	vw.full = full
+	vw.full, vw.outputs = full, nil
 	vw.versions = make(map[string]store.Versions, len(subs))
 	for _, sub := range subs {
 		vw.versions[sub.cluster] = sub.versions
@@ -161,8 +208,16 @@ func (v *Views) get(key viewKey) *view {
 
 // account records a view's size, and lets go of the least recently used
 // views while the kept ones are over the budget. A view alone over the
-// budget is not kept.
-func (v *Views) account(vw *view, bytes int64) {
+// budget is not kept. The caller holds vw.mu.
+func (v *Views) account(vw *view) {
+	bytes := vw.full.footprint()
+	if vw.past != nil {
+		// The cells are shared; the rest is the past's own.
+		bytes += int64(len(vw.past.clients))*clientBytes + int64(len(vw.past.window.users))*windowUserBytes
+	}
+	for _, out := range vw.outputs {
+		bytes += int64(len(out.json))
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	el, ok := v.by[vw.key]
@@ -253,3 +308,39 @@ func (b *builder) footprint() int64 {
 	}
 	return n
 }
+
+// listJSON is the compact JSON of an APIRequestCountList of outs, as
+// encoding/json writes it, from the JSON views kept of each; nil if one
+// has none.
+func listJSON(outs []*output) []byte {
+	size := len(listHead) + len(listTail)
+	for _, o := range outs {
+		if o == nil || o.json == nil {
+			return nil
+		}
+		size += len(o.json) + 1
+	}
+	b := make([]byte, 0, size)
+	b = append(b, listHead...)
+	for i, o := range outs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, o.json...)
+	}
+	return append(b, listTail...)
+}
+
+// listHead and listTail are the compact JSON of an APIRequestCountList
+// around its items.
+var listHead, listTail = func() (string, string) {
+	empty, err := json.Marshal(sunsetv1.APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []sunsetv1.APIRequestCount{}})
+	if err != nil {
+		panic(err)
+	}
+	head, tail, ok := strings.Cut(string(empty), "[]")
+	if !ok {
+		panic("api: an empty list encodes without []")
+	}
+	return head + "[", "]" + tail
+}()

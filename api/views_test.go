@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -231,4 +233,52 @@ func TestViewsServeQueriesAtOnce(t *testing.T) {
 		require.Equal(t, want, got[i])
 	}
 	require.Len(t, got[1].Status.Last24h[19].ByNode[0].ByUser, 1)
+}
+
+// Over HTTP, answers that views kept encoded are the bytes a handler
+// without views writes: one object, lists with and without selectors,
+// indented, and as Tables.
+func TestViewsAnswerTheSameBytes(t *testing.T) {
+	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	plain, kept := http.NewServeMux(), http.NewServeMux()
+	New(Options{Querier: s, Logger: zerolog.Nop(), Now: clock}).Register(plain)
+	New(Options{Querier: s, Logger: zerolog.Nop(), Now: clock, Views: NewViews(1 << 30)}).Register(kept)
+	var reqs []countkey.Request
+	for i := range 300 {
+		api := []string{"endpoints.v1", "cronjobs.v1beta1.batch", "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io"}[i%3]
+		reqs = append(reqs, countkey.Request{ID: fmt.Sprint(i), RemovedRelease: map[bool]string{true: "1.25"}[i%3 == 1],
+			Key: countkey.CountKey{Cluster: []string{"c1", "c2"}[i%2], API: api, Removed: i%3 == 1,
+				Cell: countkey.Cell{Hour: now.Truncate(time.Hour).Add(-time.Duration(i%40) * time.Hour), Node: fmt.Sprintf("m%d", i%3),
+					Username: fmt.Sprintf("system:serviceaccount:ns:app-%d", i%7), UserAgent: "app/1.0 <&>", Verb: "get"}}})
+	}
+	_, err = storetest.Apply(s, reqs)
+	require.NoError(t, err)
+	const base = "/apis/sunset.dev/v1/apirequestcounts"
+	for _, target := range []string{
+		base, base + "?since=48h", base + "?labelSelector=sunset.dev%2Fstate%3Dremoved", base + "?fieldSelector=metadata.name%3Dendpoints.v1",
+		base + "?labelSelector=sunset.dev%2Fstate%3Dnone", base + "?user=system:serviceaccount:ns:app-3", base + "?pretty=true",
+		base + "/endpoints.v1", base + "/endpoints.v1?since=720h&hourly=true&users=2", base + "/endpoints.v1?cluster=c2", base + "/endpoints.v1?pretty=1",
+	} {
+		for _, accept := range []string{"", "application/json;as=Table;v=v1;g=meta.k8s.io"} {
+			// Twice: the second answer is the kept one.
+			for range 2 {
+				want, got := httptest.NewRecorder(), httptest.NewRecorder()
+				for _, h := range []struct {
+					mux *http.ServeMux
+					rec *httptest.ResponseRecorder
+				}{{plain, want}, {kept, got}} {
+					r := httptest.NewRequest(http.MethodGet, target, nil)
+					r.Header.Set("Accept", accept)
+					h.mux.ServeHTTP(h.rec, r)
+				}
+				require.Equal(t, http.StatusOK, want.Code, "%s: %s", target, want.Body)
+				require.Equal(t, want.Header(), got.Header(), target)
+				require.Equal(t, want.Body.String(), got.Body.String(), "%s, Accept %q", target, accept)
+			}
+		}
+	}
 }

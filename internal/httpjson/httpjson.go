@@ -103,3 +103,14 @@ func WriteStatus(w http.ResponseWriter, err apierrors.APIStatus) {
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	Write(w, int(st.Code), st)
 }
+
+// WriteEncoded answers with JSON already encoded compactly, ended by a
+// newline as WriteFor ends it.
+func WriteEncoded(w http.ResponseWriter, code int, encoded []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if _, err := w.Write(encoded); err == nil {
+		_, _ = w.Write([]byte{'\n'})
+	}
+}
