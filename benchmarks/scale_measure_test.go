@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -43,14 +44,21 @@ func serveEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
+// scaleQueryCacheBytes is query-cache-bytes at every step: raised, as
+// the store's caps are, so that each step's views fit whatever its shape
+// (the largest take about 600 MiB); peak RSS shows what they cost.
+const scaleQueryCacheBytes = 2 << 30
+
 // startServe runs `sunset serve` on dir: the shipped defaults, with the
-// step's caps and the /metrics cache off, so that every scrape scans.
+// step's caps, scaleQueryCacheBytes, and the /metrics cache off, so that
+// every scrape computes its answer (from what the exporter kept of the
+// hours, as a server does).
 func startServe(b *testing.B, bin, dir string, shape scaleShape) *sunsetProc {
 	b.Helper()
 	addr := loopback.FreeAddr(b)
 	clients, nodes, clusters := storeCaps(shape)
 	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--listen", addr, "--log-level", "warn")
-	cmd.Env = serveEnv("SUNSET_METRICS_REFRESH=0s",
+	cmd.Env = serveEnv("SUNSET_METRICS_REFRESH=0s", "SUNSET_QUERY_CACHE_BYTES="+strconv.Itoa(scaleQueryCacheBytes),
 		"SUNSET_MAX_CLIENTS_PER_NODE_HOUR="+strconv.Itoa(clients),
 		"SUNSET_MAX_APISERVERS_PER_CLUSTER="+strconv.Itoa(nodes),
 		"SUNSET_MAX_STORED_CLUSTERS="+strconv.Itoa(clusters))
@@ -155,20 +163,24 @@ func timeQuery(b *testing.B, client *http.Client, url string, q scaleQuery) (que
 }
 
 // measureStep serves the step's data directory with `sunset serve` and
-// times the three queries over loopback HTTP, one at a time, after one
-// untimed round; the process's peak RSS is read once it has stopped.
+// times the three queries over loopback HTTP, one at a time, after a
+// first round timed apart: the first of each query reads everything,
+// the later ones what the server kept; the process's peak RSS is read
+// once it has stopped.
 func measureStep(b *testing.B, bin string, f *scaleFill, r *scaleResult) {
 	p := startServe(b, bin, f.dir, f.shape)
 	p.waitReady(b)
 	client := &http.Client{Timeout: 2 * time.Minute}
 	get, list, scrape := scaleQueries(f)
-	for _, q := range []scaleQuery{get, list, scrape} {
+	for i, q := range []scaleQuery{get, list, scrape} {
+		before := time.Now()
 		resp, err := client.Get(p.url + q.path)
 		if err != nil {
 			b.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		r.first[i] = max(r.first[i], time.Since(before))
 	}
 	// The machine's other work shows in every latency: the step's figures
 	// come with the load average when they were taken.
@@ -181,12 +193,31 @@ func measureStep(b *testing.B, bin string, f *scaleFill, r *scaleResult) {
 	lat, r.scrapeBytes = timeQuery(b, client, p.url, scrape)
 	r.scrape = append(r.scrape, lat...)
 	client.CloseIdleConnections()
+	r.getFloor = append(r.getFloor, timeFloor(b, r.getBytes)...)
+	r.listFloor = append(r.listFloor, timeFloor(b, r.listBytes)...)
 	// From /proc while it runs, not rusage after: Linux carries the peak
 	// RSS of the forking process (this one, with the fills) across exec
 	// into the child's rusage.
 	r.rssMiB = max(r.rssMiB, procPeakRSSMiB(b, p.cmd.Process.Pid))
 	r.load = max(r.load, loadAverage())
 	p.stop(b)
+}
+
+// timeFloor times, as timeQuery does, GETs of a body of size bytes from
+// a server in the test process that only writes bytes it holds: what
+// any answer of that size costs over loopback, and the client reading it.
+func timeFloor(b *testing.B, size int) querybench.Durations {
+	b.Helper()
+	body := bytes.Repeat([]byte("x"), size)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	client := &http.Client{Timeout: 2 * time.Minute}
+	defer client.CloseIdleConnections()
+	lat, _ := timeQuery(b, client, srv.URL, scaleQuery{path: "/", check: func(*testing.B, []byte, time.Time) {}})
+	return lat
 }
 
 // procPeakRSSMiB is a running process's peak resident set (VmHWM).
@@ -216,6 +247,7 @@ func profileStep(b *testing.B, f *scaleFill, path string) {
 	cfg.DataDir = f.dir
 	cfg.MaxClientsPerNodeHour, cfg.MaxAPIServersPerCluster, cfg.MaxStoredClusters = storeCaps(f.shape)
 	cfg.Metrics.Refresh = 0
+	cfg.QueryCacheBytes = scaleQueryCacheBytes
 	s := testserver.Start(b, cfg, app.Options{})
 	defer s.Stop()
 	out, err := os.Create(path)

@@ -58,6 +58,12 @@ type scaleResult struct {
 	scrapeBytes int
 	rssMiB      float64
 	load        float64 // the highest 1-minute load average seen while measuring
+	// first are the first GET, list and scrape of a server, which read
+	// everything: the slowest over the runs.
+	first [3]time.Duration
+	// getFloor and listFloor time bodies of the GET's and the list's
+	// size from a server that only writes them (timeFloor).
+	getFloor, listFloor querybench.Durations
 }
 
 // scaleMax is SUNSET_BENCH_SCALE_MAX, the largest step to run as a factor
@@ -129,6 +135,11 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(ms(r.get.Quantile(0.99)), "get-p99-ms")
 				b.ReportMetric(ms(r.list.Quantile(0.99)), "list-p99-ms")
 				b.ReportMetric(ms(r.scrape.Quantile(0.99)), "scrape-p99-ms")
+				b.ReportMetric(ms(r.getFloor.Quantile(0.99)), "get-floor-p99-ms")
+				b.ReportMetric(ms(r.listFloor.Quantile(0.99)), "list-floor-p99-ms")
+				b.ReportMetric(ms(r.first[0]), "get-first-ms")
+				b.ReportMetric(ms(r.first[1]), "list-first-ms")
+				b.ReportMetric(ms(r.first[2]), "scrape-first-ms")
 				b.ReportMetric(r.rssMiB, "peak-rss-MiB")
 				b.ReportMetric(float64(f.disk)/(1<<20), "disk-MiB")
 				b.ReportMetric(float64(f.disk)/float64(f.requests), "B/request")
