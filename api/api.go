@@ -175,7 +175,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		func(l *sunsetv1.APIRequestCountList, items []sunsetv1.APIRequestCount) { l.Items = items },
 		func(o sunsetv1.APIRequestCount) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus) {
 			return o.Metadata, o.Status
-		}, func(items []sunsetv1.APIRequestCount) []byte {
+		}, func(items []sunsetv1.APIRequestCount) [][]byte {
 			kept := make([]*output, len(items))
 			for i, it := range items {
 				kept[i] = outs[it.Metadata.Name]
@@ -185,11 +185,12 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveList answers a list request with what read returns, filtered by the
-// label and field selectors, as JSON or as a Table. kept, if set, returns
-// the compact JSON of a list of items that views kept encoded, or nil.
+// label and field selectors, as JSON or as a Table. keptJSON, if set,
+// returns the compact JSON, in pieces, of a list of items that views kept
+// encoded, or nil.
 func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr schema.GroupResource, params []string,
 	read func(sunsetv1.Query) (L, error), items func(L) []T, setItems func(*L, []T), parts func(T) (metav1.ObjectMeta, sunsetv1.APIRequestCountStatus),
-	keptJSON func([]T) []byte) {
+	keptJSON func([]T) [][]byte) {
 	q, ok := h.begin(w, r, gr, params, kubeListParams)
 	if !ok {
 		return
@@ -214,9 +215,9 @@ func serveList[L, T any](h *Handler, w http.ResponseWriter, r *http.Request, gr 
 		return !sel.matches(meta)
 	})
 	setItems(&out, kept)
-	var encoded func() []byte
+	var encoded func() [][]byte
 	if keptJSON != nil {
-		encoded = func() []byte { return keptJSON(kept) }
+		encoded = func() [][]byte { return keptJSON(kept) }
 	}
 	h.writeEncoded(w, r, out, encoded, func(include string) (*metav1.Table, error) {
 		t := newTable()
@@ -248,9 +249,9 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, obj any, toTable
 	h.writeEncoded(w, r, obj, nil, toTable)
 }
 
-// writeEncoded is write with, if encoded is set, obj's compact JSON as
-// views kept it, or nil if they did not.
-func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, obj any, encoded func() []byte, toTable func(include string) (*metav1.Table, error)) {
+// writeEncoded is write with, if encoded is set, obj's compact JSON in
+// pieces as views kept it, or nil if they did not.
+func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, obj any, encoded func() [][]byte, toTable func(include string) (*metav1.Table, error)) {
 	table, err := wantsTable(r)
 	if err != nil {
 		httpjson.WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, r.Method, schema.GroupResource{}, "", err.Error(), 0, false))
@@ -319,7 +320,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.internalError(w, err)
 	default:
-		h.writeEncoded(w, r, out.obj, func() []byte { return out.json }, singleTable(out.obj.Metadata, out.obj.Status, out.obj))
+		h.writeEncoded(w, r, out.obj, func() [][]byte {
+			if out.json == nil {
+				return nil
+			}
+			return [][]byte{out.json}
+		}, singleTable(out.obj.Metadata, out.obj.Status, out.obj))
 	}
 }
 

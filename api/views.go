@@ -1,11 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"container/list"
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -310,37 +310,37 @@ func (b *builder) footprint() int64 {
 }
 
 // listJSON is the compact JSON of an APIRequestCountList of outs, as
-// encoding/json writes it, from the JSON views kept of each; nil if one
-// has none.
-func listJSON(outs []*output) []byte {
-	size := len(listHead) + len(listTail)
-	for _, o := range outs {
+// encoding/json writes it, in pieces: the list's head, each item's JSON
+// as views kept it, the commas between and the tail. Nil if an item has
+// none. Written piece by piece, a list of tens of megabytes is never
+// copied whole.
+func listJSON(outs []*output) [][]byte {
+	pieces := make([][]byte, 0, 2*len(outs)+1)
+	pieces = append(pieces, listHead)
+	for i, o := range outs {
 		if o == nil || o.json == nil {
 			return nil
 		}
-		size += len(o.json) + 1
-	}
-	b := make([]byte, 0, size)
-	b = append(b, listHead...)
-	for i, o := range outs {
 		if i > 0 {
-			b = append(b, ',')
+			pieces = append(pieces, comma)
 		}
-		b = append(b, o.json...)
+		pieces = append(pieces, o.json)
 	}
-	return append(b, listTail...)
+	return append(pieces, listTail)
 }
+
+var comma = []byte{','}
 
 // listHead and listTail are the compact JSON of an APIRequestCountList
 // around its items.
-var listHead, listTail = func() (string, string) {
+var listHead, listTail = func() ([]byte, []byte) {
 	empty, err := json.Marshal(sunsetv1.APIRequestCountList{TypeMeta: typeMeta("APIRequestCountList"), Items: []sunsetv1.APIRequestCount{}})
 	if err != nil {
 		panic(err)
 	}
-	head, tail, ok := strings.Cut(string(empty), "[]")
+	head, tail, ok := bytes.Cut(empty, []byte("[]"))
 	if !ok {
 		panic("api: an empty list encodes without []")
 	}
-	return head + "[", "]" + tail
+	return append(slices.Clone(head), '['), append([]byte{']'}, tail...)
 }()

@@ -104,13 +104,16 @@ func WriteStatus(w http.ResponseWriter, err apierrors.APIStatus) {
 	Write(w, int(st.Code), st)
 }
 
-// WriteEncoded answers with JSON already encoded compactly, ended by a
-// newline as WriteFor ends it.
-func WriteEncoded(w http.ResponseWriter, code int, encoded []byte) {
+// WriteEncoded answers with JSON already encoded compactly, in pieces
+// written one after the other, ended by a newline as WriteFor ends it.
+func WriteEncoded(w http.ResponseWriter, code int, pieces [][]byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	if _, err := w.Write(encoded); err == nil {
-		_, _ = w.Write([]byte{'\n'})
+	for _, p := range pieces {
+		if _, err := w.Write(p); err != nil {
+			return
+		}
 	}
+	_, _ = w.Write([]byte{'\n'})
 }
