@@ -19,6 +19,9 @@ import (
 
 // Querier reads counts. *store.Store implements it. ScanCounts and
 // ScanFieldRuleCounts may be called concurrently, over different hours.
+// With views (WithViews), APIs and FieldRules must give each subject's
+// versions (store.Versions): what a query read is kept, and read again
+// only when they move.
 type Querier interface {
 	APIs() []store.APIInfo
 	ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error

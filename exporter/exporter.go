@@ -28,7 +28,9 @@ import (
 	"github.com/kube-sunset/sunset/store"
 )
 
-// Querier reads counts. *store.Store implements it.
+// Querier reads counts. *store.Store implements it. APIs must give each
+// API's versions (store.Versions): what a scrape added up is kept, and
+// read again only when they move.
 type Querier interface {
 	APIs() []store.APIInfo
 	ScanCounts(cluster, api string, from, to time.Time, fn func(countkey.CountKey, uint64) error) error
