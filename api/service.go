@@ -216,8 +216,16 @@ func (s *Service) build(src source, subjects []subject, q sunsetv1.Query, now ti
 		}
 		return nil
 	}
+	each := func(from, to time.Time, fn func(countkey.CountKey, uint64) error) error {
+		for _, sub := range matching {
+			if err := src.scan(sub.cluster, from, to, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	key := viewKey{fieldRule: !src.catalogued, name: name, cluster: q.Cluster, since: q.Since, hourly: q.Hourly, now: now.UTC().Truncate(time.Hour)}
-	b, vw, release, err := s.views.builder(key, matching, fresh, collect)
+	b, vw, release, err := s.views.builder(key, matching, fresh, reader{collect: collect, each: each})
 	if err != nil {
 		return nil, false, false, err
 	}

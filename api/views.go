@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sunsetv1 "github.com/kube-sunset/sunset/api/v1"
+	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
 )
 
@@ -63,24 +64,37 @@ type view struct {
 	// outputs are full's renderings, by the users asked for.
 	outputs map[int]*output
 	bytes   int64 // under Views.mu
+	// rollFrom, until the view is first built, is the same query's view
+	// of the hour before, to be moved on to this one (roll.go).
+	rollFrom *view
 }
 
 // collectFunc adds the counts of every subject of a query over [from, to]
 // to b.
 type collectFunc func(b *builder, from, to time.Time) error
 
+// eachFunc calls fn for every count of every subject of a query over
+// [from, to].
+type eachFunc func(from, to time.Time, fn func(countkey.CountKey, uint64) error) error
+
+// reader reads the counts of a query's subjects.
+type reader struct {
+	collect collectFunc
+	each    eachFunc
+}
+
 // builder returns a builder of the query key over subs, and its view, to
 // be rendered before release is called. Without views every call reads
 // everything, and the view is nil.
-func (v *Views) builder(key viewKey, subs []subject, fresh func() *builder, collect collectFunc) (b *builder, vw *view, release func(), err error) {
+func (v *Views) builder(key viewKey, subs []subject, fresh func() *builder, r reader) (b *builder, vw *view, release func(), err error) {
 	if v == nil || v.budget <= 0 {
 		b = fresh()
 		from, to := b.scanRange()
-		return b, nil, func() {}, collect(b, from, to)
+		return b, nil, func() {}, r.collect(b, from, to)
 	}
 	vw = v.get(key)
 	vw.mu.Lock()
-	b, err = vw.build(subs, fresh, collect)
+	b, err = vw.build(subs, fresh, r)
 	if err != nil {
 		vw.past, vw.full, vw.versions, vw.outputs = nil, nil, nil, nil
 		vw.mu.Unlock()
@@ -132,7 +146,7 @@ func (v *Views) keep(vw *view, users int, obj sunsetv1.APIRequestCount) (*output
 }
 
 // build brings the view up to subs' versions; the caller holds vw.mu.
-func (vw *view) build(subs []subject, fresh func() *builder, collect collectFunc) (*builder, error) {
+func (vw *view) build(subs []subject, fresh func() *builder, r reader) (*builder, error) {
 	current := vw.key.now
 	switch vw.holds(subs) {
 	case holdsAll:
@@ -140,15 +154,21 @@ func (vw *view) build(subs []subject, fresh func() *builder, collect collectFunc
 		return vw.full, nil
 	case holdsNone:
 		vw.outputs = nil
-		past := fresh()
-		from, _ := past.scanRange()
-		if err := collect(past, from, current.Add(-time.Hour)); err != nil {
+		past, err := vw.rolled(subs, r)
+		if err != nil {
 			return nil, err
+		}
+		if past == nil {
+			past = fresh()
+			from, _ := past.scanRange()
+			if err := r.collect(past, from, current.Add(-time.Hour)); err != nil {
+				return nil, err
+			}
 		}
 		vw.past = past
 	}
 	full := vw.past.clone()
-	if err := collect(full, current, current); err != nil {
+	if err := r.collect(full, current, current); err != nil {
 		return nil, err
 	}
 	vw.full, vw.outputs = full, nil
@@ -194,11 +214,19 @@ func (v *Views) get(key viewKey) *view {
 		return el.Value.(*view)
 	}
 	vw := &view{key: key}
+	before := key
+	before.now = key.now.Add(-time.Hour)
+	if el, ok := v.by[before]; ok {
+		// Moved on when vw is first built.
+		vw.rollFrom = el.Value.(*view)
+		v.remove(el)
+	}
 	v.by[key] = v.lru.PushFront(vw)
-	// Views of hours gone by are never read again.
+	// Views of hours before the last are never read again; those of the
+	// last wait for their query to be asked in this hour.
 	for el := v.lru.Back(); el != nil; {
 		prev := el.Prev()
-		if old := el.Value.(*view); old.key.now.Before(key.now) {
+		if old := el.Value.(*view); old.key.now.Before(before.now) {
 			v.remove(el)
 		}
 		el = prev

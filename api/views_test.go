@@ -190,7 +190,15 @@ func TestViewsReadOnlyWhatMayHaveChanged(t *testing.T) {
 	count(cur.Add(-5 * time.Hour))
 	require.Equal(t, []string{"10-22T19/11-21T19"}, get(4), "a late request: everything is read again")
 	now = now.Add(time.Hour)
-	require.Equal(t, []string{"10-22T20/11-21T20"}, get(4), "a new hour starts afresh")
+	require.Equal(t, []string{"10-22T19/10-22T19", "11-21T20/11-21T20"}, get(4),
+		"a new hour: the hour that leaves the window is read again to take it out, and the new one is read")
+	count(cur.Add(time.Hour))
+	now = now.Add(time.Hour)
+	require.Equal(t, []string{"10-22T20/10-22T20", "11-21T20/11-21T21"}, get(5),
+		"counted in the hour that was current: it is read again too")
+	count(cur)
+	now = now.Add(time.Hour)
+	require.Equal(t, []string{"10-22T22/11-21T22"}, get(6), "a late request, then a new hour: everything is read")
 }
 
 // Queries of one view at once wait for each other, and all get the answer.
@@ -280,5 +288,60 @@ func TestViewsAnswerTheSameBytes(t *testing.T) {
 				require.Equal(t, want.Body.String(), got.Body.String(), "%s, Accept %q", target, accept)
 			}
 		}
+	}
+}
+
+// Views moved on from hour to hour (roll.go) answer as reading everything:
+// requests of the current hour, now and then one of the hour before, the
+// clock moving 20 to 40 minutes a step, and a few query shapes asked at
+// every step, so that each view is moved on many times.
+func TestViewsMovedOnAnswerAsReadingEverything(t *testing.T) {
+	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	isSystem := func(u string) bool { return u == "user-0" }
+	plain := NewService(s, nil, nil, isSystem, clock)
+	kept := NewService(s, nil, nil, isSystem, clock)
+	kept.WithViews(NewViews(1 << 30))
+	rng := rand.New(rand.NewPCG(3, 14))
+	id := 0
+	var queries []sunsetv1.Query
+	for _, since := range []int{0, 3, 30} {
+		for _, hourly := range []bool{false, true} {
+			q := sunsetv1.DefaultQuery()
+			q.Users = 2
+			if since > 0 {
+				q.Since, q.Hourly = time.Duration(since)*time.Hour, hourly
+			} else if hourly {
+				q.User = "user-3"
+			}
+			queries = append(queries, q)
+		}
+	}
+	for step := range 120 {
+		var reqs []countkey.Request
+		for range rng.IntN(30) {
+			id++
+			hour := now.Truncate(time.Hour)
+			if rng.IntN(40) == 0 {
+				hour = hour.Add(-time.Hour)
+			}
+			reqs = append(reqs, countkey.Request{ID: fmt.Sprint(id), Key: countkey.CountKey{Cluster: []string{"c1", "c2"}[rng.IntN(2)],
+				API: []string{"endpoints.v1", "cronjobs.v1beta1.batch"}[rng.IntN(2)], Removed: rng.IntN(4) == 0,
+				Cell: countkey.Cell{Hour: hour, Node: fmt.Sprintf("m%d", rng.IntN(2)+step/40), Username: fmt.Sprintf("user-%d", rng.IntN(6)),
+					UserAgent: fmt.Sprintf("agent/%d", rng.IntN(3)), Verb: []string{"get", "list"}[rng.IntN(2)]}}})
+		}
+		_, err := storetest.Apply(s, reqs)
+		require.NoError(t, err)
+		for _, q := range queries {
+			want, err := plain.List(q)
+			require.NoError(t, err)
+			got, err := kept.List(q)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "step %d at %s: %+v", step, now.Format(time.RFC3339), q)
+		}
+		now = now.Add(time.Duration(20+rng.IntN(21)) * time.Minute)
 	}
 }

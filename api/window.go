@@ -29,9 +29,15 @@ func (b *builder) calledBy(username string) bool {
 	if !b.window.from.IsZero() {
 		return b.window.users[username] != nil
 	}
-	for _, c := range b.clients {
-		if c.id.username == username {
-			return true
+	// From the cells, not b.clients: a builder moved on to a new hour
+	// (roll) keeps the clients of the hour that left.
+	for i := range b.hours {
+		for _, cl := range b.hours[i].nodes {
+			for _, row := range cl.rows {
+				if b.clients[row.client].id.username == username {
+					return true
+				}
+			}
 		}
 	}
 	return false
