@@ -38,21 +38,73 @@ func (f stringFlags) plain() bool { return f == 0 }
 // ends or escapes a string or is not allowed in one: a quote, a backslash
 // or a control character. The lowest mark is exact; a borrow may add false
 // ones above it, which is why only the lowest is used.
+//
+// Flipping bit 1 moves the quote (0x22) to 0x20 and keeps the control
+// characters below 0x20 (and 0x20 itself at 0x22): one test for "below
+// 0x21" then finds both, where a test each cost a third more a word.
 func specials(x uint64) uint64 {
-	quote := x ^ (lsb * '"')
+	low := x ^ (lsb * 0x02)
 	backslash := x ^ (lsb * '\\')
-	// Bytes of 0x80 and more never mark: ^x masks them out.
-	return ((quote-lsb)&^quote | (backslash-lsb)&^backslash | (x-lsb*0x20)&^x) & msb
+	// Bytes of 0x80 and more never mark: ^low and ^backslash mask them out.
+	return ((low-lsb*0x21)&^low | (backslash-lsb)&^backslash) & msb
 }
 
 // scanString returns the offset after the string whose opening quote is at
 // b[i], and what it held; -1 if it is not a valid string.
 func scanString(b []byte, i int) (int, stringFlags) {
 	i++
-	var flags stringFlags
 	var high uint64
+	// Eight bytes at a time up to the first special byte: most strings
+	// end there, at their quote, without an escape.
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		m := specials(x)
+		if m == 0 {
+			high |= x
+			i += 8
+			continue
+		}
+		n := bits.TrailingZeros64(m) / 8
+		high |= x & (1<<(8*n) - 1)
+		i += n
+		if byte(x>>(8*n)) == '"' {
+			if high&msb != 0 {
+				return i + 1, flagNonASCII
+			}
+			return i + 1, 0
+		}
+		break
+	}
+	return scanStringRest(b, i, high)
+}
+
+// skipString is scanString for a value, whose flags nobody reads.
+func skipString(b []byte, i int) int {
+	i++
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		m := specials(x)
+		if m == 0 {
+			i += 8
+			continue
+		}
+		n := bits.TrailingZeros64(m) / 8
+		i += n
+		if byte(x>>(8*n)) == '"' {
+			return i + 1
+		}
+		break
+	}
+	end, _ := scanStringRest(b, i, 0)
+	return end
+}
+
+// scanStringRest is scanString from b[i], inside the string, past bytes
+// whose bits are high's: it takes escapes, control characters and the
+// string's last bytes.
+func scanStringRest(b []byte, i int, high uint64) (int, stringFlags) {
+	var flags stringFlags
 	for {
-		// Eight bytes at a time up to the first special byte.
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
 			m := specials(x)
@@ -178,8 +230,7 @@ func skipValue(b []byte, i, depth int) int {
 	}
 	switch c := b[i]; c {
 	case '"':
-		end, _ := scanString(b, i)
-		return end
+		return skipString(b, i)
 	case '{':
 		return skipObject(b, i, depth+1)
 	case '[':
