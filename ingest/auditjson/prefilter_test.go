@@ -27,6 +27,14 @@ func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 	t.Parallel()
 	deep := strings.Repeat("[", maxScanDepth) + strings.Repeat("]", maxScanDepth)
 	tooDeep := strings.Repeat("[", maxScanDepth+1) + strings.Repeat("]", maxScanDepth+1)
+	// Objects, and containers mixed, past the 64 that skipValue's loop
+	// holds before it calls itself, with what follows them checked.
+	deepObjects := strings.Repeat(`{"a":`, maxScanDepth) + "1" + strings.Repeat("}", maxScanDepth)
+	tooDeepObjects := strings.Repeat(`{"a":`, maxScanDepth+1) + "1" + strings.Repeat("}", maxScanDepth+1)
+	mixed := strings.Repeat(`[{"a":`, 40) + "1" + strings.Repeat("}]", 40)
+	mixedUnclosed := strings.Repeat(`[{"a":`, 40) + "1" + strings.Repeat("}]", 39) + "}"
+	mixedSibling := `[` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `,{"b":[2,{}]}]`
+	mixedBadSibling := `[` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `,{"b" 2}]`
 	for _, in := range []string{
 		`0`, `-0`, `-`, `01`, `1.`, `1.5`, `.5`, `1e5`, `1E+5`, `1e-5`, `1e`, `1e+`, `-1.5e-3`, `+1`, `1x`,
 		`true`, `tru`, `truex`, `false`, `null`, `nul`, `NULL`,
@@ -36,7 +44,7 @@ func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 		`{}`, `{ }`, `{"a":1}`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `{"a":1 "b":2}`, `{"a":{"b":[1,2,{"c":null}]}}`,
 		`[]`, `[1,]`, `[,1]`, `[1 2]`, `[1,2]`, ` [ 1 , 2 ] `, "\t\r\n[]\n", `[1]]`, `{}}`, `{} {}`, `[1] x`,
 		`{"a":"b"`, `{"a":`, `[`, ``, ` `, "\u00a0[]", "[]\x00",
-		deep, tooDeep,
+		deep, tooDeep, deepObjects, tooDeepObjects, mixed, mixedUnclosed, mixedSibling, mixedBadSibling,
 	} {
 		b := []byte(in)
 		i := skipSpace(b, 0)

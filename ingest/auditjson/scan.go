@@ -224,38 +224,120 @@ func scanLiteral(b []byte, i int, lit string) int {
 // skipValue returns the offset after the value that starts at b[i] (no
 // whitespace before it), or -1 if there is no valid value there. depth is
 // how many arrays and objects enclose it.
+//
+// Containers inside it are walked in one loop rather than by a call per
+// value: a call costs about as much as scanning a short string, and an
+// event has a hundred values. open holds, innermost in the lowest bit,
+// whether each open container is an object; one nested deeper than the
+// word holds is walked by scanObject or scanArray.
 func skipValue(b []byte, i, depth int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch c := b[i]; c {
-	case '"':
-		return skipString(b, i)
-	case '{':
-		return skipObject(b, i, depth+1)
-	case '[':
-		return skipArray(b, i, depth+1)
-	case 't':
-		return scanLiteral(b, i, "true")
-	case 'f':
-		return scanLiteral(b, i, "false")
-	case 'n':
-		return scanLiteral(b, i, "null")
-	default:
-		if c == '-' || isDigit(c) {
-			return scanNumber(b, i)
+	var open uint64
+	level := 0
+	for {
+		if i >= len(b) {
+			return -1
 		}
-		return -1
+		switch c := b[i]; c {
+		case '"':
+			i = skipString(b, i)
+		case '{', '[':
+			if depth+level+1 > maxScanDepth {
+				return -1
+			}
+			if level == 64 {
+				if c == '{' {
+					i = scanObject(b, i, depth+level+1, nil)
+				} else {
+					i = scanArray(b, i, depth+level+1, nil)
+				}
+				break
+			}
+			i = skipSpace(b, i+1)
+			if i >= len(b) {
+				return -1
+			}
+			if c == '{' {
+				if b[i] == '}' {
+					i++
+					break
+				}
+				open, level = open<<1|1, level+1
+				if i = skipKey(b, i); i < 0 {
+					return -1
+				}
+				continue
+			}
+			if b[i] == ']' {
+				i++
+				break
+			}
+			open, level = open<<1, level+1
+			continue
+		case 't':
+			i = scanLiteral(b, i, "true")
+		case 'f':
+			i = scanLiteral(b, i, "false")
+		case 'n':
+			i = scanLiteral(b, i, "null")
+		default:
+			if c != '-' && !isDigit(c) {
+				return -1
+			}
+			i = scanNumber(b, i)
+		}
+		// After a value: the end of this one, or what follows it in
+		// the container it is in.
+		for {
+			if i < 0 {
+				return -1
+			}
+			if level == 0 {
+				return i
+			}
+			if i = skipSpace(b, i); i >= len(b) {
+				return -1
+			}
+			object := open&1 != 0
+			if b[i] == ',' {
+				i = skipSpace(b, i+1)
+				if object {
+					i = skipKey(b, i)
+				}
+				break
+			}
+			if object && b[i] != '}' || !object && b[i] != ']' {
+				return -1
+			}
+			i++
+			open, level = open>>1, level-1
+		}
+		if i < 0 {
+			return -1
+		}
 	}
 }
 
-// skipObject returns the offset after the object whose brace is at b[i], or
-// -1; depth counts it and the containers around it.
-func skipObject(b []byte, i, depth int) int { return scanObject(b, i, depth, nil) }
+// skipKey returns where the value of the member whose key starts at b[i]
+// starts, past the key, the colon and the spaces around it; -1 if there
+// is no key and colon there.
+func skipKey(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	if i = skipString(b, i); i < 0 {
+		return -1
+	}
+	if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	return skipSpace(b, i+1)
+}
 
-// scanObject is skipObject that hands each member to member, if not nil:
-// the key (raw, between its quotes), its flags and where the value starts.
-// member scans the value and returns the offset after it, or -1.
+// scanObject returns the offset after the object whose brace is at b[i],
+// or -1; depth counts it and the containers around it. It hands each
+// member to member, if not nil: the key (raw, between its quotes), its
+// flags and where the value starts. member scans the value and returns
+// the offset after it, or -1.
 func scanObject(b []byte, i, depth int, member func(key []byte, flags stringFlags, start int) int) int {
 	if depth > maxScanDepth {
 		return -1
