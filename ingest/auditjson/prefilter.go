@@ -67,7 +67,15 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 			}
 			return end
 		}
-		end := skipValue(b, start, depth)
+		// A string's flags say whether it has an escape, which the
+		// values read below must not have.
+		var end int
+		var valueFlags stringFlags
+		if start < len(b) && b[start] == '"' {
+			end, valueFlags = scanString(b, start)
+		} else {
+			end = skipValue(b, start, depth)
+		}
 		if end < 0 {
 			return -1
 		}
@@ -78,13 +86,13 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 		switch len(key) {
 		case 4:
 			if equalFoldASCII(key, "kind") {
-				sh.kind = plainString(b, start, end, sh)
+				sh.kind = plainString(b, start, end, valueFlags, sh)
 			} else if equalFoldASCII(key, "verb") {
-				sh.verb = plainString(b, start, end, sh)
+				sh.verb = plainString(b, start, end, valueFlags, sh)
 			}
 		case 5:
 			if equalFoldASCII(key, "stage") {
-				sh.stage = plainString(b, start, end, sh)
+				sh.stage = plainString(b, start, end, valueFlags, sh)
 			}
 		case 9:
 			if equalFoldASCII(key, "objectref") {
@@ -92,7 +100,7 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 			}
 		case 10:
 			if equalFoldASCII(key, "apiversion") {
-				sh.apiVersion = plainString(b, start, end, sh)
+				sh.apiVersion = plainString(b, start, end, valueFlags, sh)
 			}
 		case 11:
 			if equalFoldASCII(key, "annotations") {
@@ -123,11 +131,11 @@ func readAnnotations(b []byte, start, depth int, sh *eventShape) int {
 	})
 }
 
-// plainString is the content of the string value at b[start:end], when it
-// is a string without escapes; encoding/json keeps the last of repeated
-// keys, and so does the caller.
-func plainString(b []byte, start, end int, sh *eventShape) span {
-	if b[start] != '"' || bytes.IndexByte(b[start:end], '\\') >= 0 {
+// plainString is the content of the value at b[start:end], when it is a
+// string without escapes (flags are its scanString's); encoding/json keeps
+// the last of repeated keys, and so does the caller.
+func plainString(b []byte, start, end int, flags stringFlags, sh *eventShape) span {
+	if b[start] != '"' || flags&flagEscaped != 0 {
 		sh.unsure = true
 		return span{}
 	}
@@ -303,12 +311,18 @@ func plainEnvelope(body []byte, items func(start int) int) bool {
 // envelopeString scans the envelope's string value at body[start] into s,
 // marking anything but a plain string unusual.
 func envelopeString(body []byte, start int, s *span, unusual *bool) int {
-	end := skipValue(body, start, 1)
+	var end int
+	var flags stringFlags
+	if start < len(body) && body[start] == '"' {
+		end, flags = scanString(body, start)
+	} else {
+		end = skipValue(body, start, 1)
+	}
 	if end < 0 {
 		return -1
 	}
 	var sh eventShape
-	*s = plainString(body, start, end, &sh)
+	*s = plainString(body, start, end, flags, &sh)
 	*unusual = *unusual || sh.unsure
 	return end
 }
