@@ -295,6 +295,36 @@ func TestPrefilterIsNotTricked(t *testing.T) {
 	}
 }
 
+// Only an annotation's key can make an event the admission webhook
+// counter's: one whose values alone name a webhook is set aside, as the
+// decoder would judge it, and one with a webhook key never is.
+func TestPrefilterFindsWebhooksByTheirKeys(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	a := testAggregator(t, now)
+	p := NewPrefilter(a.Interest())
+	ev := func(annotations string) string {
+		return `{"auditID":"a","verb":"create","stage":"ResponseComplete","user":{"username":"u"},` +
+			`"requestReceivedTimestamp":"2026-11-24T10:00:00.000000Z","stageTimestamp":"2026-11-24T10:00:01.000000Z",` +
+			`"objectRef":{"resource":"configmaps","apiVersion":"v1"},"responseStatus":{"code":201},"annotations":` + annotations + `}`
+	}
+	for annotations, kept := range map[string]bool{
+		`{"authorization.k8s.io/reason":"mutation.webhook.admission.k8s.io/round_0_index_0"}`:  false,
+		`{"authorization.k8s.io/reason":"apiserver.latency.k8s.io/mutating-webhook"}`:          false,
+		`{"authorization.k8s.io/reason":"missing-san.invalid-cert.kubernetes.io/example.com"}`: false,
+		`{"x":"webhook","y":".invalid-cert.kubernetes.io/"}`:                                   false,
+		`{"apiserver.latency.k8s.io/mutating-webhook":"600ms"}`:                                true,
+		`{"x":"y","mutation.webhook.admission.k8s.io/round_0_index_0":"{}"}`:                   true,
+		`{"missing-san.invalid-cert.kubernetes.io/example.com":"reason"}`:                      true,
+		`{"x.webhook.admission.k8s.io/y":"z"}`:                                                 true,
+	} {
+		item := ev(annotations)
+		_, skip := p.Skip([]byte(item))
+		require.Equal(t, kept, !skip, "%s", annotations)
+		compareWithDecodeBody(t, a, []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`+item+`]}`))
+	}
+}
+
 // Bodies that are not plain lists get DecodeBody's own answer.
 func TestPrefilterLeavesBadBodiesToDecodeBody(t *testing.T) {
 	t.Parallel()
@@ -343,6 +373,7 @@ func FuzzPrefilter(f *testing.F) {
 	require.NoError(f, err)
 	f.Add(body)
 	f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","stage":"ResponseComplete","objectRef":{"resource":"endpoints","apiVersion":"v1"},"annotations":{"k8s.io/deprecated":"true"}}]}`))
+	f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","stage":"ResponseComplete","annotations":{"r":"mutation.webhook.admission.k8s.io/round_0_index_0","apiserver.latency.k8s.io/mutating-webhook":"600ms"}}]}`))
 	for _, b := range hostileSeeds() {
 		f.Add(b)
 	}
