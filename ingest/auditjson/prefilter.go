@@ -49,6 +49,10 @@ type eventShape struct {
 	// deprecated is set when the annotations have the key
 	// k8s.io/deprecated.
 	deprecated bool
+	// namesResource is set when a string in objectRef is one of the
+	// resources field rules read, or may be: one with an escape, or a
+	// container that holds one.
+	namesResource bool
 	// webhooks is set when an annotation's key may be an admission
 	// webhook's (admission.MayHave of the key): only keys are read for
 	// webhook facts, so a value that names a webhook changes nothing.
@@ -59,15 +63,23 @@ type eventShape struct {
 }
 
 // inspect walks the event object whose brace is at b[i], depth counting
-// it and the containers around it. It returns the offset after it, or -1
-// when the JSON is not valid.
-func inspect(b []byte, i, depth int, sh *eventShape) int {
+// it and the containers around it, looking in objectRef for resources
+// (quoted). It returns the offset after it, or -1 when the JSON is not
+// valid.
+func inspect(b []byte, i, depth int, resources [][]byte, sh *eventShape) int {
 	return scanObject(b, i, depth, func(key []byte, flags stringFlags, start int) int {
 		if flags.plain() && len(key) == 11 && start < len(b) && b[start] == '{' && equalFoldASCII(key, "annotations") {
 			// Read as it is validated, in one pass.
 			end := readAnnotations(b, start, depth+1, sh)
 			if end >= 0 {
 				once(b, &sh.annotations, start, end, sh)
+			}
+			return end
+		}
+		if flags.plain() && len(key) == 9 && start < len(b) && b[start] == '{' && equalFoldASCII(key, "objectref") {
+			end := findResources(b, start, depth+1, resources, sh)
+			if end >= 0 {
+				once(b, &sh.objectRef, start, end, sh)
 			}
 			return end
 		}
@@ -100,6 +112,7 @@ func inspect(b []byte, i, depth int, sh *eventShape) int {
 			}
 		case 9:
 			if equalFoldASCII(key, "objectref") {
+				// null: an object is read above.
 				once(b, &sh.objectRef, start, end, sh)
 			}
 		case 10:
@@ -139,6 +152,47 @@ func readAnnotations(b []byte, start, depth int, sh *eventShape) int {
 	})
 }
 
+// findResources walks the objectRef object at b[start], depth counting it
+// and the containers around it, and returns the offset after it, or -1
+// when it is not valid JSON. A field rule's resource is objectRef's
+// resource string, so it is enough to compare each string value, raw,
+// with the resources: without an escape, its bytes are its value. Keys
+// are not resources; a value with an escape, or a container holding a
+// resource's bytes, is taken as one.
+func findResources(b []byte, start, depth int, resources [][]byte, sh *eventShape) int {
+	return scanObject(b, start, depth, func(_ []byte, _ stringFlags, start int) int {
+		if start < len(b) && b[start] == '"' {
+			end, flags := scanString(b, start)
+			if end < 0 {
+				return -1
+			}
+			if flags&flagEscaped != 0 && len(resources) > 0 {
+				sh.namesResource = true
+			}
+			for _, r := range resources {
+				if string(b[start:end]) == string(r) {
+					sh.namesResource = true
+				}
+			}
+			return end
+		}
+		end := skipValue(b, start, depth)
+		if end < 0 {
+			return -1
+		}
+		value := b[start:end]
+		if bytes.IndexByte(value, '\\') >= 0 && len(resources) > 0 {
+			sh.namesResource = true
+		}
+		for _, r := range resources {
+			if bytes.Contains(value, r) {
+				sh.namesResource = true
+			}
+		}
+		return end
+	})
+}
+
 // plainString is the content of the value at b[start:end], when it is a
 // string without escapes (flags are its scanString's); encoding/json keeps
 // the last of repeated keys, and so does the caller.
@@ -171,7 +225,7 @@ func (p *Prefilter) Skip(raw []byte) (classify.SetAside, bool) {
 		return classify.SetAside{}, false
 	}
 	var sh eventShape
-	end := inspect(raw, i, 1, &sh)
+	end := inspect(raw, i, 1, p.resources, &sh)
 	if end < 0 || skipSpace(raw, end) != len(raw) {
 		return classify.SetAside{}, false
 	}
@@ -213,16 +267,8 @@ func (p *Prefilter) judge(b []byte, sh *eventShape) (classify.Result, bool) {
 	if p.allCompleted || bytes.Contains(sh.responseStat.of(b), markerNotFound) {
 		return "", false
 	}
-	if len(p.resources) > 0 {
-		ref := sh.objectRef.of(b)
-		if bytes.IndexByte(ref, '\\') >= 0 {
-			return "", false
-		}
-		for _, r := range p.resources {
-			if bytes.Contains(ref, r) {
-				return "", false
-			}
-		}
+	if sh.namesResource {
+		return "", false
 	}
 	return classify.ResultNotDeprecated, true
 }
@@ -253,7 +299,7 @@ func decodeListFiltered(body []byte, p *Prefilter) (events []classify.Event, bad
 		}
 		if body[start] == '{' {
 			var sh eventShape
-			if end = inspect(body, start, 3, &sh); end < 0 {
+			if end = inspect(body, start, 3, p.resources, &sh); end < 0 {
 				return -1
 			}
 			if r, skip := p.setAside(body, &sh); skip {

@@ -276,6 +276,10 @@ func TestPrefilterIsNotTricked(t *testing.T) {
 		"404 to a removed API":       {ev("a", `"stage":"ResponseComplete","objectRef":{"resource":"podsecuritypolicies","apiGroup":"policy","apiVersion":"v1beta1"},"responseStatus":{"code":404}`), true},
 		"404 in another case":        {ev("a", `"stage":"ResponseComplete","objectRef":{"resource":"podsecuritypolicies","apiGroup":"policy","apiVersion":"v1beta1"},"RESPONSESTATUS":{"CODE":404}`), true},
 		"field rule":                 {ev("a", `"stage":"ResponseComplete","verb":"patch","objectRef":{"resource":"nodes","apiVersion":"v1","subresource":"status"},"requestObject":{"status":{"nodeInfo":{"kubeProxyVersion":"v1.30.0"}}}`), true},
+		"field rule, escaped":        {ev("a", `"stage":"ResponseComplete","verb":"patch","objectRef":{"resource":"no\u0064es","apiVersion":"v1","subresource":"status"},"requestObject":{"status":{"nodeInfo":{"kubeProxyVersion":"v1.30.0"}}}`), true},
+		"field rule, key in caps":    {ev("a", `"stage":"ResponseComplete","verb":"patch","objectRef":{"RESOURCE":"nodes","apiVersion":"v1","subresource":"status"},"requestObject":{"status":{"nodeInfo":{"kubeProxyVersion":"v1.30.0"}}}`), true},
+		"field rule, last wins":      {ev("a", `"stage":"ResponseComplete","verb":"patch","objectRef":{"resource":"pods","resource":"nodes","apiVersion":"v1","subresource":"status"},"requestObject":{"status":{"nodeInfo":{"kubeProxyVersion":"v1.30.0"}}}`), true},
+		"resource as a key":          {ev("a", `"stage":"ResponseComplete","verb":"patch","objectRef":{"nodes":"x","resource":"pods","apiVersion":"v1"}`), false},
 		"deprecated null":            {ev("a", `"stage":"ResponseComplete",`+ref+`,"annotations":null`), false},
 		"no stage":                   {ev("a", ref+`,"annotations":{"k8s.io/deprecated":"true"}`), false},
 	}
