@@ -84,10 +84,11 @@ func inspect(b []byte, i, depth int, resources [][]byte, sh *eventShape) int {
 			return end
 		}
 		// A string's flags say whether it has an escape, which the
-		// values read below must not have.
+		// values read below (kind, verb, stage, apiVersion: keys of 4, 5
+		// and 10 bytes) must not have; the others skip them.
 		var end int
 		var valueFlags stringFlags
-		if start < len(b) && b[start] == '"' {
+		if n := len(key); (n == 4 || n == 5 || n == 10) && start < len(b) && b[start] == '"' {
 			end, valueFlags = scanString(b, start)
 		} else {
 			end = skipValue(b, start, depth)
