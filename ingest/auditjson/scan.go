@@ -366,6 +366,12 @@ func scanObject(b []byte, i, depth int, member func(key []byte, flags stringFlag
 		} else {
 			end = skipValue(b, start, depth)
 		}
+		// Compact JSON, as kube-apiserver writes it, has the comma or
+		// the brace right after the value: no call to find it.
+		if end >= 0 && end < len(b) && b[end] == ',' && end+1 < len(b) && b[end+1] == '"' {
+			i = end + 1
+			continue
+		}
 		var closed bool
 		if i, closed = afterMember(b, end, '}'); i < 0 || closed {
 			return i
