@@ -53,29 +53,24 @@ func specials(x uint64) uint64 {
 // b[i], and what it held; -1 if it is not a valid string.
 func scanString(b []byte, i int) (int, stringFlags) {
 	i++
-	var high uint64
-	// Eight bytes at a time up to the first special byte: most strings
-	// end there, at their quote, without an escape.
+	// Eight bytes at a time up to the first special or non-ASCII byte:
+	// most strings end there, at their quote, plain. A non-ASCII byte
+	// goes on in scanStringRest, which keeps account of it.
 	for i+8 <= len(b) {
 		x := binary.LittleEndian.Uint64(b[i:])
-		m := specials(x)
+		m := specials(x) | x&msb
 		if m == 0 {
-			high |= x
 			i += 8
 			continue
 		}
 		n := bits.TrailingZeros64(m) / 8
-		high |= x & (1<<(8*n) - 1)
 		i += n
 		if byte(x>>(8*n)) == '"' {
-			if high&msb != 0 {
-				return i + 1, flagNonASCII
-			}
 			return i + 1, 0
 		}
 		break
 	}
-	return scanStringRest(b, i, high)
+	return scanStringRest(b, i, 0)
 }
 
 // skipString is scanString for a value, whose flags nobody reads.
