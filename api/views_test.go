@@ -19,6 +19,19 @@ import (
 	"github.com/kube-sunset/sunset/store"
 )
 
+// viewsStore opens a store in a temporary directory, closed when the test
+// ends, whose clock reads *now: 19:10 on 2026-11-21 until the test moves
+// it.
+func viewsStore(t *testing.T) (s *store.Store, now *time.Time, clock func() time.Time) {
+	t.Helper()
+	now = new(time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC))
+	clock = func() time.Time { return *now }
+	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, now, clock
+}
+
 // scanLog is the store, with the hours each scan reads written down.
 type scanLog struct {
 	*store.Store
@@ -65,11 +78,7 @@ func TestViewsAnswerAsReadingEverything(t *testing.T) {
 }
 
 func testViewsAnswerAsReadingEverything(t *testing.T, budget int64) {
-	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
-	require.NoError(t, err)
-	defer s.Close()
+	s, now, clock := viewsStore(t)
 	plain := NewService(s, nil, nil, func(u string) bool { return u == "user-0" }, clock)
 	kept := NewService(s, nil, nil, func(u string) bool { return u == "user-0" }, clock)
 	views := NewViews(budget)
@@ -135,7 +144,7 @@ func testViewsAnswerAsReadingEverything(t *testing.T, budget int64) {
 				require.NoError(t, err)
 			}
 		case 4:
-			now = now.Add(time.Duration(rng.IntN(50)) * time.Minute)
+			*now = now.Add(time.Duration(rng.IntN(50)) * time.Minute)
 		case 5, 6:
 			q := query()
 			want, err := plain.List(q)
@@ -155,12 +164,8 @@ func testViewsAnswerAsReadingEverything(t *testing.T, budget int64) {
 }
 
 func TestViewsReadOnlyWhatMayHaveChanged(t *testing.T) {
-	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
+	s, now, clock := viewsStore(t)
 	cur := now.Truncate(time.Hour)
-	clock := func() time.Time { return now }
-	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
-	require.NoError(t, err)
-	defer s.Close()
 	q := &scanLog{Store: s}
 	svc := NewService(q, nil, nil, nil, clock)
 	svc.WithViews(NewViews(1 << 30))
@@ -189,32 +194,28 @@ func TestViewsReadOnlyWhatMayHaveChanged(t *testing.T) {
 	require.Equal(t, []string{"11-21T19/11-21T19"}, get(3), "counted in the current hour: that hour alone is read")
 	count(cur.Add(-5 * time.Hour))
 	require.Equal(t, []string{"10-22T19/11-21T19"}, get(4), "a late request: everything is read again")
-	now = now.Add(time.Hour)
+	*now = now.Add(time.Hour)
 	require.Equal(t, []string{"10-22T19/10-22T19", "11-21T20/11-21T20"}, get(4),
 		"a new hour: the hour that leaves the window is read again to take it out, and the new one is read")
 	count(cur.Add(time.Hour))
-	now = now.Add(time.Hour)
+	*now = now.Add(time.Hour)
 	require.Equal(t, []string{"10-22T20/10-22T20", "11-21T20/11-21T21"}, get(5),
 		"counted in the hour that was current: it is read again too")
 	count(cur)
-	now = now.Add(time.Hour)
+	*now = now.Add(time.Hour)
 	require.Equal(t, []string{"10-22T22/11-21T22"}, get(6), "a late request, then a new hour: everything is read")
 }
 
 // Queries of one view at once wait for each other, and all get the answer.
 func TestViewsServeQueriesAtOnce(t *testing.T) {
-	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
-	require.NoError(t, err)
-	defer s.Close()
+	s, now, clock := viewsStore(t)
 	var reqs []countkey.Request
 	for i := range 200 {
 		reqs = append(reqs, countkey.Request{ID: fmt.Sprint(i), Key: countkey.CountKey{Cluster: "c1", API: "endpoints.v1",
 			Cell: countkey.Cell{Hour: now.Truncate(time.Hour).Add(-time.Duration(i%30) * time.Hour), Node: fmt.Sprintf("m%d", i%3),
 				Username: fmt.Sprintf("system:serviceaccount:ns:app-%d", i%17), Verb: "get"}}})
 	}
-	_, err = storetest.Apply(s, reqs)
+	_, err := storetest.Apply(s, reqs)
 	require.NoError(t, err)
 	q := sunsetv1.DefaultQuery()
 	q.Since = 48 * time.Hour
@@ -247,11 +248,7 @@ func TestViewsServeQueriesAtOnce(t *testing.T) {
 // without views writes: one object, lists with and without selectors,
 // indented, and as Tables.
 func TestViewsAnswerTheSameBytes(t *testing.T) {
-	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
-	require.NoError(t, err)
-	defer s.Close()
+	s, now, clock := viewsStore(t)
 	plain, kept := http.NewServeMux(), http.NewServeMux()
 	New(Options{Querier: s, Logger: zerolog.Nop(), Now: clock}).Register(plain)
 	New(Options{Querier: s, Logger: zerolog.Nop(), Now: clock, Views: NewViews(1 << 30)}).Register(kept)
@@ -263,7 +260,7 @@ func TestViewsAnswerTheSameBytes(t *testing.T) {
 				Cell: countkey.Cell{Hour: now.Truncate(time.Hour).Add(-time.Duration(i%40) * time.Hour), Node: fmt.Sprintf("m%d", i%3),
 					Username: fmt.Sprintf("system:serviceaccount:ns:app-%d", i%7), UserAgent: "app/1.0 <&>", Verb: "get"}}})
 	}
-	_, err = storetest.Apply(s, reqs)
+	_, err := storetest.Apply(s, reqs)
 	require.NoError(t, err)
 	const base = "/apis/sunset.dev/v1/apirequestcounts"
 	for _, target := range []string{
@@ -296,11 +293,7 @@ func TestViewsAnswerTheSameBytes(t *testing.T) {
 // clock moving 20 to 40 minutes a step, and a few query shapes asked at
 // every step, so that each view is moved on many times.
 func TestViewsMovedOnAnswerAsReadingEverything(t *testing.T) {
-	now := time.Date(2026, 11, 21, 19, 10, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	s, err := store.Open(store.Options{Dir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(), Now: clock})
-	require.NoError(t, err)
-	defer s.Close()
+	s, now, clock := viewsStore(t)
 	isSystem := func(u string) bool { return u == "user-0" }
 	plain := NewService(s, nil, nil, isSystem, clock)
 	kept := NewService(s, nil, nil, isSystem, clock)
@@ -342,6 +335,6 @@ func TestViewsMovedOnAnswerAsReadingEverything(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, got, "step %d at %s: %+v", step, now.Format(time.RFC3339), q)
 		}
-		now = now.Add(time.Duration(20+rng.IntN(21)) * time.Minute)
+		*now = now.Add(time.Duration(20+rng.IntN(21)) * time.Minute)
 	}
 }
