@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kube-sunset/sunset/cardinality"
 	"github.com/kube-sunset/sunset/classify"
 	"github.com/kube-sunset/sunset/countkey"
 	"github.com/kube-sunset/sunset/store"
@@ -96,4 +97,64 @@ func TestTruncateKeepsWholeCharacters(t *testing.T) {
 	require.Empty(t, countkey.Truncate("é", 1))
 	require.Equal(t, "endpoints.v1", countkey.APIName("", "v1", "endpoints"))
 	require.Equal(t, "cronjobs.v1beta1.batch", countkey.APIName("batch", "v1beta1", "cronjobs"))
+}
+
+// Requests alike in their labels share one series update per commit; the
+// requests whose labels the bounds fold still count one overflow each.
+func TestRequestsMetricCountsEachRequestOfAlikeOnes(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir(), Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	guard := cardinality.New(cardinality.Options{MaxSeries: 2, MaxClusters: 1, Registerer: reg})
+	a := New(Options{Store: st, Logger: zerolog.Nop(), Registerer: reg, Now: func() time.Time { return now }, Labels: guard})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; _ = st.Close() })
+
+	var events []classify.Event
+	for i := range 5 {
+		e := deprecatedEvent(fmt.Sprintf("a-%d", i), "alice")
+		events = append(events, e)
+		e = deprecatedEvent(fmt.Sprintf("b-%d", i), "bob")
+		e.Verb = "list"
+		events = append(events, e)
+		e = deprecatedEvent(fmt.Sprintf("c-%d", i), "carol")
+		e.Verb = "watch"
+		events = append(events, e)
+	}
+	sum, err := a.Ingest(context.Background(), classify.Origin{Source: "test", Cluster: "c1", Node: "n"}, events)
+	require.NoError(t, err)
+	require.Equal(t, 15, sum.Counted)
+	// Another cluster past MaxClusters: folded into "other".
+	sum, err = a.Ingest(context.Background(), classify.Origin{Source: "test", Cluster: "c2", Node: "n"},
+		[]classify.Event{deprecatedEvent("d-0", "dave"), deprecatedEvent("d-1", "dave"), deprecatedEvent("d-2", "dave")})
+	require.NoError(t, err)
+	require.Equal(t, 3, sum.Counted)
+
+	series := func(cluster, verb string) float64 {
+		return testutil.ToFloat64(a.metrics.requests.WithLabelValues(cluster, "", "v1", "endpoints", "", "", verb, "false", "false", "deprecated"))
+	}
+	assert.Equal(t, 5.0, series("c1", "get"))
+	assert.Equal(t, 5.0, series("c1", "list"))
+	// The third series of c1 and every request of c2 are past MaxSeries.
+	o := cardinality.Other
+	assert.Equal(t, 8.0, testutil.ToFloat64(a.metrics.requests.WithLabelValues(o, o, o, o, o, o, o, "false", "false", "deprecated")))
+	overflow := func(limit string) float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != "sunset_metrics_overflow_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == limit && m.GetLabel()[1].GetValue() == requestsMetric {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	assert.Equal(t, 3.0, overflow(cardinality.LimitMaxClusters))
+	assert.Equal(t, 8.0, overflow(cardinality.LimitMaxSeries))
 }
