@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/kube-sunset/sunset/countkey"
@@ -53,15 +54,20 @@ var errCorruptKey = errors.New("store: corrupt key")
 // terminator that no encoded string contains. A 0x00 inside s is written as
 // 0x00 0xFF and the terminator is 0x00 0x01, so hostile values such as a user
 // agent with NUL bytes can never run into the next field.
+//
+// The bytes between NULs are copied as runs, not one by one: every count,
+// workload record and client of a commit is keyed with it, and the loop
+// byte by byte was 4.5 % of a counting replica's CPU.
 func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0x00 {
-			b = append(b, 0x00, 0xFF)
-			continue
+	for {
+		i := strings.IndexByte(s, 0x00)
+		if i < 0 {
+			break
 		}
-		b = append(b, s[i])
+		b = append(append(b, s[:i]...), 0x00, 0xFF)
+		s = s[i+1:]
 	}
-	return append(b, 0x00, 0x01)
+	return append(append(b, s...), 0x00, 0x01)
 }
 
 // readString decodes one string written by appendString and returns the rest.
