@@ -56,7 +56,10 @@ func (sub *subject) workloadPrefix(cluster, name string) []byte {
 // workloadKey is the key of the workload record of k's client; for a field
 // rule, k.API holds the rule's name.
 func (sub *subject) workloadKey(k countkey.CountKey) []byte {
-	b := sub.workloadPrefix(k.Cluster, k.API)
+	b := make([]byte, 0, 9+len(k.Cluster)+len(k.API)+len(k.Username)+len(k.UserAgent))
+	b = append(b, sub.workload)
+	b = appendString(b, k.Cluster)
+	b = appendString(b, k.API)
 	b = appendString(b, k.Username)
 	return appendString(b, k.UserAgent)
 }
@@ -78,39 +81,51 @@ func lastSighting(w *Workload, s countkey.Sighting) {
 
 // applySightings merges the sightings of counted requests into their
 // workload records within txn.
+//
+// The records are found by client, not by key: a commit of a busy
+// fleet holds many requests of each client, and encoding the key of each
+// was most of what this cost beside badger.
 func (s *Store) applySightings(txn *badger.Txn, entries []entry) error {
-	records := map[string]*Workload{}
-	expiry := map[string]uint64{}
-	var order []string
+	type client struct {
+		sub                                *subject
+		cluster, name, username, userAgent string
+	}
+	type record struct {
+		key     []byte
+		w       Workload
+		expires uint64
+	}
+	records := map[client]*record{}
+	var order []*record
 	for _, r := range entries {
 		if r.out.Duplicate || r.Seen == nil {
 			continue
 		}
-		key := string(r.sub.workloadKey(r.Key))
-		w, ok := records[key]
+		c := client{r.sub, r.Key.Cluster, r.Key.API, r.Key.Username, r.Key.UserAgent}
+		rec, ok := records[c]
 		if !ok {
-			w = &Workload{}
-			item, err := txn.Get([]byte(key))
+			rec = &record{key: r.sub.workloadKey(r.Key)}
+			item, err := txn.Get(rec.key)
 			switch {
 			case err == nil:
-				if err := item.Value(func(v []byte) error { return json.Unmarshal(v, w) }); err != nil {
+				if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec.w) }); err != nil {
 					return damaged("workload record", err)
 				}
 			case !errors.Is(err, badger.ErrKeyNotFound):
 				return fmt.Errorf("store: reading workload: %w", err)
 			}
-			records[key] = w
-			order = append(order, key)
+			records[c] = rec
+			order = append(order, rec)
 		}
-		s.merge.Sighting(w, *r.Seen)
-		expiry[key] = max(expiry[key], s.expiresAt(r.Key.Hour))
+		s.merge.Sighting(&rec.w, *r.Seen)
+		rec.expires = max(rec.expires, s.expiresAt(r.Key.Hour))
 	}
-	for _, key := range order {
-		val, err := json.Marshal(records[key])
+	for _, rec := range order {
+		val, err := json.Marshal(&rec.w)
 		if err != nil {
 			return err
 		}
-		if err := setEntry(txn, expiringEntry([]byte(key), val, expiry[key])); err != nil {
+		if err := setEntry(txn, expiringEntry(rec.key, val, rec.expires)); err != nil {
 			return err
 		}
 	}
