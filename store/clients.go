@@ -22,12 +22,14 @@ const OtherClient = "other"
 // past it the cache starts over, and cells are read again from badger.
 const maxCachedClients = 1 << 16
 
-// cellPrefix is the prefix of every count of one subject (an API or a
-// field rule), hour and node: a cell of the client cap.
-func cellPrefix(sub *subject, k countkey.CountKey) string {
-	b := sub.countPrefix(k.Cluster, k.API)
+// cellPrefix appends to b the prefix of every count of one subject
+// (an API or a field rule), hour and node: a cell of the client cap.
+func cellPrefix(b []byte, sub *subject, k countkey.CountKey) []byte {
+	b = append(b, sub.count)
+	b = appendString(b, k.Cluster)
+	b = appendString(b, k.API)
 	b = appendHour(b, k.Hour)
-	return string(appendString(b, k.Node))
+	return appendString(b, k.Node)
 }
 
 // clientCap applies MaxClients to the requests of one commit. Sets read
@@ -40,6 +42,10 @@ type clientCap struct {
 	pending map[string]map[ClientID]bool // clients the commit adds
 	loaded  map[string]map[ClientID]bool // cells read from badger
 	folded  int
+	// cell holds the cell of the key asked for last: most of a commit's
+	// requests fall in cells it has met, and are found without a string
+	// of their own.
+	cell []byte
 }
 
 func newClientCap(s *Store) *clientCap {
@@ -59,26 +65,26 @@ func (c *clientCap) key(sub *subject, k countkey.CountKey) (countkey.CountKey, e
 	if k.Username == OtherClient && k.UserAgent == OtherClient {
 		return k, nil
 	}
-	cell := cellPrefix(sub, k)
+	c.cell = cellPrefix(c.cell[:0], sub, k)
 	id := ClientID{Username: k.Username, UserAgent: k.UserAgent}
-	known, ok := c.s.clients[cell]
+	known, ok := c.s.clients[string(c.cell)]
 	if !ok {
-		known, ok = c.loaded[cell]
+		known, ok = c.loaded[string(c.cell)]
 	}
 	if !ok {
 		var err error
-		if known, err = c.load(sub, cell, k); err != nil {
+		if known, err = c.load(sub, string(c.cell), k); err != nil {
 			return k, err
 		}
 	}
-	added := c.pending[cell]
+	added := c.pending[string(c.cell)]
 	if known[id] || added[id] {
 		return k, nil
 	}
 	if len(known)+len(added) < c.s.maxClients {
 		if added == nil {
 			added = map[ClientID]bool{}
-			c.pending[cell] = added
+			c.pending[string(c.cell)] = added
 		}
 		added[id] = true
 		return k, nil
