@@ -75,7 +75,9 @@ func TestFalcoSampleCountsOnlyWithAClusterVersion(t *testing.T) {
 	require.Equal(t, classify.Summary{Counted: 2, Skipped: 49, SkippedBy: map[string]int{"not_deprecated": 47, "skipped_stage": 2}}, sum)
 	require.Equal(t, []store.APIInfo{{Cluster: "minikube", API: "deployments.v1beta1.extensions", RemovedRelease: "1.16",
 		FirstHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC), LastHour: time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC),
-		Nodes: map[string]time.Time{"minikube": time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)}}}, st.APIs())
+		Nodes: map[string]time.Time{"minikube": time.Date(2018, 10, 26, 13, 0, 0, 0, time.UTC)},
+		// One commit, of an hour long before the store's: both versions.
+		Versions: store.Versions{Writes: 1, Past: 1}}}, st.APIs())
 	verbs := map[string]uint64{}
 	require.NoError(t, st.ScanCounts("minikube", "deployments.v1beta1.extensions", time.Time{}, now, func(k countkey.CountKey, n uint64) error {
 		require.False(t, k.Removed)

@@ -48,10 +48,12 @@ func TestFieldRuleCountsAreTheirOwnKind(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, d.Requests, "one space of dedupe marks")
 
+	// One commit counted the API and the rule, in the current hour: the
+	// first step of the versions' sequence, in the order of their keys.
 	require.Equal(t, []APIInfo{{Cluster: "c", API: "services.v1", RemovedRelease: "1.40", FirstHour: hour19, LastHour: hour19,
-		Nodes: map[string]time.Time{"n1": hour19}}}, s.APIs())
+		Nodes: map[string]time.Time{"n1": hour19}, Versions: Versions{Writes: 1}}}, s.APIs())
 	require.Equal(t, []FieldRuleInfo{{Cluster: "c", Rule: "services.v1", RemovedRelease: "1.22", FirstHour: hour19, LastHour: hour19,
-		Nodes: map[string]time.Time{"n1": hour19}}}, s.FieldRules())
+		Nodes: map[string]time.Time{"n1": hour19}, Versions: Versions{Writes: 2}}}, s.FieldRules(), "the second step: its key sorts after the API's")
 	require.Equal(t, map[FieldRuleKey]uint64{rule: 2}, fieldRuleRows(t, s, "c", "services.v1"))
 	require.Equal(t, []string{"19 n1 alice create: 1"}, rows(t, s, "services.v1"))
 
