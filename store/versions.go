@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // Versions tell a reader whether what it read of one API or field rule of
 // one cluster still holds, so that a query can keep what it built from
@@ -42,7 +46,9 @@ func touch(touched map[string]time.Time, mk string, hour time.Time) {
 // Past too for those it counted a request of an hour before now's.
 func (v *subjectVersions) written(touched map[string]time.Time, now time.Time) {
 	current := now.UTC().Truncate(time.Hour)
-	for mk, first := range touched {
+	// In key order, so that a commit's versions are the same every time.
+	for _, mk := range slices.Sorted(maps.Keys(touched)) {
+		first := touched[mk]
 		v.seq++
 		ver := v.by[mk]
 		ver.Writes = v.seq
