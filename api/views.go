@@ -22,9 +22,9 @@ import (
 // is hundreds of thousands of counts; its current hour is a 720th of them.
 //
 // What is kept is bounded by an estimate of its bytes; the least recently
-// used views go first. A new hour starts each view afresh, since the day
-// and the window both move. Views is safe for concurrent use; queries of
-// one view wait for each other.
+// used views go first. In a new hour a view is moved on from the hour
+// before (roll.go), since the day and the window both move. Views is safe
+// for concurrent use; queries of one view wait for each other.
 type Views struct {
 	mu     sync.Mutex
 	budget int64
