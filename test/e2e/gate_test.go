@@ -18,6 +18,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1beta1 "k8s.io/api/storage/v1beta1"
@@ -454,6 +455,19 @@ func bindClusterAdmin(ctx context.Context, t *testing.T, admin *kubernetes.Clien
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
 	}, metav1.CreateOptions{})
 	must(t, "binding "+user, err)
+	// RBAC reads bindings through an informer: until it has this one, the
+	// user's first call may still be refused.
+	waitFor(t, "the binding of "+user+" to take effect", 30*time.Second, func() error {
+		r, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "componentstatuses"}}}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			return err
+		case !r.Status.Allowed:
+			return fmt.Errorf("not allowed yet: %s", r.Status.Reason)
+		}
+		return nil
+	})
 }
 
 // postStagingTraffic posts, as cluster staging's apiserver, one batch of
