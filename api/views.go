@@ -238,7 +238,7 @@ func (v *Views) get(key viewKey) *view {
 // views while the kept ones are over the budget. A view alone over the
 // budget is not kept. The caller holds vw.mu.
 func (v *Views) account(vw *view) {
-	bytes := vw.full.footprint()
+	bytes := viewBytes + int64(len(vw.key.name)+len(vw.key.cluster)) + vw.full.footprint()
 	if vw.past != nil {
 		// The cells are shared; the rest is the past's own.
 		bytes += int64(len(vw.past.clients))*clientBytes + int64(len(vw.past.window.users))*windowUserBytes
@@ -319,6 +319,10 @@ func (b *builder) forgetShown() {
 
 // Rough sizes of what a builder holds, for the budget of Views.
 const (
+	// viewBytes is what any view holds, whatever it read: its key and its
+	// builders' fixed parts. Views of queries that match nothing (of any
+	// cluster name a reader makes up) still count against the budget.
+	viewBytes       = 4096
 	rowBytes        = 40
 	verbRowBytes    = 24
 	cellBytes       = 160

@@ -338,3 +338,23 @@ func TestViewsMovedOnAnswerAsReadingEverything(t *testing.T) {
 		*now = now.Add(time.Duration(20+rng.IntN(21)) * time.Minute)
 	}
 }
+
+// Views of queries that match nothing, of cluster names a reader makes
+// up, count against the budget: they cannot grow without bound.
+func TestViewsOfMadeUpClustersStayWithinTheBudget(t *testing.T) {
+	s, _, clock := viewsStore(t)
+	views := NewViews(64 << 10)
+	svc := NewService(s, nil, nil, nil, clock)
+	svc.WithViews(views)
+	for i := range 1000 {
+		q := sunsetv1.DefaultQuery()
+		q.Cluster = fmt.Sprintf("made-up-%d", i)
+		_, err := svc.Get("endpoints.v1", q)
+		require.ErrorIs(t, err, sunsetv1.ErrNotFound)
+	}
+	// Each kept view: 4,096 bytes, its key's strings, and the JSON of an
+	// empty answer (the same for all); 12 fit in 64 KiB.
+	empty := views.lru.Front().Value.(*view).outputs[sunsetv1.DefaultUsersToReport].json
+	require.Len(t, views.by, 12)
+	require.Equal(t, int64(12*(4096+len("endpoints.v1")+len("made-up-999")+len(empty))), views.used)
+}
